@@ -1,0 +1,147 @@
+//! Handles, scalar types and the few structs the hooked entry points take.
+//!
+//! Layouts follow `cuda.h` of CUDA 13.0 (x86-64 and aarch64 Linux).
+
+use std::ffi::c_void;
+
+macro_rules! opaque_handle {
+    ($(#[$doc:meta])* $st:ident => $alias:ident) => {
+        $(#[$doc])*
+        #[repr(C)]
+        pub struct $st {
+            _unused: [u8; 0],
+        }
+        $(#[$doc])*
+        pub type $alias = *mut $st;
+    };
+}
+
+opaque_handle!(
+    /// A CUDA context (`CUcontext` in `cuda.h`).
+    CUctx_st => CUcontext
+);
+opaque_handle!(
+    /// A stream (`CUstream`). The null stream is the legacy default stream; the
+    /// per-thread default stream is `CU_STREAM_PER_THREAD` (0x2).
+    CUstream_st => CUstream
+);
+opaque_handle!(
+    /// A kernel function handle (`CUfunction`).
+    CUfunc_st => CUfunction
+);
+opaque_handle!(
+    /// An event (`CUevent`).
+    CUevent_st => CUevent
+);
+opaque_handle!(
+    /// A memory pool (`CUmemoryPool`).
+    CUmemPoolHandle_st => CUmemoryPool
+);
+
+/// A device handle as returned by `cuDeviceGet` (`typedef int CUdevice`). On every driver
+/// we have seen it equals the ordinal, but programs must not rely on that.
+pub type CUdevice = i32;
+
+/// A device address (`CUdeviceptr_v2`, 64-bit since CUDA 3.2).
+pub type CUdeviceptr = u64;
+
+/// `CU_STREAM_LEGACY` (`cuda.h`): the legacy default stream handle, value 0x1.
+pub const CU_STREAM_LEGACY: usize = 0x1;
+/// `CU_STREAM_PER_THREAD` (`cuda.h`): the per-thread default stream handle, value 0x2.
+pub const CU_STREAM_PER_THREAD: usize = 0x2;
+
+/// `CU_GET_PROC_ADDRESS_DEFAULT` (`cuda.h`, CUDA 11.3+): flags value for cuGetProcAddress.
+pub const CU_GET_PROC_ADDRESS_DEFAULT: u64 = 0;
+/// `CU_GET_PROC_ADDRESS_LEGACY_STREAM`: ask for the legacy-default-stream variant.
+pub const CU_GET_PROC_ADDRESS_LEGACY_STREAM: u64 = 1 << 0;
+/// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`: ask for the `_ptsz`/`_ptds` variant.
+pub const CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM: u64 = 1 << 1;
+
+/// `CUdriverProcAddressQueryResult` (`cuda.h`, CUDA 12.0+), written by
+/// `cuGetProcAddress_v2` through its `symbolStatus` argument.
+pub type CUdriverProcAddressQueryResult = i32;
+/// `CU_GET_PROC_ADDRESS_SUCCESS`.
+pub const CU_GET_PROC_ADDRESS_SUCCESS: CUdriverProcAddressQueryResult = 0;
+/// `CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND`.
+pub const CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND: CUdriverProcAddressQueryResult = 1;
+/// `CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT`.
+pub const CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT: CUdriverProcAddressQueryResult = 2;
+
+/// `CUlaunchAttribute` (`cuda.h`): an id followed by a 64-byte value union, 72 bytes in all.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CUlaunchAttribute {
+    /// `CUlaunchAttributeID`.
+    pub id: u32,
+    /// Padding to the union's 8-byte alignment (`pad` in `cuda.h`).
+    pub pad: [u8; 4],
+    /// `CUlaunchAttributeValue`, 64 bytes; its meaning depends on `id`.
+    pub value: [u64; 8],
+}
+
+/// `CUlaunchConfig` (`cuda.h`, CUDA 12.0+): the configuration `cuLaunchKernelEx` takes.
+/// Grid dims are in blocks, block dims in threads, shared memory in bytes.
+#[repr(C)]
+pub struct CUlaunchConfig {
+    /// Grid width in blocks.
+    pub grid_dim_x: u32,
+    /// Grid height in blocks.
+    pub grid_dim_y: u32,
+    /// Grid depth in blocks.
+    pub grid_dim_z: u32,
+    /// Block width in threads.
+    pub block_dim_x: u32,
+    /// Block height in threads.
+    pub block_dim_y: u32,
+    /// Block depth in threads.
+    pub block_dim_z: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub shared_mem_bytes: u32,
+    /// The stream the launch goes to.
+    pub h_stream: CUstream,
+    /// Array of `num_attrs` launch attributes (may be null when `num_attrs` is 0).
+    pub attrs: *mut CUlaunchAttribute,
+    /// Number of entries in `attrs`.
+    pub num_attrs: u32,
+}
+
+/// Opaque parameter pointers the shim forwards untouched (`CUexecAffinityParam*`,
+/// `CUctxCreateParams*`, kernel parameter arrays).
+pub type Opaque = *mut c_void;
+
+/// `CUdevice_attribute` values the shim and the fake driver use (`cuda.h`, CUDA 13.0).
+pub mod attr {
+    /// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK`.
+    pub const MAX_THREADS_PER_BLOCK: i32 = 1;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X`.
+    pub const MAX_BLOCK_DIM_X: i32 = 2;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y`.
+    pub const MAX_BLOCK_DIM_Y: i32 = 3;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z`.
+    pub const MAX_BLOCK_DIM_Z: i32 = 4;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X`.
+    pub const MAX_GRID_DIM_X: i32 = 5;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y`.
+    pub const MAX_GRID_DIM_Y: i32 = 6;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z`.
+    pub const MAX_GRID_DIM_Z: i32 = 7;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK` (bytes, 48 KiB on every GPU since
+    /// Kepler).
+    pub const MAX_SHARED_MEMORY_PER_BLOCK: i32 = 8;
+    /// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`.
+    pub const MULTIPROCESSOR_COUNT: i32 = 16;
+    /// `CU_DEVICE_ATTRIBUTE_COMPUTE_MODE` (0 default, 2 prohibited, 3 exclusive process).
+    pub const COMPUTE_MODE: i32 = 20;
+    /// `CU_DEVICE_ATTRIBUTE_PCI_BUS_ID`.
+    pub const PCI_BUS_ID: i32 = 33;
+    /// `CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID`.
+    pub const PCI_DEVICE_ID: i32 = 34;
+    /// `CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID`.
+    pub const PCI_DOMAIN_ID: i32 = 50;
+    /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR`.
+    pub const COMPUTE_CAPABILITY_MAJOR: i32 = 75;
+    /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR`.
+    pub const COMPUTE_CAPABILITY_MINOR: i32 = 76;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN` (bytes; 227 KiB on H100/H200).
+    pub const MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
+}
