@@ -1,0 +1,220 @@
+//! The trace writer: one JSON-lines file per process, written by a background thread.
+//!
+//! The calling thread only serializes the record and hands the line to
+//! `tracing_appender::non_blocking` (a bounded queue drained by a worker thread), so a driver
+//! call never waits on disk I/O. When the queue is full the line is dropped and counted
+//! ([`TraceWriter::dropped`]); the exit summary reports that count.
+//!
+//! Files are created with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode 0600: a file or symlink
+//! already at the path is an error, never overwritten or followed. A directory that is
+//! world-writable without the sticky bit is refused.
+
+use crate::schema::{Event, Record, SCHEMA_VERSION};
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, NonBlockingBuilder, WorkerGuard};
+
+/// Lines the writer queue holds before it starts dropping (each line is one record).
+pub const QUEUE_LINES: usize = 65_536;
+
+/// Why a trace file could not be opened.
+#[derive(Debug)]
+pub enum WriterError {
+    /// The directory is world-writable and lacks the sticky bit: another user could
+    /// replace our file.
+    UnsafeDirectory(PathBuf),
+    /// The directory could not be inspected or the file could not be created.
+    Io(PathBuf, io::Error),
+}
+
+impl fmt::Display for WriterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WriterError::UnsafeDirectory(p) => write!(
+                f,
+                "{} is world-writable without the sticky bit; refusing to write a trace there",
+                p.display()
+            ),
+            WriterError::Io(p, e) => write!(f, "cannot create {}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for WriterError {}
+
+/// A freshly created trace file and its path.
+pub struct TraceFile {
+    /// Where the file was created.
+    pub path: PathBuf,
+    file: File,
+}
+
+impl TraceFile {
+    /// Creates `<dir>/seedance-<host>-<pid>-<start_ns>.jsonl` exclusively, mode 0600.
+    ///
+    /// Errors: [`WriterError::UnsafeDirectory`] for a world-writable directory without the
+    /// sticky bit; [`WriterError::Io`] when the directory is missing or the file exists.
+    pub fn create(dir: &Path, host: &str, pid: u32, start_ns: u64) -> Result<TraceFile, WriterError> {
+        let meta = std::fs::metadata(dir).map_err(|e| WriterError::Io(dir.to_path_buf(), e))?;
+        let mode = meta.mode();
+        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+            return Err(WriterError::UnsafeDirectory(dir.to_path_buf()));
+        }
+        let host: String = host
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+            .collect();
+        let path = dir.join(format!("seedance-{host}-{pid}-{start_ns}.jsonl"));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc_o_nofollow())
+            .open(&path)
+            .map_err(|e| WriterError::Io(path.clone(), e))?;
+        Ok(TraceFile { path, file })
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn libc_o_nofollow() -> i32 {
+    0o400_000
+}
+
+#[cfg(target_os = "macos")]
+fn libc_o_nofollow() -> i32 {
+    0x0100
+}
+
+/// Serializes records and queues them for the background writer thread.
+pub struct TraceWriter {
+    sink: NonBlocking,
+    dropped: ErrorCounter,
+    serialize_errors: AtomicU64,
+    seq: AtomicU64,
+    pid: u32,
+    guard: Mutex<Option<WorkerGuard>>,
+}
+
+impl TraceWriter {
+    /// Starts the writer thread for `file`. The thread is named `seedance-trace`.
+    pub fn start(file: TraceFile) -> TraceWriter {
+        let (sink, guard) = NonBlockingBuilder::default()
+            .lossy(true)
+            .buffered_lines_limit(QUEUE_LINES)
+            .thread_name("seedance-trace")
+            .finish(file.file);
+        let dropped = sink.error_counter();
+        TraceWriter {
+            sink,
+            dropped,
+            serialize_errors: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
+            pid: std::process::id(),
+            guard: Mutex::new(Some(guard)),
+        }
+    }
+
+    /// Queues one event, stamped with the next sequence number, the current wall-clock time
+    /// and thread id `tid`. Never blocks on I/O; a full queue drops the line and counts it.
+    pub fn emit(&self, tid: u64, event: Event) {
+        let record = Record {
+            v: SCHEMA_VERSION,
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            ts_ns: now_ns(),
+            pid: self.pid,
+            tid,
+            event,
+        };
+        match serde_json::to_vec(&record) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                // NonBlocking counts a full queue itself; write errors cannot happen here.
+                let mut sink = self.sink.clone();
+                let _ = sink.write_all(&line);
+            }
+            Err(_) => {
+                self.serialize_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Records dropped so far (queue full, or a record that failed to serialize).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.dropped_lines() as u64 + self.serialize_errors.load(Ordering::Relaxed)
+    }
+
+    /// Flushes every queued line to the file and stops the writer thread (waits at most
+    /// about one second). Later [`emit`](Self::emit) calls are dropped. Idempotent.
+    pub fn close(&self) {
+        let guard = match self.guard.lock() {
+            Ok(mut g) => g.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        drop(guard);
+    }
+}
+
+/// Nanoseconds since the Unix epoch, 0 if the clock is before it.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{ExitSummary, Event};
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn writes_lines_with_sequence_and_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = TraceFile::create(dir.path(), "host/x", 7, 99).unwrap();
+        let path = file.path.clone();
+        assert!(path.ends_with("seedance-host_x-7-99.jsonl"), "{}", path.display());
+        let w = TraceWriter::start(file);
+        for _ in 0..3 {
+            w.emit(5, Event::ExitSummary(ExitSummary::default()));
+        }
+        w.close();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let seqs: Vec<u64> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Record>(l).unwrap().seq)
+            .collect();
+        assert_eq!(seqs, vec![0, 1, 2]);
+        assert_eq!(w.dropped(), 0);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn refuses_existing_file_and_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("seedance-h-1-2.jsonl")).unwrap();
+        let err = TraceFile::create(dir.path(), "h", 1, 2).err().unwrap();
+        assert!(matches!(err, WriterError::Io(..)), "{err}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn refuses_world_writable_dir_without_sticky_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = TraceFile::create(dir.path(), "h", 1, 2).err().unwrap();
+        assert!(matches!(err, WriterError::UnsafeDirectory(_)), "{err}");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(TraceFile::create(dir.path(), "h", 1, 2).is_ok());
+    }
+}
