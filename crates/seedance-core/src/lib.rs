@@ -1,1 +1,16 @@
-//! placeholder while the workspace is assembled
+//! Everything in seedance-fix that decides, with no FFI: configuration, modes and the
+//! per-function call counters.
+//!
+//! The shim converts raw driver arguments into plain values and asks this crate what to
+//! do; this crate never touches a raw pointer, so all of it is unit-testable without a
+//! driver. Hot-path pieces ([`counters`]) take no lock and allocate nothing after a
+//! thread's first call.
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod counters;
+pub mod tally;
+
+pub use config::{Config, Mode, RawConfig};
+pub use counters::Counters;
+pub use tally::ErrorTally;

@@ -1,0 +1,216 @@
+//! `SEEDANCE_*` configuration, in two steps: [`RawConfig`] holds the strings as found in
+//! the environment, [`Config::from_raw`] validates them into typed values and a list of
+//! warnings. A bad value never fails: it yields the default and one warning that names the
+//! variable, the value and the default used. Every variable is documented in
+//! `docs/configuration.md`.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// What the shim does with intercepted calls (`SEEDANCE_MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Resolve and forward only: no state, no trace, no messages.
+    Off,
+    /// Never change behaviour; validate, explain failures, trace.
+    Observe,
+    /// `Observe` plus the documented repairs (default).
+    Fix,
+}
+
+impl Mode {
+    /// The spelling used in `SEEDANCE_MODE` and in the trace.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Observe => "observe",
+            Mode::Fix => "fix",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `SEEDANCE_*` variables exactly as found (`None` = unset).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawConfig {
+    /// `SEEDANCE_MODE`.
+    pub mode: Option<String>,
+    /// `SEEDANCE_TRACE_DIR`.
+    pub trace_dir: Option<String>,
+    /// `SEEDANCE_LIBCUDA`.
+    pub libcuda: Option<String>,
+    /// `SEEDANCE_QUIET`.
+    pub quiet: Option<String>,
+}
+
+impl RawConfig {
+    /// Reads the variables through `get` (normally `std::env::var`), so tests can supply
+    /// their own environment.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> RawConfig {
+        RawConfig {
+            mode: get("SEEDANCE_MODE"),
+            trace_dir: get("SEEDANCE_TRACE_DIR"),
+            libcuda: get("SEEDANCE_LIBCUDA"),
+            quiet: get("SEEDANCE_QUIET"),
+        }
+    }
+
+    /// Reads the process environment.
+    pub fn from_env() -> RawConfig {
+        RawConfig::from_lookup(|k| std::env::var(k).ok())
+    }
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Mode in force (default [`Mode::Fix`]).
+    pub mode: Mode,
+    /// Directory for the per-process trace file; `None` (default) writes no trace.
+    pub trace_dir: Option<PathBuf>,
+    /// Path of the real driver library to use instead of the `libcuda.so.1` the dynamic
+    /// loader finds (default `None`).
+    pub libcuda: Option<PathBuf>,
+    /// Suppress the shim's stderr lines (default `false`); the trace is unaffected.
+    pub quiet: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::Fix,
+            trace_dir: None,
+            libcuda: None,
+            quiet: false,
+        }
+    }
+}
+
+impl Config {
+    /// Validates `raw`. Returns the configuration and one warning per bad value.
+    pub fn from_raw(raw: &RawConfig) -> (Config, Vec<String>) {
+        let mut warnings = Vec::new();
+        let mut cfg = Config::default();
+        if let Some(m) = &raw.mode {
+            match m.trim().to_ascii_lowercase().as_str() {
+                "off" | "0" => cfg.mode = Mode::Off,
+                "observe" => cfg.mode = Mode::Observe,
+                "fix" | "" => cfg.mode = Mode::Fix,
+                _ => warnings.push(format!(
+                    "SEEDANCE_MODE={m:?} is not one of off, observe, fix; using fix"
+                )),
+            }
+        }
+        cfg.trace_dir = non_empty_path(&raw.trace_dir, "SEEDANCE_TRACE_DIR", &mut warnings);
+        cfg.libcuda = non_empty_path(&raw.libcuda, "SEEDANCE_LIBCUDA", &mut warnings);
+        if let Some(q) = &raw.quiet {
+            match parse_bool(q) {
+                Some(b) => cfg.quiet = b,
+                None => warnings.push(format!(
+                    "SEEDANCE_QUIET={q:?} is not a boolean (1/0, true/false, yes/no, on/off); using 0"
+                )),
+            }
+        }
+        (cfg, warnings)
+    }
+}
+
+fn non_empty_path(v: &Option<String>, name: &str, warnings: &mut Vec<String>) -> Option<PathBuf> {
+    match v.as_deref().map(str::trim) {
+        None => None,
+        Some("") => {
+            warnings.push(format!("{name} is set but empty; ignoring it"));
+            None
+        }
+        Some(s) if s.contains('\0') => {
+            warnings.push(format!("{name} contains a NUL byte; ignoring it"));
+            None
+        }
+        Some(s) => Some(PathBuf::from(s)),
+    }
+}
+
+/// Parses the usual spellings of a boolean; `None` for anything else.
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" | "" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn raw(pairs: &[(&str, &str)]) -> RawConfig {
+        let pairs: Vec<(String, String)> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        RawConfig::from_lookup(|k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn defaults_when_unset() {
+        let (cfg, w) = Config::from_raw(&raw(&[]));
+        assert_eq!(cfg, Config::default());
+        assert_eq!(cfg.mode, Mode::Fix);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn each_mode() {
+        for (s, m) in [("off", Mode::Off), ("OBSERVE", Mode::Observe), (" fix ", Mode::Fix)] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_MODE", s)]));
+            assert_eq!(cfg.mode, m, "{s}");
+            assert!(w.is_empty());
+        }
+    }
+
+    #[test]
+    fn bad_values_warn_and_default() {
+        let (cfg, w) = Config::from_raw(&raw(&[
+            ("SEEDANCE_MODE", "turbo"),
+            ("SEEDANCE_QUIET", "maybe"),
+            ("SEEDANCE_TRACE_DIR", "  "),
+        ]));
+        assert_eq!(cfg, Config::default());
+        assert_eq!(
+            w,
+            vec![
+                "SEEDANCE_MODE=\"turbo\" is not one of off, observe, fix; using fix".to_string(),
+                "SEEDANCE_TRACE_DIR is set but empty; ignoring it".to_string(),
+                "SEEDANCE_QUIET=\"maybe\" is not a boolean (1/0, true/false, yes/no, on/off); using 0"
+                    .to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn paths_are_kept() {
+        let (cfg, _) = Config::from_raw(&raw(&[
+            ("SEEDANCE_TRACE_DIR", "/tmp/t"),
+            ("SEEDANCE_LIBCUDA", "/opt/x/libcuda.so.1"),
+        ]));
+        assert_eq!(cfg.trace_dir, Some(PathBuf::from("/tmp/t")));
+        assert_eq!(cfg.libcuda, Some(PathBuf::from("/opt/x/libcuda.so.1")));
+    }
+
+    proptest! {
+        #[test]
+        fn any_value_gives_a_config(mode in ".*", quiet in ".*", dir in ".*") {
+            let r = RawConfig { mode: Some(mode), trace_dir: Some(dir), libcuda: None, quiet: Some(quiet) };
+            let (cfg, warnings) = Config::from_raw(&r);
+            // A warning is given exactly when a value was rejected.
+            if warnings.is_empty() {
+                prop_assert!(r.quiet.as_deref().and_then(parse_bool).is_some());
+            }
+            let _ = cfg.mode.as_str();
+        }
+    }
+}
