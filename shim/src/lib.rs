@@ -1,1 +1,28 @@
-//! placeholder while the workspace is assembled
+//! libseedance_fix: an `LD_PRELOAD` interposer for the CUDA driver API.
+//!
+//! This crate is FFI glue only. It makes every path a program takes to the driver pass
+//! through one wrapper per hooked ABI variant (see `shared/design.md`):
+//!
+//! * exported symbols, for programs linked with `-lcuda` ([`hooks`]);
+//! * an exported `dlsym` that answers `cu[A-Z]*` look-ups on any handle with the wrapper for
+//!   that exact symbol and tail-jumps everything else to glibc ([`platform`]);
+//! * `cuGetProcAddress(_v2)`, which lets the real driver choose the ABI variant and then
+//!   swaps in the matching wrapper ([`procaddr`]);
+//! * `cudaSetDevice` for programs linked to the shared libcudart ([`runtime`]).
+//!
+//! Decisions and counters live in `seedance-core`, the trace format in `seedance-trace`.
+
+mod args;
+mod hooks;
+mod names;
+mod platform;
+mod procaddr;
+mod real;
+mod runtime;
+mod session;
+
+/// Writes the exit summary and flushes the trace at normal process exit.
+#[ctor::dtor]
+fn seedance_exit() {
+    let _ = std::panic::catch_unwind(session::shutdown);
+}

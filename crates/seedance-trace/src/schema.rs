@@ -104,6 +104,11 @@ pub struct ExitSummary {
     /// Records that could not be written (writer queue full or I/O error), counted at the
     /// moment this summary was built.
     pub dropped_records: u64,
+    /// Base names for which the shim hooks some ABI variant but `cuGetProcAddress` returned
+    /// a pointer matching none of them, so the call was passed through uninstrumented.
+    /// Empty on a healthy run; non-empty means a driver newer than the shim's table.
+    #[serde(default)]
+    pub procaddr_unmatched: Vec<String>,
 }
 
 /// Call statistics of one function, in the exit summary.

@@ -1,0 +1,214 @@
+//! The table of hooks: one line per hooked ABI variant.
+//!
+//! [`hook_table!`] generates, from each line, the exported wrapper (for programs linked with
+//! `-lcuda`), the [`Slot`] holding the real address, a [`HookId`], and an entry of [`TABLE`]
+//! that both override paths (`dlsym` and `cuGetProcAddress`) consult. A wrapper only
+//! forwards, counts, and on failure hands plain values to the session.
+
+use crate::args::ArgVal;
+use crate::real::Slot;
+use crate::session;
+use libc::{c_int, c_uint, c_void};
+use seedance_cuda::*;
+use std::ffi::CStr;
+
+/// One entry of the hook table.
+pub struct Hook {
+    /// Base name the driver's `cuGetProcAddress` is asked for (`cuMemAlloc`).
+    pub base: &'static str,
+    /// Address of our wrapper for this exact ABI variant.
+    pub wrapper: fn() -> *mut c_void,
+    /// Where the real address lives.
+    pub slot: &'static Slot,
+}
+
+macro_rules! cstr {
+    ($s:expr) => {
+        match CStr::from_bytes_with_nul(concat!($s, "\0").as_bytes()) {
+            Ok(c) => c,
+            Err(_) => panic!("symbol names contain no NUL"),
+        }
+    };
+}
+
+macro_rules! hook_table {
+    (
+        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(after $after:path)? ; )* }
+        custom { $( $csym:ident / $cbase:literal ; )* }
+        unlisted { $( $usym:ident ; )* }
+    ) => {
+        /// Identifies a hooked function; the value indexes the call counters.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        #[repr(usize)]
+        pub enum HookId { $($sym,)* $($csym,)* $($usym,)* }
+
+        impl HookId {
+            /// Every id, in counter order.
+            pub const ALL: &'static [HookId] = &[$(HookId::$sym,)* $(HookId::$csym,)* $(HookId::$usym,)*];
+
+            /// The exported symbol name (`cuMemAlloc_v2`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(HookId::$sym => stringify!($sym),)*
+                    $(HookId::$csym => stringify!($csym),)*
+                    $(HookId::$usym => stringify!($usym),)*
+                }
+            }
+        }
+
+        /// Real-function slots, one per hooked driver symbol.
+        #[allow(non_upper_case_globals)]
+        pub mod slots {
+            use super::*;
+            $( pub static $sym: Slot = Slot::new(cstr!(stringify!($sym))); )*
+            $( pub static $csym: Slot = Slot::new(cstr!(stringify!($csym))); )*
+        }
+
+        $(
+            #[doc = concat!("Wrapper exported as `", stringify!($sym), "`: forwards to the real driver and counts the call.")]
+            ///
+            /// # Safety
+            /// Same contract as the driver function of that name.
+            #[no_mangle]
+            #[allow(non_snake_case)]
+            pub unsafe extern "C" fn $sym($($arg: $ty),*) -> CUresult {
+                type Real = unsafe extern "C" fn($($ty),*) -> CUresult;
+                let real = slots::$sym.get();
+                if real.is_null() {
+                    return session::missing(HookId::$sym);
+                }
+                // SAFETY: the slot holds the real driver function for exactly this ABI
+                // variant (resolved by this symbol's name, or matched by address).
+                let f: Real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
+                // SAFETY: arguments are passed through unchanged under the same contract.
+                let r = unsafe { f($($arg),*) };
+                if session::active() {
+                    session::count(HookId::$sym, r);
+                    if r.0 != 0 {
+                        session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*]);
+                    }
+                    $( $after(r); )?
+                }
+                r
+            }
+        )*
+
+        /// Every hook that `dlsym` and `cuGetProcAddress` can hand out.
+        pub static TABLE: &[Hook] = &[
+            $( Hook { base: $base, wrapper: || $sym as *mut c_void, slot: &slots::$sym }, )*
+            $( Hook { base: $cbase, wrapper: || crate::procaddr::$csym as *mut c_void, slot: &slots::$csym }, )*
+        ];
+    };
+}
+
+type CUexecAffinityParam = c_void;
+type CUctxCreateParams = c_void;
+
+hook_table! {
+    wrapped {
+        cuInit / "cuInit" (flags: c_uint) after session::on_init;
+        cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
+        cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int);
+        cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int);
+        cuCtxCreate_v2 / "cuCtxCreate" (pctx: *mut CUcontext, flags: c_uint, dev: CUdevice);
+        cuCtxCreate_v3 / "cuCtxCreate" (pctx: *mut CUcontext, paramsArray: *mut CUexecAffinityParam, numParams: c_int, flags: c_uint, dev: CUdevice);
+        cuCtxCreate_v4 / "cuCtxCreate" (pctx: *mut CUcontext, ctxCreateParams: *mut CUctxCreateParams, flags: c_uint, dev: CUdevice);
+        cuCtxDestroy / "cuCtxDestroy" (ctx: CUcontext);
+        cuCtxDestroy_v2 / "cuCtxDestroy" (ctx: CUcontext);
+        cuDevicePrimaryCtxRetain / "cuDevicePrimaryCtxRetain" (pctx: *mut CUcontext, dev: CUdevice);
+        cuDevicePrimaryCtxRelease / "cuDevicePrimaryCtxRelease" (dev: CUdevice);
+        cuDevicePrimaryCtxRelease_v2 / "cuDevicePrimaryCtxRelease" (dev: CUdevice);
+        cuDevicePrimaryCtxReset / "cuDevicePrimaryCtxReset" (dev: CUdevice);
+        cuDevicePrimaryCtxReset_v2 / "cuDevicePrimaryCtxReset" (dev: CUdevice);
+        cuCtxSetCurrent / "cuCtxSetCurrent" (ctx: CUcontext);
+        cuCtxSynchronize / "cuCtxSynchronize" ();
+        cuCtxSynchronize_v2 / "cuCtxSynchronize" (ctx: CUcontext);
+        cuMemAlloc_v2 / "cuMemAlloc" (dptr: *mut CUdeviceptr, bytesize: usize);
+        cuMemAllocPitch_v2 / "cuMemAllocPitch" (dptr: *mut CUdeviceptr, pPitch: *mut usize, WidthInBytes: usize, Height: usize, ElementSizeBytes: c_uint);
+        cuMemAllocAsync / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream);
+        cuMemAllocAsync_ptsa / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream);
+        cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr);
+        cuMemHostAlloc / "cuMemHostAlloc" (pp: *mut *mut c_void, bytesize: usize, Flags: c_uint);
+        cuMemFreeHost / "cuMemFreeHost" (p: *mut c_void);
+        cuLaunchKernel / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void);
+        cuLaunchKernel_ptsz / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void);
+        cuLaunchKernelEx / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void);
+        cuLaunchKernelEx_ptsz / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void);
+        cuStreamSynchronize / "cuStreamSynchronize" (hStream: CUstream);
+        cuStreamSynchronize_ptsz / "cuStreamSynchronize" (hStream: CUstream);
+    }
+    custom {
+        cuGetProcAddress / "cuGetProcAddress";
+        cuGetProcAddress_v2 / "cuGetProcAddress";
+    }
+    unlisted {
+        cudaSetDevice;
+    }
+}
+
+/// The hook for exported symbol `name`, if we have one.
+pub fn by_symbol(name: &[u8]) -> Option<&'static Hook> {
+    TABLE.iter().find(|h| h.slot.name().to_bytes() == name)
+}
+
+/// Answers `dlsym(handle, name)` for a driver name: our wrapper if we hook that exact
+/// symbol and the library behind `handle` has it, with the real address recorded in the
+/// slot; `None` to let the real `dlsym` answer.
+pub fn answer_dlsym(handle: *mut c_void, name: &CStr) -> Option<*mut c_void> {
+    if !session::interposing() {
+        return None;
+    }
+    let hook = by_symbol(name.to_bytes())?;
+    let real = crate::platform::lookup(handle, name);
+    if real.is_null() {
+        return None;
+    }
+    hook.slot.offer(real);
+    Some((hook.wrapper)())
+}
+
+/// Replaces `real` (what the driver's `cuGetProcAddress` returned for base name `base`) with
+/// our wrapper for the same ABI variant. The variant is found by address: the real pointer
+/// must equal the address of one hooked variant's symbol in the same library. Anything else
+/// is returned unchanged (and noted, for the exit summary).
+pub fn swap_proc_address(base: &CStr, real: *mut c_void) -> *mut c_void {
+    let base_s = base.to_bytes();
+    let mut any = false;
+    for hook in TABLE.iter().filter(|h| h.base.as_bytes() == base_s) {
+        any = true;
+        let candidate = crate::real::sibling(real, hook.slot.name());
+        if candidate == real {
+            hook.slot.offer(real);
+            return (hook.wrapper)();
+        }
+    }
+    if any && !crate::platform::is_ours(real) {
+        session::note_unmatched(base);
+    }
+    real
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        assert!(HookId::ALL.len() <= seedance_core::counters::MAX_FUNCTIONS);
+        for (i, id) in HookId::ALL.iter().enumerate() {
+            assert_eq!(*id as usize, i);
+        }
+        for h in TABLE {
+            let name = h.slot.name().to_str().unwrap();
+            assert!(HookId::ALL.iter().any(|id| id.name() == name), "{name}");
+            assert!(name.starts_with(h.base), "{name} / {}", h.base);
+            assert!(crate::names::is_driver_name(name.as_bytes()));
+        }
+        assert!(by_symbol(b"cuLaunchKernel_ptsz").is_some());
+        assert!(by_symbol(b"cuLaunchKernelEx").is_some());
+        assert!(by_symbol(b"cudaSetDevice").is_none());
+        assert!(by_symbol(b"cuMemAlloc").is_none(), "the 32-bit v1 ABI is not hooked");
+    }
+}
+

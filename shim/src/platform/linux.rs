@@ -1,0 +1,252 @@
+//! Linux/glibc: the exported `dlsym`, the real `dlsym`, library handles and thread ids.
+//!
+//! glibc resolves `dlsym(RTLD_NEXT, ..)` and `dlsym(RTLD_DEFAULT, ..)` relative to the
+//! *caller's* return address. Our exported `dlsym` is therefore a naked function: it asks
+//! [`dlsym_hook`] whether to answer, and if not, restores the arguments and tail-jumps to the
+//! real `dlsym` with the caller's return address still on the stack, so glibc sees the
+//! original caller (design.md fact 5).
+
+use libc::{c_char, c_int, c_void};
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Signature of `dlsym`.
+pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+/// Address of glibc's `dlsym`, 0 until resolved. Read by the naked `dlsym` trampoline.
+static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+
+/// Returned by [`dlsym_hook`] to mean "forward to the real dlsym".
+const FORWARD: usize = 1;
+
+/// `RTLD_NEXT` as a handle value.
+pub const RTLD_NEXT: *mut c_void = libc::RTLD_NEXT;
+
+#[cfg(target_arch = "x86_64")]
+const DLSYM_OLD_VERSION: &CStr = c"GLIBC_2.2.5";
+#[cfg(target_arch = "aarch64")]
+const DLSYM_OLD_VERSION: &CStr = c"GLIBC_2.17";
+
+/// glibc's own `dlsym`, resolved once with `dlvsym` (never through our export).
+#[inline]
+pub fn real_dlsym() -> Option<DlsymFn> {
+    let p = REAL_DLSYM.load(Ordering::Acquire);
+    if p != 0 {
+        // SAFETY: only addresses returned by dlvsym for "dlsym" are stored in REAL_DLSYM.
+        return Some(unsafe { std::mem::transmute::<usize, DlsymFn>(p) });
+    }
+    resolve_real_dlsym()
+}
+
+#[cold]
+fn resolve_real_dlsym() -> Option<DlsymFn> {
+    for version in [c"GLIBC_2.34", DLSYM_OLD_VERSION] {
+        // SAFETY: dlvsym with RTLD_NEXT and NUL-terminated strings; it is not interposed.
+        let p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
+        if !p.is_null() {
+            REAL_DLSYM.store(p as usize, Ordering::Release);
+            // SAFETY: p is glibc's dlsym, whose signature is DlsymFn.
+            return Some(unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(p) });
+        }
+    }
+    None
+}
+
+/// Looks `name` up in `handle` with the real `dlsym` (null if absent).
+pub fn lookup(handle: *mut c_void, name: &CStr) -> *mut c_void {
+    match real_dlsym() {
+        // SAFETY: handle is a dlopen handle or pseudo-handle; name is NUL-terminated.
+        Some(f) => unsafe { f(handle, name.as_ptr()) },
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// Decides what our exported `dlsym` answers. Returns the address to give the caller, or
+/// [`FORWARD`] to let the real `dlsym` answer as if we were not there.
+unsafe extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> usize {
+    if real_dlsym().is_none() {
+        return 0;
+    }
+    if handle == libc::RTLD_NEXT || symbol.is_null() {
+        return FORWARD;
+    }
+    // SAFETY: dlsym's contract: symbol is a NUL-terminated string.
+    let name = unsafe { CStr::from_ptr(symbol) };
+    if !crate::names::is_driver_name(name.to_bytes()) {
+        return FORWARD;
+    }
+    let answer = std::panic::catch_unwind(|| crate::hooks::answer_dlsym(handle, name));
+    match answer {
+        Ok(Some(p)) => p as usize,
+        _ => FORWARD,
+    }
+}
+
+/// The exported `dlsym` (x86-64 System V).
+///
+/// # Safety
+/// Same contract as glibc's `dlsym`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    // At entry rsp % 16 == 8; two pushes and 8 bytes re-align it for the call.
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {hook}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "cmp rax, 1",
+        "je 2f",
+        "ret",
+        "2:",
+        "jmp qword ptr [rip + {real}]",
+        hook = sym dlsym_hook,
+        real = sym REAL_DLSYM,
+    )
+}
+
+/// The exported `dlsym` (AArch64 AAPCS64). Untested: no aarch64 machine is available.
+///
+/// # Safety
+/// Same contract as glibc's `dlsym`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    core::arch::naked_asm!(
+        "stp x29, x30, [sp, #-32]!",
+        "mov x29, sp",
+        "stp x0, x1, [sp, #16]",
+        "bl {hook}",
+        "mov x9, x0",
+        "ldp x0, x1, [sp, #16]",
+        "ldp x29, x30, [sp], #32",
+        "cmp x9, #1",
+        "b.eq 2f",
+        "mov x0, x9",
+        "ret",
+        "2:",
+        "adrp x16, {real}",
+        "ldr x16, [x16, :lo12:{real}]",
+        "br x16",
+        hook = sym dlsym_hook,
+        real = sym REAL_DLSYM,
+    )
+}
+
+/// What `dladdr` says about an address: the object's path and load base.
+pub struct ObjectInfo {
+    /// Path of the shared object containing the address.
+    pub path: Option<String>,
+    /// Load base of that object.
+    pub base: usize,
+}
+
+/// The shared object that contains `addr`, if any.
+pub fn object_of(addr: *const c_void) -> Option<ObjectInfo> {
+    // SAFETY: Dl_info is plain data; zeroed is a valid initial value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads addr and writes info.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 {
+        return None;
+    }
+    let path = if info.dli_fname.is_null() {
+        None
+    } else {
+        // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+        Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned())
+    };
+    Some(ObjectInfo {
+        path,
+        base: info.dli_fbase as usize,
+    })
+}
+
+/// `true` if `addr` lies in libseedance_fix itself.
+pub fn is_ours(addr: *const c_void) -> bool {
+    static OUR_BASE: AtomicUsize = AtomicUsize::new(0);
+    let mut base = OUR_BASE.load(Ordering::Relaxed);
+    if base == 0 {
+        base = object_of(is_ours as *const c_void).map_or(usize::MAX, |o| o.base);
+        OUR_BASE.store(base, Ordering::Relaxed);
+    }
+    object_of(addr).is_some_and(|o| o.base == base)
+}
+
+/// `dlopen(path, flags)`; null on failure.
+pub fn open(path: &str, flags: c_int) -> *mut c_void {
+    let Ok(c) = CString::new(path) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: c is NUL-terminated; dlopen has no other preconditions.
+    unsafe { libc::dlopen(c.as_ptr(), flags) }
+}
+
+/// A handle to the already-loaded object containing `addr` (`RTLD_NOLOAD`), or null.
+pub fn handle_of(addr: *const c_void) -> *mut c_void {
+    match object_of(addr).and_then(|o| o.path) {
+        Some(p) => open(&p, libc::RTLD_NOW | libc::RTLD_NOLOAD),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// The last `dlerror()` message, if any.
+pub fn last_error() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated thread-local string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        String::from("unknown error")
+    } else {
+        // SAFETY: non-null, NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// Paths of loaded objects whose file name contains `needle` (via `dl_iterate_phdr`).
+pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
+    struct Acc<'a> {
+        needle: &'a str,
+        found: Vec<String>,
+    }
+    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: data is the &mut Acc passed below; info is valid for the callback.
+        let acc = unsafe { &mut *(data as *mut Acc) };
+        // SAFETY: info is non-null for the duration of the callback.
+        let name = unsafe { (*info).dlpi_name };
+        if !name.is_null() {
+            // SAFETY: dlpi_name is NUL-terminated.
+            let s = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+            if s.contains(acc.needle) {
+                acc.found.push(s.into_owned());
+            }
+        }
+        0
+    }
+    let mut acc = Acc {
+        needle,
+        found: Vec::new(),
+    };
+    // SAFETY: the callback only touches acc, which outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(cb), &mut acc as *mut Acc as *mut c_void) };
+    acc.found
+}
+
+/// Kernel thread id of the calling thread (cached per thread).
+pub fn thread_id() -> u64 {
+    thread_local! {
+        static TID: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    TID.try_with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            t.set(unsafe { libc::syscall(libc::SYS_gettid) } as u64);
+        }
+        t.get()
+    })
+    // SAFETY: gettid has no preconditions.
+    .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as u64)
+}

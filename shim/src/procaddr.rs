@@ -1,0 +1,119 @@
+//! `cuGetProcAddress` and `cuGetProcAddress_v2`: how the CUDA runtime reaches the driver.
+//!
+//! cudart never calls exported driver symbols (design.md fact 2). It asks
+//! `cuGetProcAddress_v2` for about 440 entry points by (base name, cudaVersion, flags), after
+//! first asking it for `"cuGetProcAddress"` itself. Our wrappers call the real function
+//! first, so the driver chooses the ABI variant, then swap in our wrapper for exactly that
+//! variant ([`crate::hooks::swap_proc_address`]). Asked for `"cuGetProcAddress"`, the swap
+//! hands back our own wrapper, so every later look-up comes through here too. Neither
+//! wrapper needs `cuInit` to have run.
+
+use crate::args::ArgVal;
+use crate::hooks::{slots, swap_proc_address, HookId};
+use crate::session;
+use libc::{c_char, c_int, c_void};
+use seedance_cuda::{CUdriverProcAddressQueryResult, CUresult};
+use std::ffi::CStr;
+
+type ProcV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
+type ProcV2 = unsafe extern "C" fn(
+    *const c_char,
+    *mut *mut c_void,
+    c_int,
+    u64,
+    *mut CUdriverProcAddressQueryResult,
+) -> CUresult;
+
+/// Common tail of both wrappers: count, report failure, swap the pointer.
+///
+/// # Safety
+/// `symbol` is null or NUL-terminated; `pfn` is null or valid for reads and writes.
+unsafe fn after(id: HookId, r: CUresult, symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) {
+    if !session::active() {
+        return;
+    }
+    session::count(id, r);
+    if r.0 != 0 {
+        let name = if symbol.is_null() {
+            ArgVal::P(0)
+        } else {
+            // SAFETY: a non-null symbol is a NUL-terminated string (cuGetProcAddress contract).
+            ArgVal::Text(unsafe { CStr::from_ptr(symbol) }.to_string_lossy().into_owned())
+        };
+        session::failed(
+            id,
+            r,
+            &[
+                ("symbol", name),
+                ("cudaVersion", ArgVal::from(version)),
+                ("flags", ArgVal::from(flags)),
+            ],
+        );
+        return;
+    }
+    if symbol.is_null() || pfn.is_null() || !session::interposing() {
+        return;
+    }
+    // SAFETY: caller guarantees pfn is valid; the driver just wrote it.
+    let real = unsafe { *pfn };
+    if real.is_null() {
+        return;
+    }
+    // SAFETY: symbol is NUL-terminated (the driver accepted it).
+    let name = unsafe { CStr::from_ptr(symbol) };
+    if !crate::names::is_driver_name(name.to_bytes()) {
+        return;
+    }
+    let swapped = std::panic::catch_unwind(|| swap_proc_address(name, real)).unwrap_or(real);
+    // SAFETY: as above.
+    unsafe { *pfn = swapped };
+}
+
+/// Wrapper exported as `cuGetProcAddress` (the CUDA 11.3 ABI, four arguments).
+///
+/// # Safety
+/// Same contract as the driver's `cuGetProcAddress`.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+) -> CUresult {
+    let real = slots::cuGetProcAddress.get();
+    if real.is_null() {
+        return session::missing(HookId::cuGetProcAddress);
+    }
+    // SAFETY: the slot holds the driver's cuGetProcAddress, 11.3 ABI.
+    let f: ProcV1 = unsafe { std::mem::transmute::<*mut c_void, ProcV1>(real) };
+    // SAFETY: arguments forwarded unchanged.
+    let r = unsafe { f(symbol, pfn, cuda_version, flags) };
+    // SAFETY: same pointers the driver just accepted.
+    unsafe { after(HookId::cuGetProcAddress, r, symbol, pfn, cuda_version, flags) };
+    r
+}
+
+/// Wrapper exported as `cuGetProcAddress_v2` (CUDA 12.0+ ABI, with `symbolStatus`).
+///
+/// # Safety
+/// Same contract as the driver's `cuGetProcAddress_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    cuda_version: c_int,
+    flags: u64,
+    symbol_status: *mut CUdriverProcAddressQueryResult,
+) -> CUresult {
+    let real = slots::cuGetProcAddress_v2.get();
+    if real.is_null() {
+        return session::missing(HookId::cuGetProcAddress_v2);
+    }
+    // SAFETY: the slot holds the driver's cuGetProcAddress_v2.
+    let f: ProcV2 = unsafe { std::mem::transmute::<*mut c_void, ProcV2>(real) };
+    // SAFETY: arguments forwarded unchanged.
+    let r = unsafe { f(symbol, pfn, cuda_version, flags, symbol_status) };
+    // SAFETY: same pointers the driver just accepted.
+    unsafe { after(HookId::cuGetProcAddress_v2, r, symbol, pfn, cuda_version, flags) };
+    r
+}

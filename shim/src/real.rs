@@ -1,0 +1,125 @@
+//! Where the real driver functions come from.
+//!
+//! Each hooked ABI variant has a [`Slot`] holding the real function's address. A slot is
+//! filled, first writer wins, by whichever path sees the real address first:
+//! the `dlsym` override (the handle the caller passed), `cuGetProcAddress` (the pointer the
+//! real driver returned), or, when a wrapper is called with an empty slot (programs linked
+//! with `-lcuda`), [`libcuda`]: `SEEDANCE_LIBCUDA` if set, else the `libcuda.so.1` already
+//! loaded (`RTLD_NOLOAD`), else a fresh `dlopen`. `dlsym(RTLD_NEXT)` alone is never used for
+//! libcuda: under cudart and PyTorch libcuda is `RTLD_LOCAL` and invisible to it
+//! (design.md fact 4).
+
+use crate::platform;
+use libc::c_void;
+use once_cell::sync::OnceCell;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// The real address of one hooked symbol.
+pub struct Slot {
+    ptr: AtomicPtr<c_void>,
+    name: &'static CStr,
+}
+
+impl Slot {
+    /// An empty slot for the exported symbol `name`.
+    pub const fn new(name: &'static CStr) -> Slot {
+        Slot {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+            name,
+        }
+    }
+
+    /// The real function, resolving it from libcuda on first use; null if it cannot be found.
+    #[inline(always)]
+    pub fn get(&self) -> *mut c_void {
+        let p = self.ptr.load(Ordering::Acquire);
+        if !p.is_null() {
+            return p;
+        }
+        self.resolve()
+    }
+
+    #[cold]
+    fn resolve(&self) -> *mut c_void {
+        let lib = libcuda();
+        if !lib.is_null() {
+            self.offer(platform::lookup(lib, self.name));
+        }
+        self.ptr.load(Ordering::Acquire)
+    }
+
+    /// Records `p` as the real function unless the slot is already filled, or `p` is null
+    /// or one of our own wrappers (which would make the wrapper call itself).
+    pub fn offer(&self, p: *mut c_void) {
+        if p.is_null() || platform::is_ours(p) {
+            return;
+        }
+        let _ = self
+            .ptr
+            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The exported symbol name of this slot.
+    pub fn name(&self) -> &'static CStr {
+        self.name
+    }
+}
+
+/// Handle of the real driver library, or null if none could be loaded (a one-line message
+/// says why, once).
+pub fn libcuda() -> *mut c_void {
+    static HANDLE: OnceCell<usize> = OnceCell::new();
+    *HANDLE.get_or_init(|| open_libcuda() as usize) as *mut c_void
+}
+
+fn open_libcuda() -> *mut c_void {
+    let now = libc::RTLD_NOW;
+    if let Some(path) = crate::session::config().libcuda.as_ref() {
+        let p = path.to_string_lossy();
+        let mut h = platform::open(&p, now | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            h = platform::open(&p, now | libc::RTLD_LOCAL);
+        }
+        if h.is_null() {
+            crate::session::say(&format!(
+                "SEEDANCE_LIBCUDA={p} could not be loaded ({}); falling back to libcuda.so.1",
+                platform::last_error()
+            ));
+        } else {
+            return h;
+        }
+    }
+    for name in ["libcuda.so.1", "libcuda.so"] {
+        let h = platform::open(name, now | libc::RTLD_NOLOAD);
+        if !h.is_null() {
+            return h;
+        }
+    }
+    let h = platform::open("libcuda.so.1", now | libc::RTLD_LOCAL);
+    if h.is_null() {
+        crate::session::say(&format!(
+            "cannot load the CUDA driver libcuda.so.1 ({}); driver calls will fail with \
+             CUDA_ERROR_NOT_FOUND. Set SEEDANCE_LIBCUDA to its path if it is installed elsewhere",
+            platform::last_error()
+        ));
+    }
+    h
+}
+
+/// Path of the library the real function at `p` lives in.
+pub fn library_path_of(p: *const c_void) -> Option<String> {
+    platform::object_of(p).and_then(|o| o.path)
+}
+
+/// Looks `name` up in the library that holds the real function `anchor` (null if absent).
+pub fn sibling(anchor: *const c_void, name: &CStr) -> *mut c_void {
+    let h = platform::handle_of(anchor);
+    if h.is_null() {
+        return std::ptr::null_mut();
+    }
+    let p = platform::lookup(h, name);
+    // SAFETY: h came from dlopen(RTLD_NOLOAD), which took a reference we give back.
+    unsafe { libc::dlclose(h) };
+    p
+}

@@ -1,0 +1,68 @@
+//! `cudaSetDevice`, exported for programs that link the shared libcudart (PyTorch does).
+//!
+//! A program that links cudart statically resolves `cudaSetDevice` inside its own
+//! executable and never reaches this export (design.md fact 9). When we do receive the
+//! call, the real function is libcudart's: first `dlsym(RTLD_NEXT)`, which finds it when
+//! libcudart is in the global scope; otherwise a libcudart already loaded with
+//! `RTLD_LOCAL` (as under Python), found by walking the loaded objects.
+
+use crate::args::ArgVal;
+use crate::hooks::HookId;
+use crate::platform;
+use crate::session;
+use libc::{c_int, c_void};
+use once_cell::sync::OnceCell;
+use seedance_cuda::CUresult;
+
+/// `cudaErrorInitializationError` (`driver_types.h`): returned when no libcudart is found.
+const CUDA_ERROR_INITIALIZATION_ERROR: c_int = 3;
+
+fn real_cuda_set_device() -> *mut c_void {
+    static REAL: OnceCell<usize> = OnceCell::new();
+    *REAL.get_or_init(|| {
+        let name = c"cudaSetDevice";
+        let p = platform::lookup(platform::RTLD_NEXT, name);
+        if !p.is_null() && !platform::is_ours(p) {
+            return p as usize;
+        }
+        for path in platform::loaded_objects_matching("libcudart") {
+            let h = platform::open(&path, libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            if h.is_null() {
+                continue;
+            }
+            let p = platform::lookup(h, name);
+            if !p.is_null() && !platform::is_ours(p) {
+                return p as usize;
+            }
+        }
+        0
+    }) as *mut c_void
+}
+
+/// Wrapper exported as `cudaSetDevice`: forwards to libcudart's own and counts the call.
+/// Returns the runtime's `cudaError_t` unchanged, or `cudaErrorInitializationError` (3)
+/// when no libcudart can be found.
+///
+/// # Safety
+/// Same contract as `cudaSetDevice`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
+    let real = real_cuda_set_device();
+    if real.is_null() {
+        session::say("cudaSetDevice was called but no libcudart is loaded");
+        return CUDA_ERROR_INITIALIZATION_ERROR;
+    }
+    type F = unsafe extern "C" fn(c_int) -> c_int;
+    // SAFETY: real is libcudart's cudaSetDevice.
+    let f: F = unsafe { std::mem::transmute::<*mut c_void, F>(real) };
+    // SAFETY: argument forwarded unchanged.
+    let r = unsafe { f(device) };
+    if session::active() {
+        let code = CUresult(r as u32);
+        session::count(HookId::cudaSetDevice, code);
+        if r != 0 {
+            session::failed(HookId::cudaSetDevice, code, &[("device", ArgVal::from(device))]);
+        }
+    }
+    r
+}

@@ -1,0 +1,363 @@
+//! Process-wide state of the shim: configuration, mode, the trace, and what wrappers report.
+//!
+//! Start-up is lazy and in stages. The configuration is read on the first intercepted
+//! look-up or call (never in a library constructor, so programs that never touch CUDA pay
+//! nothing and see nothing). The trace file is created on the first event: a successful
+//! `cuInit` or a failed call. Its first record is always `session_start`; `exit_summary`
+//! is written by the library destructor at normal exit.
+//!
+//! The fast path ([`active`], [`count`]) is one relaxed load and a per-thread counter bump;
+//! everything else runs only after a failure or once per process.
+
+use crate::args::ArgVal;
+use crate::hooks::{slots, HookId};
+use crate::platform;
+use libc::{c_char, c_int, c_void};
+use once_cell::sync::OnceCell;
+use parking_lot::Mutex;
+use seedance_core::{Config, Counters, ErrorTally, Mode, RawConfig};
+use seedance_cuda::{CUdevice, CUresult};
+use seedance_trace::{
+    CallFailed, DeviceInfo, Event, ExitSummary, FunctionStats, SessionStart, TraceFile, TraceWriter,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const MODE_UNKNOWN: u8 = 0;
+const MODE_OFF: u8 = 1;
+const MODE_ON: u8 = 2;
+
+static MODE: AtomicU8 = AtomicU8::new(MODE_UNKNOWN);
+static CONFIG: OnceCell<Config> = OnceCell::new();
+static STATE: OnceCell<State> = OnceCell::new();
+
+struct State {
+    start_ns: u64,
+    tally: ErrorTally,
+    trace: OnceCell<Option<TraceWriter>>,
+    unmatched: Mutex<BTreeSet<String>>,
+    said: Mutex<BTreeSet<String>>,
+}
+
+/// The validated configuration, read from the environment on first use. Bad values are
+/// announced once on stderr and replaced by defaults.
+pub fn config() -> &'static Config {
+    CONFIG.get_or_init(|| {
+        let (cfg, warnings) = Config::from_raw(&RawConfig::from_env());
+        for w in &warnings {
+            eprintln!("seedance: {w}");
+        }
+        let m = if cfg.mode == Mode::Off { MODE_OFF } else { MODE_ON };
+        MODE.store(m, Ordering::Release);
+        cfg
+    })
+}
+
+/// `true` unless `SEEDANCE_MODE=off`: wrappers count and report, look-ups are swapped.
+#[inline(always)]
+pub fn active() -> bool {
+    match MODE.load(Ordering::Relaxed) {
+        MODE_ON => true,
+        MODE_OFF => false,
+        _ => config().mode != Mode::Off,
+    }
+}
+
+/// `true` when `dlsym` and `cuGetProcAddress` look-ups should be answered with wrappers.
+/// In `off` mode they pass through untouched, so only `-lcuda` callers reach a wrapper,
+/// which then only forwards.
+#[inline]
+pub fn interposing() -> bool {
+    active()
+}
+
+fn state() -> &'static State {
+    STATE.get_or_init(|| State {
+        start_ns: seedance_trace::writer::now_ns(),
+        tally: ErrorTally::new(),
+        trace: OnceCell::new(),
+        unmatched: Mutex::new(BTreeSet::new()),
+        said: Mutex::new(BTreeSet::new()),
+    })
+}
+
+/// Counts one call of `id` (and an error if `r` is not success). Hot path.
+#[inline(always)]
+pub fn count(id: HookId, r: CUresult) {
+    Counters::global().record(id as usize, r.0 != 0);
+}
+
+/// One line on stderr, `seedance: ...`, unless `SEEDANCE_QUIET` is set.
+pub fn say(msg: &str) {
+    if !config().quiet {
+        eprintln!("seedance: {msg}");
+    }
+}
+
+/// Like [`say`], but only the first time `key` is seen in this process.
+fn say_once(key: &str, msg: &str) {
+    if state().said.lock().insert(key.to_string()) {
+        say(msg);
+    }
+}
+
+/// A wrapper was called but the real function cannot be found (no libcuda, or a driver
+/// without this entry point). Returns `CUDA_ERROR_NOT_FOUND` (500).
+#[cold]
+pub fn missing(id: HookId) -> CUresult {
+    let r = CUresult::CUDA_ERROR_NOT_FOUND;
+    if active() {
+        count(id, r);
+        say_once(
+            &format!("missing:{}", id.name()),
+            &format!(
+                "{} is not provided by the loaded CUDA driver; returning CUDA_ERROR_NOT_FOUND",
+                id.name()
+            ),
+        );
+    }
+    r
+}
+
+/// Reports a failed call: counted by result, an event in the trace, and one stderr line per
+/// distinct (function, result). Never panics into the caller.
+#[cold]
+#[inline(never)]
+pub fn failed(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
+    let _ = std::panic::catch_unwind(|| report_failure(id, r, args));
+}
+
+fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
+    let st = state();
+    let first = st.tally.add(id as usize, r.0);
+    let is_probe = matches!(id, HookId::cuGetProcAddress | HookId::cuGetProcAddress_v2);
+    if first && !is_probe {
+        let shown: Vec<String> = args
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.to_json()))
+            .collect();
+        let what = match r.info() {
+            Some(i) => format!("{} ({}): {}", i.name, i.code, i.description),
+            None => format!("{} (not in the CUDA 13.0 table)", r.0),
+        };
+        say(&format!("{}({}) returned {what}", id.name(), shown.join(", ").replace('"', "")));
+        if r == CUresult::CUDA_ERROR_STUB_LIBRARY {
+            let path = crate::real::library_path_of(slots::cuInit.get()).unwrap_or_default();
+            say_once(
+                "stub",
+                &format!(
+                    "the libcuda in use ({path}) is the CUDA toolkit's stub library, not the \
+                     NVIDIA driver: put the driver's libcuda.so.1 first on the library path, \
+                     or set SEEDANCE_LIBCUDA to it"
+                ),
+            );
+        }
+    }
+    let result_name = if id == HookId::cudaSetDevice {
+        None
+    } else {
+        r.name().map(str::to_string)
+    };
+    emit(Event::CallFailed(CallFailed {
+        function: id.name().to_string(),
+        result: r.0,
+        result_name,
+        args: args
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_json()))
+            .collect(),
+    }));
+}
+
+/// Called after every `cuInit`: the first success starts the trace (and its session_start
+/// record, which needs an initialised driver to list devices).
+pub fn on_init(r: CUresult) {
+    if r.is_success() {
+        let _ = std::panic::catch_unwind(|| {
+            trace();
+        });
+    }
+}
+
+/// Notes a base name whose `cuGetProcAddress` pointer matched none of our variants.
+pub fn note_unmatched(base: &CStr) {
+    state()
+        .unmatched
+        .lock()
+        .insert(base.to_string_lossy().into_owned());
+}
+
+fn emit(event: Event) {
+    if let Some(w) = trace() {
+        w.emit(platform::thread_id(), event);
+    }
+}
+
+/// The trace writer, created (with its session_start record) on first use; `None` when no
+/// trace directory is configured or the file cannot be created (said once).
+fn trace() -> Option<&'static TraceWriter> {
+    let st = state();
+    st.trace
+        .get_or_init(|| {
+            let dir = config().trace_dir.as_ref()?;
+            let host = hostname().unwrap_or_else(|| "unknown".into());
+            match TraceFile::create(dir, &host, std::process::id(), st.start_ns) {
+                Ok(file) => {
+                    let w = TraceWriter::start(file);
+                    w.emit(platform::thread_id(), Event::SessionStart(session_start(host)));
+                    Some(w)
+                }
+                Err(e) => {
+                    say(&format!("no trace will be written: {e}"));
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn session_start(host: String) -> SessionStart {
+    let init = slots::cuInit.get();
+    SessionStart {
+        shim_version: env!("CARGO_PKG_VERSION").to_string(),
+        mode: config().mode.as_str().to_string(),
+        executable: std::env::current_exe()
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned()),
+        argv: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        hostname: Some(host),
+        driver_version: driver_version(),
+        libcuda_path: if init.is_null() {
+            None
+        } else {
+            crate::real::library_path_of(init)
+        },
+        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+        cuda_device_order: std::env::var("CUDA_DEVICE_ORDER").ok(),
+        devices: devices(init),
+    }
+}
+
+fn driver_version() -> Option<i32> {
+    let p = slots::cuDriverGetVersion.get();
+    if p.is_null() {
+        return None;
+    }
+    type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
+    // SAFETY: the slot holds the driver's cuDriverGetVersion.
+    let f: F = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
+    let mut v: c_int = 0;
+    // SAFETY: v is a valid out-pointer.
+    (unsafe { f(&mut v) }).is_success().then_some(v)
+}
+
+/// Lists devices with real driver calls (not through our wrappers, so they are not counted).
+fn devices(init: *mut c_void) -> Vec<DeviceInfo> {
+    type Count = unsafe extern "C" fn(*mut c_int) -> CUresult;
+    type Get = unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult;
+    type Text = unsafe extern "C" fn(*mut c_char, c_int, CUdevice) -> CUresult;
+    type Mem = unsafe extern "C" fn(*mut usize, CUdevice) -> CUresult;
+    let (pc, pg) = (slots::cuDeviceGetCount.get(), slots::cuDeviceGet.get());
+    if init.is_null() || pc.is_null() || pg.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: slots hold the real functions of these exact signatures.
+    let (count, get) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, Count>(pc),
+            std::mem::transmute::<*mut c_void, Get>(pg),
+        )
+    };
+    let name_f = crate::real::sibling(init, c"cuDeviceGetName");
+    let bus_f = crate::real::sibling(init, c"cuDeviceGetPCIBusId");
+    let mem_f = crate::real::sibling(init, c"cuDeviceTotalMem_v2");
+    let text = |f: *mut c_void, dev: CUdevice| -> Option<String> {
+        if f.is_null() {
+            return None;
+        }
+        // SAFETY: f is the named driver function with the Text signature.
+        let f: Text = unsafe { std::mem::transmute::<*mut c_void, Text>(f) };
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: buf is writable for 256 bytes and we pass that length.
+        if !unsafe { f(buf.as_mut_ptr(), buf.len() as c_int, dev) }.is_success() {
+            return None;
+        }
+        buf[255] = 0;
+        // SAFETY: buf is NUL-terminated (forced above).
+        Some(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+    };
+    let mut n: c_int = 0;
+    // SAFETY: n is a valid out-pointer.
+    if !unsafe { count(&mut n) }.is_success() {
+        return Vec::new();
+    }
+    (0..n.max(0))
+        .filter_map(|ordinal| {
+            let mut dev: CUdevice = 0;
+            // SAFETY: dev is a valid out-pointer.
+            if !unsafe { get(&mut dev, ordinal) }.is_success() {
+                return None;
+            }
+            let total_mem_bytes = (!mem_f.is_null()).then(|| {
+                // SAFETY: mem_f is cuDeviceTotalMem_v2.
+                let f: Mem = unsafe { std::mem::transmute::<*mut c_void, Mem>(mem_f) };
+                let mut b: usize = 0;
+                // SAFETY: b is a valid out-pointer.
+                unsafe { f(&mut b, dev) }.is_success().then_some(b as u64)
+            });
+            Some(DeviceInfo {
+                ordinal,
+                name: text(name_f, dev),
+                pci_bus_id: text(bus_f, dev).map(|s| s.to_ascii_lowercase()),
+                total_mem_bytes: total_mem_bytes.flatten(),
+            })
+        })
+        .collect()
+}
+
+/// Writes the exit summary and flushes the trace. Called once, from the library destructor.
+pub fn shutdown() {
+    let Some(st) = STATE.get() else { return };
+    let Some(Some(w)) = st.trace.get() else { return };
+    let counts = Counters::global().snapshot();
+    let mut functions: BTreeMap<String, FunctionStats> = BTreeMap::new();
+    for id in HookId::ALL {
+        let c = counts[*id as usize];
+        if c.calls > 0 {
+            functions.insert(
+                id.name().to_string(),
+                FunctionStats {
+                    calls: c.calls,
+                    errors: c.errors,
+                    errors_by_result: BTreeMap::new(),
+                },
+            );
+        }
+    }
+    for ((fid, code), n) in st.tally.snapshot() {
+        let Some(id) = HookId::ALL.get(fid) else { continue };
+        let key = match CUresult(code).name() {
+            Some(name) if *id != HookId::cudaSetDevice => name.to_string(),
+            _ => code.to_string(),
+        };
+        let stats = functions.entry(id.name().to_string()).or_default();
+        *stats.errors_by_result.entry(key).or_insert(0) += n;
+    }
+    let summary = ExitSummary {
+        duration_ns: seedance_trace::writer::now_ns().saturating_sub(st.start_ns),
+        functions,
+        dropped_records: w.dropped(),
+        procaddr_unmatched: st.unmatched.lock().iter().cloned().collect(),
+    };
+    w.emit(platform::thread_id(), Event::ExitSummary(summary));
+    w.close();
+}
