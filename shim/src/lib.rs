@@ -22,7 +22,19 @@ mod runtime;
 mod session;
 
 /// Writes the exit summary and flushes the trace at normal process exit.
-#[ctor::dtor]
-fn seedance_exit() {
+///
+/// Registered in `.fini_array`, not with `atexit`: the dynamic loader runs it in `_dl_fini`,
+/// after every `atexit` handler and after the destructors of libraries loaded later than us
+/// (libcudart, libcuda, PyTorch), so their teardown calls are counted too. An `atexit`
+/// handler registered at our load would run before those (measured on an H200: the shared
+/// libcudart's final `cuDevicePrimaryCtxRelease` was missed).
+extern "C" fn seedance_fini() {
     let _ = std::panic::catch_unwind(session::shutdown);
 }
+
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".fini_array"]
+// SAFETY: a `.fini_array` entry must be a pointer to a function taking no arguments, which
+// this is; the loader calls it once, during `_dl_fini` or `dlclose`.
+static SEEDANCE_FINI: extern "C" fn() = seedance_fini;

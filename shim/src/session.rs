@@ -131,8 +131,7 @@ pub fn failed(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
 fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
     let st = state();
     let first = st.tally.add(id as usize, r.0);
-    let is_probe = matches!(id, HookId::cuGetProcAddress | HookId::cuGetProcAddress_v2);
-    if first && !is_probe {
+    if first && announce(id, r) {
         let shown: Vec<String> = args
             .iter()
             .map(|(k, v)| format!("{k}={}", v.to_json()))
@@ -168,6 +167,15 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
             .map(|(k, v)| (k.to_string(), v.to_json()))
             .collect(),
     }));
+}
+
+/// Whether a failure deserves a stderr line. Not announced (still counted and traced):
+/// `cuGetProcAddress` misses, which are how the runtime probes for optional entry points,
+/// and `CUDA_ERROR_DEINITIALIZED`, which the runtime's own teardown gets at every exit
+/// (measured on an H200, driver 580.159: cudart's final `cuDevicePrimaryCtxRelease`).
+fn announce(id: HookId, r: CUresult) -> bool {
+    let is_probe = matches!(id, HookId::cuGetProcAddress | HookId::cuGetProcAddress_v2);
+    !is_probe && r != CUresult::CUDA_ERROR_DEINITIALIZED
 }
 
 /// Called after every `cuInit`: the first success starts the trace (and its session_start

@@ -1,1 +1,221 @@
-//! placeholder while the workspace is assembled
+//! Test harness for the end-to-end tests: builds the shim and the fake driver, compiles the
+//! C programs in `tests/programs/`, runs them as real processes with real `LD_PRELOAD`, and
+//! reads back the trace and the fake driver's call log.
+//!
+//! The shim and the fake driver are cdylibs, which `cargo test` does not build for a test
+//! of another package, so [`artifacts`] runs `cargo build` for them once per test binary.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Paths of the built libraries and programs, shared by every test in a binary.
+pub struct Artifacts {
+    /// `libseedance_fix.so`.
+    pub shim: PathBuf,
+    /// Directory holding the fake driver as `libcuda.so.1` and `libcuda.so`.
+    pub fake_dir: PathBuf,
+    /// Directory holding the compiled test programs.
+    pub bin_dir: PathBuf,
+    _keep: tempfile::TempDir,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    // target/<profile>/deps/e2e-<hash> -> target/<profile>
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Builds (once) and returns the artifacts.
+pub fn artifacts() -> &'static Artifacts {
+    static A: OnceLock<Artifacts> = OnceLock::new();
+    A.get_or_init(build)
+}
+
+fn build() -> Artifacts {
+    let profile_dir = target_dir();
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root())
+        .args(["build", "-p", "seedance-fix", "-p", "fake-cuda"]);
+    if release {
+        cmd.arg("--release");
+    }
+    let out = cmd.output().expect("run cargo build");
+    assert!(
+        out.status.success(),
+        "cargo build of the shim and fake driver failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let keep = tempfile::tempdir().unwrap();
+    let fake_dir = keep.path().join("driver");
+    let bin_dir = keep.path().join("bin");
+    std::fs::create_dir_all(&fake_dir).unwrap();
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    for name in ["libcuda.so.1", "libcuda.so"] {
+        std::fs::copy(profile_dir.join("libcuda.so"), fake_dir.join(name)).unwrap();
+    }
+    let src = workspace_root().join("tests/programs");
+    let cc = |out: &str, args: &[&str]| {
+        let status = Command::new("cc")
+            .arg("-O1")
+            .arg("-Wall")
+            .arg("-o")
+            .arg(bin_dir.join(out))
+            .args(args)
+            .current_dir(&src)
+            .status()
+            .expect("run cc");
+        assert!(status.success(), "compiling {out} failed");
+    };
+    let l = format!("-L{}", fake_dir.display());
+    cc("linked", &["linked.c", &l, "-lcuda"]);
+    cc("cudart_style", &["cudart_style.c", "-ldl"]);
+    cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
+    cc("no_cuda", &["no_cuda.c", "-ldl"]);
+    cc("libnext_base.so", &["-shared", "-fPIC", "next_base.c"]);
+    cc("libnext_probe.so", &["-shared", "-fPIC", "next_probe.c", "-ldl"]);
+    let lb = format!("-L{}", bin_dir.display());
+    cc("next_main", &["next_main.c", &lb, "-lnext_base"]);
+    Artifacts {
+        shim: profile_dir.join("libseedance_fix.so"),
+        fake_dir,
+        bin_dir,
+        _keep: keep,
+    }
+}
+
+/// One run of a test program: what to set, and where its outputs land.
+pub struct Run {
+    cmd: Command,
+    /// The trace directory (`SEEDANCE_TRACE_DIR`).
+    pub trace_dir: tempfile::TempDir,
+    /// The fake driver's call log (`FAKE_CUDA_LOG`).
+    pub driver_log: PathBuf,
+}
+
+/// What a finished run left behind.
+pub struct Finished {
+    /// Exit status, stdout and stderr.
+    pub output: Output,
+    /// Every trace record, parsed, from every trace file in the trace directory.
+    pub records: Vec<Value>,
+    /// Number of trace files written.
+    pub trace_files: usize,
+    /// The fake driver's call log lines.
+    pub driver_calls: Vec<String>,
+}
+
+impl Run {
+    /// `program` (from the compiled test programs) with the fake driver on the library path,
+    /// `shim` preloaded or not, and a fresh trace directory.
+    pub fn new(program: &str, shim: bool) -> Run {
+        let a = artifacts();
+        let trace_dir = tempfile::tempdir().unwrap();
+        let driver_log = trace_dir.path().join("driver-calls.log");
+        let mut cmd = Command::new(a.bin_dir.join(program));
+        cmd.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env(
+                "LD_LIBRARY_PATH",
+                format!("{}:{}", a.fake_dir.display(), a.bin_dir.display()),
+            )
+            .env("FAKE_CUDA_DEVICE_COUNT", "2")
+            .env("FAKE_CUDA_LOG", &driver_log);
+        let traces = trace_dir.path().join("traces");
+        std::fs::create_dir(&traces).unwrap();
+        cmd.env("SEEDANCE_TRACE_DIR", &traces);
+        if shim {
+            cmd.env("LD_PRELOAD", &a.shim);
+        }
+        Run {
+            cmd,
+            trace_dir,
+            driver_log,
+        }
+    }
+
+    /// Sets an environment variable for the run.
+    pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Run {
+        self.cmd.env(k, v);
+        self
+    }
+
+    /// Removes an environment variable for the run.
+    pub fn env_remove(mut self, k: &str) -> Run {
+        self.cmd.env_remove(k);
+        self
+    }
+
+    /// Runs the program to completion and collects its outputs.
+    pub fn finish(mut self) -> Finished {
+        let output = self.cmd.output().expect("run test program");
+        let mut records = Vec::new();
+        let mut trace_files = 0;
+        let traces = self.trace_dir.path().join("traces");
+        for entry in std::fs::read_dir(&traces).unwrap() {
+            let path = entry.unwrap().path();
+            trace_files += 1;
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                records.push(serde_json::from_str(line).unwrap_or_else(|e| {
+                    panic!("bad trace line in {}: {e}: {line}", path.display())
+                }));
+            }
+        }
+        let driver_calls = std::fs::read_to_string(&self.driver_log)
+            .map(|s| s.lines().map(str::to_string).collect())
+            .unwrap_or_default();
+        Finished {
+            output,
+            records,
+            trace_files,
+            driver_calls,
+        }
+    }
+}
+
+impl Finished {
+    /// Standard output as text.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    /// Standard error as text.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    /// The records whose `event` is `kind`.
+    pub fn events(&self, kind: &str) -> Vec<&Value> {
+        self.records.iter().filter(|r| r["event"] == kind).collect()
+    }
+
+    /// Calls and errors of `function` in the exit summary, `(0, 0)` if absent.
+    pub fn summary_count(&self, function: &str) -> (u64, u64) {
+        let s = self.events("exit_summary");
+        assert_eq!(s.len(), 1, "expected one exit_summary, records: {:#?}", self.records);
+        let f = &s[0]["functions"][function];
+        (
+            f["calls"].as_u64().unwrap_or(0),
+            f["errors"].as_u64().unwrap_or(0),
+        )
+    }
+
+    /// Every function in the exit summary with its call count.
+    pub fn summary_calls(&self) -> Vec<(String, u64)> {
+        let s = self.events("exit_summary");
+        assert_eq!(s.len(), 1, "expected one exit_summary");
+        s[0]["functions"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v["calls"].as_u64().unwrap()))
+            .collect()
+    }
+}

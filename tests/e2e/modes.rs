@@ -1,0 +1,69 @@
+//! `SEEDANCE_MODE`, bad configuration values, `SEEDANCE_LIBCUDA`, and the stub library.
+
+use seedance_e2e::{artifacts, Run};
+
+#[test]
+fn mode_off_forwards_only() {
+    let plain = Run::new("cudart_style", false).finish();
+    let off = Run::new("cudart_style", true).env("SEEDANCE_MODE", "off").finish();
+    assert_eq!(off.output.status.code(), Some(0));
+    assert_eq!(off.stdout(), plain.stdout());
+    assert_eq!(off.stderr(), "");
+    assert_eq!(off.trace_files, 0);
+    assert_eq!(off.driver_calls, plain.driver_calls);
+}
+
+#[test]
+fn observe_counts_like_fix() {
+    let r = Run::new("dlsym_style", true).env("SEEDANCE_MODE", "observe").finish();
+    assert_eq!(r.output.status.code(), Some(0));
+    assert_eq!(r.events("session_start")[0]["mode"], "observe");
+    assert_eq!(r.summary_count("cuMemAlloc_v2"), (2, 1));
+}
+
+#[test]
+fn bad_values_warn_once_and_use_defaults() {
+    let r = Run::new("linked", true)
+        .env("SEEDANCE_MODE", "turbo")
+        .env("SEEDANCE_QUIET", "perhaps")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0));
+    let err = r.stderr();
+    assert_eq!(
+        err.matches("seedance: SEEDANCE_MODE=\"turbo\" is not one of off, observe, fix; using fix")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("SEEDANCE_QUIET=\"perhaps\" is not a boolean"), "{err}");
+    assert_eq!(r.events("session_start")[0]["mode"], "fix");
+    assert_eq!(r.summary_count("cuInit"), (1, 0));
+}
+
+#[test]
+fn libcuda_override_is_used() {
+    let a = artifacts();
+    let other = tempfile::tempdir().unwrap();
+    let path = other.path().join("libcuda.so.1");
+    std::fs::copy(a.fake_dir.join("libcuda.so.1"), &path).unwrap();
+    let r = Run::new("linked", true).env("SEEDANCE_LIBCUDA", &path).finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stdout());
+    assert_eq!(
+        r.events("session_start")[0]["libcuda_path"],
+        path.display().to_string()
+    );
+}
+
+#[test]
+fn stub_library_is_named() {
+    let plain = Run::new("dlsym_style", false).env("FAKE_CUDA_STUB", "1").finish();
+    let r = Run::new("dlsym_style", true).env("FAKE_CUDA_STUB", "1").finish();
+    assert_eq!(r.output.status.code(), plain.output.status.code());
+    assert_eq!(r.stdout(), plain.stdout());
+    let err = r.stderr();
+    assert!(
+        err.contains("cuInit(flags=0) returned CUDA_ERROR_STUB_LIBRARY (34)"),
+        "{err}"
+    );
+    assert_eq!(err.matches("is the CUDA toolkit's stub library").count(), 1, "{err}");
+}
