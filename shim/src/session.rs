@@ -36,6 +36,10 @@ struct State {
     start_ns: u64,
     tally: ErrorTally,
     trace: OnceCell<Option<TraceWriter>>,
+    /// Events from before the first `cuInit` returned, held back so that the trace's
+    /// session_start (written when the trace is created) can list the devices.
+    pending: Mutex<Vec<(u64, Event)>>,
+    pending_dropped: std::sync::atomic::AtomicU64,
     unmatched: Mutex<BTreeSet<String>>,
     said: Mutex<BTreeSet<String>>,
 }
@@ -77,6 +81,8 @@ fn state() -> &'static State {
         start_ns: seedance_trace::writer::now_ns(),
         tally: ErrorTally::new(),
         trace: OnceCell::new(),
+        pending: Mutex::new(Vec::new()),
+        pending_dropped: std::sync::atomic::AtomicU64::new(0),
         unmatched: Mutex::new(BTreeSet::new()),
         said: Mutex::new(BTreeSet::new()),
     })
@@ -178,13 +184,24 @@ fn announce(id: HookId, r: CUresult) -> bool {
     !is_probe && r != CUresult::CUDA_ERROR_DEINITIALIZED
 }
 
-/// Called after every `cuInit`: the first success starts the trace (and its session_start
-/// record, which needs an initialised driver to list devices).
-pub fn on_init(r: CUresult) {
-    if r.is_success() {
-        let _ = std::panic::catch_unwind(|| {
-            trace();
-        });
+/// Called after every `cuInit`. The first call, success or not, starts the trace: its
+/// session_start lists the devices when the driver initialised, and the events held back
+/// until then follow it.
+pub fn on_init(_r: CUresult) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(w) = trace() {
+            flush_pending(w);
+        }
+    });
+}
+
+/// Most events held back before the first `cuInit`; more are counted as dropped.
+const MAX_PENDING: usize = 256;
+
+fn flush_pending(w: &TraceWriter) {
+    let pending = std::mem::take(&mut *state().pending.lock());
+    for (tid, event) in pending {
+        w.emit(tid, event);
     }
 }
 
@@ -197,13 +214,27 @@ pub fn note_unmatched(base: &CStr) {
 }
 
 fn emit(event: Event) {
-    if let Some(w) = trace() {
-        w.emit(platform::thread_id(), event);
+    let st = state();
+    match st.trace.get() {
+        Some(Some(w)) => w.emit(platform::thread_id(), event),
+        Some(None) => {}
+        None => {
+            if config().trace_dir.is_none() {
+                return;
+            }
+            let mut pending = st.pending.lock();
+            if pending.len() < MAX_PENDING {
+                pending.push((platform::thread_id(), event));
+            } else {
+                st.pending_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 }
 
-/// The trace writer, created (with its session_start record) on first use; `None` when no
-/// trace directory is configured or the file cannot be created (said once).
+/// The trace writer, created (with its session_start record) on first use, which is the
+/// first `cuInit` or, for a process that never calls it, exit; `None` when no trace
+/// directory is configured or the file cannot be created (said once).
 fn trace() -> Option<&'static TraceWriter> {
     let st = state();
     st.trace
@@ -335,7 +366,11 @@ fn devices(init: *mut c_void) -> Vec<DeviceInfo> {
 /// Writes the exit summary and flushes the trace. Called once, from the library destructor.
 pub fn shutdown() {
     let Some(st) = STATE.get() else { return };
-    let Some(Some(w)) = st.trace.get() else { return };
+    if st.trace.get().is_none() && st.pending.lock().is_empty() {
+        return;
+    }
+    let Some(w) = trace() else { return };
+    flush_pending(w);
     let counts = Counters::global().snapshot();
     let mut functions: BTreeMap<String, FunctionStats> = BTreeMap::new();
     for id in HookId::ALL {
@@ -363,7 +398,7 @@ pub fn shutdown() {
     let summary = ExitSummary {
         duration_ns: seedance_trace::writer::now_ns().saturating_sub(st.start_ns),
         functions,
-        dropped_records: w.dropped(),
+        dropped_records: w.dropped() + st.pending_dropped.load(Ordering::Relaxed),
         procaddr_unmatched: st.unmatched.lock().iter().cloned().collect(),
     };
     w.emit(platform::thread_id(), Event::ExitSummary(summary));

@@ -169,7 +169,7 @@ impl Run {
             }
         }
         let driver_calls = std::fs::read_to_string(&self.driver_log)
-            .map(|s| s.lines().map(str::to_string).collect())
+            .map(|s| s.lines().map(normalize_host_pointer).collect())
             .unwrap_or_default();
         Finished {
             output,
@@ -177,6 +177,18 @@ impl Run {
             trace_files,
             driver_calls,
         }
+    }
+}
+
+/// Host addresses from `malloc` differ between runs (ASLR); the fake driver's log line for
+/// `cuMemFreeHost` is compared with the address replaced by `<host>`.
+fn normalize_host_pointer(line: &str) -> String {
+    match line.strip_prefix("cuMemFreeHost ptr=") {
+        Some(rest) => {
+            let tail = rest.split_once(' ').map_or("", |(_, t)| t);
+            format!("cuMemFreeHost ptr=<host> {tail}")
+        }
+        None => line.to_string(),
     }
 }
 

@@ -1,0 +1,392 @@
+//! Parses the environment into the fake's topology.
+//!
+//! Read once, at the first `cuInit`:
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `FAKE_CUDA_DEVICE_COUNT` | physical devices, 0..=64 | 1 |
+//! | `FAKE_CUDA_TOTAL_MEM` | bytes per device (one value, or a comma list per physical device) | 85899345920 (80 GiB) |
+//! | `FAKE_CUDA_FREE_MEM` | bytes free at start (one value, or a comma list per physical device; clamped to the total) | the total |
+//! | `FAKE_CUDA_ATTR_<n>` | value of device attribute `n` (one value, or a comma list per physical device) | see [`crate::device`] |
+//! | `CUDA_VISIBLE_DEVICES` | visible physical devices, see [`parse_visible`] | all |
+//!
+//! In a comma list an empty entry, or a missing one, keeps the default for that device.
+//! Unparseable values keep the default and produce one warning line per variable,
+//! `fake-cuda: ignoring bad FAKE_CUDA_...`, which [`Topology::from_env`] prints on stderr.
+//!
+//! `FAKE_CUDA_STUB` and `FAKE_CUDA_LOG` are read separately (before `cuInit`), see
+//! [`stub_enabled`] and [`crate::log`].
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::str::FromStr;
+
+use crate::device::uuid_string;
+
+/// Physical device count when `FAKE_CUDA_DEVICE_COUNT` is unset or bad.
+pub const DEFAULT_DEVICE_COUNT: u32 = 1;
+/// Largest accepted `FAKE_CUDA_DEVICE_COUNT` (PCI bus numbers `0x10 + p` must fit a byte).
+pub const MAX_DEVICE_COUNT: u32 = 64;
+/// Bytes per device when `FAKE_CUDA_TOTAL_MEM` is unset or bad: 80 GiB.
+pub const DEFAULT_TOTAL_MEM: u64 = 85_899_345_920;
+/// Prefix of the per-attribute override variables, `FAKE_CUDA_ATTR_<number>`.
+pub const ATTR_PREFIX: &str = "FAKE_CUDA_ATTR_";
+
+/// One physical device as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhysicalDevice {
+    /// Physical index `p` (0-based), the number `CUDA_VISIBLE_DEVICES` uses.
+    pub index: u32,
+    /// Total memory in bytes.
+    pub total_mem: u64,
+    /// Free memory at start in bytes (never above `total_mem`).
+    pub free_mem: u64,
+    /// Attribute values from `FAKE_CUDA_ATTR_<n>` that replace or add to the defaults.
+    pub attr_overrides: BTreeMap<i32, i32>,
+}
+
+/// The whole configured topology.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    /// Every physical device, by physical index.
+    pub physical: Vec<PhysicalDevice>,
+    /// Visible devices in ordinal order: `visible[ordinal]` is a physical index.
+    pub visible: Vec<u32>,
+    /// One line per variable that could not be parsed.
+    pub warnings: Vec<String>,
+}
+
+impl Topology {
+    /// Reads the process environment and prints any warnings on stderr.
+    /// Variables whose name or value is not UTF-8 are skipped.
+    pub fn from_env() -> Topology {
+        let vars: BTreeMap<String, String> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .filter(|(k, _)| k.starts_with("FAKE_CUDA_") || k == "CUDA_VISIBLE_DEVICES")
+            .collect();
+        let topo = Topology::from_vars(&vars);
+        let mut err = std::io::stderr().lock();
+        for w in &topo.warnings {
+            // Nothing sensible to do when stderr is closed.
+            let _ = writeln!(err, "{w}");
+        }
+        topo
+    }
+
+    /// Builds the topology from explicit variables (the pure part of [`Topology::from_env`]).
+    pub fn from_vars(vars: &BTreeMap<String, String>) -> Topology {
+        let mut warnings = Vec::new();
+        let get = |k: &str| vars.get(k).map(String::as_str);
+
+        let count = match get("FAKE_CUDA_DEVICE_COUNT") {
+            None => DEFAULT_DEVICE_COUNT,
+            Some(raw) => match raw.trim().parse::<u32>() {
+                Ok(n) if n <= MAX_DEVICE_COUNT => n,
+                _ => {
+                    warnings.push(bad("FAKE_CUDA_DEVICE_COUNT", raw));
+                    DEFAULT_DEVICE_COUNT
+                }
+            },
+        };
+        let n = count as usize;
+        let totals = per_device::<u64>(
+            "FAKE_CUDA_TOTAL_MEM",
+            get("FAKE_CUDA_TOTAL_MEM"),
+            n,
+            &mut warnings,
+        );
+        let frees = per_device::<u64>(
+            "FAKE_CUDA_FREE_MEM",
+            get("FAKE_CUDA_FREE_MEM"),
+            n,
+            &mut warnings,
+        );
+
+        let mut physical: Vec<PhysicalDevice> = (0..count)
+            .map(|p| {
+                let total_mem = totals[p as usize].unwrap_or(DEFAULT_TOTAL_MEM);
+                let free_mem = frees[p as usize].unwrap_or(total_mem).min(total_mem);
+                PhysicalDevice {
+                    index: p,
+                    total_mem,
+                    free_mem,
+                    attr_overrides: BTreeMap::new(),
+                }
+            })
+            .collect();
+
+        for (key, raw) in vars.range(ATTR_PREFIX.to_string()..) {
+            let Some(num) = key.strip_prefix(ATTR_PREFIX) else {
+                break;
+            };
+            let Ok(attr) = num.parse::<i32>() else {
+                warnings.push(bad(key, raw));
+                continue;
+            };
+            let values = per_device::<i32>(key, Some(raw), n, &mut warnings);
+            for (dev, v) in physical.iter_mut().zip(values) {
+                if let Some(v) = v {
+                    dev.attr_overrides.insert(attr, v);
+                }
+            }
+        }
+
+        let uuids: Vec<String> = (0..count).map(uuid_string).collect();
+        let visible = parse_visible(get("CUDA_VISIBLE_DEVICES"), count, &uuids);
+        Topology {
+            physical,
+            visible,
+            warnings,
+        }
+    }
+}
+
+/// The warning line for an unparseable variable.
+fn bad(name: &str, raw: &str) -> String {
+    format!("fake-cuda: ignoring bad {name}={raw:?} (using the default)")
+}
+
+/// Parses a value that is either one number for every device or a comma list with one entry
+/// per physical device. `None` entries keep the default; a bad entry keeps the default and
+/// adds one warning for the variable. Entries past `count` are ignored.
+fn per_device<T: FromStr + Copy>(
+    name: &str,
+    raw: Option<&str>,
+    count: usize,
+    warnings: &mut Vec<String>,
+) -> Vec<Option<T>> {
+    let Some(raw) = raw else {
+        return vec![None; count];
+    };
+    let entries: Vec<&str> = raw.split(',').map(str::trim).collect();
+    let mut any_bad = false;
+    let parsed: Vec<Option<T>> = entries
+        .iter()
+        .map(|e| {
+            if e.is_empty() {
+                return None;
+            }
+            let v = e.parse::<T>().ok();
+            any_bad |= v.is_none();
+            v
+        })
+        .collect();
+    if any_bad {
+        warnings.push(bad(name, raw));
+    }
+    if let [single] = parsed[..] {
+        return vec![single; count];
+    }
+    (0..count)
+        .map(|i| parsed.get(i).copied().flatten())
+        .collect()
+}
+
+/// Parses `CUDA_VISIBLE_DEVICES` the way the driver does.
+///
+/// * unset (`None`): every physical device, in order;
+/// * otherwise comma-separated entries, each a physical index (`"1"`, surrounding blanks
+///   allowed) or a unique prefix of a device UUID string (`"GPU-face5eed-..."`);
+/// * parsing stops at the first entry that is invalid, out of range or a repeat; the entries
+///   before it stay visible. So `""` and `"-1"` hide every device.
+pub fn parse_visible(raw: Option<&str>, count: u32, uuids: &[String]) -> Vec<u32> {
+    let Some(raw) = raw else {
+        return (0..count).collect();
+    };
+    let mut out = Vec::new();
+    for entry in raw.split(',') {
+        let e = entry.trim();
+        let idx = if let Ok(i) = e.parse::<u32>() {
+            i
+        } else if e.len() > 4 && e[..4].eq_ignore_ascii_case("GPU-") {
+            let lower = e.to_ascii_lowercase();
+            let mut hits = uuids
+                .iter()
+                .enumerate()
+                .filter(|(_, u)| u.to_ascii_lowercase().starts_with(&lower));
+            match (hits.next(), hits.next()) {
+                (Some((i, _)), None) => i as u32,
+                _ => break,
+            }
+        } else {
+            break;
+        };
+        if idx >= count || out.contains(&idx) {
+            break;
+        }
+        out.push(idx);
+    }
+    out
+}
+
+/// Whether a `FAKE_CUDA_STUB` value turns stub mode on: `1`, `true`, `yes` or `on`
+/// (case-insensitive). Anything else, or unset, is off.
+pub fn stub_enabled(raw: Option<&str>) -> bool {
+    raw.map(str::trim).is_some_and(|v| {
+        ["1", "true", "yes", "on"]
+            .iter()
+            .any(|t| v.eq_ignore_ascii_case(t))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn uuids(n: u32) -> Vec<String> {
+        (0..n).map(uuid_string).collect()
+    }
+
+    #[test]
+    fn visible_unset_is_all() {
+        assert_eq!(parse_visible(None, 4, &uuids(4)), vec![0, 1, 2, 3]);
+        assert_eq!(parse_visible(None, 0, &uuids(0)), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn visible_empty_is_none() {
+        assert_eq!(parse_visible(Some(""), 4, &uuids(4)), Vec::<u32>::new());
+        assert_eq!(parse_visible(Some(" "), 4, &uuids(4)), Vec::<u32>::new());
+        assert_eq!(parse_visible(Some("-1"), 4, &uuids(4)), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn visible_order_and_stop_at_first_invalid() {
+        assert_eq!(parse_visible(Some("2,0"), 4, &uuids(4)), vec![2, 0]);
+        assert_eq!(parse_visible(Some(" 3 , 1 "), 4, &uuids(4)), vec![3, 1]);
+        assert_eq!(parse_visible(Some("1,foo,2"), 4, &uuids(4)), vec![1]);
+        assert_eq!(parse_visible(Some("1,,2"), 4, &uuids(4)), vec![1]);
+        assert_eq!(parse_visible(Some("0,7,1"), 4, &uuids(4)), vec![0]);
+        assert_eq!(parse_visible(Some("4"), 4, &uuids(4)), Vec::<u32>::new());
+        assert_eq!(parse_visible(Some("1,-1,0"), 4, &uuids(4)), vec![1]);
+        assert_eq!(parse_visible(Some("1,1,0"), 4, &uuids(4)), vec![1]);
+        assert_eq!(parse_visible(Some("0,1,"), 4, &uuids(4)), vec![0, 1]);
+        assert_eq!(parse_visible(Some("0"), 0, &uuids(0)), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn visible_by_uuid_prefix() {
+        let u = uuids(3);
+        assert_eq!(u[2], "GPU-face5eed-0000-4000-8000-000000000002");
+        assert_eq!(parse_visible(Some(&u[2]), 3, &u), vec![2]);
+        assert_eq!(
+            parse_visible(Some("GPU-face5eed-0000-4000-8000-000000000001,0"), 3, &u),
+            vec![1, 0]
+        );
+        // Ambiguous prefix stops parsing.
+        assert_eq!(parse_visible(Some("0,GPU-face5eed"), 3, &u), vec![0]);
+        assert_eq!(parse_visible(Some("GPU-00"), 3, &u), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn defaults() {
+        let t = Topology::from_vars(&vars(&[]));
+        assert_eq!(t.physical.len(), 1);
+        assert_eq!(t.physical[0].total_mem, 85_899_345_920);
+        assert_eq!(t.physical[0].free_mem, 85_899_345_920);
+        assert!(t.physical[0].attr_overrides.is_empty());
+        assert_eq!(t.visible, vec![0]);
+        assert!(t.warnings.is_empty());
+    }
+
+    #[test]
+    fn counts_memory_and_visibility() {
+        let t = Topology::from_vars(&vars(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "4"),
+            ("FAKE_CUDA_TOTAL_MEM", "1000"),
+            ("FAKE_CUDA_FREE_MEM", "100,,300,5000"),
+            ("CUDA_VISIBLE_DEVICES", "3,1"),
+        ]));
+        assert_eq!(t.physical.len(), 4);
+        let frees: Vec<u64> = t.physical.iter().map(|d| d.free_mem).collect();
+        assert_eq!(frees, vec![100, 1000, 300, 1000]);
+        assert!(t.physical.iter().all(|d| d.total_mem == 1000));
+        assert_eq!(t.visible, vec![3, 1]);
+        assert!(t.warnings.is_empty());
+    }
+
+    #[test]
+    fn single_free_value_applies_to_all_and_short_list_keeps_defaults() {
+        let t = Topology::from_vars(&vars(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "3"),
+            ("FAKE_CUDA_FREE_MEM", "42"),
+        ]));
+        assert!(t.physical.iter().all(|d| d.free_mem == 42));
+        let t = Topology::from_vars(&vars(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "3"),
+            ("FAKE_CUDA_FREE_MEM", "1,2"),
+        ]));
+        let frees: Vec<u64> = t.physical.iter().map(|d| d.free_mem).collect();
+        assert_eq!(frees, vec![1, 2, DEFAULT_TOTAL_MEM]);
+    }
+
+    #[test]
+    fn bad_values_warn_once_and_use_defaults() {
+        let t = Topology::from_vars(&vars(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "two"),
+            ("FAKE_CUDA_TOTAL_MEM", "lots"),
+            ("FAKE_CUDA_FREE_MEM", "x,y"),
+            ("FAKE_CUDA_ATTR_zz", "1"),
+            ("FAKE_CUDA_ATTR_1", "big"),
+        ]));
+        assert_eq!(t.physical.len(), 1);
+        assert_eq!(t.physical[0].total_mem, DEFAULT_TOTAL_MEM);
+        assert_eq!(t.physical[0].free_mem, DEFAULT_TOTAL_MEM);
+        assert!(t.physical[0].attr_overrides.is_empty());
+        assert_eq!(
+            t.warnings,
+            vec![
+                "fake-cuda: ignoring bad FAKE_CUDA_DEVICE_COUNT=\"two\" (using the default)",
+                "fake-cuda: ignoring bad FAKE_CUDA_TOTAL_MEM=\"lots\" (using the default)",
+                "fake-cuda: ignoring bad FAKE_CUDA_FREE_MEM=\"x,y\" (using the default)",
+                "fake-cuda: ignoring bad FAKE_CUDA_ATTR_1=\"big\" (using the default)",
+                "fake-cuda: ignoring bad FAKE_CUDA_ATTR_zz=\"1\" (using the default)",
+            ]
+        );
+        let t = Topology::from_vars(&vars(&[("FAKE_CUDA_DEVICE_COUNT", "65")]));
+        assert_eq!(t.physical.len(), 1);
+        assert_eq!(t.warnings.len(), 1);
+    }
+
+    #[test]
+    fn zero_devices_and_free_clamped_to_total() {
+        let t = Topology::from_vars(&vars(&[("FAKE_CUDA_DEVICE_COUNT", "0")]));
+        assert!(t.physical.is_empty());
+        assert!(t.visible.is_empty());
+        let t = Topology::from_vars(&vars(&[
+            ("FAKE_CUDA_TOTAL_MEM", "10"),
+            ("FAKE_CUDA_FREE_MEM", "20"),
+        ]));
+        assert_eq!(t.physical[0].free_mem, 10);
+    }
+
+    #[test]
+    fn attribute_overrides() {
+        let t = Topology::from_vars(&vars(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "2"),
+            ("FAKE_CUDA_ATTR_1", "512"),
+            ("FAKE_CUDA_ATTR_20", ",3"),
+        ]));
+        assert_eq!(t.physical[0].attr_overrides, BTreeMap::from([(1, 512)]));
+        assert_eq!(
+            t.physical[1].attr_overrides,
+            BTreeMap::from([(1, 512), (20, 3)])
+        );
+    }
+
+    #[test]
+    fn stub_values() {
+        assert!(stub_enabled(Some("1")));
+        assert!(stub_enabled(Some("TRUE")));
+        assert!(!stub_enabled(Some("0")));
+        assert!(!stub_enabled(Some("")));
+        assert!(!stub_enabled(None));
+    }
+}

@@ -1,0 +1,236 @@
+//! Launches and stream synchronisation: `cuLaunchKernel(_ptsz)`, `cuLaunchKernelEx(_ptsz)`,
+//! `cuStreamSynchronize(_ptsz)`. Launches only validate; nothing runs.
+
+use std::ffi::{c_uint, c_void};
+
+use seedance_cuda::{CUfunction, CUlaunchConfig, CUresult, CUstream};
+
+use crate::global::{call_driver, current};
+use crate::launch::{check, LaunchDims, LaunchLimits};
+use crate::state::Driver;
+
+/// Checks one launch against the current context's device.
+fn validate(
+    d: &Driver,
+    f: CUfunction,
+    dims: Option<&LaunchDims>,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> Result<(), CUresult> {
+    let device = d.ctx_device(current())?;
+    let dims = dims.ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    if f.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+    }
+    if !kernel_params.is_null() && !extra.is_null() {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    check(&LaunchLimits::of(d.device_at(device)), dims)
+}
+
+fn dims_text(dims: &LaunchDims) -> String {
+    let [gx, gy, gz] = dims.grid;
+    let [bx, by, bz] = dims.block;
+    format!(
+        "grid={gx},{gy},{gz} block={bx},{by},{bz} shmem={}",
+        dims.shared_mem
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_kernel(
+    name: &str,
+    f: CUfunction,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared_mem: c_uint,
+    stream: CUstream,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    let dims = LaunchDims {
+        grid,
+        block,
+        shared_mem,
+    };
+    call_driver(
+        name,
+        || {
+            format!(
+                "f={:#x} {} stream={:#x}",
+                f as usize,
+                dims_text(&dims),
+                stream as usize
+            )
+        },
+        |d| validate(d, f, Some(&dims), kernel_params, extra),
+    )
+}
+
+/// `cuLaunchKernel(CUfunction f, unsigned gridDimX, gridDimY, gridDimZ, blockDimX,
+/// blockDimY, blockDimZ, unsigned sharedMemBytes, CUstream hStream, void **kernelParams,
+/// void **extra)`: 201 without a current context, `INVALID_HANDLE` for a null function,
+/// `INVALID_VALUE` for a configuration over the device limits (see [`crate::launch`]) or
+/// both `kernelParams` and `extra` given.
+///
+/// # Safety
+///
+/// None: no pointer argument is dereferenced.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cuLaunchKernel(
+    f: CUfunction,
+    grid_dim_x: c_uint,
+    grid_dim_y: c_uint,
+    grid_dim_z: c_uint,
+    block_dim_x: c_uint,
+    block_dim_y: c_uint,
+    block_dim_z: c_uint,
+    shared_mem_bytes: c_uint,
+    h_stream: CUstream,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    launch_kernel(
+        "cuLaunchKernel",
+        f,
+        [grid_dim_x, grid_dim_y, grid_dim_z],
+        [block_dim_x, block_dim_y, block_dim_z],
+        shared_mem_bytes,
+        h_stream,
+        kernel_params,
+        extra,
+    )
+}
+
+/// `cuLaunchKernel_ptsz`: the per-thread-default-stream variant of [`cuLaunchKernel`].
+///
+/// # Safety
+///
+/// None: no pointer argument is dereferenced.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cuLaunchKernel_ptsz(
+    f: CUfunction,
+    grid_dim_x: c_uint,
+    grid_dim_y: c_uint,
+    grid_dim_z: c_uint,
+    block_dim_x: c_uint,
+    block_dim_y: c_uint,
+    block_dim_z: c_uint,
+    shared_mem_bytes: c_uint,
+    h_stream: CUstream,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    launch_kernel(
+        "cuLaunchKernel_ptsz",
+        f,
+        [grid_dim_x, grid_dim_y, grid_dim_z],
+        [block_dim_x, block_dim_y, block_dim_z],
+        shared_mem_bytes,
+        h_stream,
+        kernel_params,
+        extra,
+    )
+}
+
+/// Shared body of the two `cuLaunchKernelEx` variants.
+///
+/// # Safety
+///
+/// `config` must be null or point to a valid `CUlaunchConfig`.
+unsafe fn launch_kernel_ex(
+    name: &str,
+    config: *const CUlaunchConfig,
+    f: CUfunction,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    // SAFETY: null or a valid CUlaunchConfig, per the caller's contract.
+    let cfg = unsafe { config.as_ref() };
+    let dims = cfg.map(LaunchDims::from_config);
+    call_driver(
+        name,
+        || match cfg {
+            Some(c) => format!(
+                "f={:#x} {} stream={:#x} attrs={}",
+                f as usize,
+                dims.as_ref().map(dims_text).unwrap_or_default(),
+                c.h_stream as usize,
+                c.num_attrs
+            ),
+            None => format!("f={:#x} config=0x0", f as usize),
+        },
+        |d| {
+            if cfg.is_some_and(|c| c.num_attrs > 0 && c.attrs.is_null()) {
+                d.ctx_device(current())?;
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            validate(d, f, dims.as_ref(), kernel_params, extra)
+        },
+    )
+}
+
+/// `cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+/// void **extra)`: the checks of [`cuLaunchKernel`] on the config's values; a null config,
+/// or `numAttrs > 0` with null `attrs`, is `INVALID_VALUE`. Attributes are not read.
+///
+/// # Safety
+///
+/// `config` must be null or point to a valid `CUlaunchConfig`.
+#[no_mangle]
+pub unsafe extern "C" fn cuLaunchKernelEx(
+    config: *const CUlaunchConfig,
+    f: CUfunction,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    // SAFETY: forwarded caller contract.
+    unsafe { launch_kernel_ex("cuLaunchKernelEx", config, f, kernel_params, extra) }
+}
+
+/// `cuLaunchKernelEx_ptsz`: the per-thread-default-stream variant of [`cuLaunchKernelEx`].
+///
+/// # Safety
+///
+/// `config` must be null or point to a valid `CUlaunchConfig`.
+#[no_mangle]
+pub unsafe extern "C" fn cuLaunchKernelEx_ptsz(
+    config: *const CUlaunchConfig,
+    f: CUfunction,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> CUresult {
+    // SAFETY: forwarded caller contract.
+    unsafe { launch_kernel_ex("cuLaunchKernelEx_ptsz", config, f, kernel_params, extra) }
+}
+
+fn stream_synchronize(name: &str, stream: CUstream) -> CUresult {
+    call_driver(
+        name,
+        || format!("stream={:#x}", stream as usize),
+        |d| d.ctx_device(current()).map(|_| ()),
+    )
+}
+
+/// `cuStreamSynchronize(CUstream hStream)`: success when a live context is current, else
+/// 201/709. The stream is not checked.
+///
+/// # Safety
+///
+/// None: the stream handle is not dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
+    stream_synchronize("cuStreamSynchronize", h_stream)
+}
+
+/// `cuStreamSynchronize_ptsz`: the per-thread-default-stream variant.
+///
+/// # Safety
+///
+/// None: the stream handle is not dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamSynchronize_ptsz(h_stream: CUstream) -> CUresult {
+    stream_synchronize("cuStreamSynchronize_ptsz", h_stream)
+}

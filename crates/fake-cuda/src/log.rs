@@ -1,0 +1,178 @@
+//! The call recorder: with `FAKE_CUDA_LOG=<path>`, one line per entry-point call received.
+//!
+//! The file is opened once (at the first call) with `O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC`,
+//! mode 0644, and each line is written with a single `write(2)`, so lines from several
+//! threads and processes sharing the file never interleave. Calls are recorded whatever
+//! they return, including before `cuInit` and in stub mode.
+//!
+//! # Line format (tests in other crates parse this)
+//!
+//! ```text
+//! <exported symbol name>[ key=value]... -> <code>
+//! ```
+//!
+//! `<code>` is the decimal `CUresult` returned. Numbers are decimal; handles, pointers and
+//! addresses are lowercase hex as Rust's `{:#x}` writes them (`0x0` for null). Symbol names
+//! in `cuGetProcAddress` lines have blanks and control characters replaced by `?`, and a
+//! null name is written `(null)`. The keys per entry point, exactly:
+//!
+//! ```text
+//! cuInit flags=F
+//! cuDriverGetVersion
+//! cuDeviceGet ordinal=N
+//! cuDeviceGetCount
+//! cuDeviceGetName len=N dev=D
+//! cuDeviceGetAttribute attrib=A dev=D
+//! cuDeviceGetPCIBusId len=N dev=D
+//! cuDeviceTotalMem_v2 dev=D
+//! cuDeviceGetUuid dev=D                       (and cuDeviceGetUuid_v2)
+//! cuCtxCreate_v2 flags=F dev=D
+//! cuCtxCreate_v3 nparams=N flags=F dev=D
+//! cuCtxCreate_v4 params=0xHEX flags=F dev=D
+//! cuCtxDestroy ctx=0xHEX                      (and cuCtxDestroy_v2)
+//! cuDevicePrimaryCtxRetain dev=D
+//! cuDevicePrimaryCtxRelease dev=D             (and cuDevicePrimaryCtxRelease_v2)
+//! cuDevicePrimaryCtxReset dev=D               (and cuDevicePrimaryCtxReset_v2)
+//! cuCtxSetCurrent ctx=0xHEX
+//! cuCtxGetCurrent
+//! cuCtxGetDevice
+//! cuCtxSynchronize
+//! cuCtxSynchronize_v2 ctx=0xHEX
+//! cuMemAlloc_v2 bytes=N
+//! cuMemAllocPitch_v2 width=N height=N elem=N
+//! cuMemAllocAsync bytes=N stream=0xHEX        (and cuMemAllocAsync_ptsz)
+//! cuMemFree_v2 ptr=0xHEX
+//! cuMemGetInfo_v2
+//! cuMemHostAlloc bytes=N flags=F
+//! cuMemFreeHost ptr=0xHEX
+//! cuLaunchKernel f=0xHEX grid=X,Y,Z block=X,Y,Z shmem=N stream=0xHEX    (and _ptsz)
+//! cuLaunchKernelEx f=0xHEX grid=X,Y,Z block=X,Y,Z shmem=N stream=0xHEX attrs=N  (and _ptsz)
+//! cuLaunchKernelEx f=0xHEX config=0x0         (null config; and _ptsz)
+//! cuStreamSynchronize stream=0xHEX            (and cuStreamSynchronize_ptsz)
+//! cuGetProcAddress symbol=NAME version=V flags=F   (and cuGetProcAddress_v2)
+//! cuGetErrorName error=N
+//! cuGetErrorString error=N
+//! ```
+//!
+//! For example `cuMemAlloc_v2 bytes=1048576 -> 0` and
+//! `cuLaunchKernel f=0x1234 grid=1,1,1 block=1025,1,1 shmem=0 stream=0x0 -> 1`.
+
+use std::ffi::CString;
+use std::io::Write;
+use std::os::unix::ffi::OsStringExt;
+use std::sync::OnceLock;
+
+use seedance_cuda::CUresult;
+
+/// Environment variable naming the log file.
+pub const LOG_ENV: &str = "FAKE_CUDA_LOG";
+
+static FD: OnceLock<libc::c_int> = OnceLock::new();
+
+/// The log's file descriptor, or -1 when logging is off.
+fn fd() -> libc::c_int {
+    *FD.get_or_init(open_from_env)
+}
+
+fn open_from_env() -> libc::c_int {
+    let Some(path) = std::env::var_os(LOG_ENV) else {
+        return -1;
+    };
+    if path.is_empty() {
+        return -1;
+    }
+    let shown = path.to_string_lossy().into_owned();
+    let Ok(cpath) = CString::new(path.into_vec()) else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "fake-cuda: ignoring bad {LOG_ENV}={shown:?}"
+        );
+        return -1;
+    };
+    // SAFETY: `cpath` is a valid NUL-terminated string that outlives the call; the mode
+    // argument is passed as the variadic `mode_t` open(2) expects with O_CREAT.
+    let fd = unsafe {
+        libc::open(
+            cpath.as_ptr(),
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
+            0o644 as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        let _ = writeln!(
+            std::io::stderr(),
+            "fake-cuda: cannot open {LOG_ENV}={shown:?}: {err}"
+        );
+    }
+    fd
+}
+
+/// Whether calls are being recorded.
+pub fn enabled() -> bool {
+    fd() >= 0
+}
+
+/// One log line, newline included: `name args -> code` (no blank before the arrow's
+/// left-hand side when `args` is empty).
+pub fn format_line(name: &str, args: &str, result: CUresult) -> String {
+    if args.is_empty() {
+        format!("{name} -> {}\n", result.0)
+    } else {
+        format!("{name} {args} -> {}\n", result.0)
+    }
+}
+
+/// Makes free text safe to embed as one `key=value` token: blanks, control characters and
+/// non-ASCII become `?`.
+pub fn token(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+        .collect()
+}
+
+/// Records one call when logging is on; `args` is only evaluated then.
+pub fn record(name: &str, args: impl FnOnce() -> String, result: CUresult) {
+    let fd = fd();
+    if fd < 0 {
+        return;
+    }
+    let line = format_line(name, &args(), result);
+    loop {
+        // SAFETY: `line` is a live buffer of `line.len()` bytes; `fd` is the descriptor this
+        // module opened and never closes.
+        let n = unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
+        if n >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_format() {
+        assert_eq!(
+            format_line("cuDeviceGetCount", "", CUresult(0)),
+            "cuDeviceGetCount -> 0\n"
+        );
+        assert_eq!(
+            format_line(
+                "cuMemAlloc_v2",
+                "bytes=1048576",
+                CUresult::CUDA_ERROR_OUT_OF_MEMORY
+            ),
+            "cuMemAlloc_v2 bytes=1048576 -> 2\n"
+        );
+        assert_eq!(format!("ctx={:#x}", 0usize), "ctx=0x0");
+        assert_eq!(format!("ctx={:#x}", 0xABCusize), "ctx=0xabc");
+    }
+
+    #[test]
+    fn tokens() {
+        assert_eq!(token("cuMemAlloc"), "cuMemAlloc");
+        assert_eq!(token("a b\nc\u{e9}"), "a?b?c?");
+    }
+}

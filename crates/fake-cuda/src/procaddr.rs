@@ -1,0 +1,265 @@
+//! Which exported variant `cuGetProcAddress` returns for a base name, CUDA version and
+//! flags, following the real driver's rules:
+//!
+//! | base name | rule |
+//! |---|---|
+//! | cuMemAlloc, cuMemFree, cuMemAllocPitch, cuMemGetInfo, cuDeviceTotalMem | >= 3020: `_v2`; below: version not sufficient (the 32-bit v1 ABI is not implemented) |
+//! | cuCtxCreate | >= 12050: `_v4`; >= 11040: `_v3`; >= 3020: `_v2`; below: version not sufficient |
+//! | cuCtxDestroy | >= 4000: `_v2`, else plain |
+//! | cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxReset | >= 11000: `_v2`, else plain |
+//! | cuCtxSynchronize | >= 13000: `_v2`, else plain |
+//! | cuDeviceGetUuid | >= 11040: `_v2`, else plain |
+//! | cuGetProcAddress | >= 12000: `_v2`, else plain |
+//! | cuLaunchKernel, cuStreamSynchronize | flags & 2: `_ptsz`, else plain |
+//! | cuLaunchKernelEx | < 11060: version not sufficient; flags & 2: `_ptsz`, else plain |
+//! | cuMemAllocAsync | flags & 2: `_ptsz`, else plain |
+//! | every other exported base name | plain |
+//! | anything else (including suffixed names such as `cuMemAlloc_v2`) | not found |
+
+use seedance_cuda::CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM as PTDS;
+
+/// The outcome of a lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The exported symbol to return.
+    Found(&'static str),
+    /// The name is not a driver entry point (`CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND`).
+    NotFound,
+    /// The entry point exists but not for this version
+    /// (`CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT`).
+    VersionNotSufficient,
+}
+
+/// Base names whose only variant is the plain name.
+const PLAIN: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGet",
+    "cuDeviceGetCount",
+    "cuDeviceGetName",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetPCIBusId",
+    "cuDevicePrimaryCtxRetain",
+    "cuCtxSetCurrent",
+    "cuCtxGetCurrent",
+    "cuCtxGetDevice",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuGetErrorName",
+    "cuGetErrorString",
+];
+
+/// Every base name `cuGetProcAddress` knows.
+pub const BASE_NAMES: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGet",
+    "cuDeviceGetCount",
+    "cuDeviceGetName",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetPCIBusId",
+    "cuDeviceTotalMem",
+    "cuDeviceGetUuid",
+    "cuCtxCreate",
+    "cuCtxDestroy",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease",
+    "cuDevicePrimaryCtxReset",
+    "cuCtxSetCurrent",
+    "cuCtxGetCurrent",
+    "cuCtxGetDevice",
+    "cuCtxSynchronize",
+    "cuMemAlloc",
+    "cuMemAllocPitch",
+    "cuMemAllocAsync",
+    "cuMemFree",
+    "cuMemGetInfo",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cuStreamSynchronize",
+    "cuGetProcAddress",
+    "cuGetErrorName",
+    "cuGetErrorString",
+];
+
+fn at_least(version: i32, min: i32, name: &'static str, older: Lookup) -> Lookup {
+    if version >= min {
+        Lookup::Found(name)
+    } else {
+        older
+    }
+}
+
+/// Picks the variant of `base` for `cuda_version` (e.g. 12040) and `flags`.
+pub fn select(base: &str, cuda_version: i32, flags: u64) -> Lookup {
+    use Lookup::{Found, NotFound, VersionNotSufficient as Old};
+    let v = cuda_version;
+    let ptds = flags & PTDS != 0;
+    let stream = |ptsz: &'static str, plain: &'static str| Found(if ptds { ptsz } else { plain });
+    match base {
+        "cuMemAlloc" => at_least(v, 3020, "cuMemAlloc_v2", Old),
+        "cuMemFree" => at_least(v, 3020, "cuMemFree_v2", Old),
+        "cuMemAllocPitch" => at_least(v, 3020, "cuMemAllocPitch_v2", Old),
+        "cuMemGetInfo" => at_least(v, 3020, "cuMemGetInfo_v2", Old),
+        "cuDeviceTotalMem" => at_least(v, 3020, "cuDeviceTotalMem_v2", Old),
+        "cuCtxCreate" => at_least(
+            v,
+            12050,
+            "cuCtxCreate_v4",
+            at_least(
+                v,
+                11040,
+                "cuCtxCreate_v3",
+                at_least(v, 3020, "cuCtxCreate_v2", Old),
+            ),
+        ),
+        "cuCtxDestroy" => at_least(v, 4000, "cuCtxDestroy_v2", Found("cuCtxDestroy")),
+        "cuDevicePrimaryCtxRelease" => at_least(
+            v,
+            11000,
+            "cuDevicePrimaryCtxRelease_v2",
+            Found("cuDevicePrimaryCtxRelease"),
+        ),
+        "cuDevicePrimaryCtxReset" => at_least(
+            v,
+            11000,
+            "cuDevicePrimaryCtxReset_v2",
+            Found("cuDevicePrimaryCtxReset"),
+        ),
+        "cuCtxSynchronize" => at_least(v, 13000, "cuCtxSynchronize_v2", Found("cuCtxSynchronize")),
+        "cuDeviceGetUuid" => at_least(v, 11040, "cuDeviceGetUuid_v2", Found("cuDeviceGetUuid")),
+        "cuGetProcAddress" => at_least(v, 12000, "cuGetProcAddress_v2", Found("cuGetProcAddress")),
+        "cuLaunchKernel" => stream("cuLaunchKernel_ptsz", "cuLaunchKernel"),
+        "cuStreamSynchronize" => stream("cuStreamSynchronize_ptsz", "cuStreamSynchronize"),
+        "cuLaunchKernelEx" if v < 11060 => Old,
+        "cuLaunchKernelEx" => stream("cuLaunchKernelEx_ptsz", "cuLaunchKernelEx"),
+        "cuMemAllocAsync" => stream("cuMemAllocAsync_ptsz", "cuMemAllocAsync"),
+        _ => PLAIN
+            .iter()
+            .find(|&&p| p == base)
+            .map_or(NotFound, |&p| Found(p)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lookup::{Found, NotFound, VersionNotSufficient as Old};
+    use super::*;
+
+    #[test]
+    fn v2_memory_functions() {
+        for (base, v2) in [
+            ("cuMemAlloc", "cuMemAlloc_v2"),
+            ("cuMemFree", "cuMemFree_v2"),
+            ("cuMemAllocPitch", "cuMemAllocPitch_v2"),
+            ("cuMemGetInfo", "cuMemGetInfo_v2"),
+            ("cuDeviceTotalMem", "cuDeviceTotalMem_v2"),
+        ] {
+            assert_eq!(select(base, 3020, 0), Found(v2));
+            assert_eq!(select(base, 13000, 2), Found(v2));
+            assert_eq!(select(base, 3019, 0), Old);
+            assert_eq!(select(base, 2000, 0), Old);
+        }
+    }
+
+    #[test]
+    fn ctx_create() {
+        assert_eq!(select("cuCtxCreate", 13000, 0), Found("cuCtxCreate_v4"));
+        assert_eq!(select("cuCtxCreate", 12050, 0), Found("cuCtxCreate_v4"));
+        assert_eq!(select("cuCtxCreate", 12049, 0), Found("cuCtxCreate_v3"));
+        assert_eq!(select("cuCtxCreate", 11040, 0), Found("cuCtxCreate_v3"));
+        assert_eq!(select("cuCtxCreate", 11039, 0), Found("cuCtxCreate_v2"));
+        assert_eq!(select("cuCtxCreate", 3020, 0), Found("cuCtxCreate_v2"));
+        assert_eq!(select("cuCtxCreate", 3019, 0), Old);
+    }
+
+    #[test]
+    fn versioned_plain_or_v2() {
+        let cases = [
+            ("cuCtxDestroy", 4000, "cuCtxDestroy_v2"),
+            (
+                "cuDevicePrimaryCtxRelease",
+                11000,
+                "cuDevicePrimaryCtxRelease_v2",
+            ),
+            (
+                "cuDevicePrimaryCtxReset",
+                11000,
+                "cuDevicePrimaryCtxReset_v2",
+            ),
+            ("cuCtxSynchronize", 13000, "cuCtxSynchronize_v2"),
+            ("cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2"),
+            ("cuGetProcAddress", 12000, "cuGetProcAddress_v2"),
+        ];
+        for (base, min, v2) in cases {
+            assert_eq!(select(base, min, 0), Found(v2), "{base}");
+            assert_eq!(select(base, min + 1000, 2), Found(v2), "{base}");
+            assert_eq!(select(base, min - 1, 0), Found(base), "{base}");
+            assert_eq!(select(base, 1000, 0), Found(base), "{base}");
+        }
+    }
+
+    #[test]
+    fn per_thread_stream_variants() {
+        for base in ["cuLaunchKernel", "cuStreamSynchronize", "cuLaunchKernelEx"] {
+            assert_eq!(select(base, 13000, 0), Found(base));
+            assert_eq!(select(base, 13000, 1), Found(base));
+            let ptsz = format!("{base}_ptsz");
+            assert!(matches!(select(base, 13000, 2), Found(n) if n == ptsz));
+            assert!(matches!(select(base, 12000, 3), Found(n) if n == ptsz));
+        }
+        assert_eq!(select("cuLaunchKernel", 2000, 0), Found("cuLaunchKernel"));
+        assert_eq!(
+            select("cuMemAllocAsync", 13000, 0),
+            Found("cuMemAllocAsync")
+        );
+        assert_eq!(
+            select("cuMemAllocAsync", 13000, 2),
+            Found("cuMemAllocAsync_ptsz")
+        );
+    }
+
+    #[test]
+    fn launch_kernel_ex_needs_11060() {
+        assert_eq!(
+            select("cuLaunchKernelEx", 11060, 0),
+            Found("cuLaunchKernelEx")
+        );
+        assert_eq!(select("cuLaunchKernelEx", 11059, 0), Old);
+        assert_eq!(select("cuLaunchKernelEx", 11059, 2), Old);
+    }
+
+    #[test]
+    fn plain_names_and_unknown() {
+        for &base in PLAIN {
+            assert_eq!(select(base, 13000, 0), Found(base));
+            assert_eq!(select(base, 1000, 2), Found(base));
+        }
+        assert_eq!(select("cuMemAlloc_v2", 13000, 0), NotFound);
+        assert_eq!(select("cuLaunchKernel_ptsz", 13000, 0), NotFound);
+        assert_eq!(select("cuNoSuchThing", 13000, 0), NotFound);
+        assert_eq!(select("", 13000, 0), NotFound);
+        assert_eq!(select("cumemalloc", 13000, 0), NotFound);
+    }
+
+    #[test]
+    fn every_base_name_resolves_to_an_export() {
+        assert_eq!(BASE_NAMES.len(), 31);
+        for &base in BASE_NAMES {
+            for v in [1000, 3020, 4000, 11000, 11040, 11060, 12000, 12050, 13000] {
+                for flags in [0, 1, 2] {
+                    match select(base, v, flags) {
+                        Found(sym) => assert!(
+                            crate::exports::address_of(sym).is_some(),
+                            "{base} {v} {flags} -> {sym} is not exported"
+                        ),
+                        Old => assert!(v < 11060, "{base} {v}"),
+                        NotFound => panic!("{base} not found"),
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! The driver state after a successful `cuInit`: visible devices, contexts, primary
+//! contexts, device allocations and pinned host allocations.
+//!
+//! Everything here is plain data with no globals, so it is unit-tested directly; the
+//! process-wide instance and the per-thread current context live in [`crate::global`].
+//!
+//! Model:
+//!
+//! * Context handles are `CTX_HANDLE_BASE + n * 0x100` for a running `n`: unique, non-null,
+//!   never reused, never dereferenced. Records of destroyed contexts are kept so that using
+//!   one again reports `CUDA_ERROR_CONTEXT_IS_DESTROYED` (709) rather than 201.
+//! * Each device has one primary context slot with a refcount. Retain creates a fresh handle
+//!   when the slot is empty; Release to zero and Reset destroy it and empty the slot.
+//! * Device allocations get addresses `DEVICE_ADDR_BASE + offset`, the offset growing by the
+//!   size rounded up to [`ALLOC_ALIGN`]; addresses are never reused. An allocation takes
+//!   its exact size from its device's free bytes and gives it back when freed or when its
+//!   context is destroyed.
+
+use std::collections::{HashMap, HashSet};
+
+use seedance_cuda::{CUdevice, CUdeviceptr, CUresult};
+
+use crate::config::Topology;
+use crate::device::Device;
+
+/// First context handle value.
+pub const CTX_HANDLE_BASE: usize = 0x5eed_c000_0000;
+/// Distance between consecutive context handles.
+pub const CTX_HANDLE_STEP: usize = 0x100;
+/// First device address handed out.
+pub const DEVICE_ADDR_BASE: u64 = 0x7000_0000_0000;
+/// Alignment of device addresses, bytes.
+pub const ALLOC_ALIGN: u64 = 512;
+
+/// What the driver knows about one context, live or destroyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtxRecord {
+    /// Visible ordinal of its device.
+    pub device: usize,
+    /// Whether it is a device's primary context.
+    pub primary: bool,
+    /// `false` once destroyed.
+    pub alive: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Primary {
+    handle: usize,
+    refcount: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Alloc {
+    ctx: usize,
+    device: usize,
+    bytes: u64,
+}
+
+/// The initialised driver.
+#[derive(Debug)]
+pub struct Driver {
+    devices: Vec<Device>,
+    contexts: HashMap<usize, CtxRecord>,
+    primaries: Vec<Option<Primary>>,
+    next_ctx: usize,
+    allocs: HashMap<CUdeviceptr, Alloc>,
+    next_offset: u64,
+    host: HashSet<usize>,
+}
+
+impl Driver {
+    /// A driver over the given visible devices; `CUDA_ERROR_NO_DEVICE` when there are none.
+    pub fn new(devices: Vec<Device>) -> Result<Driver, CUresult> {
+        if devices.is_empty() {
+            return Err(CUresult::CUDA_ERROR_NO_DEVICE);
+        }
+        let primaries = vec![None; devices.len()];
+        Ok(Driver {
+            devices,
+            contexts: HashMap::new(),
+            primaries,
+            next_ctx: 0,
+            allocs: HashMap::new(),
+            next_offset: 0,
+            host: HashSet::new(),
+        })
+    }
+
+    /// The driver for a configured topology (visible devices in ordinal order).
+    pub fn from_topology(t: &Topology) -> Result<Driver, CUresult> {
+        let devices = t
+            .visible
+            .iter()
+            .filter_map(|&p| t.physical.get(p as usize))
+            .map(Device::new)
+            .collect();
+        Driver::new(devices)
+    }
+
+    /// Number of visible devices.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Visible ordinal of a `CUdevice`, or `CUDA_ERROR_INVALID_DEVICE`.
+    pub fn ordinal(&self, dev: CUdevice) -> Result<usize, CUresult> {
+        usize::try_from(dev)
+            .ok()
+            .filter(|&i| i < self.devices.len())
+            .ok_or(CUresult::CUDA_ERROR_INVALID_DEVICE)
+    }
+
+    /// The device behind a `CUdevice`, or `CUDA_ERROR_INVALID_DEVICE`.
+    pub fn device(&self, dev: CUdevice) -> Result<&Device, CUresult> {
+        let i = self.ordinal(dev)?;
+        Ok(&self.devices[i])
+    }
+
+    /// The device at a visible ordinal already validated (a context's device).
+    pub fn device_at(&self, ordinal: usize) -> &Device {
+        &self.devices[ordinal]
+    }
+
+    fn new_context(&mut self, device: usize, primary: bool) -> usize {
+        self.next_ctx += 1;
+        let h = CTX_HANDLE_BASE + self.next_ctx * CTX_HANDLE_STEP;
+        self.contexts.insert(
+            h,
+            CtxRecord {
+                device,
+                primary,
+                alive: true,
+            },
+        );
+        h
+    }
+
+    /// Creates a (non-primary) context on `dev` and returns its handle.
+    pub fn ctx_create(&mut self, dev: CUdevice) -> Result<usize, CUresult> {
+        let i = self.ordinal(dev)?;
+        Ok(self.new_context(i, false))
+    }
+
+    /// The record of a context handle, live or not.
+    pub fn ctx_record(&self, ctx: usize) -> Option<CtxRecord> {
+        self.contexts.get(&ctx).copied()
+    }
+
+    /// The visible ordinal of a live context's device: `CUDA_ERROR_INVALID_CONTEXT` for 0
+    /// (no current context) or an unknown handle, `CUDA_ERROR_CONTEXT_IS_DESTROYED` for a
+    /// destroyed one.
+    pub fn ctx_device(&self, ctx: usize) -> Result<usize, CUresult> {
+        match self.contexts.get(&ctx) {
+            Some(r) if r.alive => Ok(r.device),
+            Some(_) => Err(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED),
+            None => Err(CUresult::CUDA_ERROR_INVALID_CONTEXT),
+        }
+    }
+
+    /// Marks a context destroyed and frees its allocations.
+    fn kill(&mut self, ctx: usize) {
+        if let Some(r) = self.contexts.get_mut(&ctx) {
+            r.alive = false;
+        }
+        let dead: Vec<CUdeviceptr> = self
+            .allocs
+            .iter()
+            .filter(|(_, a)| a.ctx == ctx)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in dead {
+            self.release_alloc(p);
+        }
+    }
+
+    /// `cuCtxDestroy`: 201 for an unknown handle or a primary context (those go through
+    /// Release/Reset), 709 for one already destroyed.
+    pub fn ctx_destroy(&mut self, ctx: usize) -> Result<(), CUresult> {
+        self.ctx_device(ctx)?;
+        if self.contexts.get(&ctx).is_some_and(|r| r.primary) {
+            return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
+        }
+        self.kill(ctx);
+        Ok(())
+    }
+
+    /// `cuDevicePrimaryCtxRetain`: the device's primary context, created if needed; the
+    /// refcount goes up by one.
+    pub fn primary_retain(&mut self, dev: CUdevice) -> Result<usize, CUresult> {
+        let i = self.ordinal(dev)?;
+        let p = match self.primaries[i] {
+            Some(p) => p,
+            None => Primary {
+                handle: self.new_context(i, true),
+                refcount: 0,
+            },
+        };
+        self.primaries[i] = Some(Primary {
+            refcount: p.refcount + 1,
+            ..p
+        });
+        Ok(p.handle)
+    }
+
+    /// `cuDevicePrimaryCtxRelease`: refcount down by one, destroying the context at zero;
+    /// `CUDA_ERROR_INVALID_CONTEXT` when it is not retained.
+    pub fn primary_release(&mut self, dev: CUdevice) -> Result<(), CUresult> {
+        let i = self.ordinal(dev)?;
+        let p = self.primaries[i].ok_or(CUresult::CUDA_ERROR_INVALID_CONTEXT)?;
+        if p.refcount <= 1 {
+            self.primaries[i] = None;
+            self.kill(p.handle);
+        } else {
+            self.primaries[i] = Some(Primary {
+                refcount: p.refcount - 1,
+                ..p
+            });
+        }
+        Ok(())
+    }
+
+    /// `cuDevicePrimaryCtxReset`: destroys the primary context (if any) whatever its refcount.
+    pub fn primary_reset(&mut self, dev: CUdevice) -> Result<(), CUresult> {
+        let i = self.ordinal(dev)?;
+        if let Some(p) = self.primaries[i].take() {
+            self.kill(p.handle);
+        }
+        Ok(())
+    }
+
+    /// The primary context's handle and refcount, if retained.
+    pub fn primary_state(&self, dev: CUdevice) -> Option<(usize, u32)> {
+        let i = self.ordinal(dev).ok()?;
+        self.primaries[i].map(|p| (p.handle, p.refcount))
+    }
+
+    /// Allocates `bytes` on the device of context `ctx`: 201/709 for a bad context,
+    /// `CUDA_ERROR_INVALID_VALUE` for 0 bytes, `CUDA_ERROR_OUT_OF_MEMORY` above the device's
+    /// free bytes.
+    pub fn mem_alloc(&mut self, ctx: usize, bytes: u64) -> Result<CUdeviceptr, CUresult> {
+        let device = self.ctx_device(ctx)?;
+        if bytes == 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let dev = &mut self.devices[device];
+        if bytes > dev.free_mem {
+            return Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
+        }
+        let span = bytes.div_ceil(ALLOC_ALIGN).saturating_mul(ALLOC_ALIGN);
+        let addr = DEVICE_ADDR_BASE
+            .checked_add(self.next_offset)
+            .ok_or(CUresult::CUDA_ERROR_OUT_OF_MEMORY)?;
+        self.next_offset = self
+            .next_offset
+            .checked_add(span)
+            .ok_or(CUresult::CUDA_ERROR_OUT_OF_MEMORY)?;
+        dev.free_mem -= bytes;
+        self.allocs.insert(addr, Alloc { ctx, device, bytes });
+        Ok(addr)
+    }
+
+    fn release_alloc(&mut self, addr: CUdeviceptr) -> bool {
+        match self.allocs.remove(&addr) {
+            Some(a) => {
+                let dev = &mut self.devices[a.device];
+                dev.free_mem = dev.free_mem.saturating_add(a.bytes).min(dev.total_mem);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `cuMemFree`: 0 is a no-op; otherwise 201/709 without a live context, and
+    /// `CUDA_ERROR_INVALID_VALUE` for an address that is not a live allocation's start.
+    pub fn mem_free(&mut self, ctx: usize, addr: CUdeviceptr) -> Result<(), CUresult> {
+        if addr == 0 {
+            return Ok(());
+        }
+        self.ctx_device(ctx)?;
+        if self.release_alloc(addr) {
+            Ok(())
+        } else {
+            Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+        }
+    }
+
+    /// `(free, total)` bytes of the device of context `ctx`.
+    pub fn mem_info(&self, ctx: usize) -> Result<(u64, u64), CUresult> {
+        let d = &self.devices[self.ctx_device(ctx)?];
+        Ok((d.free_mem, d.total_mem))
+    }
+
+    /// Number of live device allocations.
+    pub fn live_allocations(&self) -> usize {
+        self.allocs.len()
+    }
+
+    /// Records a pinned host allocation.
+    pub fn host_insert(&mut self, p: usize) {
+        self.host.insert(p);
+    }
+
+    /// Forgets a pinned host allocation; `false` if it was not one.
+    pub fn host_remove(&mut self, p: usize) -> bool {
+        self.host.remove(&p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PhysicalDevice;
+    use std::collections::BTreeMap;
+
+    const E_VALUE: CUresult = CUresult::CUDA_ERROR_INVALID_VALUE;
+    const E_OOM: CUresult = CUresult::CUDA_ERROR_OUT_OF_MEMORY;
+    const E_DEVICE: CUresult = CUresult::CUDA_ERROR_INVALID_DEVICE;
+    const E_CTX: CUresult = CUresult::CUDA_ERROR_INVALID_CONTEXT;
+    const E_DESTROYED: CUresult = CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED;
+
+    fn driver(frees: &[u64]) -> Driver {
+        let devices = frees
+            .iter()
+            .enumerate()
+            .map(|(i, &f)| {
+                Device::new(&PhysicalDevice {
+                    index: i as u32,
+                    total_mem: 10_000,
+                    free_mem: f,
+                    attr_overrides: BTreeMap::new(),
+                })
+            })
+            .collect();
+        Driver::new(devices).expect("devices")
+    }
+
+    #[test]
+    fn no_devices() {
+        assert_eq!(
+            Driver::new(vec![]).err(),
+            Some(CUresult::CUDA_ERROR_NO_DEVICE)
+        );
+    }
+
+    #[test]
+    fn topology_maps_ordinals_to_physical() {
+        let mut vars = BTreeMap::new();
+        vars.insert("FAKE_CUDA_DEVICE_COUNT".to_string(), "4".to_string());
+        vars.insert("CUDA_VISIBLE_DEVICES".to_string(), "3,1".to_string());
+        let d = Driver::from_topology(&Topology::from_vars(&vars)).expect("driver");
+        assert_eq!(d.device_count(), 2);
+        assert_eq!(d.device(0).map(|x| x.physical), Ok(3));
+        assert_eq!(
+            d.device(1).map(|x| x.name()),
+            Ok("Fake H200 #1".to_string())
+        );
+        assert_eq!(d.device(2).err(), Some(E_DEVICE));
+        assert_eq!(d.device(-1).err(), Some(E_DEVICE));
+        vars.insert("CUDA_VISIBLE_DEVICES".to_string(), String::new());
+        assert_eq!(
+            Driver::from_topology(&Topology::from_vars(&vars)).err(),
+            Some(CUresult::CUDA_ERROR_NO_DEVICE)
+        );
+    }
+
+    #[test]
+    fn allocation_accounting() {
+        let mut d = driver(&[5000, 10_000]);
+        let c0 = d.ctx_create(0).expect("ctx");
+        let c1 = d.ctx_create(1).expect("ctx");
+        assert_eq!(d.mem_info(c0), Ok((5000, 10_000)));
+        let a = d.mem_alloc(c0, 1000).expect("alloc");
+        assert_eq!(a, DEVICE_ADDR_BASE);
+        assert_eq!(d.mem_info(c0), Ok((4000, 10_000)));
+        assert_eq!(d.mem_info(c1), Ok((10_000, 10_000)));
+        let b = d.mem_alloc(c0, 1).expect("alloc");
+        assert_eq!(b, DEVICE_ADDR_BASE + 1024);
+        let c = d.mem_alloc(c1, 512).expect("alloc");
+        assert_eq!(c, DEVICE_ADDR_BASE + 1536);
+        assert_eq!(d.mem_info(c0), Ok((3999, 10_000)));
+        assert_eq!(d.mem_info(c1), Ok((9488, 10_000)));
+        assert_eq!(d.mem_alloc(c0, 4000), Err(E_OOM));
+        assert_eq!(d.mem_alloc(c0, 0), Err(E_VALUE));
+        let e = d.mem_alloc(c0, 3999).expect("exactly the free bytes");
+        assert_eq!(e, DEVICE_ADDR_BASE + 2048);
+        assert_eq!(d.mem_info(c0), Ok((0, 10_000)));
+        assert_eq!(d.live_allocations(), 4);
+
+        assert_eq!(d.mem_free(c0, a), Ok(()));
+        assert_eq!(d.mem_free(c0, a), Err(E_VALUE));
+        assert_eq!(d.mem_free(c0, b + 1), Err(E_VALUE));
+        assert_eq!(d.mem_free(c0, 0), Ok(()));
+        assert_eq!(d.mem_info(c0), Ok((1000, 10_000)));
+        // Freed from another context of another device: unified addresses.
+        assert_eq!(d.mem_free(c1, b), Ok(()));
+        assert_eq!(d.mem_info(c0), Ok((1001, 10_000)));
+        // Addresses are not reused.
+        assert_eq!(d.mem_alloc(c0, 1), Ok(DEVICE_ADDR_BASE + 2048 + 4096));
+        assert_eq!(d.mem_alloc(0, 1), Err(E_CTX));
+        assert_eq!(d.mem_free(0, c), Err(E_CTX));
+    }
+
+    #[test]
+    fn destroying_a_context_frees_its_memory() {
+        let mut d = driver(&[10_000]);
+        let c = d.ctx_create(0).expect("ctx");
+        let other = d.ctx_create(0).expect("ctx");
+        let a = d.mem_alloc(c, 3000).expect("alloc");
+        d.mem_alloc(other, 1000).expect("alloc");
+        assert_eq!(d.mem_info(other), Ok((6000, 10_000)));
+        assert_eq!(d.ctx_destroy(c), Ok(()));
+        assert_eq!(d.mem_info(other), Ok((9000, 10_000)));
+        assert_eq!(d.mem_free(other, a), Err(E_VALUE));
+        assert_eq!(d.mem_alloc(c, 1), Err(E_DESTROYED));
+        assert_eq!(d.mem_info(c), Err(E_DESTROYED));
+    }
+
+    #[test]
+    fn contexts() {
+        let mut d = driver(&[10_000, 10_000]);
+        let a = d.ctx_create(1).expect("ctx");
+        let b = d.ctx_create(1).expect("ctx");
+        assert_ne!(a, b);
+        assert_eq!(a, CTX_HANDLE_BASE + CTX_HANDLE_STEP);
+        assert_eq!(d.ctx_device(a), Ok(1));
+        assert_eq!(d.ctx_create(2), Err(E_DEVICE));
+        assert_eq!(d.ctx_destroy(a), Ok(()));
+        assert_eq!(d.ctx_destroy(a), Err(E_DESTROYED));
+        assert_eq!(d.ctx_device(a), Err(E_DESTROYED));
+        assert_eq!(d.ctx_destroy(0x1234), Err(E_CTX));
+        assert_eq!(d.ctx_device(0), Err(E_CTX));
+        let c = d.ctx_create(0).expect("ctx");
+        assert!(c > b, "handles are never reused");
+    }
+
+    #[test]
+    fn primary_context_refcount() {
+        let mut d = driver(&[10_000, 10_000]);
+        let p = d.primary_retain(0).expect("retain");
+        assert_eq!(d.primary_retain(0), Ok(p));
+        assert_eq!(d.primary_state(0), Some((p, 2)));
+        let q = d.primary_retain(1).expect("retain");
+        assert_ne!(p, q);
+        assert_eq!(d.ctx_destroy(p), Err(E_CTX));
+        assert_eq!(d.primary_release(0), Ok(()));
+        assert_eq!(d.ctx_device(p), Ok(0));
+        let a = d.mem_alloc(p, 100).expect("alloc");
+        assert_eq!(d.primary_release(0), Ok(()));
+        assert_eq!(d.primary_state(0), None);
+        assert_eq!(d.ctx_device(p), Err(E_DESTROYED));
+        assert_eq!(d.mem_free(q, a), Err(E_VALUE));
+        assert_eq!(d.mem_info(q), Ok((10_000, 10_000)));
+        assert_eq!(d.primary_release(0), Err(E_CTX));
+        let p2 = d.primary_retain(0).expect("retain");
+        assert_ne!(p2, p);
+        assert_eq!(d.primary_state(0), Some((p2, 1)));
+
+        assert_eq!(d.primary_retain(1), Ok(q));
+        assert_eq!(d.primary_reset(1), Ok(()));
+        assert_eq!(d.primary_state(1), None);
+        assert_eq!(d.ctx_device(q), Err(E_DESTROYED));
+        assert_eq!(d.primary_reset(1), Ok(()));
+        assert_ne!(d.primary_retain(1), Ok(q));
+        assert_eq!(d.primary_retain(5), Err(E_DEVICE));
+        assert_eq!(d.primary_release(-1), Err(E_DEVICE));
+        assert_eq!(d.primary_reset(2), Err(E_DEVICE));
+    }
+
+    #[test]
+    fn host_allocations() {
+        let mut d = driver(&[1]);
+        d.host_insert(0x1000);
+        assert!(d.host_remove(0x1000));
+        assert!(!d.host_remove(0x1000));
+    }
+}

@@ -1,0 +1,706 @@
+//! End-to-end checks of the built `libcuda.so` through `dlopen`, one scenario per child
+//! process (the fake reads its environment once per process).
+//!
+//! The parent tests re-run this test binary with `FAKE_CUDA_TEST_SCENARIO=<name>` and a clean
+//! environment; the `child` test then runs that scenario and panics (non-zero exit) on
+//! failure.
+#![allow(non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::path::PathBuf;
+use std::process::Command;
+
+type R = u32;
+type Ptr = *mut c_void;
+
+const SCENARIO_ENV: &str = "FAKE_CUDA_TEST_SCENARIO";
+
+fn lib_path() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("deps dir");
+    for dir in [deps, deps.parent().expect("target dir")] {
+        let p = dir.join("libcuda.so");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("libcuda.so not found next to {}", exe.display());
+}
+
+/// The loaded fake driver.
+struct Cuda {
+    handle: Ptr,
+}
+
+impl Cuda {
+    fn open() -> Cuda {
+        let path = CString::new(lib_path().into_os_string().into_encoded_bytes()).expect("path");
+        // SAFETY: `path` is a valid C string; dlopen has no other preconditions.
+        let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!handle.is_null(), "dlopen failed");
+        Cuda { handle }
+    }
+
+    fn addr(&self, name: &str) -> Ptr {
+        let c = CString::new(name).expect("name");
+        // SAFETY: `handle` came from dlopen and `c` is a valid C string.
+        let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
+        assert!(!p.is_null(), "{name} not exported");
+        p
+    }
+
+    /// The export `name` as a function pointer of type `F`.
+    fn f<F: Copy>(&self, name: &str) -> F {
+        assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<Ptr>());
+        let p = self.addr(name);
+        // SAFETY: `F` is a function-pointer type of the same size as a data pointer, and the
+        // caller names the export whose C signature `F` spells.
+        unsafe { std::mem::transmute_copy::<Ptr, F>(&p) }
+    }
+}
+
+type FnInit = unsafe extern "C" fn(c_uint) -> R;
+type FnIntOut = unsafe extern "C" fn(*mut c_int) -> R;
+type FnDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> R;
+type FnStrDev = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> R;
+type FnAttr = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> R;
+type FnTotalMem = unsafe extern "C" fn(*mut usize, c_int) -> R;
+type FnUuid = unsafe extern "C" fn(*mut [u8; 16], c_int) -> R;
+type FnCtxCreate = unsafe extern "C" fn(*mut Ptr, c_uint, c_int) -> R;
+type FnCtxCreate3 = unsafe extern "C" fn(*mut Ptr, Ptr, c_int, c_uint, c_int) -> R;
+type FnCtxCreate4 = unsafe extern "C" fn(*mut Ptr, Ptr, c_uint, c_int) -> R;
+type FnCtx = unsafe extern "C" fn(Ptr) -> R;
+type FnCtxOut = unsafe extern "C" fn(*mut Ptr) -> R;
+type FnRetain = unsafe extern "C" fn(*mut Ptr, c_int) -> R;
+type FnDev = unsafe extern "C" fn(c_int) -> R;
+type FnVoid = unsafe extern "C" fn() -> R;
+type FnAlloc = unsafe extern "C" fn(*mut u64, usize) -> R;
+type FnPitch = unsafe extern "C" fn(*mut u64, *mut usize, usize, usize, c_uint) -> R;
+type FnAllocAsync = unsafe extern "C" fn(*mut u64, usize, Ptr) -> R;
+type FnFree = unsafe extern "C" fn(u64) -> R;
+type FnInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> R;
+type FnHostAlloc = unsafe extern "C" fn(*mut Ptr, usize, c_uint) -> R;
+type FnLaunch = unsafe extern "C" fn(
+    Ptr,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    Ptr,
+    *mut Ptr,
+    *mut Ptr,
+) -> R;
+type FnLaunchEx = unsafe extern "C" fn(*const LaunchConfig, Ptr, *mut Ptr, *mut Ptr) -> R;
+type FnProc = unsafe extern "C" fn(*const c_char, *mut Ptr, c_int, u64) -> R;
+type FnProc2 = unsafe extern "C" fn(*const c_char, *mut Ptr, c_int, u64, *mut c_int) -> R;
+type FnErr = unsafe extern "C" fn(R, *mut *const c_char) -> R;
+
+/// `CUlaunchConfig` as C lays it out.
+#[repr(C)]
+struct LaunchConfig {
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shmem: c_uint,
+    stream: Ptr,
+    attrs: Ptr,
+    num_attrs: c_uint,
+}
+
+fn run_scenario(name: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
+    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env_clear()
+        .env(SCENARIO_ENV, name);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("spawn child");
+    assert!(
+        out.status.success(),
+        "scenario {name} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn temp_path(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("fake-cuda-{tag}-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+#[test]
+fn child() {
+    let Ok(scenario) = std::env::var(SCENARIO_ENV) else {
+        return;
+    };
+    let cu = Cuda::open();
+    match scenario.as_str() {
+        "basic" => basic(&cu),
+        "visible" => visible(&cu),
+        "no_device" => no_device(&cu),
+        "stub" => stub(&cu),
+        "procaddr" => procaddr(&cu),
+        "log" => log(&cu),
+        "threads" => threads(&cu),
+        "overrides" => overrides(&cu),
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+fn c_str(buf: &[c_char]) -> String {
+    // SAFETY: the fake NUL-terminates within the buffer.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn basic(cu: &Cuda) {
+    // SAFETY (whole scenario): every call passes pointers to live locals of the C types the
+    // ABI names.
+    unsafe {
+        let mut n: c_int = -1;
+        assert_eq!(cu.f::<FnIntOut>("cuDriverGetVersion")(&mut n), 0);
+        assert_eq!(n, 13000);
+        assert_eq!(
+            cu.f::<FnIntOut>("cuDeviceGetCount")(&mut n),
+            3,
+            "before cuInit"
+        );
+        let mut s: *const c_char = std::ptr::null();
+        assert_eq!(cu.f::<FnErr>("cuGetErrorName")(101, &mut s), 0);
+        assert_eq!(CStr::from_ptr(s).to_str(), Ok("CUDA_ERROR_INVALID_DEVICE"));
+        assert_eq!(cu.f::<FnErr>("cuGetErrorString")(777_777, &mut s), 1);
+        assert!(s.is_null());
+
+        let init = cu.f::<FnInit>("cuInit");
+        assert_eq!(init(1), 1);
+        assert_eq!(init(0), 0);
+        assert_eq!(init(0), 0);
+        assert_eq!(cu.f::<FnIntOut>("cuDeviceGetCount")(&mut n), 0);
+        assert_eq!(n, 2);
+
+        let mut dev: c_int = -1;
+        let get = cu.f::<FnDeviceGet>("cuDeviceGet");
+        assert_eq!(get(&mut dev, 1), 0);
+        assert_eq!(dev, 1);
+        assert_eq!(get(&mut dev, 2), 101);
+        assert_eq!(get(&mut dev, -1), 101);
+
+        let mut buf = [0 as c_char; 64];
+        assert_eq!(
+            cu.f::<FnStrDev>("cuDeviceGetName")(buf.as_mut_ptr(), 64, 1),
+            0
+        );
+        assert_eq!(c_str(&buf), "Fake H200 #1");
+        assert_eq!(
+            cu.f::<FnStrDev>("cuDeviceGetName")(buf.as_mut_ptr(), 64, 2),
+            101
+        );
+        assert_eq!(
+            cu.f::<FnStrDev>("cuDeviceGetPCIBusId")(buf.as_mut_ptr(), 64, 1),
+            0
+        );
+        assert_eq!(c_str(&buf), "0000:11:00.0");
+
+        let attr = cu.f::<FnAttr>("cuDeviceGetAttribute");
+        let expect = [
+            (1, 1024),
+            (2, 1024),
+            (4, 64),
+            (5, 2_147_483_647),
+            (8, 49152),
+            (16, 132),
+            (33, 0x10),
+            (75, 9),
+            (76, 0),
+            (97, 232_448),
+        ];
+        for (a, v) in expect {
+            let mut x = -1;
+            assert_eq!(attr(&mut x, a, 0), 0, "attr {a}");
+            assert_eq!(x, v, "attr {a}");
+        }
+        let mut x = -1;
+        assert_eq!(attr(&mut x, 9999, 0), 1);
+        assert_eq!(attr(&mut x, 1, 7), 101);
+
+        let mut total = 0usize;
+        assert_eq!(cu.f::<FnTotalMem>("cuDeviceTotalMem_v2")(&mut total, 0), 0);
+        assert_eq!(total, 1 << 30);
+        let mut uuid = [0u8; 16];
+        assert_eq!(cu.f::<FnUuid>("cuDeviceGetUuid_v2")(&mut uuid, 1), 0);
+        assert_eq!((uuid[0], uuid[15]), (0xfa, 1));
+
+        // No context yet.
+        let mut p: u64 = 0;
+        let alloc = cu.f::<FnAlloc>("cuMemAlloc_v2");
+        assert_eq!(alloc(&mut p, 100), 201);
+        assert_eq!(cu.f::<FnIntOut>("cuCtxGetDevice")(&mut dev), 201);
+        assert_eq!(cu.f::<FnVoid>("cuCtxSynchronize")(), 201);
+
+        let mut ctx: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut ctx, 0, 1), 0);
+        assert!(!ctx.is_null());
+        let mut cur: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxOut>("cuCtxGetCurrent")(&mut cur), 0);
+        assert_eq!(cur, ctx);
+        assert_eq!(cu.f::<FnIntOut>("cuCtxGetDevice")(&mut dev), 0);
+        assert_eq!(dev, 1);
+        assert_eq!(cu.f::<FnVoid>("cuCtxSynchronize")(), 0);
+        assert_eq!(
+            cu.f::<FnCtx>("cuCtxSynchronize_v2")(std::ptr::null_mut()),
+            0
+        );
+        assert_eq!(cu.f::<FnCtx>("cuCtxSynchronize_v2")(ctx), 0);
+        assert_eq!(
+            cu.f::<FnCtx>("cuStreamSynchronize")(std::ptr::null_mut()),
+            0
+        );
+
+        // Memory on device 1 (free 1000 of 1 GiB).
+        let info = cu.f::<FnInfo>("cuMemGetInfo_v2");
+        let (mut free, mut tot) = (0usize, 0usize);
+        assert_eq!(info(&mut free, &mut tot), 0);
+        assert_eq!((free, tot), (1000, 1 << 30));
+        assert_eq!(alloc(&mut p, 0), 1);
+        assert_eq!(alloc(&mut p, 1001), 2);
+        assert_eq!(alloc(&mut p, 600), 0);
+        assert_eq!(p, 0x7000_0000_0000);
+        let mut q: u64 = 0;
+        assert_eq!(
+            cu.f::<FnAllocAsync>("cuMemAllocAsync_ptsa")(&mut q, 400, std::ptr::null_mut()),
+            0
+        );
+        assert_eq!(q, 0x7000_0000_0400);
+        assert_eq!(info(&mut free, &mut tot), 0);
+        assert_eq!(free, 0);
+        let free_fn = cu.f::<FnFree>("cuMemFree_v2");
+        assert_eq!(free_fn(p), 0);
+        assert_eq!(free_fn(p), 1);
+        assert_eq!(free_fn(0), 0);
+        assert_eq!(info(&mut free, &mut tot), 0);
+        assert_eq!(free, 600);
+        let mut pitch = 0usize;
+        let pitch_fn = cu.f::<FnPitch>("cuMemAllocPitch_v2");
+        assert_eq!(pitch_fn(&mut p, &mut pitch, 100, 1, 3), 1);
+        assert_eq!(pitch_fn(&mut p, &mut pitch, 100, 1, 4), 0);
+        assert_eq!(pitch, 512);
+        assert_eq!(
+            pitch_fn(&mut p, &mut pitch, 100, 1, 16),
+            2,
+            "512 > 88 bytes free"
+        );
+
+        let mut h: Ptr = std::ptr::null_mut();
+        let host_alloc = cu.f::<FnHostAlloc>("cuMemHostAlloc");
+        assert_eq!(host_alloc(&mut h, 0, 0), 1);
+        assert_eq!(host_alloc(&mut h, 4096, 0), 0);
+        std::ptr::write_bytes(h.cast::<u8>(), 0xab, 4096);
+        let free_host = cu.f::<FnCtx>("cuMemFreeHost");
+        assert_eq!(free_host(h), 0);
+        assert_eq!(free_host(h), 1);
+
+        // Launches.
+        let launch = cu.f::<FnLaunch>("cuLaunchKernel");
+        let f = 0x1234 as Ptr;
+        let s0 = std::ptr::null_mut();
+        let np = std::ptr::null_mut();
+        assert_eq!(launch(f, 1, 1, 1, 1024, 1, 1, 49152, s0, np, np), 0);
+        assert_eq!(
+            launch(std::ptr::null_mut(), 1, 1, 1, 1, 1, 1, 0, s0, np, np),
+            400
+        );
+        assert_eq!(launch(f, 0, 1, 1, 1, 1, 1, 0, s0, np, np), 1);
+        assert_eq!(launch(f, 1, 1, 1, 1025, 1, 1, 0, s0, np, np), 1);
+        assert_eq!(launch(f, 1, 65536, 1, 1, 1, 1, 0, s0, np, np), 1);
+        assert_eq!(launch(f, 1, 1, 1, 1, 1, 1, 49153, s0, np, np), 1);
+        let ex = cu.f::<FnLaunchEx>("cuLaunchKernelEx_ptsz");
+        let mut cfg = LaunchConfig {
+            grid: [2, 2, 2],
+            block: [32, 32, 1],
+            shmem: 0,
+            stream: s0,
+            attrs: s0,
+            num_attrs: 0,
+        };
+        assert_eq!(ex(&cfg, f, np, np), 0);
+        cfg.block = [32, 32, 2];
+        assert_eq!(ex(&cfg, f, np, np), 1);
+        assert_eq!(ex(std::ptr::null(), f, np, np), 1);
+
+        // Destroying the context frees its memory and clears the current context.
+        let destroy = cu.f::<FnCtx>("cuCtxDestroy_v2");
+        assert_eq!(destroy(ctx), 0);
+        assert_eq!(destroy(ctx), 709);
+        assert_eq!(destroy(0x42 as Ptr), 201);
+        assert_eq!(cu.f::<FnCtxOut>("cuCtxGetCurrent")(&mut cur), 0);
+        assert!(cur.is_null());
+        assert_eq!(launch(f, 1, 1, 1, 1, 1, 1, 0, s0, np, np), 201);
+        assert_eq!(cu.f::<FnCtx>("cuCtxSetCurrent")(ctx), 709);
+
+        // v3 / v4 creation, then the memory of device 1 is whole again.
+        assert_eq!(
+            cu.f::<FnCtxCreate3>("cuCtxCreate_v3")(&mut ctx, std::ptr::null_mut(), 0, 0, 1),
+            0
+        );
+        assert_eq!(info(&mut free, &mut tot), 0);
+        assert_eq!(free, 1000);
+        let mut ctx4: Ptr = std::ptr::null_mut();
+        assert_eq!(
+            cu.f::<FnCtxCreate4>("cuCtxCreate_v4")(&mut ctx4, std::ptr::null_mut(), 0, 0),
+            0
+        );
+        assert_ne!(ctx4, ctx);
+        assert_eq!(
+            cu.f::<FnCtxCreate4>("cuCtxCreate_v4")(&mut ctx4, std::ptr::null_mut(), 0, 5),
+            101
+        );
+
+        // Primary contexts.
+        let retain = cu.f::<FnRetain>("cuDevicePrimaryCtxRetain");
+        let (mut p1, mut p2): (Ptr, Ptr) = (std::ptr::null_mut(), std::ptr::null_mut());
+        assert_eq!(retain(&mut p1, 0), 0);
+        assert_eq!(retain(&mut p2, 0), 0);
+        assert_eq!(p1, p2);
+        let release = cu.f::<FnDev>("cuDevicePrimaryCtxRelease_v2");
+        assert_eq!(release(0), 0);
+        assert_eq!(release(0), 0);
+        assert_eq!(release(0), 201);
+        assert_eq!(retain(&mut p2, 0), 0);
+        assert_ne!(p1, p2);
+        assert_eq!(cu.f::<FnDev>("cuDevicePrimaryCtxReset_v2")(0), 0);
+        assert_eq!(cu.f::<FnCtx>("cuCtxSetCurrent")(p2), 709);
+        assert_eq!(cu.f::<FnCtx>("cuCtxSetCurrent")(std::ptr::null_mut()), 0);
+        assert_eq!(cu.f::<FnVoid>("cuCtxSynchronize")(), 201);
+    }
+}
+
+#[test]
+fn basic_topology_and_calls() {
+    run_scenario(
+        "basic",
+        &[
+            ("FAKE_CUDA_DEVICE_COUNT", "2"),
+            ("FAKE_CUDA_TOTAL_MEM", "1073741824"),
+            ("FAKE_CUDA_FREE_MEM", ",1000"),
+        ],
+    );
+}
+
+fn visible(cu: &Cuda) {
+    // SAFETY: pointers to live locals of the ABI's types.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        let mut n = 0;
+        assert_eq!(cu.f::<FnIntOut>("cuDeviceGetCount")(&mut n), 0);
+        assert_eq!(n, 2);
+        let mut buf = [0 as c_char; 32];
+        assert_eq!(
+            cu.f::<FnStrDev>("cuDeviceGetName")(buf.as_mut_ptr(), 32, 0),
+            0
+        );
+        assert_eq!(c_str(&buf), "Fake H200 #3");
+        assert_eq!(
+            cu.f::<FnStrDev>("cuDeviceGetPCIBusId")(buf.as_mut_ptr(), 32, 0),
+            0
+        );
+        assert_eq!(c_str(&buf), "0000:13:00.0");
+        assert_eq!(
+            cu.f::<FnStrDev>("cuDeviceGetName")(buf.as_mut_ptr(), 32, 1),
+            0
+        );
+        assert_eq!(c_str(&buf), "Fake H200 #1");
+        let mut d = 0;
+        assert_eq!(cu.f::<FnDeviceGet>("cuDeviceGet")(&mut d, 2), 101);
+    }
+}
+
+#[test]
+fn visible_devices_stop_at_first_invalid() {
+    run_scenario(
+        "visible",
+        &[
+            ("FAKE_CUDA_DEVICE_COUNT", "4"),
+            ("CUDA_VISIBLE_DEVICES", "3,1,x,0"),
+        ],
+    );
+}
+
+fn no_device(cu: &Cuda) {
+    // SAFETY: pointers to live locals of the ABI's types.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 100);
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 100);
+        let mut n = 0;
+        assert_eq!(cu.f::<FnIntOut>("cuDeviceGetCount")(&mut n), 3);
+    }
+}
+
+#[test]
+fn empty_visible_devices_is_no_device() {
+    run_scenario("no_device", &[("CUDA_VISIBLE_DEVICES", "")]);
+}
+
+fn stub(cu: &Cuda) {
+    // SAFETY: pointers to live locals of the ABI's types.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 34);
+        let mut n = 0;
+        assert_eq!(cu.f::<FnIntOut>("cuDriverGetVersion")(&mut n), 34);
+        assert_eq!(cu.f::<FnIntOut>("cuDeviceGetCount")(&mut n), 34);
+        let mut p: Ptr = std::ptr::null_mut();
+        let sym = CString::new("cuInit").expect("c");
+        assert_eq!(
+            cu.f::<FnProc>("cuGetProcAddress")(sym.as_ptr(), &mut p, 13000, 0),
+            34
+        );
+    }
+}
+
+#[test]
+fn stub_mode() {
+    run_scenario("stub", &[("FAKE_CUDA_STUB", "1")]);
+}
+
+fn procaddr(cu: &Cuda) {
+    // SAFETY: pointers to live locals of the ABI's types; names are valid C strings.
+    unsafe {
+        let get = cu.f::<FnProc>("cuGetProcAddress");
+        let get2 = cu.f::<FnProc2>("cuGetProcAddress_v2");
+        let lookup = |base: &str, version: c_int, flags: u64| -> (R, Ptr, c_int) {
+            let c = CString::new(base).expect("c");
+            let mut p: Ptr = 0x1 as Ptr;
+            let mut status: c_int = -1;
+            let r = get2(c.as_ptr(), &mut p, version, flags, &mut status);
+            let mut p1: Ptr = 0x1 as Ptr;
+            assert_eq!(get(c.as_ptr(), &mut p1, version, flags), r, "{base}");
+            assert_eq!(p1, p, "{base}");
+            (r, p, status)
+        };
+        // Works before cuInit.
+        for (base, version, flags, exported) in [
+            ("cuMemAlloc", 13000, 0, "cuMemAlloc_v2"),
+            ("cuCtxCreate", 12050, 0, "cuCtxCreate_v4"),
+            ("cuCtxCreate", 11040, 0, "cuCtxCreate_v3"),
+            ("cuCtxCreate", 11000, 0, "cuCtxCreate_v2"),
+            ("cuCtxDestroy", 3020, 0, "cuCtxDestroy"),
+            ("cuCtxSynchronize", 12080, 0, "cuCtxSynchronize"),
+            ("cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2"),
+            ("cuLaunchKernel", 13000, 2, "cuLaunchKernel_ptsz"),
+            ("cuLaunchKernel", 13000, 0, "cuLaunchKernel"),
+            ("cuMemAllocAsync", 12000, 2, "cuMemAllocAsync_ptsa"),
+            ("cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"),
+            ("cuInit", 2000, 0, "cuInit"),
+        ] {
+            assert_eq!(
+                lookup(base, version, flags),
+                (0, cu.addr(exported), 0),
+                "{base} {version} {flags}"
+            );
+        }
+        assert_eq!(
+            lookup("cuMemAlloc_v2", 13000, 0),
+            (500, std::ptr::null_mut(), 1)
+        );
+        assert_eq!(lookup("cuNoSuch", 13000, 0), (500, std::ptr::null_mut(), 1));
+        assert_eq!(
+            lookup("cuMemAlloc", 3000, 0),
+            (500, std::ptr::null_mut(), 2)
+        );
+        assert_eq!(
+            lookup("cuLaunchKernelEx", 11050, 0),
+            (500, std::ptr::null_mut(), 2)
+        );
+        let c = CString::new("cuInit").expect("c");
+        assert_eq!(
+            get2(
+                c.as_ptr(),
+                std::ptr::null_mut(),
+                13000,
+                0,
+                std::ptr::null_mut()
+            ),
+            1
+        );
+        let mut p: Ptr = std::ptr::null_mut();
+        assert_eq!(
+            get2(c.as_ptr(), &mut p, 13000, 0, std::ptr::null_mut()),
+            0,
+            "null status is fine"
+        );
+    }
+}
+
+#[test]
+fn get_proc_address_returns_own_exports() {
+    run_scenario("procaddr", &[]);
+}
+
+fn log(cu: &Cuda) {
+    // SAFETY: pointers to live locals of the ABI's types.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        let mut ctx: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut ctx, 4, 0), 0);
+        let mut p = 0u64;
+        assert_eq!(cu.f::<FnAlloc>("cuMemAlloc_v2")(&mut p, 1 << 20), 0);
+        assert_eq!(cu.f::<FnFree>("cuMemFree_v2")(p), 0);
+        let launch = cu.f::<FnLaunch>("cuLaunchKernel_ptsz");
+        let np = std::ptr::null_mut();
+        assert_eq!(
+            launch(0x1234 as Ptr, 1, 2, 3, 1025, 1, 1, 0, 0x2 as Ptr, np, np),
+            1
+        );
+        assert_eq!(cu.f::<FnCtx>("cuCtxDestroy_v2")(ctx), 0);
+        let sym = CString::new("cuMemFree").expect("c");
+        let mut f: Ptr = std::ptr::null_mut();
+        assert_eq!(
+            cu.f::<FnProc>("cuGetProcAddress")(sym.as_ptr(), &mut f, 12000, 0),
+            0
+        );
+        // Many threads at once: lines must stay whole.
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let sync = cu.f::<FnCtx>("cuStreamSynchronize");
+                let addr = sync as usize;
+                std::thread::spawn(move || {
+                    // SAFETY: `addr` is cuStreamSynchronize, which takes an opaque handle.
+                    let sync: FnCtx = std::mem::transmute::<usize, FnCtx>(addr);
+                    for _ in 0..100 {
+                        sync(0x5 as Ptr);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+    }
+}
+
+#[test]
+fn call_log_format() {
+    let path = temp_path("log");
+    run_scenario(
+        "log",
+        &[("FAKE_CUDA_LOG", path.to_str().expect("utf-8 temp path"))],
+    );
+    let text = std::fs::read_to_string(&path).expect("log written");
+    let _ = std::fs::remove_file(&path);
+    let lines: Vec<&str> = text.lines().collect();
+    let ctx = "0x5eedc0000100";
+    let expected = [
+        "cuInit flags=0 -> 0".to_string(),
+        "cuCtxCreate_v2 flags=4 dev=0 -> 0".to_string(),
+        "cuMemAlloc_v2 bytes=1048576 -> 0".to_string(),
+        "cuMemFree_v2 ptr=0x700000000000 -> 0".to_string(),
+        "cuLaunchKernel_ptsz f=0x1234 grid=1,2,3 block=1025,1,1 shmem=0 stream=0x2 -> 1"
+            .to_string(),
+        format!("cuCtxDestroy_v2 ctx={ctx} -> 0"),
+        "cuGetProcAddress symbol=cuMemFree version=12000 flags=0 -> 0".to_string(),
+    ];
+    assert_eq!(lines[..expected.len()], expected[..]);
+    let rest = &lines[expected.len()..];
+    assert_eq!(rest.len(), 800);
+    assert!(
+        rest.iter()
+            .all(|l| *l == "cuStreamSynchronize stream=0x5 -> 201"),
+        "{rest:?}"
+    );
+}
+
+fn threads(cu: &Cuda) {
+    // SAFETY: pointers to live locals of the ABI's types.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        let mut ctx: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut ctx, 0, 0), 0);
+        let get_addr = cu.f::<FnCtxOut>("cuCtxGetCurrent") as usize;
+        let other = std::thread::spawn(move || {
+            // SAFETY: `get_addr` is cuCtxGetCurrent.
+            let get = std::mem::transmute::<usize, FnCtxOut>(get_addr);
+            let mut cur: Ptr = 0x1 as Ptr;
+            assert_eq!(get(&mut cur), 0);
+            cur as usize
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(other, 0, "the current context is per thread");
+    }
+}
+
+#[test]
+fn current_context_is_per_thread() {
+    run_scenario("threads", &[]);
+}
+
+fn overrides(cu: &Cuda) {
+    // SAFETY: pointers to live locals of the ABI's types.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        let mut x = 0;
+        assert_eq!(cu.f::<FnAttr>("cuDeviceGetAttribute")(&mut x, 1, 0), 0);
+        assert_eq!(x, 512);
+        let mut total = 0usize;
+        assert_eq!(cu.f::<FnTotalMem>("cuDeviceTotalMem_v2")(&mut total, 0), 0);
+        assert_eq!(total, 85_899_345_920);
+        let mut ctx: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut ctx, 0, 0), 0);
+        let launch = cu.f::<FnLaunch>("cuLaunchKernel");
+        let np = std::ptr::null_mut();
+        assert_eq!(
+            launch(
+                0x1 as Ptr,
+                1,
+                1,
+                1,
+                512,
+                1,
+                1,
+                0,
+                std::ptr::null_mut(),
+                np,
+                np
+            ),
+            0
+        );
+        assert_eq!(
+            launch(
+                0x1 as Ptr,
+                1,
+                1,
+                1,
+                513,
+                1,
+                1,
+                0,
+                std::ptr::null_mut(),
+                np,
+                np
+            ),
+            1
+        );
+    }
+}
+
+#[test]
+fn env_overrides_and_warnings() {
+    let out = run_scenario(
+        "overrides",
+        &[("FAKE_CUDA_ATTR_1", "512"), ("FAKE_CUDA_TOTAL_MEM", "lots")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("fake-cuda:"))
+        .collect();
+    assert_eq!(
+        warnings,
+        ["fake-cuda: ignoring bad FAKE_CUDA_TOTAL_MEM=\"lots\" (using the default)"]
+    );
+}
