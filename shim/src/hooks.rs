@@ -208,7 +208,9 @@ mod tests {
         assert!(by_symbol(b"cuLaunchKernel_ptsz").is_some());
         assert!(by_symbol(b"cuLaunchKernelEx").is_some());
         assert!(by_symbol(b"cudaSetDevice").is_none());
-        assert!(by_symbol(b"cuMemAlloc").is_none(), "the 32-bit v1 ABI is not hooked");
+        assert!(
+            by_symbol(b"cuMemAlloc").is_none(),
+            "the 32-bit v1 ABI is not hooked"
+        );
     }
 }
-

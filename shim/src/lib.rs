@@ -21,15 +21,33 @@ mod real;
 mod runtime;
 mod session;
 
-/// Writes the exit summary and flushes the trace at normal process exit.
+/// Writes the exit summary and flushes the trace at normal process exit, as late as possible.
 ///
-/// Registered in `.fini_array`, not with `atexit`: the dynamic loader runs it in `_dl_fini`,
-/// after every `atexit` handler and after the destructors of libraries loaded later than us
-/// (libcudart, libcuda, PyTorch), so their teardown calls are counted too. An `atexit`
-/// handler registered at our load would run before those (measured on an H200: the shared
-/// libcudart's final `cuDevicePrimaryCtxRelease` was missed).
+/// Libraries tear CUDA down in their own destructors (the shared libcudart calls
+/// `cuDevicePrimaryCtxRelease` from its destructor; measured on an H200, driver 580.159),
+/// and a preloaded library's destructor runs *before* those of libraries loaded after it.
+/// So our `.fini_array` entry only registers the real work with `__cxa_atexit` (no DSO
+/// handle): glibc's exit loop notices a handler registered while `_dl_fini` was running and
+/// runs it after `_dl_fini` returns, when every other destructor is done. If registration
+/// fails the summary is written at once.
 extern "C" fn seedance_fini() {
-    let _ = std::panic::catch_unwind(session::shutdown);
+    extern "C" {
+        fn __cxa_atexit(
+            f: extern "C" fn(*mut libc::c_void),
+            arg: *mut libc::c_void,
+            dso: *mut libc::c_void,
+        ) -> libc::c_int;
+    }
+    extern "C" fn last(_: *mut libc::c_void) {
+        let _ = std::panic::catch_unwind(session::shutdown);
+    }
+    // SAFETY: `last` is a valid handler for the whole process lifetime (this library is
+    // never unloaded: preloaded objects cannot be dlclosed); a null DSO handle keeps
+    // __cxa_finalize of this library from running it early.
+    let r = unsafe { __cxa_atexit(last, std::ptr::null_mut(), std::ptr::null_mut()) };
+    if r != 0 {
+        last(std::ptr::null_mut());
+    }
 }
 
 #[cfg(target_os = "linux")]

@@ -13,10 +13,23 @@ mod tests {
 
     #[test]
     fn driver_names_only() {
-        for yes in ["cuInit", "cuMemAlloc_v2", "cuLaunchKernel_ptsz", "cuGetProcAddress"] {
+        for yes in [
+            "cuInit",
+            "cuMemAlloc_v2",
+            "cuLaunchKernel_ptsz",
+            "cuGetProcAddress",
+        ] {
             assert!(is_driver_name(yes.as_bytes()), "{yes}");
         }
-        for no in ["cudnnCreate", "cublasCreate", "curl_easy_init", "cudaSetDevice", "cu", "c", ""] {
+        for no in [
+            "cudnnCreate",
+            "cublasCreate",
+            "curl_easy_init",
+            "cudaSetDevice",
+            "cu",
+            "c",
+            "",
+        ] {
             assert!(!is_driver_name(no.as_bytes()), "{no}");
         }
     }

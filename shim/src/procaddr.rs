@@ -28,7 +28,14 @@ type ProcV2 = unsafe extern "C" fn(
 ///
 /// # Safety
 /// `symbol` is null or NUL-terminated; `pfn` is null or valid for reads and writes.
-unsafe fn after(id: HookId, r: CUresult, symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) {
+unsafe fn after(
+    id: HookId,
+    r: CUresult,
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) {
     if !session::active() {
         return;
     }
@@ -38,7 +45,11 @@ unsafe fn after(id: HookId, r: CUresult, symbol: *const c_char, pfn: *mut *mut c
             ArgVal::P(0)
         } else {
             // SAFETY: a non-null symbol is a NUL-terminated string (cuGetProcAddress contract).
-            ArgVal::Text(unsafe { CStr::from_ptr(symbol) }.to_string_lossy().into_owned())
+            ArgVal::Text(
+                unsafe { CStr::from_ptr(symbol) }
+                    .to_string_lossy()
+                    .into_owned(),
+            )
         };
         session::failed(
             id,
@@ -89,7 +100,16 @@ pub unsafe extern "C" fn cuGetProcAddress(
     // SAFETY: arguments forwarded unchanged.
     let r = unsafe { f(symbol, pfn, cuda_version, flags) };
     // SAFETY: same pointers the driver just accepted.
-    unsafe { after(HookId::cuGetProcAddress, r, symbol, pfn, cuda_version, flags) };
+    unsafe {
+        after(
+            HookId::cuGetProcAddress,
+            r,
+            symbol,
+            pfn,
+            cuda_version,
+            flags,
+        )
+    };
     r
 }
 
@@ -114,6 +134,15 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     // SAFETY: arguments forwarded unchanged.
     let r = unsafe { f(symbol, pfn, cuda_version, flags, symbol_status) };
     // SAFETY: same pointers the driver just accepted.
-    unsafe { after(HookId::cuGetProcAddress_v2, r, symbol, pfn, cuda_version, flags) };
+    unsafe {
+        after(
+            HookId::cuGetProcAddress_v2,
+            r,
+            symbol,
+            pfn,
+            cuda_version,
+            flags,
+        )
+    };
     r
 }

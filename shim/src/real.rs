@@ -55,9 +55,9 @@ impl Slot {
         if p.is_null() || platform::is_ours(p) {
             return;
         }
-        let _ = self
-            .ptr
-            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire);
+        let _ =
+            self.ptr
+                .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// The exported symbol name of this slot.

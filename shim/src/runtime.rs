@@ -61,7 +61,11 @@ pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
         let code = CUresult(r as u32);
         session::count(HookId::cudaSetDevice, code);
         if r != 0 {
-            session::failed(HookId::cudaSetDevice, code, &[("device", ArgVal::from(device))]);
+            session::failed(
+                HookId::cudaSetDevice,
+                code,
+                &[("device", ArgVal::from(device))],
+            );
         }
     }
     r

@@ -52,7 +52,11 @@ pub fn config() -> &'static Config {
         for w in &warnings {
             eprintln!("seedance: {w}");
         }
-        let m = if cfg.mode == Mode::Off { MODE_OFF } else { MODE_ON };
+        let m = if cfg.mode == Mode::Off {
+            MODE_OFF
+        } else {
+            MODE_ON
+        };
         MODE.store(m, Ordering::Release);
         cfg
     })
@@ -146,7 +150,11 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
             Some(i) => format!("{} ({}): {}", i.name, i.code, i.description),
             None => format!("{} (not in the CUDA 13.0 table)", r.0),
         };
-        say(&format!("{}({}) returned {what}", id.name(), shown.join(", ").replace('"', "")));
+        say(&format!(
+            "{}({}) returned {what}",
+            id.name(),
+            shown.join(", ").replace('"', "")
+        ));
         if r == CUresult::CUDA_ERROR_STUB_LIBRARY {
             let path = crate::real::library_path_of(slots::cuInit.get()).unwrap_or_default();
             say_once(
@@ -244,7 +252,10 @@ fn trace() -> Option<&'static TraceWriter> {
             match TraceFile::create(dir, &host, std::process::id(), st.start_ns) {
                 Ok(file) => {
                     let w = TraceWriter::start(file);
-                    w.emit(platform::thread_id(), Event::SessionStart(session_start(host)));
+                    w.emit(
+                        platform::thread_id(),
+                        Event::SessionStart(session_start(host)),
+                    );
                     Some(w)
                 }
                 Err(e) => {
@@ -332,7 +343,11 @@ fn devices(init: *mut c_void) -> Vec<DeviceInfo> {
         }
         buf[255] = 0;
         // SAFETY: buf is NUL-terminated (forced above).
-        Some(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+        Some(
+            unsafe { CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned(),
+        )
     };
     let mut n: c_int = 0;
     // SAFETY: n is a valid out-pointer.
@@ -387,7 +402,9 @@ pub fn shutdown() {
         }
     }
     for ((fid, code), n) in st.tally.snapshot() {
-        let Some(id) = HookId::ALL.get(fid) else { continue };
+        let Some(id) = HookId::ALL.get(fid) else {
+            continue;
+        };
         let key = match CUresult(code).name() {
             Some(name) if *id != HookId::cudaSetDevice => name.to_string(),
             _ => code.to_string(),

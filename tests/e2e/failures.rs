@@ -35,7 +35,10 @@ fn failed_calls_are_traced_and_announced_once() {
     let err = r.stderr();
     assert_eq!(err.lines().count(), 3, "{err}");
     assert!(err.contains("seedance: cuDeviceGet(device="), "{err}");
-    assert!(err.contains("ordinal=7) returned CUDA_ERROR_INVALID_DEVICE (101)"), "{err}");
+    assert!(
+        err.contains("ordinal=7) returned CUDA_ERROR_INVALID_DEVICE (101)"),
+        "{err}"
+    );
     assert!(err.contains("cuMemAlloc_v2(dptr="), "{err}");
     let summary = &r.events("exit_summary")[0]["functions"]["cuDeviceGet"];
     assert_eq!(summary["errors_by_result"]["CUDA_ERROR_INVALID_DEVICE"], 1);

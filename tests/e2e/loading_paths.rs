@@ -29,10 +29,19 @@ fn check_path(program: &str, extra: &[(&str, u64, u64)]) {
     // Without a trace directory the shim makes no driver calls of its own, so the fake
     // driver's call log must match the run without the shim line for line: every argument
     // was forwarded unchanged.
-    let plain = Run::new(program, false).env_remove("SEEDANCE_TRACE_DIR").finish();
-    let shimmed = Run::new(program, true).env_remove("SEEDANCE_TRACE_DIR").finish();
+    let plain = Run::new(program, false)
+        .env_remove("SEEDANCE_TRACE_DIR")
+        .finish();
+    let shimmed = Run::new(program, true)
+        .env_remove("SEEDANCE_TRACE_DIR")
+        .finish();
     assert_eq!(plain.output.status.code(), Some(0), "{}", plain.stdout());
-    assert_eq!(shimmed.output.status.code(), Some(0), "{}", shimmed.stdout());
+    assert_eq!(
+        shimmed.output.status.code(),
+        Some(0),
+        "{}",
+        shimmed.stdout()
+    );
     assert_eq!(plain.stdout(), shimmed.stdout());
     assert!(plain.stdout().contains("failures=0"));
     assert!(!plain.driver_calls.is_empty());

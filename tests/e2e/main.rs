@@ -2,7 +2,7 @@
 //!
 //! * `loading_paths`: the three ways programs reach the driver, with and without the shim.
 //! * `rtld_next`: a library's `dlsym(RTLD_NEXT, ..)` still finds its own next symbol.
-//! * `unused`: a program that never touches CUDA sees nothing of the shim.
+//! * `unused`: a program that never touches CUDA sees nothing of the shim; exit ordering.
 //! * `modes`: `SEEDANCE_MODE`, bad values, the library-path override and the stub library.
 //! * `failures`: what a failed call leaves in the trace and on stderr.
 

@@ -5,7 +5,9 @@ use seedance_e2e::{artifacts, Run};
 #[test]
 fn mode_off_forwards_only() {
     let plain = Run::new("cudart_style", false).finish();
-    let off = Run::new("cudart_style", true).env("SEEDANCE_MODE", "off").finish();
+    let off = Run::new("cudart_style", true)
+        .env("SEEDANCE_MODE", "off")
+        .finish();
     assert_eq!(off.output.status.code(), Some(0));
     assert_eq!(off.stdout(), plain.stdout());
     assert_eq!(off.stderr(), "");
@@ -15,7 +17,9 @@ fn mode_off_forwards_only() {
 
 #[test]
 fn observe_counts_like_fix() {
-    let r = Run::new("dlsym_style", true).env("SEEDANCE_MODE", "observe").finish();
+    let r = Run::new("dlsym_style", true)
+        .env("SEEDANCE_MODE", "observe")
+        .finish();
     assert_eq!(r.output.status.code(), Some(0));
     assert_eq!(r.events("session_start")[0]["mode"], "observe");
     assert_eq!(r.summary_count("cuMemAlloc_v2"), (2, 1));
@@ -35,7 +39,10 @@ fn bad_values_warn_once_and_use_defaults() {
         1,
         "{err}"
     );
-    assert!(err.contains("SEEDANCE_QUIET=\"perhaps\" is not a boolean"), "{err}");
+    assert!(
+        err.contains("SEEDANCE_QUIET=\"perhaps\" is not a boolean"),
+        "{err}"
+    );
     assert_eq!(r.events("session_start")[0]["mode"], "fix");
     assert_eq!(r.summary_count("cuInit"), (1, 0));
 }
@@ -46,7 +53,9 @@ fn libcuda_override_is_used() {
     let other = tempfile::tempdir().unwrap();
     let path = other.path().join("libcuda.so.1");
     std::fs::copy(a.fake_dir.join("libcuda.so.1"), &path).unwrap();
-    let r = Run::new("linked", true).env("SEEDANCE_LIBCUDA", &path).finish();
+    let r = Run::new("linked", true)
+        .env("SEEDANCE_LIBCUDA", &path)
+        .finish();
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stdout());
     assert_eq!(
         r.events("session_start")[0]["libcuda_path"],
@@ -56,8 +65,12 @@ fn libcuda_override_is_used() {
 
 #[test]
 fn stub_library_is_named() {
-    let plain = Run::new("dlsym_style", false).env("FAKE_CUDA_STUB", "1").finish();
-    let r = Run::new("dlsym_style", true).env("FAKE_CUDA_STUB", "1").finish();
+    let plain = Run::new("dlsym_style", false)
+        .env("FAKE_CUDA_STUB", "1")
+        .finish();
+    let r = Run::new("dlsym_style", true)
+        .env("FAKE_CUDA_STUB", "1")
+        .finish();
     assert_eq!(r.output.status.code(), plain.output.status.code());
     assert_eq!(r.stdout(), plain.stdout());
     let err = r.stderr();
@@ -65,5 +78,9 @@ fn stub_library_is_named() {
         err.contains("cuInit(flags=0) returned CUDA_ERROR_STUB_LIBRARY (34)"),
         "{err}"
     );
-    assert_eq!(err.matches("is the CUDA toolkit's stub library").count(), 1, "{err}");
+    assert_eq!(
+        err.matches("is the CUDA toolkit's stub library").count(),
+        1,
+        "{err}"
+    );
 }

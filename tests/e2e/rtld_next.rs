@@ -8,10 +8,19 @@ use seedance_e2e::{artifacts, Run};
 fn preloaded_library_still_finds_its_next_symbol() {
     let a = artifacts();
     let probe = a.bin_dir.join("libnext_probe.so");
-    let plain = Run::new("next_main", false).env("LD_PRELOAD", &probe).finish();
+    let plain = Run::new("next_main", false)
+        .env("LD_PRELOAD", &probe)
+        .finish();
     assert_eq!(plain.stdout(), "probe>base\n");
     let chained = format!("{} {}", a.shim.display(), probe.display());
-    let shimmed = Run::new("next_main", false).env("LD_PRELOAD", chained).finish();
-    assert_eq!(shimmed.output.status.code(), Some(0), "{}", shimmed.stderr());
+    let shimmed = Run::new("next_main", false)
+        .env("LD_PRELOAD", chained)
+        .finish();
+    assert_eq!(
+        shimmed.output.status.code(),
+        Some(0),
+        "{}",
+        shimmed.stderr()
+    );
     assert_eq!(shimmed.stdout(), "probe>base\n");
 }

@@ -22,7 +22,10 @@ pub struct Artifacts {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn target_dir() -> PathBuf {
@@ -80,9 +83,28 @@ fn build() -> Artifacts {
     cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
     cc("libnext_base.so", &["-shared", "-fPIC", "next_base.c"]);
-    cc("libnext_probe.so", &["-shared", "-fPIC", "next_probe.c", "-ldl"]);
+    cc(
+        "libnext_probe.so",
+        &["-shared", "-fPIC", "next_probe.c", "-ldl"],
+    );
     let lb = format!("-L{}", bin_dir.display());
     cc("next_main", &["next_main.c", &lb, "-lnext_base"]);
+    cc(
+        "libteardown.so",
+        &["-shared", "-fPIC", "teardown_lib.c", &l, "-lcuda"],
+    );
+    // --no-as-needed: main uses no symbol of libteardown, but must load it.
+    cc(
+        "teardown_main",
+        &[
+            "teardown_main.c",
+            &lb,
+            "-Wl,--no-as-needed",
+            "-lteardown",
+            &l,
+            "-lcuda",
+        ],
+    );
     Artifacts {
         shim: profile_dir.join("libseedance_fix.so"),
         fake_dir,
@@ -211,7 +233,12 @@ impl Finished {
     /// Calls and errors of `function` in the exit summary, `(0, 0)` if absent.
     pub fn summary_count(&self, function: &str) -> (u64, u64) {
         let s = self.events("exit_summary");
-        assert_eq!(s.len(), 1, "expected one exit_summary, records: {:#?}", self.records);
+        assert_eq!(
+            s.len(),
+            1,
+            "expected one exit_summary, records: {:#?}",
+            self.records
+        );
         let f = &s[0]["functions"][function];
         (
             f["calls"].as_u64().unwrap_or(0),

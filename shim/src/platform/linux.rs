@@ -158,7 +158,11 @@ pub fn object_of(addr: *const c_void) -> Option<ObjectInfo> {
         None
     } else {
         // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
-        Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned())
+        Some(
+            unsafe { CStr::from_ptr(info.dli_fname) }
+                .to_string_lossy()
+                .into_owned(),
+        )
     };
     Some(ObjectInfo {
         path,
@@ -212,7 +216,11 @@ pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
         needle: &'a str,
         found: Vec<String>,
     }
-    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+    unsafe extern "C" fn cb(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
         // SAFETY: data is the &mut Acc passed below; info is valid for the callback.
         let acc = unsafe { &mut *(data as *mut Acc) };
         // SAFETY: info is non-null for the duration of the callback.
