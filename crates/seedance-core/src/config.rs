@@ -46,6 +46,14 @@ pub struct RawConfig {
     pub libcuda: Option<String>,
     /// `SEEDANCE_QUIET`.
     pub quiet: Option<String>,
+    /// `SEEDANCE_FALLBACK`.
+    pub fallback: Option<String>,
+    /// `SEEDANCE_EXCLUDE_DEVICES` (parsed against the topology by the shim).
+    pub exclude_devices: Option<String>,
+    /// `SEEDANCE_MIN_FREE_MEMORY`.
+    pub min_free_memory: Option<String>,
+    /// `SEEDANCE_NVML_LIB`.
+    pub nvml_lib: Option<String>,
 }
 
 impl RawConfig {
@@ -57,6 +65,10 @@ impl RawConfig {
             trace_dir: get("SEEDANCE_TRACE_DIR"),
             libcuda: get("SEEDANCE_LIBCUDA"),
             quiet: get("SEEDANCE_QUIET"),
+            fallback: get("SEEDANCE_FALLBACK"),
+            exclude_devices: get("SEEDANCE_EXCLUDE_DEVICES"),
+            min_free_memory: get("SEEDANCE_MIN_FREE_MEMORY"),
+            nvml_lib: get("SEEDANCE_NVML_LIB"),
         }
     }
 
@@ -78,6 +90,17 @@ pub struct Config {
     pub libcuda: Option<PathBuf>,
     /// Suppress the shim's stderr lines (default `false`); the trace is unaffected.
     pub quiet: bool,
+    /// In `fix` mode, send requests for unusable devices to the next available device
+    /// (default `true`); `false` keeps the explanations but not the repair.
+    pub fallback: bool,
+    /// Raw `SEEDANCE_EXCLUDE_DEVICES` (ordinals, `GPU-` UUID prefixes, PCI bus ids), parsed
+    /// against the devices by the shim; `None` when unset or empty.
+    pub exclude_devices: Option<String>,
+    /// A device with less free memory than this (bytes) is not a fallback target
+    /// (default: no minimum).
+    pub min_free_memory: Option<u64>,
+    /// Path of `libnvidia-ml` to use instead of `libnvidia-ml.so.1` (default `None`).
+    pub nvml_lib: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -87,6 +110,10 @@ impl Default for Config {
             trace_dir: None,
             libcuda: None,
             quiet: false,
+            fallback: true,
+            exclude_devices: None,
+            min_free_memory: None,
+            nvml_lib: None,
         }
     }
 }
@@ -116,8 +143,66 @@ impl Config {
                 )),
             }
         }
+        if let Some(f) = &raw.fallback {
+            match parse_bool(f) {
+                Some(b) => cfg.fallback = b,
+                None => warnings.push(format!(
+                    "SEEDANCE_FALLBACK={f:?} is not a boolean (1/0, true/false, yes/no, on/off); using on"
+                )),
+            }
+        }
+        cfg.exclude_devices = raw
+            .exclude_devices
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        if let Some(m) = &raw.min_free_memory {
+            match parse_bytes(m) {
+                Ok(0) => {}
+                Ok(n) => cfg.min_free_memory = Some(n),
+                Err(e) => warnings.push(format!(
+                    "SEEDANCE_MIN_FREE_MEMORY={m:?} is not a size ({e}); using no minimum"
+                )),
+            }
+        }
+        cfg.nvml_lib = non_empty_path(&raw.nvml_lib, "SEEDANCE_NVML_LIB", &mut warnings);
         (cfg, warnings)
     }
+}
+
+/// Parses a size in bytes: a plain integer (`1073741824`), or a number with a binary unit
+/// `KiB`, `MiB`, `GiB`, `TiB` (also `K`, `M`, `G`, `T`, `KB`, ... meaning the same powers of
+/// 1024, as GPU memory is counted), case-insensitive, fractions allowed (`1.5GiB`).
+/// Errors: empty, negative, not a number, unknown unit, or more than `u64::MAX` bytes.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err("no number".into());
+    }
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("unknown unit {other:?}")),
+    };
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(1u64 << shift)
+            .ok_or_else(|| "too large".to_string());
+    }
+    let f: f64 = num.parse().map_err(|_| format!("{num:?} is not a number"))?;
+    let bytes = f * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err("too large".into());
+    }
+    Ok(bytes as u64)
 }
 
 fn non_empty_path(v: &Option<String>, name: &str, warnings: &mut Vec<String>) -> Option<PathBuf> {
@@ -150,8 +235,10 @@ mod tests {
     use proptest::prelude::*;
 
     fn raw(pairs: &[(&str, &str)]) -> RawConfig {
-        let pairs: Vec<(String, String)> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         RawConfig::from_lookup(|k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
     }
 
@@ -165,7 +252,11 @@ mod tests {
 
     #[test]
     fn each_mode() {
-        for (s, m) in [("off", Mode::Off), ("OBSERVE", Mode::Observe), (" fix ", Mode::Fix)] {
+        for (s, m) in [
+            ("off", Mode::Off),
+            ("OBSERVE", Mode::Observe),
+            (" fix ", Mode::Fix),
+        ] {
             let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_MODE", s)]));
             assert_eq!(cfg.mode, m, "{s}");
             assert!(w.is_empty());
@@ -201,10 +292,64 @@ mod tests {
         assert_eq!(cfg.libcuda, Some(PathBuf::from("/opt/x/libcuda.so.1")));
     }
 
+    #[test]
+    fn device_policy_values() {
+        let (cfg, w) = Config::from_raw(&raw(&[
+            ("SEEDANCE_FALLBACK", "off"),
+            ("SEEDANCE_MIN_FREE_MEMORY", "1.5GiB"),
+            ("SEEDANCE_EXCLUDE_DEVICES", " 1,GPU-8f "),
+        ]));
+        assert!(w.is_empty(), "{w:?}");
+        assert!(!cfg.fallback);
+        assert_eq!(cfg.min_free_memory, Some(1_610_612_736));
+        assert_eq!(cfg.exclude_devices.as_deref(), Some("1,GPU-8f"));
+        let (cfg, w) = Config::from_raw(&raw(&[
+            ("SEEDANCE_FALLBACK", "sometimes"),
+            ("SEEDANCE_MIN_FREE_MEMORY", "-5G"),
+        ]));
+        assert!(cfg.fallback);
+        assert_eq!(cfg.min_free_memory, None);
+        assert_eq!(
+            w,
+            vec![
+                "SEEDANCE_FALLBACK=\"sometimes\" is not a boolean (1/0, true/false, yes/no, on/off); using on".to_string(),
+                "SEEDANCE_MIN_FREE_MEMORY=\"-5G\" is not a size (no number); using no minimum".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(parse_bytes("1073741824"), Ok(1 << 30));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
+        assert_eq!(parse_bytes("2 gb"), Ok(2 << 30));
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes("1.5GiB"), Ok(1_610_612_736));
+        assert!(parse_bytes("").is_err());
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("5 parsecs").is_err());
+        assert!(parse_bytes("99999999999999999999").is_err());
+        assert!(parse_bytes("20000000000T").is_err());
+    }
+
     proptest! {
         #[test]
+        fn parse_bytes_never_panics(s in ".*") {
+            let _ = parse_bytes(&s);
+        }
+
+        #[test]
         fn any_value_gives_a_config(mode in ".*", quiet in ".*", dir in ".*") {
-            let r = RawConfig { mode: Some(mode), trace_dir: Some(dir), libcuda: None, quiet: Some(quiet) };
+            let r = RawConfig {
+                mode: Some(mode),
+                trace_dir: Some(dir.clone()),
+                quiet: Some(quiet),
+                fallback: Some(dir.clone()),
+                exclude_devices: Some(dir.clone()),
+                min_free_memory: Some(dir),
+                ..RawConfig::default()
+            };
             let (cfg, warnings) = Config::from_raw(&r);
             // A warning is given exactly when a value was rejected.
             if warnings.is_empty() {

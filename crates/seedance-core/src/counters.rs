@@ -165,9 +165,17 @@ mod tests {
             t.join().unwrap();
         }
         // Threads that exit hand their shards back; new threads reuse them and keep adding.
-        std::thread::spawn(|| Counters::global().record(90, true)).join().unwrap();
+        std::thread::spawn(|| Counters::global().record(90, true))
+            .join()
+            .unwrap();
         let s = Counters::global().snapshot();
-        assert_eq!(s[90], FunctionCount { calls: 80_001, errors: 8_001 });
+        assert_eq!(
+            s[90],
+            FunctionCount {
+                calls: 80_001,
+                errors: 8_001
+            }
+        );
         assert_eq!(s[91].calls, 40_000);
         assert_eq!(s[92].calls, 40_000);
         assert_eq!(s[91].errors + s[92].errors, 0);

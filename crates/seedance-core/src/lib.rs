@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod counters;
+pub mod fallback;
 pub mod tally;
 
 pub use config::{Config, Mode, RawConfig};

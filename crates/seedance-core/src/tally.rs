@@ -43,6 +43,9 @@ mod tests {
         assert!(!t.add(3, 101));
         assert!(t.add(3, 2));
         assert!(t.add(4, 101));
-        assert_eq!(t.snapshot(), vec![((3, 2), 1), ((3, 101), 2), ((4, 101), 1)]);
+        assert_eq!(
+            t.snapshot(),
+            vec![((3, 2), 1), ((3, 101), 2), ((4, 101), 1)]
+        );
     }
 }
