@@ -82,6 +82,9 @@ fn build() -> Artifacts {
     cc("cudart_style", &["cudart_style.c", "-ldl"]);
     cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
+    cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
+    let example = workspace_root().join("examples/wrong_ordinal.c");
+    cc("wrong_ordinal", &[example.to_str().unwrap(), &l, "-lcuda"]);
     cc("libnext_base.so", &["-shared", "-fPIC", "next_base.c"]);
     cc(
         "libnext_probe.so",

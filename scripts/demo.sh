@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The main job, on any Linux machine, no GPU needed: build the shim, the fake driver and the
+# analyzer; run a program that asks for a GPU it cannot have, first without and then with the
+# shim; then summarize the trace the shim wrote.
+#
+#   bash scripts/demo.sh
+#
+# The fake driver (crates/fake-cuda) plays a 2-GPU host; CUDA_VISIBLE_DEVICES=1 leaves one
+# GPU visible, so the program's cuDeviceGet(1) fails with CUDA_ERROR_INVALID_DEVICE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --quiet -p seedance-fix -p fake-cuda -p seedance-analyze
+demo=target/demo
+rm -rf "$demo" && mkdir -p "$demo/driver" "$demo/traces"
+cp target/release/libcuda.so "$demo/driver/libcuda.so.1"
+cp target/release/libcuda.so "$demo/driver/libcuda.so"
+cc -O1 -o "$demo/wrong_ordinal" examples/wrong_ordinal.c -L"$demo/driver" -lcuda
+export LD_LIBRARY_PATH="$PWD/$demo/driver" FAKE_CUDA_DEVICE_COUNT=2 CUDA_VISIBLE_DEVICES=1
+
+echo "== 1. without the shim"
+"$demo/wrong_ordinal" || echo "(exit status $?)"
+echo
+echo "== 2. with the shim: LD_PRELOAD=target/release/libseedance_fix.so (mode fix)"
+LD_PRELOAD="$PWD/target/release/libseedance_fix.so" SEEDANCE_TRACE_DIR="$demo/traces" \
+  "$demo/wrong_ordinal" || echo "(exit status $?)"
+echo
+echo "== 3. seedance-analyze summary $demo/traces"
+target/release/seedance-analyze summary "$demo/traces"
