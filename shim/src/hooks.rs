@@ -31,9 +31,29 @@ macro_rules! cstr {
     };
 }
 
+/// For wrappers of calls that take a device (`device ARG: Ordinal|Handle` in the table):
+/// hands a failure to [`crate::devices::on_failure`] with a closure that repeats the call
+/// with another device. For the others: `None`, the generic failure report.
+macro_rules! device_fault {
+    ($id:expr, $r:expr, (), $call:expr) => {
+        None
+    };
+    ($id:expr, $r:expr, ($dev:ident $kind:ident), $call:expr) => {
+        crate::devices::on_failure(
+            $id,
+            $r,
+            crate::devices::Target::$kind($dev),
+            &mut |target: crate::devices::Target| {
+                let $dev = target.value();
+                $call
+            },
+        )
+    };
+}
+
 macro_rules! hook_table {
     (
-        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(after $after:path)? ; )* }
+        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device $dev:ident : $kind:ident)? $(after $after:path)? ; )* }
         custom { $( $csym:ident / $cbase:literal ; )* }
         unlisted { $( $usym:ident ; )* }
     ) => {
@@ -82,11 +102,20 @@ macro_rules! hook_table {
                 // variant (resolved by this symbol's name, or matched by address).
                 let f: Real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
                 // SAFETY: arguments are passed through unchanged under the same contract.
-                let r = unsafe { f($($arg),*) };
+                let mut r = unsafe { f($($arg),*) };
                 if session::active() {
                     session::count(HookId::$sym, r);
                     if r.0 != 0 {
-                        session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*]);
+                        let repaired: Option<CUresult> = device_fault!(
+                            HookId::$sym, r, ($($dev $kind)?),
+                            // SAFETY: same arguments, the device argument replaced by another
+                            // valid ordinal or handle of the same driver.
+                            unsafe { f($($arg),*) }
+                        );
+                        match repaired {
+                            Some(r2) => r = r2,
+                            None => session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*]),
+                        }
                     }
                     $( $after(r); )?
                 }
@@ -109,14 +138,14 @@ hook_table! {
     wrapped {
         cuInit / "cuInit" (flags: c_uint) after session::on_init;
         cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
-        cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int);
+        cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device ordinal: Ordinal;
         cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int);
-        cuCtxCreate_v2 / "cuCtxCreate" (pctx: *mut CUcontext, flags: c_uint, dev: CUdevice);
-        cuCtxCreate_v3 / "cuCtxCreate" (pctx: *mut CUcontext, paramsArray: *mut CUexecAffinityParam, numParams: c_int, flags: c_uint, dev: CUdevice);
-        cuCtxCreate_v4 / "cuCtxCreate" (pctx: *mut CUcontext, ctxCreateParams: *mut CUctxCreateParams, flags: c_uint, dev: CUdevice);
+        cuCtxCreate_v2 / "cuCtxCreate" (pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) device dev: Handle;
+        cuCtxCreate_v3 / "cuCtxCreate" (pctx: *mut CUcontext, paramsArray: *mut CUexecAffinityParam, numParams: c_int, flags: c_uint, dev: CUdevice) device dev: Handle;
+        cuCtxCreate_v4 / "cuCtxCreate" (pctx: *mut CUcontext, ctxCreateParams: *mut CUctxCreateParams, flags: c_uint, dev: CUdevice) device dev: Handle;
         cuCtxDestroy / "cuCtxDestroy" (ctx: CUcontext);
         cuCtxDestroy_v2 / "cuCtxDestroy" (ctx: CUcontext);
-        cuDevicePrimaryCtxRetain / "cuDevicePrimaryCtxRetain" (pctx: *mut CUcontext, dev: CUdevice);
+        cuDevicePrimaryCtxRetain / "cuDevicePrimaryCtxRetain" (pctx: *mut CUcontext, dev: CUdevice) device dev: Handle;
         cuDevicePrimaryCtxRelease / "cuDevicePrimaryCtxRelease" (dev: CUdevice);
         cuDevicePrimaryCtxRelease_v2 / "cuDevicePrimaryCtxRelease" (dev: CUdevice);
         cuDevicePrimaryCtxReset / "cuDevicePrimaryCtxReset" (dev: CUdevice);

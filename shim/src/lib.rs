@@ -13,6 +13,8 @@
 //! Decisions and counters live in `seedance-core`, the trace format in `seedance-trace`.
 
 mod args;
+mod devices;
+mod driver;
 mod hooks;
 mod names;
 mod platform;
@@ -20,6 +22,7 @@ mod procaddr;
 mod real;
 mod runtime;
 mod session;
+mod topo;
 
 /// Writes the exit summary and flushes the trace at normal process exit, as late as possible.
 ///

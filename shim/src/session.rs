@@ -12,11 +12,10 @@
 use crate::args::ArgVal;
 use crate::hooks::{slots, HookId};
 use crate::platform;
-use libc::{c_char, c_int, c_void};
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 use seedance_core::{Config, Counters, ErrorTally, Mode, RawConfig};
-use seedance_cuda::{CUdevice, CUresult};
+use seedance_cuda::CUresult;
 use seedance_trace::{
     CallFailed, DeviceInfo, Event, ExitSummary, FunctionStats, SessionStart, TraceFile, TraceWriter,
 };
@@ -59,6 +58,21 @@ pub fn config() -> &'static Config {
         };
         MODE.store(m, Ordering::Release);
         cfg
+    })
+}
+
+/// The parsed `SEEDANCE_EXCLUDE_DEVICES` selectors (bad entries announced once and skipped).
+pub fn exclusions() -> &'static [seedance_topology::DeviceSelector] {
+    static EXCLUSIONS: OnceCell<Vec<seedance_topology::DeviceSelector>> = OnceCell::new();
+    EXCLUSIONS.get_or_init(|| {
+        let Some(raw) = config().exclude_devices.as_deref() else {
+            return Vec::new();
+        };
+        let (selectors, warnings) = seedance_topology::explain::parse_exclusions(raw);
+        for w in warnings {
+            eprintln!("seedance: {w}");
+        }
+        selectors
     })
 }
 
@@ -106,7 +120,7 @@ pub fn say(msg: &str) {
 }
 
 /// Like [`say`], but only the first time `key` is seen in this process.
-fn say_once(key: &str, msg: &str) {
+pub fn say_once(key: &str, msg: &str) {
     if state().said.lock().insert(key.to_string()) {
         say(msg);
     }
@@ -221,7 +235,8 @@ pub fn note_unmatched(base: &CStr) {
         .insert(base.to_string_lossy().into_owned());
 }
 
-fn emit(event: Event) {
+/// Queues an event for the trace (held back until the trace starts, dropped without one).
+pub fn emit(event: Event) {
     let st = state();
     match st.trace.get() {
         Some(Some(w)) => w.emit(platform::thread_id(), event),
@@ -254,7 +269,7 @@ fn trace() -> Option<&'static TraceWriter> {
                     let w = TraceWriter::start(file);
                     w.emit(
                         platform::thread_id(),
-                        Event::SessionStart(session_start(host)),
+                        Event::SessionStart(Box::new(session_start(host))),
                     );
                     Some(w)
                 }
@@ -275,6 +290,7 @@ fn hostname() -> Option<String> {
 
 fn session_start(host: String) -> SessionStart {
     let init = slots::cuInit.get();
+    let devices = crate::driver::devices();
     SessionStart {
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: config().mode.as_str().to_string(),
@@ -285,7 +301,7 @@ fn session_start(host: String) -> SessionStart {
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         hostname: Some(host),
-        driver_version: driver_version(),
+        driver_version: crate::driver::driver_version(),
         libcuda_path: if init.is_null() {
             None
         } else {
@@ -293,89 +309,17 @@ fn session_start(host: String) -> SessionStart {
         },
         cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
         cuda_device_order: std::env::var("CUDA_DEVICE_ORDER").ok(),
-        devices: devices(init),
-    }
-}
-
-fn driver_version() -> Option<i32> {
-    let p = slots::cuDriverGetVersion.get();
-    if p.is_null() {
-        return None;
-    }
-    type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
-    // SAFETY: the slot holds the driver's cuDriverGetVersion.
-    let f: F = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
-    let mut v: c_int = 0;
-    // SAFETY: v is a valid out-pointer.
-    (unsafe { f(&mut v) }).is_success().then_some(v)
-}
-
-/// Lists devices with real driver calls (not through our wrappers, so they are not counted).
-fn devices(init: *mut c_void) -> Vec<DeviceInfo> {
-    type Count = unsafe extern "C" fn(*mut c_int) -> CUresult;
-    type Get = unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult;
-    type Text = unsafe extern "C" fn(*mut c_char, c_int, CUdevice) -> CUresult;
-    type Mem = unsafe extern "C" fn(*mut usize, CUdevice) -> CUresult;
-    let (pc, pg) = (slots::cuDeviceGetCount.get(), slots::cuDeviceGet.get());
-    if init.is_null() || pc.is_null() || pg.is_null() {
-        return Vec::new();
-    }
-    // SAFETY: slots hold the real functions of these exact signatures.
-    let (count, get) = unsafe {
-        (
-            std::mem::transmute::<*mut c_void, Count>(pc),
-            std::mem::transmute::<*mut c_void, Get>(pg),
-        )
-    };
-    let name_f = crate::real::sibling(init, c"cuDeviceGetName");
-    let bus_f = crate::real::sibling(init, c"cuDeviceGetPCIBusId");
-    let mem_f = crate::real::sibling(init, c"cuDeviceTotalMem_v2");
-    let text = |f: *mut c_void, dev: CUdevice| -> Option<String> {
-        if f.is_null() {
-            return None;
-        }
-        // SAFETY: f is the named driver function with the Text signature.
-        let f: Text = unsafe { std::mem::transmute::<*mut c_void, Text>(f) };
-        let mut buf = [0 as c_char; 256];
-        // SAFETY: buf is writable for 256 bytes and we pass that length.
-        if !unsafe { f(buf.as_mut_ptr(), buf.len() as c_int, dev) }.is_success() {
-            return None;
-        }
-        buf[255] = 0;
-        // SAFETY: buf is NUL-terminated (forced above).
-        Some(
-            unsafe { CStr::from_ptr(buf.as_ptr()) }
-                .to_string_lossy()
-                .into_owned(),
-        )
-    };
-    let mut n: c_int = 0;
-    // SAFETY: n is a valid out-pointer.
-    if !unsafe { count(&mut n) }.is_success() {
-        return Vec::new();
-    }
-    (0..n.max(0))
-        .filter_map(|ordinal| {
-            let mut dev: CUdevice = 0;
-            // SAFETY: dev is a valid out-pointer.
-            if !unsafe { get(&mut dev, ordinal) }.is_success() {
-                return None;
-            }
-            let total_mem_bytes = (!mem_f.is_null()).then(|| {
-                // SAFETY: mem_f is cuDeviceTotalMem_v2.
-                let f: Mem = unsafe { std::mem::transmute::<*mut c_void, Mem>(mem_f) };
-                let mut b: usize = 0;
-                // SAFETY: b is a valid out-pointer.
-                unsafe { f(&mut b, dev) }.is_success().then_some(b as u64)
-            });
-            Some(DeviceInfo {
-                ordinal,
-                name: text(name_f, dev),
-                pci_bus_id: text(bus_f, dev).map(|s| s.to_ascii_lowercase()),
-                total_mem_bytes: total_mem_bytes.flatten(),
+        topology: (!devices.is_empty()).then(|| crate::topo::get().clone()),
+        devices: devices
+            .into_iter()
+            .map(|d| DeviceInfo {
+                ordinal: d.ordinal,
+                name: d.name,
+                pci_bus_id: d.pci_bus_id,
+                total_mem_bytes: d.total_mem_bytes,
             })
-        })
-        .collect()
+            .collect(),
+    }
 }
 
 /// Writes the exit summary and flushes the trace. Called once, from the library destructor.
@@ -417,7 +361,15 @@ pub fn shutdown() {
         functions,
         dropped_records: w.dropped() + st.pending_dropped.load(Ordering::Relaxed),
         procaddr_unmatched: st.unmatched.lock().iter().cloned().collect(),
+        repairs: crate::devices::repairs(),
+        fallbacks: crate::devices::fallbacks(),
     };
     w.emit(platform::thread_id(), Event::ExitSummary(summary));
     w.close();
+}
+
+/// Counts one failure of `id` with `code` for the exit summary; `true` the first time this
+/// (function, code) pair is seen.
+pub fn tally_error(id: HookId, code: CUresult) -> bool {
+    state().tally.add(id as usize, code.0)
 }

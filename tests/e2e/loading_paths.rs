@@ -2,7 +2,7 @@
 //! PyTorch-style `dlsym` of versioned names. Each runs with and without the shim; results
 //! must be identical and the trace must count every call exactly.
 
-use seedance_e2e::Run;
+use seedance_e2e::{assert_forwarded_unchanged, Run};
 
 /// Calls and errors the shared workload (tests/programs/workload.h) makes, by the exported
 /// symbol of the ABI variant each reaches.
@@ -26,14 +26,18 @@ const WORKLOAD: &[(&str, u64, u64)] = &[
 ];
 
 fn check_path(program: &str, extra: &[(&str, u64, u64)]) {
-    // Without a trace directory the shim makes no driver calls of its own, so the fake
-    // driver's call log must match the run without the shim line for line: every argument
-    // was forwarded unchanged.
+    // The workload asks for ordinal 7 on purpose and expects CUDA_ERROR_INVALID_DEVICE;
+    // SEEDANCE_FALLBACK=off keeps the explanation but not the repair, so the program sees
+    // exactly what the driver said.
+    // Every call the program made must reach the fake driver unchanged and in order; the
+    // only other calls are the shim's own device queries (for the explanation of the
+    // deliberate bad ordinal).
     let plain = Run::new(program, false)
         .env_remove("SEEDANCE_TRACE_DIR")
         .finish();
     let shimmed = Run::new(program, true)
         .env_remove("SEEDANCE_TRACE_DIR")
+        .env("SEEDANCE_FALLBACK", "off")
         .finish();
     assert_eq!(plain.output.status.code(), Some(0), "{}", plain.stdout());
     assert_eq!(
@@ -45,10 +49,12 @@ fn check_path(program: &str, extra: &[(&str, u64, u64)]) {
     assert_eq!(plain.stdout(), shimmed.stdout());
     assert!(plain.stdout().contains("failures=0"));
     assert!(!plain.driver_calls.is_empty());
-    assert_eq!(plain.driver_calls, shimmed.driver_calls);
+    assert_forwarded_unchanged(&plain.driver_calls, &shimmed.driver_calls);
 
     // With a trace: exact counts per ABI variant, and the driver's version in session_start.
-    let traced = Run::new(program, true).finish();
+    let traced = Run::new(program, true)
+        .env("SEEDANCE_FALLBACK", "off")
+        .finish();
     assert_eq!(traced.output.status.code(), Some(0));
     assert_eq!(traced.stdout(), plain.stdout());
     assert_eq!(traced.trace_files, 1);

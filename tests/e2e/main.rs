@@ -5,7 +5,9 @@
 //! * `unused`: a program that never touches CUDA sees nothing of the shim; exit ordering.
 //! * `modes`: `SEEDANCE_MODE`, bad values, the library-path override and the stub library.
 //! * `failures`: what a failed call leaves in the trace and on stderr.
+//! * `devices`: device ordinals explained and repaired (fallback to the next device).
 
+mod devices;
 mod failures;
 mod loading_paths;
 mod modes;

@@ -28,6 +28,7 @@ fn observe_counts_like_fix() {
 #[test]
 fn bad_values_warn_once_and_use_defaults() {
     let r = Run::new("linked", true)
+        .env("SEEDANCE_FALLBACK", "off")
         .env("SEEDANCE_MODE", "turbo")
         .env("SEEDANCE_QUIET", "perhaps")
         .finish();
@@ -54,6 +55,7 @@ fn libcuda_override_is_used() {
     let path = other.path().join("libcuda.so.1");
     std::fs::copy(a.fake_dir.join("libcuda.so.1"), &path).unwrap();
     let r = Run::new("linked", true)
+        .env("SEEDANCE_FALLBACK", "off")
         .env("SEEDANCE_LIBCUDA", &path)
         .finish();
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stdout());

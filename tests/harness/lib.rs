@@ -18,6 +18,9 @@ pub struct Artifacts {
     pub fake_dir: PathBuf,
     /// Directory holding the compiled test programs.
     pub bin_dir: PathBuf,
+    /// Directory holding the fake NVML as `libnvidia-ml.so.1` (on the library path only for
+    /// runs that ask for it with [`Run::with_nvml`]).
+    pub nvml_dir: PathBuf,
     _keep: tempfile::TempDir,
 }
 
@@ -45,8 +48,15 @@ fn build() -> Artifacts {
     let release = profile_dir.file_name().is_some_and(|n| n == "release");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args(["build", "-p", "seedance-fix", "-p", "fake-cuda"]);
+    cmd.current_dir(workspace_root()).args([
+        "build",
+        "-p",
+        "seedance-fix",
+        "-p",
+        "fake-cuda",
+        "-p",
+        "fake-nvml",
+    ]);
     if release {
         cmd.arg("--release");
     }
@@ -59,6 +69,13 @@ fn build() -> Artifacts {
     let keep = tempfile::tempdir().unwrap();
     let fake_dir = keep.path().join("driver");
     let bin_dir = keep.path().join("bin");
+    let nvml_dir = keep.path().join("nvml");
+    std::fs::create_dir_all(&nvml_dir).unwrap();
+    std::fs::copy(
+        profile_dir.join("libnvidia_ml.so"),
+        nvml_dir.join("libnvidia-ml.so.1"),
+    )
+    .unwrap();
     std::fs::create_dir_all(&fake_dir).unwrap();
     std::fs::create_dir_all(&bin_dir).unwrap();
     for name in ["libcuda.so.1", "libcuda.so"] {
@@ -112,6 +129,7 @@ fn build() -> Artifacts {
         shim: profile_dir.join("libseedance_fix.so"),
         fake_dir,
         bin_dir,
+        nvml_dir,
         _keep: keep,
     }
 }
@@ -169,6 +187,34 @@ impl Run {
     /// Sets an environment variable for the run.
     pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Run {
         self.cmd.env(k, v);
+        self
+    }
+
+    /// Puts the fake NVML (`crates/fake-nvml`) on the library path, describing the same
+    /// host as the fake driver.
+    pub fn with_nvml(mut self) -> Run {
+        let a = artifacts();
+        self.cmd.env(
+            "LD_LIBRARY_PATH",
+            format!(
+                "{}:{}:{}",
+                a.fake_dir.display(),
+                a.bin_dir.display(),
+                a.nvml_dir.display()
+            ),
+        );
+        self
+    }
+
+    /// Adds a command-line argument.
+    pub fn arg(mut self, a: &str) -> Run {
+        self.cmd.arg(a);
+        self
+    }
+
+    /// Adds command-line arguments.
+    pub fn args(mut self, a: &[&str]) -> Run {
+        self.cmd.args(a);
         self
     }
 
@@ -259,5 +305,47 @@ impl Finished {
             .iter()
             .map(|(k, v)| (k.clone(), v["calls"].as_u64().unwrap()))
             .collect()
+    }
+}
+
+/// Driver queries the shim makes itself (for the session record and explanations). They are
+/// the only lines a shimmed run's driver log may have beyond the program's own.
+const SHIM_QUERIES: &[&str] = &[
+    "cuDriverGetVersion ",
+    "cuDeviceGetCount ",
+    "cuDeviceGet ",
+    "cuDeviceGetName ",
+    "cuDeviceGetPCIBusId ",
+    "cuDeviceTotalMem_v2 ",
+    "cuDeviceGetUuid_v2 ",
+    "cuDeviceGetAttribute ",
+];
+
+/// Asserts that every call the program made reached the driver unchanged and in order:
+/// `plain` (the driver log without the shim) is a subsequence of `shimmed`, and every other
+/// line of `shimmed` is one of the shim's own successful device queries.
+pub fn assert_forwarded_unchanged(plain: &[String], shimmed: &[String]) {
+    let mut want = plain.iter().peekable();
+    let mut extra = Vec::new();
+    for line in shimmed {
+        if want.peek() == Some(&line) {
+            want.next();
+        } else {
+            extra.push(line);
+        }
+    }
+    let missing: Vec<_> = want.collect();
+    assert!(
+        missing.is_empty(),
+        "calls missing or changed under the shim: {missing:#?}\nshimmed log: {shimmed:#?}"
+    );
+    for line in extra {
+        let query = SHIM_QUERIES
+            .iter()
+            .any(|q| format!("{line} ").starts_with(q) || line.starts_with(q));
+        assert!(
+            query && line.ends_with("-> 0"),
+            "unexpected extra driver call under the shim: {line}"
+        );
     }
 }

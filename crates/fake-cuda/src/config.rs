@@ -8,9 +8,15 @@
 //! | `FAKE_CUDA_TOTAL_MEM` | bytes per device (one value, or a comma list per physical device) | 85899345920 (80 GiB) |
 //! | `FAKE_CUDA_FREE_MEM` | bytes free at start (one value, or a comma list per physical device; clamped to the total) | the total |
 //! | `FAKE_CUDA_ATTR_<n>` | value of device attribute `n` (one value, or a comma list per physical device) | see [`crate::device`] |
+//! | `FAKE_CUDA_NAMES` | device names (one name for every device, or a comma list per physical device) | `Fake H200 #p` |
+//! | `FAKE_CUDA_BUSY` | physical indices (comma list) of devices held by another process in exclusive-process compute mode, see [`crate::device::Device::context_refusal`] | none |
+//! | `FAKE_CUDA_CTX_OOM` | physical indices (comma list) of devices whose memory is full of another process's allocations: context creation fails with `CUDA_ERROR_OUT_OF_MEMORY` | none |
 //! | `CUDA_VISIBLE_DEVICES` | visible physical devices, see [`parse_visible`] | all |
 //!
 //! In a comma list an empty entry, or a missing one, keeps the default for that device.
+//! In the index lists (`FAKE_CUDA_BUSY`, `FAKE_CUDA_CTX_OOM`) empty entries are skipped and
+//! indices past the device count are ignored; a non-number makes the whole variable ignored.
+//! Names are trimmed of surrounding blanks.
 //! Unparseable values keep the default and produce one warning line per variable,
 //! `fake-cuda: ignoring bad FAKE_CUDA_...`, which [`Topology::from_env`] prints on stderr.
 //!
@@ -43,6 +49,12 @@ pub struct PhysicalDevice {
     pub free_mem: u64,
     /// Attribute values from `FAKE_CUDA_ATTR_<n>` that replace or add to the defaults.
     pub attr_overrides: BTreeMap<i32, i32>,
+    /// Name from `FAKE_CUDA_NAMES`, `None` for the default `Fake H200 #p`.
+    pub name: Option<String>,
+    /// Listed in `FAKE_CUDA_BUSY`: held by another process (exclusive-process mode).
+    pub busy: bool,
+    /// Listed in `FAKE_CUDA_CTX_OOM`: no memory left for a new context.
+    pub ctx_oom: bool,
 }
 
 /// The whole configured topology.
@@ -111,6 +123,9 @@ impl Topology {
                     total_mem,
                     free_mem,
                     attr_overrides: BTreeMap::new(),
+                    name: None,
+                    busy: false,
+                    ctx_oom: false,
                 }
             })
             .collect();
@@ -129,6 +144,20 @@ impl Topology {
                     dev.attr_overrides.insert(attr, v);
                 }
             }
+        }
+
+        let names = names(get("FAKE_CUDA_NAMES"), n);
+        let busy = index_set("FAKE_CUDA_BUSY", get("FAKE_CUDA_BUSY"), n, &mut warnings);
+        let oom = index_set(
+            "FAKE_CUDA_CTX_OOM",
+            get("FAKE_CUDA_CTX_OOM"),
+            n,
+            &mut warnings,
+        );
+        for (dev, name) in physical.iter_mut().zip(names) {
+            dev.name = name;
+            dev.busy = busy[dev.index as usize];
+            dev.ctx_oom = oom[dev.index as usize];
         }
 
         let uuids: Vec<String> = (0..count).map(uuid_string).collect();
@@ -180,6 +209,50 @@ fn per_device<T: FromStr + Copy>(
     (0..count)
         .map(|i| parsed.get(i).copied().flatten())
         .collect()
+}
+
+/// Parses `FAKE_CUDA_NAMES`: one name for every device, or a comma list by physical index
+/// (an empty or missing entry keeps the default). Entries are trimmed.
+fn names(raw: Option<&str>, count: usize) -> Vec<Option<String>> {
+    let Some(raw) = raw else {
+        return vec![None; count];
+    };
+    let entries: Vec<Option<String>> = raw
+        .split(',')
+        .map(str::trim)
+        .map(|e| (!e.is_empty()).then(|| e.to_string()))
+        .collect();
+    if let [single] = &entries[..] {
+        return vec![single.clone(); count];
+    }
+    (0..count)
+        .map(|i| entries.get(i).cloned().flatten())
+        .collect()
+}
+
+/// Parses a comma list of physical indices into one flag per device. Empty entries are
+/// skipped, indices `>= count` ignored; any non-number makes the whole variable ignored
+/// (all `false`) with one warning.
+fn index_set(name: &str, raw: Option<&str>, count: usize, warnings: &mut Vec<String>) -> Vec<bool> {
+    let mut set = vec![false; count];
+    let Some(raw) = raw else {
+        return set;
+    };
+    let parsed: Result<Vec<usize>, _> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::parse::<usize>)
+        .collect();
+    match parsed {
+        Ok(indices) => {
+            for i in indices.into_iter().filter(|&i| i < count) {
+                set[i] = true;
+            }
+        }
+        Err(_) => warnings.push(bad(name, raw)),
+    }
+    set
 }
 
 /// Parses `CUDA_VISIBLE_DEVICES` the way the driver does.
@@ -378,6 +451,39 @@ mod tests {
         assert_eq!(
             t.physical[1].attr_overrides,
             BTreeMap::from([(1, 512), (20, 3)])
+        );
+    }
+
+    #[test]
+    fn names_busy_and_ctx_oom() {
+        let t = Topology::from_vars(&vars(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "4"),
+            ("FAKE_CUDA_NAMES", " NVIDIA H200 ,, Other GPU"),
+            ("FAKE_CUDA_BUSY", "3, 1,,9"),
+            ("FAKE_CUDA_CTX_OOM", "2"),
+        ]));
+        let names: Vec<Option<&str>> = t.physical.iter().map(|d| d.name.as_deref()).collect();
+        assert_eq!(
+            names,
+            vec![Some("NVIDIA H200"), None, Some("Other GPU"), None]
+        );
+        let busy: Vec<bool> = t.physical.iter().map(|d| d.busy).collect();
+        assert_eq!(busy, vec![false, true, false, true]);
+        let oom: Vec<bool> = t.physical.iter().map(|d| d.ctx_oom).collect();
+        assert_eq!(oom, vec![false, false, true, false]);
+        assert!(t.warnings.is_empty());
+
+        let t = Topology::from_vars(&vars(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "2"),
+            ("FAKE_CUDA_NAMES", "Same"),
+            ("FAKE_CUDA_BUSY", ""),
+            ("FAKE_CUDA_CTX_OOM", "0,x"),
+        ]));
+        assert!(t.physical.iter().all(|d| d.name.as_deref() == Some("Same")));
+        assert!(t.physical.iter().all(|d| !d.busy && !d.ctx_oom));
+        assert_eq!(
+            t.warnings,
+            ["fake-cuda: ignoring bad FAKE_CUDA_CTX_OOM=\"0,x\" (using the default)"]
         );
     }
 

@@ -10,7 +10,7 @@
 //! | MAX_GRID_DIM_X/Y/Z (5/6/7) | 2147483647 / 65535 / 65535 |
 //! | MAX_SHARED_MEMORY_PER_BLOCK (8) | 49152 |
 //! | MULTIPROCESSOR_COUNT (16) | 132 |
-//! | COMPUTE_MODE (20) | 0 |
+//! | COMPUTE_MODE (20) | 0; 3 (exclusive process) for a device in `FAKE_CUDA_BUSY` |
 //! | PCI_BUS_ID (33) | 0x10 + physical index |
 //! | PCI_DEVICE_ID (34) | 0 |
 //! | PCI_DOMAIN_ID (50) | 0 |
@@ -19,9 +19,16 @@
 
 use std::collections::BTreeMap;
 
-use seedance_cuda::attr;
+use seedance_cuda::{attr, CUresult};
 
 use crate::config::PhysicalDevice;
+
+/// `CU_COMPUTEMODE_EXCLUSIVE_THREAD` (no longer settable on current drivers).
+pub const COMPUTE_MODE_EXCLUSIVE_THREAD: i32 = 1;
+/// `CU_COMPUTEMODE_PROHIBITED`: no contexts at all.
+pub const COMPUTE_MODE_PROHIBITED: i32 = 2;
+/// `CU_COMPUTEMODE_EXCLUSIVE_PROCESS`: one process's contexts at a time.
+pub const COMPUTE_MODE_EXCLUSIVE_PROCESS: i32 = 3;
 
 /// The default attribute table of physical device `p`.
 pub fn default_attributes(p: u32) -> BTreeMap<i32, i32> {
@@ -73,6 +80,11 @@ pub fn uuid_string(p: u32) -> String {
 pub struct Device {
     /// Physical index `p`.
     pub physical: u32,
+    /// Held by another process (`FAKE_CUDA_BUSY`).
+    pub busy: bool,
+    /// No memory left for a new context (`FAKE_CUDA_CTX_OOM`).
+    pub ctx_oom: bool,
+    name: String,
     /// Total memory in bytes.
     pub total_mem: u64,
     /// Bytes not yet allocated.
@@ -84,18 +96,46 @@ impl Device {
     /// The device for a configured physical device: defaults plus its overrides.
     pub fn new(cfg: &PhysicalDevice) -> Device {
         let mut attrs = default_attributes(cfg.index);
+        if cfg.busy {
+            attrs.insert(attr::COMPUTE_MODE, COMPUTE_MODE_EXCLUSIVE_PROCESS);
+        }
         attrs.extend(cfg.attr_overrides.iter().map(|(k, v)| (*k, *v)));
         Device {
             physical: cfg.index,
+            busy: cfg.busy,
+            ctx_oom: cfg.ctx_oom,
+            name: cfg
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("Fake H200 #{}", cfg.index)),
             total_mem: cfg.total_mem,
             free_mem: cfg.free_mem,
             attrs,
         }
     }
 
-    /// `"Fake H200 #p"`.
+    /// `"Fake H200 #p"`, or the name from `FAKE_CUDA_NAMES`.
     pub fn name(&self) -> String {
-        format!("Fake H200 #{}", self.physical)
+        self.name.clone()
+    }
+
+    /// Why a new context (created or primary) cannot be made on this device, if it cannot:
+    ///
+    /// * `CUDA_ERROR_DEVICE_UNAVAILABLE` when the compute mode (attribute 20) is prohibited,
+    ///   or when the device is busy (`FAKE_CUDA_BUSY`) and its mode is exclusive (thread or
+    ///   process; a busy device whose mode is overridden to default can be shared);
+    /// * else `CUDA_ERROR_OUT_OF_MEMORY` for a device in `FAKE_CUDA_CTX_OOM`.
+    pub fn context_refusal(&self) -> Option<CUresult> {
+        let mode = self.attribute(attr::COMPUTE_MODE).unwrap_or(0);
+        let exclusive =
+            mode == COMPUTE_MODE_EXCLUSIVE_THREAD || mode == COMPUTE_MODE_EXCLUSIVE_PROCESS;
+        if mode == COMPUTE_MODE_PROHIBITED || (self.busy && exclusive) {
+            Some(CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE)
+        } else if self.ctx_oom {
+            Some(CUresult::CUDA_ERROR_OUT_OF_MEMORY)
+        } else {
+            None
+        }
     }
 
     /// `domain:bus:device.0` in lowercase hex from the PCI attributes, e.g. `0000:10:00.0`.
@@ -130,6 +170,9 @@ mod tests {
             total_mem: 100,
             free_mem: 50,
             attr_overrides: overrides.iter().copied().collect(),
+            name: None,
+            busy: false,
+            ctx_oom: false,
         }
     }
 
@@ -175,5 +218,39 @@ mod tests {
         assert_eq!(d.attribute(attr::MAX_THREADS_PER_BLOCK), Some(512));
         assert_eq!(d.attribute(12345), Some(7));
         assert_eq!(d.pci_bus_id(), "0002:11:00.0");
+    }
+
+    #[test]
+    fn names_and_context_refusal() {
+        const UNAVAILABLE: Option<CUresult> = Some(CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE);
+        let mut cfg = phys(2, &[]);
+        assert_eq!(Device::new(&cfg).context_refusal(), None);
+        cfg.name = Some("NVIDIA H200".into());
+        assert_eq!(Device::new(&cfg).name(), "NVIDIA H200");
+
+        cfg.busy = true;
+        let d = Device::new(&cfg);
+        assert_eq!(d.attribute(attr::COMPUTE_MODE), Some(3));
+        assert_eq!(d.context_refusal(), UNAVAILABLE);
+        cfg.attr_overrides.insert(attr::COMPUTE_MODE, 1);
+        assert_eq!(Device::new(&cfg).context_refusal(), UNAVAILABLE);
+        cfg.attr_overrides.insert(attr::COMPUTE_MODE, 0);
+        let d = Device::new(&cfg);
+        assert_eq!(d.attribute(attr::COMPUTE_MODE), Some(0));
+        assert_eq!(d.context_refusal(), None, "default mode is shared");
+
+        let d = Device::new(&phys(0, &[(attr::COMPUTE_MODE, 2)]));
+        assert_eq!(d.context_refusal(), UNAVAILABLE);
+        let d = Device::new(&phys(0, &[(attr::COMPUTE_MODE, 3)]));
+        assert_eq!(d.context_refusal(), None, "exclusive but not held");
+
+        let mut cfg = phys(0, &[]);
+        cfg.ctx_oom = true;
+        assert_eq!(
+            Device::new(&cfg).context_refusal(),
+            Some(CUresult::CUDA_ERROR_OUT_OF_MEMORY)
+        );
+        cfg.attr_overrides.insert(attr::COMPUTE_MODE, 2);
+        assert_eq!(Device::new(&cfg).context_refusal(), UNAVAILABLE);
     }
 }

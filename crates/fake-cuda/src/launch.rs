@@ -98,6 +98,9 @@ mod tests {
             total_mem: 1,
             free_mem: 1,
             attr_overrides: overrides.iter().copied().collect(),
+            name: None,
+            busy: false,
+            ctx_oom: false,
         }))
     }
 

@@ -135,9 +135,13 @@ impl Driver {
         h
     }
 
-    /// Creates a (non-primary) context on `dev` and returns its handle.
+    /// Creates a (non-primary) context on `dev` and returns its handle; fails with
+    /// [`Device::context_refusal`] for a busy, prohibited or full device.
     pub fn ctx_create(&mut self, dev: CUdevice) -> Result<usize, CUresult> {
         let i = self.ordinal(dev)?;
+        if let Some(e) = self.devices[i].context_refusal() {
+            return Err(e);
+        }
         Ok(self.new_context(i, false))
     }
 
@@ -184,16 +188,22 @@ impl Driver {
         Ok(())
     }
 
-    /// `cuDevicePrimaryCtxRetain`: the device's primary context, created if needed; the
-    /// refcount goes up by one.
+    /// `cuDevicePrimaryCtxRetain`: the device's primary context, created if needed (which
+    /// fails like [`Driver::ctx_create`] on a busy, prohibited or full device); the refcount
+    /// goes up by one.
     pub fn primary_retain(&mut self, dev: CUdevice) -> Result<usize, CUresult> {
         let i = self.ordinal(dev)?;
         let p = match self.primaries[i] {
             Some(p) => p,
-            None => Primary {
-                handle: self.new_context(i, true),
-                refcount: 0,
-            },
+            None => {
+                if let Some(e) = self.devices[i].context_refusal() {
+                    return Err(e);
+                }
+                Primary {
+                    handle: self.new_context(i, true),
+                    refcount: 0,
+                }
+            }
         };
         self.primaries[i] = Some(Primary {
             refcount: p.refcount + 1,
@@ -309,7 +319,7 @@ impl Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PhysicalDevice;
+    use crate::config::{PhysicalDevice, DEFAULT_TOTAL_MEM};
     use std::collections::BTreeMap;
 
     const E_VALUE: CUresult = CUresult::CUDA_ERROR_INVALID_VALUE;
@@ -328,6 +338,9 @@ mod tests {
                     total_mem: 10_000,
                     free_mem: f,
                     attr_overrides: BTreeMap::new(),
+                    name: None,
+                    busy: false,
+                    ctx_oom: false,
                 })
             })
             .collect();
@@ -464,6 +477,37 @@ mod tests {
         assert_eq!(d.primary_retain(5), Err(E_DEVICE));
         assert_eq!(d.primary_release(-1), Err(E_DEVICE));
         assert_eq!(d.primary_reset(2), Err(E_DEVICE));
+    }
+
+    #[test]
+    fn unavailable_devices_refuse_contexts() {
+        let mut vars = BTreeMap::new();
+        for (k, v) in [
+            ("FAKE_CUDA_DEVICE_COUNT", "4"),
+            ("FAKE_CUDA_BUSY", "1"),
+            ("FAKE_CUDA_ATTR_20", ",,2"),
+            ("FAKE_CUDA_CTX_OOM", "3"),
+            ("CUDA_VISIBLE_DEVICES", "3,2,1,0"),
+        ] {
+            vars.insert(k.to_string(), v.to_string());
+        }
+        let mut d = Driver::from_topology(&Topology::from_vars(&vars)).expect("driver");
+        const E_UNAVAILABLE: CUresult = CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE;
+        // Ordinals 0..4 are physical 3 (full), 2 (prohibited), 1 (busy), 0 (free).
+        assert_eq!(d.ctx_create(0), Err(E_OOM));
+        assert_eq!(d.primary_retain(0), Err(E_OOM));
+        assert_eq!(d.ctx_create(1), Err(E_UNAVAILABLE));
+        assert_eq!(d.primary_retain(1), Err(E_UNAVAILABLE));
+        assert_eq!(d.ctx_create(2), Err(E_UNAVAILABLE));
+        assert_eq!(d.primary_retain(2), Err(E_UNAVAILABLE));
+        assert_eq!(d.primary_state(2), None);
+        assert_eq!(d.device(2).map(|x| x.attribute(20)), Ok(Some(3)));
+        assert_eq!(d.device(1).map(|x| x.attribute(20)), Ok(Some(2)));
+        let c = d.ctx_create(3).expect("free device");
+        assert_eq!(d.ctx_device(c), Ok(3));
+        assert!(d.primary_retain(3).is_ok());
+        // Memory queries still work on the refused devices.
+        assert_eq!(d.device(0).map(|x| x.free_mem), Ok(DEFAULT_TOTAL_MEM));
     }
 
     #[test]

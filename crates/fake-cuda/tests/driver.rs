@@ -5,6 +5,7 @@
 //! environment; the `child` test then runs that scenario and panics (non-zero exit) on
 //! failure.
 #![allow(non_snake_case)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -14,6 +15,35 @@ type R = u32;
 type Ptr = *mut c_void;
 
 const SCENARIO_ENV: &str = "FAKE_CUDA_TEST_SCENARIO";
+
+/// Builds `libcuda.so` (once per test binary): `cargo test` does not build a cdylib for the
+/// integration tests of its own package, so without this the tests would load whatever
+/// (possibly stale) library an earlier build left.
+fn build_lib() {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        // target/<profile>/deps/driver-<hash> -> target/<profile>
+        let release = exe
+            .parent()
+            .and_then(|d| d.parent())
+            .and_then(|d| d.file_name())
+            .is_some_and(|n| n == "release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["build", "-p", "fake-cuda"]);
+        if release {
+            cmd.arg("--release");
+        }
+        let out = cmd.output().expect("run cargo build");
+        assert!(
+            out.status.success(),
+            "cargo build -p fake-cuda failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
 
 fn lib_path() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
@@ -110,6 +140,7 @@ struct LaunchConfig {
 }
 
 fn run_scenario(name: &str, env: &[(&str, &str)]) -> std::process::Output {
+    build_lib();
     let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
     cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env_clear()
@@ -148,6 +179,7 @@ fn child() {
         "log" => log(&cu),
         "threads" => threads(&cu),
         "overrides" => overrides(&cu),
+        "unavailable" => unavailable(&cu),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -160,7 +192,7 @@ fn c_str(buf: &[c_char]) -> String {
 }
 
 fn basic(cu: &Cuda) {
-    // SAFETY (whole scenario): every call passes pointers to live locals of the C types the
+    // SAFETY: (whole scenario) every call passes pointers to live locals of the C types the
     // ABI names.
     unsafe {
         let mut n: c_int = -1;
@@ -273,7 +305,7 @@ fn basic(cu: &Cuda) {
         assert_eq!(p, 0x7000_0000_0000);
         let mut q: u64 = 0;
         assert_eq!(
-            cu.f::<FnAllocAsync>("cuMemAllocAsync_ptsa")(&mut q, 400, std::ptr::null_mut()),
+            cu.f::<FnAllocAsync>("cuMemAllocAsync_ptsz")(&mut q, 400, std::ptr::null_mut()),
             0
         );
         assert_eq!(q, 0x7000_0000_0400);
@@ -493,7 +525,7 @@ fn procaddr(cu: &Cuda) {
             ("cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2"),
             ("cuLaunchKernel", 13000, 2, "cuLaunchKernel_ptsz"),
             ("cuLaunchKernel", 13000, 0, "cuLaunchKernel"),
-            ("cuMemAllocAsync", 12000, 2, "cuMemAllocAsync_ptsa"),
+            ("cuMemAllocAsync", 12000, 2, "cuMemAllocAsync_ptsz"),
             ("cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2"),
             ("cuInit", 2000, 0, "cuInit"),
         ] {
@@ -702,5 +734,111 @@ fn env_overrides_and_warnings() {
     assert_eq!(
         warnings,
         ["fake-cuda: ignoring bad FAKE_CUDA_TOTAL_MEM=\"lots\" (using the default)"]
+    );
+}
+
+fn unavailable(cu: &Cuda) {
+    // SAFETY: pointers to live locals of the ABI's types.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        // Ordinals 0..4 are physical 3 (full), 2 (prohibited), 1 (busy), 0 (free).
+        let attr = cu.f::<FnAttr>("cuDeviceGetAttribute");
+        let modes: Vec<c_int> = (0..4)
+            .map(|dev| {
+                let mut x = -1;
+                assert_eq!(attr(&mut x, 20, dev), 0);
+                x
+            })
+            .collect();
+        assert_eq!(modes, [0, 2, 3, 0]);
+        let mut buf = [0 as c_char; 64];
+        let name = cu.f::<FnStrDev>("cuDeviceGetName");
+        let names: Vec<String> = (0..4)
+            .map(|dev| {
+                assert_eq!(name(buf.as_mut_ptr(), 64, dev), 0);
+                c_str(&buf)
+            })
+            .collect();
+        assert_eq!(
+            names,
+            ["Fake H200 #3", "Other GPU", "Fake H200 #1", "NVIDIA H200"]
+        );
+        assert_eq!(
+            cu.f::<FnStrDev>("cuDeviceGetPCIBusId")(buf.as_mut_ptr(), 64, 1),
+            0
+        );
+        assert_eq!(c_str(&buf), "0000:12:00.0");
+        let mut uuid = [0u8; 16];
+        assert_eq!(cu.f::<FnUuid>("cuDeviceGetUuid")(&mut uuid, 0), 0);
+        assert_eq!(
+            uuid,
+            [0xfa, 0xce, 0x5e, 0xed, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 3]
+        );
+
+        let mut ctx: Ptr = std::ptr::null_mut();
+        let create = cu.f::<FnCtxCreate>("cuCtxCreate_v2");
+        let retain = cu.f::<FnRetain>("cuDevicePrimaryCtxRetain");
+        assert_eq!(create(&mut ctx, 0, 0), 2);
+        assert_eq!(
+            cu.f::<FnCtxCreate3>("cuCtxCreate_v3")(&mut ctx, std::ptr::null_mut(), 0, 0, 1),
+            46
+        );
+        assert_eq!(
+            cu.f::<FnCtxCreate4>("cuCtxCreate_v4")(&mut ctx, std::ptr::null_mut(), 0, 2),
+            46
+        );
+        assert_eq!(retain(&mut ctx, 2), 46);
+        assert_eq!(retain(&mut ctx, 0), 2);
+        assert!(ctx.is_null(), "nothing written on failure");
+        let mut dev: c_int = -1;
+        assert_eq!(cu.f::<FnIntOut>("cuCtxGetDevice")(&mut dev), 201);
+        // The fallback device works.
+        assert_eq!(create(&mut ctx, 0, 3), 0);
+        assert_eq!(cu.f::<FnIntOut>("cuCtxGetDevice")(&mut dev), 0);
+        assert_eq!(dev, 3);
+        let mut primary: Ptr = std::ptr::null_mut();
+        assert_eq!(retain(&mut primary, 3), 0);
+        assert_eq!(cu.f::<FnCtx>("cuCtxSetCurrent")(primary), 0);
+        assert_eq!(cu.f::<FnIntOut>("cuCtxGetDevice")(&mut dev), 0);
+        assert_eq!(dev, 3);
+        // Memory of a refused device can still be queried.
+        let mut total = 0usize;
+        assert_eq!(cu.f::<FnTotalMem>("cuDeviceTotalMem_v2")(&mut total, 2), 0);
+        assert_eq!(total, 85_899_345_920);
+    }
+}
+
+#[test]
+fn busy_prohibited_and_full_devices_refuse_contexts() {
+    let path = temp_path("unavailable");
+    run_scenario(
+        "unavailable",
+        &[
+            ("FAKE_CUDA_DEVICE_COUNT", "4"),
+            ("FAKE_CUDA_BUSY", "1"),
+            ("FAKE_CUDA_ATTR_20", ",,2"),
+            ("FAKE_CUDA_CTX_OOM", "3"),
+            ("FAKE_CUDA_NAMES", "NVIDIA H200,,Other GPU"),
+            ("CUDA_VISIBLE_DEVICES", "3,2,1,0"),
+            ("FAKE_CUDA_LOG", path.to_str().expect("utf-8 temp path")),
+        ],
+    );
+    let text = std::fs::read_to_string(&path).expect("log written");
+    let _ = std::fs::remove_file(&path);
+    let failures: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("cuCtxCreate") || l.starts_with("cuDevicePrimaryCtxRetain"))
+        .collect();
+    assert_eq!(
+        failures,
+        [
+            "cuCtxCreate_v2 flags=0 dev=0 -> 2",
+            "cuCtxCreate_v3 nparams=0 flags=0 dev=1 -> 46",
+            "cuCtxCreate_v4 params=0x0 flags=0 dev=2 -> 46",
+            "cuDevicePrimaryCtxRetain dev=2 -> 46",
+            "cuDevicePrimaryCtxRetain dev=0 -> 2",
+            "cuCtxCreate_v2 flags=0 dev=3 -> 0",
+            "cuDevicePrimaryCtxRetain dev=3 -> 0",
+        ]
     );
 }

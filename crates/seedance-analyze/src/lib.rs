@@ -1,1 +1,67 @@
-//! placeholder while the workspace is assembled
+//! `seedance-analyze`: turns seedance-fix traces, from one process or a whole fleet, into a
+//! diagnosis.
+//!
+//! # Design
+//!
+//! The input can be large (a fleet writes gigabytes of JSON lines), so the analyzer streams:
+//! every file is read line by line through one reused buffer ([`input`]), each line is parsed
+//! first loosely into borrowed fields and only then, for the rare record kinds that need it,
+//! into lenient copies of the [`seedance_trace`] types ([`records`]). What is kept is a set
+//! of mergeable aggregates ([`aggregate`]) keyed by process, function and CUresult: memory
+//! grows with the number of distinct keys, never with the number of lines. Files are independent, so they are read in
+//! parallel (one rayon task per file) and their aggregates merged.
+//!
+//! The aggregates are then turned into a [`report::Report`], a documented, versioned and
+//! serde-serializable value (`report_version`), which the renderers print as a terminal table
+//! ([`render_text`]), JSON ([`render_json`]) or a self-contained HTML page ([`render_html`]).
+//! [`diff`] compares two reports, [`explain`] describes a CUresult code.
+//!
+//! Robustness rules: unknown event kinds are counted and skipped (later schema versions add
+//! kinds); malformed, truncated or oversized lines are counted, never fatal; files that are
+//! not traces are skipped and counted. Nothing in here panics on bad input.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod aggregate;
+pub mod diff;
+pub mod explain;
+mod fmt;
+pub mod input;
+mod problems;
+pub mod records;
+pub mod render_html;
+pub mod render_json;
+pub mod render_text;
+pub mod report;
+
+pub use aggregate::Aggregate;
+pub use input::{analyze_paths, Options};
+pub use report::{build_report, Report, REPORT_VERSION};
+
+use std::path::PathBuf;
+
+/// Why an analysis could not start. Problems inside the input (bad lines, unreadable
+/// files found while walking a directory) are not errors: they are counted in the report.
+#[derive(Debug)]
+pub enum Error {
+    /// A path given on the command line does not exist or cannot be inspected.
+    Path(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Path(p, e) => write!(f, "{}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Reads every trace under `paths` and builds the report: [`analyze_paths`] then
+/// [`build_report`].
+pub fn summarize(paths: &[PathBuf], options: &Options) -> Result<Report, Error> {
+    let agg = analyze_paths(paths, options)?;
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    Ok(build_report(agg, &shown))
+}

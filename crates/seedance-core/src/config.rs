@@ -158,7 +158,7 @@ impl Config {
             .filter(|s| !s.is_empty())
             .map(str::to_string);
         if let Some(m) = &raw.min_free_memory {
-            match parse_bytes(m) {
+            match crate::bytes::parse_bytes(m) {
                 Ok(0) => {}
                 Ok(n) => cfg.min_free_memory = Some(n),
                 Err(e) => warnings.push(format!(
@@ -169,40 +169,6 @@ impl Config {
         cfg.nvml_lib = non_empty_path(&raw.nvml_lib, "SEEDANCE_NVML_LIB", &mut warnings);
         (cfg, warnings)
     }
-}
-
-/// Parses a size in bytes: a plain integer (`1073741824`), or a number with a binary unit
-/// `KiB`, `MiB`, `GiB`, `TiB` (also `K`, `M`, `G`, `T`, `KB`, ... meaning the same powers of
-/// 1024, as GPU memory is counted), case-insensitive, fractions allowed (`1.5GiB`).
-/// Errors: empty, negative, not a number, unknown unit, or more than `u64::MAX` bytes.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err("no number".into());
-    }
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => return Err(format!("unknown unit {other:?}")),
-    };
-    if let Ok(n) = num.parse::<u64>() {
-        return n
-            .checked_mul(1u64 << shift)
-            .ok_or_else(|| "too large".to_string());
-    }
-    let f: f64 = num.parse().map_err(|_| format!("{num:?} is not a number"))?;
-    let bytes = f * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
-        return Err("too large".into());
-    }
-    Ok(bytes as u64)
 }
 
 fn non_empty_path(v: &Option<String>, name: &str, warnings: &mut Vec<String>) -> Option<PathBuf> {
@@ -313,32 +279,12 @@ mod tests {
             w,
             vec![
                 "SEEDANCE_FALLBACK=\"sometimes\" is not a boolean (1/0, true/false, yes/no, on/off); using on".to_string(),
-                "SEEDANCE_MIN_FREE_MEMORY=\"-5G\" is not a size (no number); using no minimum".to_string(),
+                "SEEDANCE_MIN_FREE_MEMORY=\"-5G\" is not a size (\"-5G\" is negative; expected a byte count such as 512MiB); using no minimum".to_string(),
             ]
         );
     }
 
-    #[test]
-    fn byte_sizes() {
-        assert_eq!(parse_bytes("1073741824"), Ok(1 << 30));
-        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
-        assert_eq!(parse_bytes("2 gb"), Ok(2 << 30));
-        assert_eq!(parse_bytes("0"), Ok(0));
-        assert_eq!(parse_bytes("1.5GiB"), Ok(1_610_612_736));
-        assert!(parse_bytes("").is_err());
-        assert!(parse_bytes("lots").is_err());
-        assert!(parse_bytes("5 parsecs").is_err());
-        assert!(parse_bytes("99999999999999999999").is_err());
-        assert!(parse_bytes("20000000000T").is_err());
-    }
-
     proptest! {
-        #[test]
-        fn parse_bytes_never_panics(s in ".*") {
-            let _ = parse_bytes(&s);
-        }
-
         #[test]
         fn any_value_gives_a_config(mode in ".*", quiet in ".*", dir in ".*") {
             let r = RawConfig {

@@ -147,11 +147,17 @@ mod tests {
     use proptest::prelude::*;
 
     fn ok(ordinal: i32) -> Candidate {
-        Candidate { ordinal, unusable: None }
+        Candidate {
+            ordinal,
+            unusable: None,
+        }
     }
 
     fn bad(ordinal: i32, why: Unusable) -> Candidate {
-        Candidate { ordinal, unusable: Some(why) }
+        Candidate {
+            ordinal,
+            unusable: Some(why),
+        }
     }
 
     #[test]
@@ -166,12 +172,20 @@ mod tests {
 
     #[test]
     fn skips_unusable_and_wraps() {
-        let c = [ok(0), bad(1, Unusable::Busy), bad(2, Unusable::Excluded), ok(3)];
+        let c = [
+            ok(0),
+            bad(1, Unusable::Busy),
+            bad(2, Unusable::Excluded),
+            ok(3),
+        ];
         assert_eq!(choose(1, &c), Some(3));
         assert_eq!(choose(5, &c), Some(3));
         let c = [ok(0), bad(1, Unusable::Prohibited)];
         assert_eq!(choose(1, &c), Some(0));
-        let none = [bad(0, Unusable::Busy), bad(1, Unusable::LowFreeMemory { free: 1, min: 2 })];
+        let none = [
+            bad(0, Unusable::Busy),
+            bad(1, Unusable::LowFreeMemory { free: 1, min: 2 }),
+        ];
         assert_eq!(choose(0, &none), None);
         assert_eq!(choose(0, &[]), None);
     }

@@ -7,6 +7,7 @@
 //! thread's first call.
 #![deny(missing_docs)]
 
+pub mod bytes;
 pub mod config;
 pub mod counters;
 pub mod fallback;

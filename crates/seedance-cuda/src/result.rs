@@ -123,7 +123,10 @@ mod tests {
     fn parse_by_name_and_number() {
         assert_eq!(CUresult::parse("101"), Some(CUresult(101)));
         assert_eq!(CUresult::parse("invalid_device"), Some(CUresult(101)));
-        assert_eq!(CUresult::parse("CUDA_ERROR_STUB_LIBRARY"), Some(CUresult(34)));
+        assert_eq!(
+            CUresult::parse("CUDA_ERROR_STUB_LIBRARY"),
+            Some(CUresult(34))
+        );
         assert_eq!(CUresult::parse("no_such_thing"), None);
     }
 }

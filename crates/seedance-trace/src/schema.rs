@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 /// The schema version written in every record's `v` field.
 ///
-/// History: 1 = session_start, call_failed, exit_summary.
-pub const SCHEMA_VERSION: u32 = 1;
+/// History: 1 = session_start, call_failed, exit_summary. 2 = device_fault, device_fallback,
+/// session_start.topology, exit_summary.repairs and .fallbacks.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One line of the trace: the envelope fields and one event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,12 +32,57 @@ pub struct Record {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    /// First record of every trace: who the process is and what the driver shows.
-    SessionStart(SessionStart),
+    /// First record of every trace: who the process is and what the driver shows (boxed:
+    /// it is written once and is much larger than the other events).
+    SessionStart(Box<SessionStart>),
     /// A hooked driver call returned something other than `CUDA_SUCCESS`.
     CallFailed(CallFailed),
     /// Last record of a trace at normal exit: per-function call and error counts.
     ExitSummary(ExitSummary),
+    /// A request for a device the process cannot have, explained (schema 2).
+    DeviceFault(DeviceFault),
+    /// A request moved to another device by the fix mode (schema 2).
+    DeviceFallback(DeviceFallback),
+}
+
+/// The `device_fault` event: a call asked for a device it cannot have. Written once per
+/// distinct (function, requested ordinal, result).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFault {
+    /// Exported symbol of the call (`cuDeviceGet`, `cudaSetDevice`, `cuCtxCreate_v4`, ...).
+    pub function: String,
+    /// The ordinal the program asked for (for context creation: the ordinal of the
+    /// `CUdevice` it passed).
+    pub requested_ordinal: i32,
+    /// What the driver (or runtime) returned, as a number.
+    pub result: u32,
+    /// The CUresult name, when known.
+    pub result_name: Option<String>,
+    /// `invalid_ordinal`, `device_unavailable`, `context_out_of_memory` or `excluded`.
+    pub fault: String,
+    /// Devices visible to the process (after `CUDA_VISIBLE_DEVICES`).
+    pub visible_devices: u32,
+    /// The explanation, as printed on stderr.
+    pub explanation: String,
+}
+
+/// The `device_fallback` event: in fix mode, a request was sent to another device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFallback {
+    /// Exported symbol of the call that was repaired.
+    pub function: String,
+    /// The ordinal the program asked for.
+    pub requested_ordinal: i32,
+    /// The ordinal the call was sent to instead.
+    pub chosen_ordinal: i32,
+    /// PCI bus id of the chosen device, when known.
+    pub chosen_pci_bus_id: Option<String>,
+    /// Why the requested device could not be used (same words as the device_fault).
+    pub reason: String,
+    /// What the repaired call returned (0 = success).
+    pub result: u32,
+    /// The announcement, as printed on stderr.
+    pub explanation: String,
 }
 
 /// The `session_start` event.
@@ -63,6 +109,12 @@ pub struct SessionStart {
     pub cuda_device_order: Option<String>,
     /// Every device the driver reports, by CUDA ordinal.
     pub devices: Vec<DeviceInfo>,
+    /// The joined topology: each visible device with its physical identity (NVML index,
+    /// UUID, PCI bus id, memory, compute mode), what `CUDA_VISIBLE_DEVICES` did to the
+    /// numbering, the device order, and whether NVML was present (schema 2; `None` when the
+    /// driver was not initialised).
+    #[serde(default)]
+    pub topology: Option<seedance_topology::Topology>,
 }
 
 /// One visible device, as the driver describes it.
@@ -109,6 +161,14 @@ pub struct ExitSummary {
     /// Empty on a healthy run; non-empty means a driver newer than the shim's table.
     #[serde(default)]
     pub procaddr_unmatched: Vec<String>,
+    /// Repairs made in fix mode, by kind (`device_fallback`), with how many calls each
+    /// kind repaired (schema 2).
+    #[serde(default)]
+    pub repairs: BTreeMap<String, u64>,
+    /// Fallback choices in force at exit: requested ordinal (as a string key) -> chosen
+    /// ordinal (schema 2).
+    #[serde(default)]
+    pub fallbacks: BTreeMap<String, i32>,
 }
 
 /// Call statistics of one function, in the exit summary.
@@ -149,7 +209,7 @@ mod tests {
         let line = serde_json::to_string(&sample()).unwrap();
         assert_eq!(
             line,
-            r#"{"v":1,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
+            r#"{"v":2,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
         );
     }
 

@@ -60,7 +60,12 @@ impl TraceFile {
     ///
     /// Errors: [`WriterError::UnsafeDirectory`] for a world-writable directory without the
     /// sticky bit; [`WriterError::Io`] when the directory is missing or the file exists.
-    pub fn create(dir: &Path, host: &str, pid: u32, start_ns: u64) -> Result<TraceFile, WriterError> {
+    pub fn create(
+        dir: &Path,
+        host: &str,
+        pid: u32,
+        start_ns: u64,
+    ) -> Result<TraceFile, WriterError> {
         let meta = std::fs::metadata(dir).map_err(|e| WriterError::Io(dir.to_path_buf(), e))?;
         let mode = meta.mode();
         if mode & 0o002 != 0 && mode & 0o1000 == 0 {
@@ -68,7 +73,13 @@ impl TraceFile {
         }
         let host: String = host
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         let path = dir.join(format!("seedance-{host}-{pid}-{start_ns}.jsonl"));
         let file = OpenOptions::new()
@@ -172,7 +183,7 @@ pub fn now_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{ExitSummary, Event};
+    use crate::schema::{Event, ExitSummary};
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
@@ -180,7 +191,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = TraceFile::create(dir.path(), "host/x", 7, 99).unwrap();
         let path = file.path.clone();
-        assert!(path.ends_with("seedance-host_x-7-99.jsonl"), "{}", path.display());
+        assert!(
+            path.ends_with("seedance-host_x-7-99.jsonl"),
+            "{}",
+            path.display()
+        );
         let w = TraceWriter::start(file);
         for _ in 0..3 {
             w.emit(5, Event::ExitSummary(ExitSummary::default()));

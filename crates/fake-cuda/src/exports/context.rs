@@ -4,6 +4,11 @@
 //! The current context is per thread. Creating a context makes it current on the calling
 //! thread; destroying the calling thread's current context clears it. Other threads that
 //! still have a destroyed context current get `CUDA_ERROR_CONTEXT_IS_DESTROYED`.
+//!
+//! Creating a context and retaining a primary context that does not exist yet fail with
+//! `CUDA_ERROR_DEVICE_UNAVAILABLE` (46) on a prohibited or busy exclusive device and with
+//! `CUDA_ERROR_OUT_OF_MEMORY` (2) on a full one (`FAKE_CUDA_BUSY`, `FAKE_CUDA_ATTR_20`,
+//! `FAKE_CUDA_CTX_OOM`); the current context is then left unchanged.
 
 use std::ffi::{c_int, c_uint};
 

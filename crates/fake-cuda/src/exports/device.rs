@@ -54,8 +54,8 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     })
 }
 
-/// `cuDeviceGetName(char *name, int len, CUdevice dev)`: `"Fake H200 #p"`, truncated to
-/// `len - 1` bytes and NUL-terminated.
+/// `cuDeviceGetName(char *name, int len, CUdevice dev)`: `"Fake H200 #p"` (or the
+/// `FAKE_CUDA_NAMES` entry), truncated to `len - 1` bytes and NUL-terminated.
 ///
 /// # Safety
 ///

@@ -1,0 +1,425 @@
+//! Reads the host description that `fake-cuda` also reads, so both fakes describe one host.
+//!
+//! Read at each `nvmlInit_v2`/`nvmlInitWithFlags` that starts the library (reference count
+//! 0 to 1):
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `FAKE_CUDA_DEVICE_COUNT` | physical devices, 0..=64 | 1 |
+//! | `FAKE_CUDA_TOTAL_MEM` | bytes per device (one value, or a comma list per physical device) | 85899345920 (80 GiB) |
+//! | `FAKE_CUDA_FREE_MEM` | bytes free (one value or a comma list; clamped to the total) | the total |
+//! | `FAKE_CUDA_NAMES` | device names (one name, or a comma list per physical device) | `Fake H200 #p` |
+//! | `FAKE_CUDA_BUSY` | physical indices (comma list) held by another process | none |
+//! | `FAKE_CUDA_ATTR_20` | compute mode (one value or a comma list) | 0, or 3 for a busy device |
+//! | `FAKE_CUDA_ATTR_33` / `_34` / `_50` | PCI bus / device / domain | `0x10 + p` / 0 / 0 |
+//! | `FAKE_CUDA_ATTR_75` / `_76` | compute capability major / minor | 9 / 0 |
+//! | `FAKE_NVML_ABSENT` | `1`/`true`/`yes`/`on`: `nvmlInit*` fails with `NVML_ERROR_DRIVER_NOT_LOADED` | off |
+//!
+//! The same parsing rules as `fake-cuda` (copied, not shared: the two cdylibs do not depend
+//! on each other): an empty or missing comma-list entry keeps the default; in the index
+//! list empty entries are skipped and indices past the count ignored; an unparseable value
+//! keeps the default and prints one line `fake-nvml: ignoring bad NAME="value" ...` on
+//! stderr. `CUDA_VISIBLE_DEVICES` is ignored: NVML always lists every physical device, in
+//! PCI bus order, which here is physical index order.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::str::FromStr;
+
+/// Physical device count when `FAKE_CUDA_DEVICE_COUNT` is unset or bad.
+pub const DEFAULT_DEVICE_COUNT: u32 = 1;
+/// Largest accepted `FAKE_CUDA_DEVICE_COUNT`.
+pub const MAX_DEVICE_COUNT: u32 = 64;
+/// Bytes per device when `FAKE_CUDA_TOTAL_MEM` is unset or bad: 80 GiB.
+pub const DEFAULT_TOTAL_MEM: u64 = 85_899_345_920;
+/// `NVML_COMPUTEMODE_EXCLUSIVE_PROCESS`, the mode of a busy device.
+pub const COMPUTE_MODE_EXCLUSIVE_PROCESS: i32 = 3;
+
+/// One physical device as NVML reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gpu {
+    /// Physical index `p`, the NVML index.
+    pub index: u32,
+    /// Marketing name.
+    pub name: String,
+    /// Total memory in bytes.
+    pub total_mem: u64,
+    /// Free memory in bytes (never above the total).
+    pub free_mem: u64,
+    /// `nvmlComputeMode_t` value.
+    pub compute_mode: i32,
+    /// Held by another process: one running compute process is reported.
+    pub busy: bool,
+    /// PCI domain.
+    pub pci_domain: u32,
+    /// PCI bus.
+    pub pci_bus: u32,
+    /// PCI device (slot) on the bus.
+    pub pci_device: u32,
+    /// CUDA compute capability `(major, minor)`.
+    pub compute_capability: (i32, i32),
+}
+
+impl Gpu {
+    /// The 16 UUID bytes, the same as `fake-cuda`'s `cuDeviceGetUuid`:
+    /// `fa ce 5e ed 00 00 40 00 80 00 00 00 00 00 00 pp`.
+    pub fn uuid_bytes(&self) -> [u8; 16] {
+        let mut b = [
+            0xfa, 0xce, 0x5e, 0xed, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        b[15] = self.index as u8;
+        b
+    }
+
+    /// `GPU-face5eed-0000-4000-8000-0000000000pp`.
+    pub fn uuid(&self) -> String {
+        let hex: String = self
+            .uuid_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!(
+            "GPU-{}-{}-{}-{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..32]
+        )
+    }
+
+    /// `busId` as NVML writes it: `00000000:10:00.0` (uppercase hex).
+    pub fn bus_id(&self) -> String {
+        format!(
+            "{:08X}:{:02X}:{:02X}.0",
+            self.pci_domain, self.pci_bus, self.pci_device
+        )
+    }
+
+    /// `busIdLegacy`: `0000:10:00.0` (uppercase hex).
+    pub fn bus_id_legacy(&self) -> String {
+        format!(
+            "{:04X}:{:02X}:{:02X}.0",
+            self.pci_domain, self.pci_bus, self.pci_device
+        )
+    }
+
+    /// Whether a PCI bus id string names this device: `[domain:]bus:device[.function]`,
+    /// hex, any case, function 0 (as `nvmlDeviceGetHandleByPciBusId_v2` accepts).
+    pub fn matches_bus_id(&self, text: &str) -> bool {
+        parse_bus_id(text) == Some((self.pci_domain, self.pci_bus, self.pci_device))
+    }
+}
+
+/// Parses `[domain:]bus:device[.function]` (hex) into `(domain, bus, device)`; the function,
+/// when given, must be 0.
+pub fn parse_bus_id(text: &str) -> Option<(u32, u32, u32)> {
+    let t = text.trim();
+    let (rest, function) = match t.rsplit_once('.') {
+        Some((r, f)) => (r, Some(f)),
+        None => (t, None),
+    };
+    if function.is_some_and(|f| u32::from_str_radix(f, 16).ok() != Some(0)) {
+        return None;
+    }
+    let hex = |s: &str| {
+        (!s.is_empty() && s.len() <= 8)
+            .then(|| u32::from_str_radix(s, 16).ok())
+            .flatten()
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    match parts[..] {
+        [domain, bus, device] => Some((hex(domain)?, hex(bus)?, hex(device)?)),
+        [bus, device] => Some((0, hex(bus)?, hex(device)?)),
+        _ => None,
+    }
+}
+
+/// The configured host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// Every physical device, by index.
+    pub gpus: Vec<Gpu>,
+    /// One line per variable that could not be parsed.
+    pub warnings: Vec<String>,
+}
+
+impl Host {
+    /// Reads the process environment and prints any warnings on stderr.
+    pub fn from_env() -> Host {
+        let vars: BTreeMap<String, String> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .filter(|(k, _)| k.starts_with("FAKE_CUDA_"))
+            .collect();
+        let host = Host::from_vars(&vars);
+        let mut err = std::io::stderr().lock();
+        for w in &host.warnings {
+            // Nothing sensible to do when stderr is closed.
+            let _ = writeln!(err, "{w}");
+        }
+        host
+    }
+
+    /// Builds the host from explicit variables (the pure part of [`Host::from_env`]).
+    pub fn from_vars(vars: &BTreeMap<String, String>) -> Host {
+        let mut warnings = Vec::new();
+        let get = |k: &str| vars.get(k).map(String::as_str);
+        let count = match get("FAKE_CUDA_DEVICE_COUNT") {
+            None => DEFAULT_DEVICE_COUNT,
+            Some(raw) => match raw.trim().parse::<u32>() {
+                Ok(n) if n <= MAX_DEVICE_COUNT => n,
+                _ => {
+                    warnings.push(bad("FAKE_CUDA_DEVICE_COUNT", raw));
+                    DEFAULT_DEVICE_COUNT
+                }
+            },
+        };
+        let n = count as usize;
+        let mut list_u64 = |name: &str| per_device::<u64>(name, get(name), n, &mut warnings);
+        let totals = list_u64("FAKE_CUDA_TOTAL_MEM");
+        let frees = list_u64("FAKE_CUDA_FREE_MEM");
+        let mut list_i32 = |attr: u32| {
+            let name = format!("FAKE_CUDA_ATTR_{attr}");
+            per_device::<i32>(&name, get(&name), n, &mut warnings)
+        };
+        let modes = list_i32(20);
+        let buses = list_i32(33);
+        let slots = list_i32(34);
+        let domains = list_i32(50);
+        let majors = list_i32(75);
+        let minors = list_i32(76);
+        let busy = index_set("FAKE_CUDA_BUSY", get("FAKE_CUDA_BUSY"), n, &mut warnings);
+        let names = names(get("FAKE_CUDA_NAMES"), n);
+
+        let gpus = (0..n)
+            .map(|i| {
+                let p = i as u32;
+                let total_mem = totals[i].unwrap_or(DEFAULT_TOTAL_MEM);
+                let default_mode = if busy[i] {
+                    COMPUTE_MODE_EXCLUSIVE_PROCESS
+                } else {
+                    0
+                };
+                Gpu {
+                    index: p,
+                    name: names[i]
+                        .clone()
+                        .unwrap_or_else(|| format!("Fake H200 #{p}")),
+                    total_mem,
+                    free_mem: frees[i].unwrap_or(total_mem).min(total_mem),
+                    compute_mode: modes[i].unwrap_or(default_mode),
+                    busy: busy[i],
+                    pci_domain: domains[i].unwrap_or(0) as u32,
+                    pci_bus: buses[i].unwrap_or(0x10 + p as i32) as u32,
+                    pci_device: slots[i].unwrap_or(0) as u32,
+                    compute_capability: (majors[i].unwrap_or(9), minors[i].unwrap_or(0)),
+                }
+            })
+            .collect();
+        Host { gpus, warnings }
+    }
+}
+
+/// Whether a `FAKE_NVML_ABSENT` value turns absent mode on: `1`, `true`, `yes` or `on`
+/// (case-insensitive).
+pub fn flag_enabled(raw: Option<&str>) -> bool {
+    raw.map(str::trim).is_some_and(|v| {
+        ["1", "true", "yes", "on"]
+            .iter()
+            .any(|t| v.eq_ignore_ascii_case(t))
+    })
+}
+
+fn bad(name: &str, raw: &str) -> String {
+    format!("fake-nvml: ignoring bad {name}={raw:?} (using the default)")
+}
+
+/// One value for every device, or a comma list by physical index (as in `fake-cuda`).
+fn per_device<T: FromStr + Copy>(
+    name: &str,
+    raw: Option<&str>,
+    count: usize,
+    warnings: &mut Vec<String>,
+) -> Vec<Option<T>> {
+    let Some(raw) = raw else {
+        return vec![None; count];
+    };
+    let mut any_bad = false;
+    let parsed: Vec<Option<T>> = raw
+        .split(',')
+        .map(str::trim)
+        .map(|e| {
+            if e.is_empty() {
+                return None;
+            }
+            let v = e.parse::<T>().ok();
+            any_bad |= v.is_none();
+            v
+        })
+        .collect();
+    if any_bad {
+        warnings.push(bad(name, raw));
+    }
+    if let [single] = parsed[..] {
+        return vec![single; count];
+    }
+    (0..count)
+        .map(|i| parsed.get(i).copied().flatten())
+        .collect()
+}
+
+/// `FAKE_CUDA_NAMES`: one name for every device, or a comma list by physical index.
+fn names(raw: Option<&str>, count: usize) -> Vec<Option<String>> {
+    let Some(raw) = raw else {
+        return vec![None; count];
+    };
+    let entries: Vec<Option<String>> = raw
+        .split(',')
+        .map(str::trim)
+        .map(|e| (!e.is_empty()).then(|| e.to_string()))
+        .collect();
+    if let [single] = &entries[..] {
+        return vec![single.clone(); count];
+    }
+    (0..count)
+        .map(|i| entries.get(i).cloned().flatten())
+        .collect()
+}
+
+/// A comma list of physical indices as one flag per device (as in `fake-cuda`).
+fn index_set(name: &str, raw: Option<&str>, count: usize, warnings: &mut Vec<String>) -> Vec<bool> {
+    let mut set = vec![false; count];
+    let Some(raw) = raw else {
+        return set;
+    };
+    let parsed: Result<Vec<usize>, _> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::parse::<usize>)
+        .collect();
+    match parsed {
+        Ok(indices) => {
+            for i in indices.into_iter().filter(|&i| i < count) {
+                set[i] = true;
+            }
+        }
+        Err(_) => warnings.push(bad(name, raw)),
+    }
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(pairs: &[(&str, &str)]) -> Host {
+        Host::from_vars(
+            &pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn defaults() {
+        let h = host(&[]);
+        assert!(h.warnings.is_empty());
+        assert_eq!(
+            h.gpus,
+            vec![Gpu {
+                index: 0,
+                name: "Fake H200 #0".into(),
+                total_mem: DEFAULT_TOTAL_MEM,
+                free_mem: DEFAULT_TOTAL_MEM,
+                compute_mode: 0,
+                busy: false,
+                pci_domain: 0,
+                pci_bus: 0x10,
+                pci_device: 0,
+                compute_capability: (9, 0),
+            }]
+        );
+        let g = &h.gpus[0];
+        assert_eq!(g.uuid(), "GPU-face5eed-0000-4000-8000-000000000000");
+        assert_eq!(g.bus_id(), "00000000:10:00.0");
+        assert_eq!(g.bus_id_legacy(), "0000:10:00.0");
+    }
+
+    #[test]
+    fn full_topology() {
+        let h = host(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "4"),
+            ("FAKE_CUDA_TOTAL_MEM", "1000"),
+            ("FAKE_CUDA_FREE_MEM", "100,,3000"),
+            ("FAKE_CUDA_NAMES", "NVIDIA H200, ,Other"),
+            ("FAKE_CUDA_BUSY", "1,3,17"),
+            ("FAKE_CUDA_ATTR_20", ",,2,0"),
+            ("FAKE_CUDA_ATTR_33", ",,,250"),
+            ("FAKE_CUDA_ATTR_50", "1"),
+            ("FAKE_CUDA_ATTR_75", "8"),
+        ]);
+        assert!(h.warnings.is_empty(), "{:?}", h.warnings);
+        let g = &h.gpus;
+        assert_eq!(g.len(), 4);
+        let frees: Vec<u64> = g.iter().map(|d| d.free_mem).collect();
+        assert_eq!(frees, [100, 1000, 1000, 1000]);
+        let names: Vec<&str> = g.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["NVIDIA H200", "Fake H200 #1", "Other", "Fake H200 #3"]
+        );
+        let modes: Vec<i32> = g.iter().map(|d| d.compute_mode).collect();
+        assert_eq!(modes, [0, 3, 2, 0]);
+        let busy: Vec<bool> = g.iter().map(|d| d.busy).collect();
+        assert_eq!(busy, [false, true, false, true]);
+        assert_eq!(g[3].bus_id(), "00000001:FA:00.0");
+        assert_eq!(g[3].uuid(), "GPU-face5eed-0000-4000-8000-000000000003");
+        assert_eq!(g[0].compute_capability, (8, 0));
+    }
+
+    #[test]
+    fn bad_values_warn() {
+        let h = host(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "99"),
+            ("FAKE_CUDA_BUSY", "one"),
+            ("FAKE_CUDA_ATTR_20", "x"),
+        ]);
+        assert_eq!(h.gpus.len(), 1);
+        assert!(!h.gpus[0].busy);
+        assert_eq!(
+            h.warnings,
+            [
+                "fake-nvml: ignoring bad FAKE_CUDA_DEVICE_COUNT=\"99\" (using the default)",
+                "fake-nvml: ignoring bad FAKE_CUDA_ATTR_20=\"x\" (using the default)",
+                "fake-nvml: ignoring bad FAKE_CUDA_BUSY=\"one\" (using the default)",
+            ]
+        );
+        assert!(host(&[("FAKE_CUDA_DEVICE_COUNT", "0")]).gpus.is_empty());
+    }
+
+    #[test]
+    fn bus_ids() {
+        assert_eq!(parse_bus_id("00000000:10:00.0"), Some((0, 0x10, 0)));
+        assert_eq!(parse_bus_id("0000:1a:00.0"), Some((0, 0x1a, 0)));
+        assert_eq!(parse_bus_id("1A:00.0"), Some((0, 0x1a, 0)));
+        assert_eq!(parse_bus_id("0001:1a:02"), Some((1, 0x1a, 2)));
+        assert_eq!(parse_bus_id("0000:10:00.1"), None);
+        assert_eq!(parse_bus_id("10"), None);
+        assert_eq!(parse_bus_id("0000:zz:00.0"), None);
+        assert_eq!(parse_bus_id(""), None);
+        let g = &host(&[("FAKE_CUDA_DEVICE_COUNT", "2")]).gpus[1];
+        assert!(g.matches_bus_id("0000:11:00.0"));
+        assert!(g.matches_bus_id("00000000:11:00.0"));
+        assert!(!g.matches_bus_id("0000:10:00.0"));
+    }
+
+    #[test]
+    fn absent_flag() {
+        assert!(flag_enabled(Some("1")));
+        assert!(flag_enabled(Some(" Yes ")));
+        assert!(!flag_enabled(Some("0")));
+        assert!(!flag_enabled(None));
+    }
+}

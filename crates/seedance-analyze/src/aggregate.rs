@@ -1,0 +1,560 @@
+//! Mergeable aggregates: what is kept of the input while it streams by.
+//!
+//! Everything here grows with the number of distinct keys (processes, functions, CUresult
+//! names, event kinds, time buckets), never with the number of lines: per-key counters,
+//! at most [`MAX_EXAMPLES`] argument examples per (function, result) kept by a rule that
+//! does not depend on reading order, and an error histogram whose bucket width doubles
+//! whenever it would exceed [`MAX_BUCKETS`] buckets.
+//!
+//! Aggregates of different files are combined with [`Aggregate::merge`]; the result does
+//! not depend on the order of the merges, so parallel reading gives the same report as
+//! sequential reading.
+
+use crate::input::{CallFailedRef, Head, Line};
+use crate::records::{ExitInfo, SessionInfo};
+use seedance_trace::SCHEMA_VERSION;
+use std::collections::{BTreeMap, HashMap};
+
+/// Argument examples kept per (function, CUresult) and process.
+pub const MAX_EXAMPLES: usize = 5;
+/// Longer argument objects are not kept as examples.
+pub const MAX_EXAMPLE_LEN: usize = 256;
+/// Distinct unknown event kinds counted by name; further kinds are counted under
+/// [`OTHER_KINDS`].
+pub const MAX_KINDS: usize = 256;
+/// Name under which unknown kinds past [`MAX_KINDS`] are counted.
+pub const OTHER_KINDS: &str = "(other kinds)";
+/// Most buckets in the errors-over-time histogram.
+pub const MAX_BUCKETS: usize = 512;
+/// Paths kept for each list of problem files (skipped, unreadable); the counts stay exact.
+pub const MAX_LISTED_FILES: usize = 20;
+
+/// Input counters: what was read, and what could not be used.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Counters {
+    /// Files looked at.
+    pub files_seen: u64,
+    /// Files read as traces.
+    pub files_read: u64,
+    /// Of those, gzip-compressed.
+    pub gzip_files: u64,
+    /// Files that are not traces and were skipped.
+    pub files_skipped: u64,
+    /// The first [`MAX_LISTED_FILES`] skipped files.
+    pub skipped_files: Vec<String>,
+    /// Files with no content (or only blank lines).
+    pub empty_files: u64,
+    /// Files (or directories) that could not be opened or read at all.
+    pub unreadable_files: u64,
+    /// Trace files whose reading stopped early on an I/O or decompression error.
+    pub files_with_read_errors: u64,
+    /// The first [`MAX_LISTED_FILES`] errors: path and message.
+    pub errors: Vec<(String, String)>,
+    /// Bytes read from disk (compressed size for gzip files), all files.
+    pub bytes: u64,
+    /// Bytes of trace lines after decompression.
+    pub bytes_uncompressed: u64,
+    /// Lines of trace files.
+    pub lines: u64,
+    /// Records used (known or unknown kind).
+    pub records: u64,
+    /// Records per event kind, known and unknown.
+    pub records_by_kind: BTreeMap<String, u64>,
+    /// Lines that are not records: garbage, other JSON, or known kinds with bad fields.
+    pub malformed_lines: u64,
+    /// Last lines of a file without a newline that do not parse (a trace cut short).
+    pub truncated_lines: u64,
+    /// Lines over [`crate::input::MAX_LINE_BYTES`].
+    pub oversized_lines: u64,
+    /// Records with a schema version newer than this analyzer's.
+    pub newer_schema_records: u64,
+    /// Records of unknown kinds, by kind.
+    pub unknown_event_kinds: BTreeMap<String, u64>,
+}
+
+impl Counters {
+    pub(crate) fn note_skipped(&mut self, path: &str) {
+        self.files_skipped += 1;
+        if self.skipped_files.len() < MAX_LISTED_FILES {
+            self.skipped_files.push(path.to_string());
+        }
+    }
+
+    pub(crate) fn note_unreadable(&mut self, path: &str, error: String) {
+        self.unreadable_files += 1;
+        self.note_error(path, error);
+    }
+
+    pub(crate) fn note_read_error(&mut self, path: &str, error: String) {
+        self.files_with_read_errors += 1;
+        self.note_error(path, error);
+    }
+
+    fn note_error(&mut self, path: &str, error: String) {
+        if self.errors.len() < MAX_LISTED_FILES {
+            self.errors.push((path.to_string(), error));
+        }
+    }
+
+    fn note_kind(&mut self, kind: &str, unknown: bool) {
+        bump_capped(&mut self.records_by_kind, kind, 1);
+        if unknown {
+            bump_capped(&mut self.unknown_event_kinds, kind, 1);
+        }
+    }
+
+    fn merge(&mut self, o: Counters) {
+        self.files_seen += o.files_seen;
+        self.files_read += o.files_read;
+        self.gzip_files += o.gzip_files;
+        self.files_skipped += o.files_skipped;
+        self.skipped_files.extend(o.skipped_files);
+        self.empty_files += o.empty_files;
+        self.unreadable_files += o.unreadable_files;
+        self.files_with_read_errors += o.files_with_read_errors;
+        self.errors.extend(o.errors);
+        self.bytes += o.bytes;
+        self.bytes_uncompressed += o.bytes_uncompressed;
+        self.lines += o.lines;
+        self.records += o.records;
+        for (k, n) in o.records_by_kind {
+            bump_capped(&mut self.records_by_kind, &k, n);
+        }
+        self.malformed_lines += o.malformed_lines;
+        self.truncated_lines += o.truncated_lines;
+        self.oversized_lines += o.oversized_lines;
+        self.newer_schema_records += o.newer_schema_records;
+        for (k, n) in o.unknown_event_kinds {
+            bump_capped(&mut self.unknown_event_kinds, &k, n);
+        }
+    }
+
+    /// Sorts the path lists and cuts them to [`MAX_LISTED_FILES`], so that the outcome does
+    /// not depend on the order files were merged in.
+    fn finish(&mut self) {
+        self.skipped_files.sort();
+        self.skipped_files.truncate(MAX_LISTED_FILES);
+        self.errors.sort();
+        self.errors.truncate(MAX_LISTED_FILES);
+    }
+}
+
+fn bump_capped(map: &mut BTreeMap<String, u64>, key: &str, n: u64) {
+    if let Some(v) = map.get_mut(key) {
+        *v += n;
+    } else if map.len() < MAX_KINDS || key == OTHER_KINDS {
+        map.insert(key.to_string(), n);
+    } else {
+        *map.entry(OTHER_KINDS.to_string()).or_default() += n;
+    }
+}
+
+/// Up to [`MAX_EXAMPLES`] distinct argument objects (raw JSON text) with their counts: the
+/// lexicographically smallest ones seen, which keeps the choice, and the counts of those
+/// kept, independent of reading and merging order.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Examples(pub Vec<(String, u64)>);
+
+impl Examples {
+    /// Counts `n` occurrences of `args`.
+    pub fn add(&mut self, args: &str, n: u64) {
+        if args.len() > MAX_EXAMPLE_LEN {
+            return;
+        }
+        match self.0.binary_search_by(|(s, _)| s.as_str().cmp(args)) {
+            Ok(i) => self.0[i].1 += n,
+            Err(i) => {
+                if i < MAX_EXAMPLES {
+                    self.0.insert(i, (args.to_string(), n));
+                    self.0.truncate(MAX_EXAMPLES);
+                }
+            }
+        }
+    }
+
+    /// Adds every example of `other`.
+    pub fn merge(&mut self, other: &Examples) {
+        for (s, n) in &other.0 {
+            self.add(s, *n);
+        }
+    }
+}
+
+/// `call_failed` records of one (function, CUresult) in one process.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Failures {
+    /// The CUresult number.
+    pub code: u32,
+    /// Records seen.
+    pub count: u64,
+    /// Argument examples.
+    pub examples: Examples,
+}
+
+/// Everything kept about one process (one session of one pid in one file).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ProcessAgg {
+    /// The file the records came from.
+    pub file: String,
+    /// Process id.
+    pub pid: u32,
+    /// The `session_start` event, if the trace has it.
+    pub session: Option<SessionInfo>,
+    /// Time of the `session_start` record.
+    pub session_ts_ns: Option<u64>,
+    /// Earliest and latest record time.
+    pub first_ts_ns: u64,
+    /// Latest record time.
+    pub last_ts_ns: u64,
+    /// Records of this process.
+    pub records: u64,
+    /// Lowest sequence number seen.
+    pub min_seq: u64,
+    /// Highest sequence number seen.
+    pub max_seq: u64,
+    /// The `exit_summary` event, if the process wrote one (the last one if several).
+    pub exit: Option<ExitInfo>,
+    /// Time of the `exit_summary` record.
+    pub exit_ts_ns: Option<u64>,
+    /// `call_failed` records by function, then by CUresult name.
+    pub failed: HashMap<String, HashMap<String, Failures>>,
+    /// `call_failed` records in all.
+    pub failed_events: u64,
+    /// Records of unknown kinds.
+    pub other_events: u64,
+}
+
+impl ProcessAgg {
+    fn new(file: &str, pid: u32) -> ProcessAgg {
+        ProcessAgg {
+            file: file.to_string(),
+            pid,
+            first_ts_ns: u64::MAX,
+            min_seq: u64::MAX,
+            ..ProcessAgg::default()
+        }
+    }
+
+    fn touch(&mut self, head: &Head) {
+        self.records += 1;
+        self.first_ts_ns = self.first_ts_ns.min(head.ts_ns);
+        self.last_ts_ns = self.last_ts_ns.max(head.ts_ns);
+        self.min_seq = self.min_seq.min(head.seq);
+        self.max_seq = self.max_seq.max(head.seq);
+    }
+
+    /// Sequence numbers between the first (0 when the session start is present) and the
+    /// last seen that no record carries: dropped, lost or corrupted records.
+    pub fn missing_records(&self) -> u64 {
+        if self.records == 0 {
+            return 0;
+        }
+        let first = if self.session.is_some() {
+            0
+        } else {
+            self.min_seq
+        };
+        (self.max_seq - first.min(self.max_seq))
+            .saturating_add(1)
+            .saturating_sub(self.records)
+    }
+}
+
+/// Errors over time, by CUresult name, from `call_failed` records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    /// Bucket width, nanoseconds: one second times a power of two.
+    pub width_ns: u64,
+    /// Bucket start (a multiple of the width) -> CUresult name -> errors.
+    pub buckets: BTreeMap<u64, BTreeMap<String, u64>>,
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Timeline {
+            width_ns: 1_000_000_000,
+            buckets: BTreeMap::new(),
+        }
+    }
+}
+
+impl Timeline {
+    /// Counts `n` errors named `name` at `ts_ns`.
+    pub fn add(&mut self, ts_ns: u64, name: &str, n: u64) {
+        let start = ts_ns - ts_ns % self.width_ns;
+        let b = self.buckets.entry(start).or_default();
+        if let Some(v) = b.get_mut(name) {
+            *v += n;
+        } else {
+            b.insert(name.to_string(), n);
+        }
+        if self.buckets.len() > MAX_BUCKETS {
+            self.coarsen(self.width_ns.saturating_mul(2));
+        }
+    }
+
+    fn coarsen(&mut self, mut width: u64) {
+        loop {
+            if width != self.width_ns {
+                let old = std::mem::take(&mut self.buckets);
+                self.width_ns = width;
+                for (start, names) in old {
+                    let b = self.buckets.entry(start - start % width).or_default();
+                    for (name, n) in names {
+                        *b.entry(name).or_default() += n;
+                    }
+                }
+            }
+            if self.buckets.len() <= MAX_BUCKETS || width >= 1 << 62 {
+                return;
+            }
+            width *= 2;
+        }
+    }
+
+    /// Adds every bucket of `other`, at the coarser of the two widths.
+    pub fn merge(&mut self, other: Timeline) {
+        let width = self.width_ns.max(other.width_ns);
+        self.coarsen(width);
+        for (start, names) in other.buckets {
+            for (name, n) in names {
+                self.add(start, &name, n);
+            }
+        }
+    }
+}
+
+/// Per-file state while a file is read: which process each pid's records belong to.
+pub struct FileState {
+    name: String,
+    by_pid: HashMap<u32, usize>,
+    last: Option<(u32, usize)>,
+}
+
+/// The aggregate of some traces: input counters, processes, the error histogram.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Aggregate {
+    /// What was read.
+    pub counters: Counters,
+    /// Every process seen.
+    pub processes: Vec<ProcessAgg>,
+    /// Errors over time.
+    pub timeline: Timeline,
+}
+
+impl Aggregate {
+    /// Starts reading a file named `name`.
+    pub fn begin_file(&mut self, name: &str) -> FileState {
+        FileState {
+            name: name.to_string(),
+            by_pid: HashMap::new(),
+            last: None,
+        }
+    }
+
+    fn process(&mut self, file: &mut FileState, pid: u32) -> usize {
+        if let Some((p, i)) = file.last {
+            if p == pid {
+                return i;
+            }
+        }
+        let i = match file.by_pid.get(&pid) {
+            Some(&i) => i,
+            None => {
+                self.processes.push(ProcessAgg::new(&file.name, pid));
+                let i = self.processes.len() - 1;
+                file.by_pid.insert(pid, i);
+                i
+            }
+        };
+        file.last = Some((pid, i));
+        i
+    }
+
+    /// Adds one parsed line of the file `file`.
+    pub fn record(&mut self, file: &mut FileState, line: Line<'_>) {
+        let Some(head) = line.head() else {
+            if !matches!(line, Line::Blank) {
+                self.counters.malformed_lines += 1;
+            }
+            return;
+        };
+        if let Line::BadRecord(..) = line {
+            self.counters.malformed_lines += 1;
+            return;
+        }
+        self.counters.records += 1;
+        if head.v > SCHEMA_VERSION {
+            self.counters.newer_schema_records += 1;
+        }
+        match line {
+            Line::SessionStart(h, s) => {
+                self.counters.note_kind("session_start", false);
+                // A second session start for a pid begins a new process (a pid reused in a
+                // concatenated file, or an exec).
+                let existing = file.by_pid.get(&h.pid).copied();
+                let i = match existing {
+                    Some(i)
+                        if self.processes[i].session.is_none()
+                            && self.processes[i].exit.is_none() =>
+                    {
+                        i
+                    }
+                    Some(_) => {
+                        self.processes.push(ProcessAgg::new(&file.name, h.pid));
+                        let i = self.processes.len() - 1;
+                        file.by_pid.insert(h.pid, i);
+                        file.last = Some((h.pid, i));
+                        i
+                    }
+                    None => self.process(file, h.pid),
+                };
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                p.session = Some(*s);
+                p.session_ts_ns = Some(h.ts_ns);
+            }
+            Line::CallFailed(h, c) => {
+                self.counters.note_kind("call_failed", false);
+                let i = self.process(file, h.pid);
+                self.call_failed(i, &h, c);
+            }
+            Line::ExitSummary(h, s) => {
+                self.counters.note_kind("exit_summary", false);
+                let i = self.process(file, h.pid);
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                if !matches!(p.exit_ts_ns, Some(t) if t > h.ts_ns) {
+                    p.exit = Some(*s);
+                    p.exit_ts_ns = Some(h.ts_ns);
+                }
+            }
+            Line::Unknown(h, kind) => {
+                self.counters.note_kind(&kind, true);
+                let i = self.process(file, h.pid);
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                p.other_events += 1;
+            }
+            Line::Blank | Line::Malformed | Line::NotRecord | Line::BadRecord(..) => {}
+        }
+    }
+
+    fn call_failed(&mut self, i: usize, h: &Head, c: CallFailedRef<'_>) {
+        let p = &mut self.processes[i];
+        p.touch(h);
+        p.failed_events += 1;
+        // The same key the exit summary uses: the name the shim wrote, else the number
+        // (codes newer than the shim's table, and runtime-API results such as
+        // cudaSetDevice's, which the shim writes without a name).
+        let number;
+        let name: &str = match &c.result_name {
+            Some(n) => n,
+            None => {
+                number = c.result.to_string();
+                &number
+            }
+        };
+        let by_result = match p.failed.get_mut(c.function.as_ref()) {
+            Some(m) => m,
+            None => p.failed.entry(c.function.to_string()).or_default(),
+        };
+        let f = match by_result.get_mut(name) {
+            Some(f) => f,
+            None => by_result
+                .entry(name.to_string())
+                .or_insert_with(|| Failures {
+                    code: c.result,
+                    ..Failures::default()
+                }),
+        };
+        f.count += 1;
+        if let Some(args) = c.args {
+            f.examples.add(args.get(), 1);
+        }
+        self.timeline.add(h.ts_ns, name, 1);
+    }
+
+    /// Combines two aggregates (of disjoint sets of files).
+    pub fn merge(mut self, other: Aggregate) -> Aggregate {
+        self.counters.merge(other.counters);
+        self.processes.extend(other.processes);
+        self.timeline.merge(other.timeline);
+        self
+    }
+
+    /// Puts the merged aggregate in its canonical order (processes by file and pid, path
+    /// lists sorted), so that its contents do not depend on the merge order.
+    pub fn finish(&mut self) {
+        self.counters.finish();
+        self.processes.sort_by(|a, b| {
+            (a.file.as_str(), a.first_ts_ns, a.pid).cmp(&(b.file.as_str(), b.first_ts_ns, b.pid))
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_keep_smallest_regardless_of_order() {
+        let items = ["f", "a", "e", "b", "d", "c", "a", "g", "c"];
+        let mut fwd = Examples::default();
+        for s in items {
+            fwd.add(s, 1);
+        }
+        let mut split_a = Examples::default();
+        let mut split_b = Examples::default();
+        for (i, s) in items.iter().rev().enumerate() {
+            if i % 2 == 0 {
+                split_a.add(s, 1)
+            } else {
+                split_b.add(s, 1)
+            }
+        }
+        split_b.merge(&split_a);
+        assert_eq!(fwd, split_b);
+        assert_eq!(
+            fwd.0,
+            vec![
+                ("a".into(), 2),
+                ("b".into(), 1),
+                ("c".into(), 2),
+                ("d".into(), 1),
+                ("e".into(), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn timeline_coarsens_and_merges_order_independently() {
+        let mut one = Timeline::default();
+        let mut a = Timeline::default();
+        let mut b = Timeline::default();
+        for s in 0..2000u64 {
+            let ts = s * 1_000_000_000 + 5;
+            one.add(ts, "X", 1);
+            if s % 3 == 0 {
+                a.add(ts, "X", 1)
+            } else {
+                b.add(ts, "X", 1)
+            }
+        }
+        b.merge(a);
+        assert_eq!(one, b);
+        assert!(one.buckets.len() <= MAX_BUCKETS);
+        assert_eq!(one.width_ns, 4_000_000_000);
+        assert_eq!(one.buckets.values().map(|m| m["X"]).sum::<u64>(), 2000);
+    }
+
+    #[test]
+    fn kinds_are_capped() {
+        let mut c = Counters::default();
+        for i in 0..MAX_KINDS + 10 {
+            c.note_kind(&format!("k{i}"), true);
+        }
+        assert_eq!(c.unknown_event_kinds.len(), MAX_KINDS + 1);
+        assert_eq!(c.unknown_event_kinds[OTHER_KINDS], 10);
+    }
+}

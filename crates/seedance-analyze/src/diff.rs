@@ -1,0 +1,405 @@
+//! What changed between two runs: `seedance-analyze diff A B`.
+//!
+//! Both sides are summarized into [`Report`]s and compared by key: errors by (function,
+//! CUresult), calls by function, unknown event kinds (repairs and explanations that later
+//! schema versions add) by kind, problems by kind and CUresult. The result is a
+//! [`DiffReport`], versioned like the summary report (`report_version`).
+
+use crate::fmt;
+use crate::render_text::{push_wrapped, Table};
+use crate::report::{Report, Severity, REPORT_VERSION};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Totals of one side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Side {
+    /// The paths given.
+    pub paths: Vec<String>,
+    /// Trace files read.
+    pub files_read: u64,
+    /// Processes.
+    pub processes: u64,
+    /// Processes without an exit summary.
+    pub processes_without_exit_summary: u64,
+    /// Calls (exit summaries).
+    pub calls: u64,
+    /// Errors.
+    pub errors: u64,
+}
+
+/// Errors of one (function, CUresult) on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorChange {
+    /// Function.
+    pub function: String,
+    /// CUresult name (or number).
+    pub result: String,
+    /// Errors in A.
+    pub count_a: u64,
+    /// Errors in B.
+    pub count_b: u64,
+}
+
+/// Calls of one function on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallShift {
+    /// Function.
+    pub function: String,
+    /// Calls in A.
+    pub calls_a: u64,
+    /// Calls in B.
+    pub calls_b: u64,
+    /// `calls_b - calls_a`.
+    pub delta: i64,
+    /// `delta` in percent of `calls_a`, one decimal; `None` when A has no calls.
+    pub delta_pct: Option<f64>,
+    /// Some process on either side called the function but has no exit summary, so its
+    /// calls are not counted: the shift may be an artefact.
+    pub partial: bool,
+}
+
+/// Records of one unknown event kind on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KindChange {
+    /// Event kind, e.g. `device_fallback`.
+    pub kind: String,
+    /// Records in A.
+    pub count_a: u64,
+    /// Records in B.
+    pub count_b: u64,
+}
+
+/// A problem present on one side only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProblemChange {
+    /// Severity (`error`, `warning`, `info`).
+    pub severity: String,
+    /// The problem's title on the side where it is.
+    pub title: String,
+}
+
+/// The difference between two runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiffReport {
+    /// Schema version, the same as the summary report's.
+    pub report_version: u32,
+    /// The first run.
+    pub a: Side,
+    /// The second run.
+    pub b: Side,
+    /// Errors in B for a (function, CUresult) that A does not have, most first.
+    pub new_errors: Vec<ErrorChange>,
+    /// Errors of A that B does not have, most first.
+    pub disappeared_errors: Vec<ErrorChange>,
+    /// (function, CUresult) with errors on both sides, in different numbers; largest change
+    /// first.
+    pub changed_errors: Vec<ErrorChange>,
+    /// Functions whose call count differs, largest absolute change first.
+    pub call_shifts: Vec<CallShift>,
+    /// Unknown event kinds (repairs, explanations) that B has and A does not.
+    pub new_repairs: Vec<KindChange>,
+    /// Unknown event kinds on both sides or only in A, whose count differs.
+    pub repair_changes: Vec<KindChange>,
+    /// Problems of B that A does not have.
+    pub new_problems: Vec<ProblemChange>,
+    /// Problems of A that B does not have.
+    pub resolved_problems: Vec<ProblemChange>,
+}
+
+fn side(r: &Report) -> Side {
+    Side {
+        paths: r.input.paths.clone(),
+        files_read: r.input.files_read,
+        processes: r.overview.processes,
+        processes_without_exit_summary: r.overview.processes_without_exit_summary,
+        calls: r.overview.calls,
+        errors: r.overview.errors,
+    }
+}
+
+fn errors(r: &Report) -> BTreeMap<(String, String), u64> {
+    let mut m = BTreeMap::new();
+    for f in &r.functions {
+        for (res, n) in &f.errors_by_result {
+            if *n > 0 {
+                *m.entry((f.function.clone(), res.clone())).or_default() += n;
+            }
+        }
+    }
+    m
+}
+
+/// A problem's identity across runs: kind and CUresult (titles carry counts).
+fn problem_keys(r: &Report) -> BTreeMap<String, (Severity, ProblemChange)> {
+    r.problems
+        .iter()
+        .map(|p| {
+            let kind = serde_json::to_value(p.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            (
+                format!("{kind}/{}", p.result.as_deref().unwrap_or("")),
+                (
+                    p.severity,
+                    ProblemChange {
+                        severity: p.severity.as_str().to_string(),
+                        title: p.title.clone(),
+                    },
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Compares run `a` with run `b`.
+pub fn diff(a: &Report, b: &Report) -> DiffReport {
+    let ea = errors(a);
+    let eb = errors(b);
+    let keys: BTreeSet<&(String, String)> = ea.keys().chain(eb.keys()).collect();
+    let mut new_errors = Vec::new();
+    let mut disappeared = Vec::new();
+    let mut changed = Vec::new();
+    for k in keys {
+        let ca = ea.get(k).copied().unwrap_or(0);
+        let cb = eb.get(k).copied().unwrap_or(0);
+        let c = ErrorChange {
+            function: k.0.clone(),
+            result: k.1.clone(),
+            count_a: ca,
+            count_b: cb,
+        };
+        match (ca, cb) {
+            (0, _) => new_errors.push(c),
+            (_, 0) => disappeared.push(c),
+            (x, y) if x != y => changed.push(c),
+            _ => {}
+        }
+    }
+    new_errors.sort_by(|x, y| {
+        y.count_b
+            .cmp(&x.count_b)
+            .then_with(|| (&x.function, &x.result).cmp(&(&y.function, &y.result)))
+    });
+    disappeared.sort_by(|x, y| {
+        y.count_a
+            .cmp(&x.count_a)
+            .then_with(|| (&x.function, &x.result).cmp(&(&y.function, &y.result)))
+    });
+    changed.sort_by(|x, y| {
+        let dx = x.count_a.abs_diff(x.count_b);
+        let dy = y.count_a.abs_diff(y.count_b);
+        dy.cmp(&dx)
+            .then_with(|| (&x.function, &x.result).cmp(&(&y.function, &y.result)))
+    });
+
+    let ca: BTreeMap<&str, (u64, bool)> = a
+        .functions
+        .iter()
+        .map(|f| {
+            (
+                f.function.as_str(),
+                (f.calls, f.processes_without_exit_summary > 0),
+            )
+        })
+        .collect();
+    let cb: BTreeMap<&str, (u64, bool)> = b
+        .functions
+        .iter()
+        .map(|f| {
+            (
+                f.function.as_str(),
+                (f.calls, f.processes_without_exit_summary > 0),
+            )
+        })
+        .collect();
+    let fns: BTreeSet<&str> = ca.keys().chain(cb.keys()).copied().collect();
+    let mut shifts: Vec<CallShift> = fns
+        .into_iter()
+        .filter_map(|f| {
+            let (x, pa) = ca.get(f).copied().unwrap_or((0, false));
+            let (y, pb) = cb.get(f).copied().unwrap_or((0, false));
+            (x != y).then(|| {
+                let delta = y as i64 - x as i64;
+                CallShift {
+                    function: f.to_string(),
+                    calls_a: x,
+                    calls_b: y,
+                    delta,
+                    delta_pct: (x > 0).then(|| (delta as f64 * 1000.0 / x as f64).round() / 10.0),
+                    partial: pa || pb,
+                }
+            })
+        })
+        .collect();
+    shifts.sort_by(|x, y| {
+        y.delta
+            .unsigned_abs()
+            .cmp(&x.delta.unsigned_abs())
+            .then_with(|| x.function.cmp(&y.function))
+    });
+
+    let ka = &a.input.unknown_event_kinds;
+    let kb = &b.input.unknown_event_kinds;
+    let kinds: BTreeSet<&String> = ka.keys().chain(kb.keys()).collect();
+    let mut new_repairs = Vec::new();
+    let mut repair_changes = Vec::new();
+    for k in kinds {
+        let x = ka.get(k).copied().unwrap_or(0);
+        let y = kb.get(k).copied().unwrap_or(0);
+        let c = KindChange {
+            kind: k.clone(),
+            count_a: x,
+            count_b: y,
+        };
+        if x == 0 {
+            new_repairs.push(c);
+        } else if x != y {
+            repair_changes.push(c);
+        }
+    }
+    new_repairs.sort_by(|x, y| y.count_b.cmp(&x.count_b).then_with(|| x.kind.cmp(&y.kind)));
+
+    let pa = problem_keys(a);
+    let pb = problem_keys(b);
+    let only = |x: &BTreeMap<String, (Severity, ProblemChange)>,
+                y: &BTreeMap<String, (Severity, ProblemChange)>| {
+        let mut v: Vec<&(Severity, ProblemChange)> = x
+            .iter()
+            .filter(|(k, _)| !y.contains_key(*k))
+            .map(|(_, v)| v)
+            .collect();
+        v.sort_by(|p, q| (p.0, &p.1.title).cmp(&(q.0, &q.1.title)));
+        v.into_iter().map(|(_, c)| c.clone()).collect::<Vec<_>>()
+    };
+    let new_problems = only(&pb, &pa);
+    let resolved_problems = only(&pa, &pb);
+
+    DiffReport {
+        report_version: REPORT_VERSION,
+        a: side(a),
+        b: side(b),
+        new_errors,
+        disappeared_errors: disappeared,
+        changed_errors: changed,
+        call_shifts: shifts,
+        new_repairs,
+        repair_changes,
+        new_problems,
+        resolved_problems,
+    }
+}
+
+fn pct(p: Option<f64>) -> String {
+    match p {
+        Some(v) => format!("{v:+.1}%"),
+        None => "new".to_string(),
+    }
+}
+
+/// Renders a diff for the terminal.
+pub fn render_text(d: &DiffReport) -> String {
+    let mut out = String::new();
+    out.push_str("DIFF\n");
+    for (label, s) in [("A", &d.a), ("B", &d.b)] {
+        push_wrapped(
+            &mut out,
+            &format!("  {label}: "),
+            &format!(
+                "{} -- {} files, {} processes ({} without exit summary), {} calls, {} errors",
+                s.paths.join(" "),
+                s.files_read,
+                s.processes,
+                s.processes_without_exit_summary,
+                fmt::count(s.calls),
+                fmt::count(s.errors)
+            ),
+        );
+    }
+
+    let errors = |out: &mut String, title: &str, list: &[ErrorChange]| {
+        out.push_str(&format!("\n{title}\n"));
+        if list.is_empty() {
+            out.push_str("  none\n");
+            return;
+        }
+        let mut t = Table::new(&["FUNCTION", "RESULT", ">A", ">B"]);
+        for e in list {
+            t.row(vec![
+                e.function.clone(),
+                e.result.clone(),
+                fmt::count(e.count_a),
+                fmt::count(e.count_b),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+    };
+    errors(&mut out, "NEW ERRORS (in B, not in A)", &d.new_errors);
+    errors(
+        &mut out,
+        "DISAPPEARED ERRORS (in A, not in B)",
+        &d.disappeared_errors,
+    );
+    errors(&mut out, "CHANGED ERROR COUNTS", &d.changed_errors);
+
+    out.push_str("\nCALL COUNT SHIFTS\n");
+    if d.call_shifts.is_empty() {
+        out.push_str("  none\n");
+    } else {
+        let mut t = Table::new(&["FUNCTION", ">A", ">B", ">CHANGE", ">%"]);
+        for s in &d.call_shifts {
+            let sign = if s.delta < 0 { "-" } else { "+" };
+            t.row(vec![
+                format!("{}{}", s.function, if s.partial { " *" } else { "" }),
+                fmt::count(s.calls_a),
+                fmt::count(s.calls_b),
+                format!("{sign}{}", fmt::count(s.delta.unsigned_abs())),
+                pct(s.delta_pct),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+        if d.call_shifts.iter().any(|s| s.partial) {
+            out.push_str(
+                "  * a side has processes without an exit summary: their calls are not counted\n",
+            );
+        }
+    }
+
+    out.push_str("\nNEW REPAIRS AND OTHER NEW EVENT KINDS (in B, not in A)\n");
+    if d.new_repairs.is_empty() {
+        out.push_str("  none\n");
+    } else {
+        let mut t = Table::new(&["KIND", ">B"]);
+        for k in &d.new_repairs {
+            t.row(vec![k.kind.clone(), fmt::count(k.count_b)]);
+        }
+        out.push_str(&t.render("  "));
+    }
+    if !d.repair_changes.is_empty() {
+        out.push_str("\nCHANGED REPAIR COUNTS\n");
+        let mut t = Table::new(&["KIND", ">A", ">B"]);
+        for k in &d.repair_changes {
+            t.row(vec![
+                k.kind.clone(),
+                fmt::count(k.count_a),
+                fmt::count(k.count_b),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+    }
+
+    for (title, list) in [
+        ("NEW PROBLEMS", &d.new_problems),
+        ("RESOLVED PROBLEMS", &d.resolved_problems),
+    ] {
+        out.push_str(&format!("\n{title}\n"));
+        if list.is_empty() {
+            out.push_str("  none\n");
+        }
+        for p in list {
+            push_wrapped(&mut out, &format!("  [{}] ", p.severity), &p.title);
+        }
+    }
+    out
+}

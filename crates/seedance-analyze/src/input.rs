@@ -1,0 +1,658 @@
+//! Reading traces: finding files, decompressing, splitting lines, parsing records.
+//!
+//! Every file is streamed through one reused line buffer; lines longer than
+//! [`MAX_LINE_BYTES`] are skipped (and counted) without being held in memory. A file is
+//! gzip-compressed when it starts with the gzip magic bytes, whatever its name.
+//!
+//! A file is taken for a trace when the first line of it that is valid JSON is a trace
+//! record; a file whose first JSON line is something else, or which has no JSON line among
+//! its first [`DETECT_LINES`] lines, is skipped and counted (a directory of traces often
+//! holds a README or a log too).
+//!
+//! [`parse_line`] parses in two steps: one pass into borrowed fields (the envelope, the
+//! `event` kind and the `call_failed` fields, which are most of a big trace), then, only for
+//! `session_start` and `exit_summary`, a second pass into the lenient types of
+//! [`crate::records`].
+
+use crate::aggregate::Aggregate;
+use crate::records::{ExitInfo, SessionInfo};
+use crate::Error;
+use flate2::read::MultiGzDecoder;
+use rayon::prelude::*;
+use serde::de::{self, IgnoredAny, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// Lines longer than this (bytes, after decompression) are skipped and counted as
+/// oversized. No record the shim writes comes near it.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
+/// How many lines of a file are looked at to decide whether it is a trace at all.
+pub const DETECT_LINES: usize = 64;
+
+/// Size of the read buffer of each file.
+const READ_BUFFER: usize = 256 << 10;
+
+/// Options of an analysis run.
+#[derive(Default)]
+pub struct Options<'a> {
+    /// Called from the reading threads with the number of bytes just read from disk
+    /// (compressed bytes for gzip files); drives a progress bar.
+    pub progress: Option<&'a (dyn Fn(u64) + Sync)>,
+}
+
+/// A string that borrows from the line when it has no escapes and is owned otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Str<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The first, loose pass over a line: envelope, kind, and the `call_failed` fields.
+/// Unknown fields are skipped without being built.
+#[derive(Deserialize)]
+struct Flat<'a> {
+    v: Option<u32>,
+    seq: Option<u64>,
+    ts_ns: Option<u64>,
+    pid: Option<u32>,
+    tid: Option<u64>,
+    #[serde(borrow)]
+    event: Option<Str<'a>>,
+    #[serde(borrow)]
+    function: Option<Str<'a>>,
+    result: Option<u32>,
+    #[serde(borrow)]
+    result_name: Option<Str<'a>>,
+    #[serde(borrow)]
+    args: Option<&'a RawValue>,
+}
+
+/// The fallback pass, for records of unknown kinds whose fields clash in type with the
+/// `call_failed` fields of [`Flat`].
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    v: Option<u32>,
+    seq: Option<u64>,
+    ts_ns: Option<u64>,
+    pid: Option<u32>,
+    tid: Option<u64>,
+    #[serde(borrow)]
+    event: Option<Str<'a>>,
+}
+
+/// The envelope fields every record carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// Schema version.
+    pub v: u32,
+    /// Sequence number within the process.
+    pub seq: u64,
+    /// Wall-clock time, nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id (0 when absent).
+    pub tid: u64,
+}
+
+/// A `call_failed` event, borrowing from the line where it can.
+#[derive(Debug, Clone)]
+pub struct CallFailedRef<'a> {
+    /// Exported symbol called.
+    pub function: Cow<'a, str>,
+    /// CUresult number.
+    pub result: u32,
+    /// CUresult name as the shim wrote it, if it did.
+    pub result_name: Option<Cow<'a, str>>,
+    /// The arguments object, unparsed.
+    pub args: Option<&'a RawValue>,
+}
+
+/// One classified line.
+#[derive(Debug)]
+pub enum Line<'a> {
+    /// Empty or whitespace only.
+    Blank,
+    /// Not JSON (or not UTF-8): garbage or a cut line.
+    Malformed,
+    /// Valid JSON, but not a trace record (no envelope or no `event`).
+    NotRecord,
+    /// A record of a known kind whose fields do not match the schema.
+    BadRecord(Head, &'static str),
+    /// A `session_start` record.
+    SessionStart(Head, Box<SessionInfo>),
+    /// A `call_failed` record.
+    CallFailed(Head, CallFailedRef<'a>),
+    /// An `exit_summary` record.
+    ExitSummary(Head, Box<ExitInfo>),
+    /// A record of a kind this analyzer does not know (a later schema version).
+    Unknown(Head, Cow<'a, str>),
+}
+
+impl Line<'_> {
+    /// The envelope, for lines that are trace records.
+    pub fn head(&self) -> Option<Head> {
+        match self {
+            Line::BadRecord(h, _)
+            | Line::SessionStart(h, _)
+            | Line::CallFailed(h, _)
+            | Line::ExitSummary(h, _)
+            | Line::Unknown(h, _) => Some(*h),
+            _ => None,
+        }
+    }
+}
+
+fn head_of(
+    v: Option<u32>,
+    seq: Option<u64>,
+    ts_ns: Option<u64>,
+    pid: Option<u32>,
+    tid: Option<u64>,
+) -> Option<Head> {
+    Some(Head {
+        v: v?,
+        seq: seq?,
+        ts_ns: ts_ns?,
+        pid: pid?,
+        tid: tid.unwrap_or(0),
+    })
+}
+
+/// Kinds of event this analyzer knows.
+pub const KNOWN_KINDS: [&str; 3] = ["session_start", "call_failed", "exit_summary"];
+
+/// Parses one line (without its newline). Never panics, whatever the bytes.
+pub fn parse_line(line: &[u8]) -> Line<'_> {
+    let line = trim_ascii(line);
+    if line.is_empty() {
+        return Line::Blank;
+    }
+    if line[0] != b'{' {
+        // Records are objects; anything else is at best some other JSON.
+        return if serde_json::from_slice::<IgnoredAny>(line).is_ok() {
+            Line::NotRecord
+        } else {
+            Line::Malformed
+        };
+    }
+    match serde_json::from_slice::<Flat>(line) {
+        Ok(f) => {
+            let (Some(head), Some(kind)) = (head_of(f.v, f.seq, f.ts_ns, f.pid, f.tid), f.event)
+            else {
+                return Line::NotRecord;
+            };
+            classify(
+                line,
+                head,
+                kind.0,
+                f.function,
+                f.result,
+                f.result_name,
+                f.args,
+            )
+        }
+        Err(_) => match serde_json::from_slice::<Envelope>(line) {
+            Ok(e) => {
+                let (Some(head), Some(kind)) =
+                    (head_of(e.v, e.seq, e.ts_ns, e.pid, e.tid), e.event)
+                else {
+                    return Line::NotRecord;
+                };
+                if KNOWN_KINDS.contains(&kind.0.as_ref()) {
+                    Line::BadRecord(head, known_kind(&kind.0))
+                } else {
+                    Line::Unknown(head, kind.0)
+                }
+            }
+            Err(_) => {
+                if serde_json::from_slice::<IgnoredAny>(line).is_ok() {
+                    Line::NotRecord
+                } else {
+                    Line::Malformed
+                }
+            }
+        },
+    }
+}
+
+fn known_kind(kind: &str) -> &'static str {
+    KNOWN_KINDS
+        .iter()
+        .copied()
+        .find(|k| *k == kind)
+        .unwrap_or("unknown")
+}
+
+fn classify<'a>(
+    line: &'a [u8],
+    head: Head,
+    kind: Cow<'a, str>,
+    function: Option<Str<'a>>,
+    result: Option<u32>,
+    result_name: Option<Str<'a>>,
+    args: Option<&'a RawValue>,
+) -> Line<'a> {
+    match kind.as_ref() {
+        "call_failed" => match (function, result) {
+            (Some(function), Some(result)) => Line::CallFailed(
+                head,
+                CallFailedRef {
+                    function: function.0,
+                    result,
+                    result_name: result_name.map(|s| s.0),
+                    args,
+                },
+            ),
+            _ => Line::BadRecord(head, "call_failed"),
+        },
+        "session_start" => match serde_json::from_slice::<SessionInfo>(line) {
+            Ok(s) => Line::SessionStart(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "session_start"),
+        },
+        "exit_summary" => match serde_json::from_slice::<ExitInfo>(line) {
+            Ok(s) => Line::ExitSummary(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "exit_summary"),
+        },
+        _ => Line::Unknown(head, kind),
+    }
+}
+
+fn trim_ascii(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if first.is_ascii_whitespace() {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = s {
+        if last.is_ascii_whitespace() {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+/// The outcome of reading one raw line from a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawLine {
+    /// The line ended with a newline (false for the last line of a file cut short).
+    pub newline: bool,
+    /// The line was longer than the limit; the buffer holds only its start.
+    pub oversized: bool,
+    /// Bytes the line took in the stream, newline included.
+    pub len: u64,
+}
+
+/// Reads the next line into `buf` (cleared first), keeping at most `max` bytes of it and
+/// discarding the rest. Returns `None` at the end of the stream.
+pub fn read_line_bounded<R: BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Option<RawLine>> {
+    buf.clear();
+    let mut len = 0u64;
+    let mut oversized = false;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok((len > 0).then_some(RawLine {
+                newline: false,
+                oversized,
+                len,
+            }));
+        }
+        let (chunk, used, done) = match memchr::memchr(b'\n', available) {
+            Some(i) => (&available[..i], i + 1, true),
+            None => (available, available.len(), false),
+        };
+        if !oversized {
+            if buf.len() + chunk.len() <= max {
+                buf.extend_from_slice(chunk);
+            } else {
+                oversized = true;
+            }
+        }
+        len += used as u64;
+        reader.consume(used);
+        if done {
+            return Ok(Some(RawLine {
+                newline: true,
+                oversized,
+                len,
+            }));
+        }
+    }
+}
+
+/// Counts the bytes read from the file underneath and reports them to the progress hook.
+struct Counting<'a, R> {
+    inner: R,
+    bytes: u64,
+    progress: Option<&'a (dyn Fn(u64) + Sync)>,
+}
+
+impl<R: Read> Read for Counting<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        if let Some(p) = self.progress {
+            p(n as u64);
+        }
+        Ok(n)
+    }
+}
+
+/// The files to read, and the entries met while walking that could not be read.
+pub type FileList = (Vec<PathBuf>, Vec<(PathBuf, String)>);
+
+/// Expands `paths` into the list of files to read: files as given, directories walked
+/// recursively (entries sorted by name; symbolic links to directories are not followed, to
+/// avoid cycles). The same file reached twice is read once.
+///
+/// Errors only for a path given here that cannot be inspected; unreadable entries met
+/// while walking are returned in the second list and counted later.
+pub fn collect_files(paths: &[PathBuf]) -> Result<FileList, Error> {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    let mut seen = HashSet::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| Error::Path(p.clone(), e))?;
+        if meta.is_dir() {
+            walk(p, &mut files, &mut errors, &mut seen);
+        } else {
+            push_unique(p.clone(), &mut files, &mut seen);
+        }
+    }
+    Ok((files, errors))
+}
+
+fn push_unique(p: PathBuf, files: &mut Vec<PathBuf>, seen: &mut HashSet<PathBuf>) {
+    let key = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+    if seen.insert(key) {
+        files.push(p);
+    }
+}
+
+fn walk(
+    dir: &Path,
+    files: &mut Vec<PathBuf>,
+    errors: &mut Vec<(PathBuf, String)>,
+    seen: &mut HashSet<PathBuf>,
+) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            errors.push((dir.to_path_buf(), e.to_string()));
+            return;
+        }
+    };
+    let mut list: Vec<PathBuf> = Vec::new();
+    for e in entries {
+        match e {
+            Ok(e) => list.push(e.path()),
+            Err(e) => errors.push((dir.to_path_buf(), e.to_string())),
+        }
+    }
+    list.sort();
+    for p in list {
+        let Ok(lmeta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if lmeta.is_dir() {
+            walk(&p, files, errors, seen);
+        } else if lmeta.is_file() {
+            push_unique(p, files, seen);
+        } else if lmeta.file_type().is_symlink() {
+            // Follow links to files, never to directories.
+            if std::fs::metadata(&p).map(|m| m.is_file()).unwrap_or(false) {
+                push_unique(p, files, seen);
+            }
+        }
+    }
+}
+
+/// Reads every trace file under `paths` in parallel and merges the aggregates.
+pub fn analyze_paths(paths: &[PathBuf], options: &Options) -> Result<Aggregate, Error> {
+    let (files, errors) = collect_files(paths)?;
+    let mut agg = files
+        .par_iter()
+        .map(|f| read_file(f, options))
+        .reduce(Aggregate::default, Aggregate::merge);
+    for (p, e) in errors {
+        agg.counters.note_unreadable(&p.display().to_string(), e);
+    }
+    agg.finish();
+    Ok(agg)
+}
+
+/// Reads one file into a fresh aggregate. I/O errors are recorded in it, never returned.
+pub fn read_file(path: &Path, options: &Options) -> Aggregate {
+    let name = path.display().to_string();
+    let mut agg = Aggregate::default();
+    agg.counters.files_seen += 1;
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            agg.counters.note_unreadable(&name, e.to_string());
+            return agg;
+        }
+    };
+    let mut raw = BufReader::with_capacity(
+        64 << 10,
+        Counting {
+            inner: file,
+            bytes: 0,
+            progress: options.progress,
+        },
+    );
+    let gzip = match raw.fill_buf() {
+        Ok(b) => b.starts_with(&[0x1f, 0x8b]),
+        Err(e) => {
+            agg.counters.note_unreadable(&name, e.to_string());
+            return agg;
+        }
+    };
+    let outcome = if gzip {
+        let mut reader = BufReader::with_capacity(READ_BUFFER, MultiGzDecoder::new(raw));
+        let o = read_stream(&mut reader, &name, &mut agg);
+        agg.counters.bytes += reader.get_ref().get_ref().get_ref().bytes;
+        o
+    } else {
+        let o = read_stream(&mut raw, &name, &mut agg);
+        agg.counters.bytes += raw.get_ref().bytes;
+        o
+    };
+    match outcome {
+        Outcome::Empty => agg.counters.empty_files += 1,
+        Outcome::NotTrace => agg.counters.note_skipped(&name),
+        Outcome::Trace => {
+            agg.counters.files_read += 1;
+            if gzip {
+                agg.counters.gzip_files += 1;
+            }
+        }
+    }
+    agg
+}
+
+enum Outcome {
+    Empty,
+    NotTrace,
+    Trace,
+}
+
+fn read_stream<R: BufRead>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outcome {
+    let mut buf = Vec::with_capacity(4096);
+    let mut file = agg.begin_file(name);
+    // Lines before the first record, while we do not yet know whether this is a trace.
+    let mut pending_lines = 0u64;
+    let mut pending_bytes = 0u64;
+    let mut pending_malformed = 0u64;
+    let mut is_trace = false;
+    let mut any_line = false;
+    loop {
+        let raw = match read_line_bounded(reader, &mut buf, MAX_LINE_BYTES) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => {
+                if is_trace {
+                    agg.counters.note_read_error(name, e.to_string());
+                } else if !any_line {
+                    // Not even one line: an unreadable or corrupt (e.g. bad gzip) file.
+                    agg.counters.note_unreadable(name, e.to_string());
+                    return Outcome::NotTrace;
+                }
+                break;
+            }
+        };
+        any_line = true;
+        let line = if raw.oversized {
+            None
+        } else {
+            Some(parse_line(&buf))
+        };
+        if !is_trace {
+            pending_lines += 1;
+            pending_bytes += raw.len;
+            match &line {
+                None | Some(Line::Malformed) => pending_malformed += 1,
+                Some(Line::Blank) => {}
+                Some(Line::NotRecord) => return Outcome::NotTrace,
+                Some(_) => {
+                    is_trace = true;
+                    // The lines before this one were garbage in a trace.
+                    agg.counters.lines += pending_lines - 1;
+                    agg.counters.bytes_uncompressed += pending_bytes - raw.len;
+                    agg.counters.malformed_lines += pending_malformed;
+                }
+            }
+            if !is_trace {
+                if pending_lines >= DETECT_LINES as u64 {
+                    return Outcome::NotTrace;
+                }
+                continue;
+            }
+        }
+        agg.counters.lines += 1;
+        agg.counters.bytes_uncompressed += raw.len;
+        match line {
+            None => agg.counters.oversized_lines += 1,
+            Some(Line::Blank) => {}
+            Some(Line::Malformed) | Some(Line::NotRecord) => {
+                if raw.newline {
+                    agg.counters.malformed_lines += 1
+                } else {
+                    agg.counters.truncated_lines += 1
+                }
+            }
+            Some(record) => {
+                if !raw.newline && matches!(record, Line::BadRecord(..)) {
+                    agg.counters.truncated_lines += 1;
+                } else {
+                    agg.record(&mut file, record);
+                }
+            }
+        }
+    }
+    if is_trace {
+        Outcome::Trace
+    } else if !any_line || pending_malformed == 0 {
+        // Nothing but blank lines counts as empty too.
+        Outcome::Empty
+    } else {
+        Outcome::NotTrace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_lines() {
+        let data = b"abc\n0123456789\nxyz";
+        let mut r = io::BufReader::with_capacity(4, &data[..]);
+        let mut buf = Vec::new();
+        let l = read_line_bounded(&mut r, &mut buf, 5).unwrap().unwrap();
+        assert_eq!(
+            (buf.as_slice(), l.newline, l.oversized, l.len),
+            (&b"abc"[..], true, false, 4)
+        );
+        let l = read_line_bounded(&mut r, &mut buf, 5).unwrap().unwrap();
+        assert!(l.oversized && l.newline);
+        assert_eq!(l.len, 11);
+        let l = read_line_bounded(&mut r, &mut buf, 5).unwrap().unwrap();
+        assert_eq!((buf.as_slice(), l.newline), (&b"xyz"[..], false));
+        assert!(read_line_bounded(&mut r, &mut buf, 5).unwrap().is_none());
+    }
+
+    #[test]
+    fn parses_call_failed_borrowed() {
+        let l = br#"{"v":1,"seq":3,"ts_ns":10,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":2,"result_name":"CUDA_ERROR_OUT_OF_MEMORY","args":{"bytesize":1}}"#;
+        match parse_line(l) {
+            Line::CallFailed(h, c) => {
+                assert_eq!(h.pid, 42);
+                assert!(matches!(c.function, Cow::Borrowed("cuMemAlloc_v2")));
+                assert_eq!(c.result, 2);
+                assert_eq!(c.args.unwrap().get(), r#"{"bytesize":1}"#);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_kind_with_clashing_field_types() {
+        let l = br#"{"v":2,"seq":3,"ts_ns":10,"pid":42,"tid":43,"event":"device_fallback","result":"moved","function":7}"#;
+        match parse_line(l) {
+            Line::Unknown(h, k) => {
+                assert_eq!(k, "device_fallback");
+                assert_eq!(h.v, 2);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn classification() {
+        assert!(matches!(parse_line(b"  \r"), Line::Blank));
+        assert!(matches!(parse_line(b"{\"v\":1,"), Line::Malformed));
+        assert!(matches!(parse_line(b"[1,2]"), Line::NotRecord));
+        assert!(matches!(parse_line(b"{\"name\":\"x\"}"), Line::NotRecord));
+        assert!(matches!(
+            parse_line(br#"{"v":1,"seq":0,"ts_ns":1,"pid":1,"tid":1,"event":"call_failed"}"#),
+            Line::BadRecord(_, "call_failed")
+        ));
+        assert!(matches!(parse_line(b"\xff\xfe"), Line::Malformed));
+    }
+}

@@ -1,0 +1,578 @@
+//! The problems of a report: what went wrong, ranked, each with what to do.
+//!
+//! One `cuda_error` problem per CUresult seen (counts from exit summaries, which are
+//! complete, plus `call_failed` records of processes without one), with the functions
+//! involved, argument examples and facts from the session starts that bear on the cause;
+//! then problems of the traces themselves (dropped or missing records, processes without
+//! exit summary, unreadable input). The remediation text comes from [`crate::explain`].
+
+use crate::aggregate::{Aggregate, Examples, MAX_EXAMPLES};
+use crate::explain;
+use crate::fmt;
+use crate::report::{host_label, ArgExample, NameCount, Problem, ProblemKind, Proc, Severity};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Processes listed by name in the context of a problem.
+const LISTED_PROCESSES: usize = 10;
+
+fn severity_of(code: Option<u32>) -> Severity {
+    match code {
+        Some(600) | Some(704) => Severity::Info,
+        Some(4) | Some(500) => Severity::Warning,
+        _ => Severity::Error,
+    }
+}
+
+/// Counts of values, rendered `"a" (2), unset (1)`, most frequent first.
+fn tally(values: impl IntoIterator<Item = String>) -> String {
+    let mut m: BTreeMap<String, u64> = BTreeMap::new();
+    for v in values {
+        *m.entry(v).or_default() += 1;
+    }
+    let mut v: Vec<(String, u64)> = m.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.iter()
+        .map(|(k, n)| {
+            format!(
+                "{k} ({n} {})",
+                if *n == 1 { "process" } else { "processes" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn cvd(p: &Proc) -> String {
+    match p
+        .agg
+        .session
+        .as_ref()
+        .map(|s| s.cuda_visible_devices.as_deref())
+    {
+        Some(Some(v)) => format!("CUDA_VISIBLE_DEVICES={v:?}"),
+        Some(None) => "unset".to_string(),
+        None => "no session start".to_string(),
+    }
+}
+
+pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
+    struct Acc<'a> {
+        count: u64,
+        functions: BTreeMap<&'a str, u64>,
+        procs: Vec<&'a Proc<'a>>,
+        hosts: BTreeSet<String>,
+        examples: BTreeMap<&'a str, Examples>,
+        code: Option<u32>,
+    }
+    let mut by_result: BTreeMap<&str, Acc> = BTreeMap::new();
+    for p in procs {
+        for (f, (_, _, by)) in &p.by_function {
+            for (r, n) in by {
+                if *n == 0 {
+                    continue;
+                }
+                let a = by_result.entry(r).or_insert_with(|| Acc {
+                    count: 0,
+                    functions: BTreeMap::new(),
+                    procs: Vec::new(),
+                    hosts: BTreeSet::new(),
+                    examples: BTreeMap::new(),
+                    code: explain::code_of(r),
+                });
+                a.count += n;
+                *a.functions.entry(f).or_default() += n;
+                if !a.procs.iter().any(|q| std::ptr::eq(*q, p)) {
+                    a.procs.push(p);
+                }
+                a.hosts.insert(host_label(&p.hostname()));
+            }
+        }
+        for (f, m) in &p.agg.failed {
+            for (r, fl) in m {
+                if let Some(a) = by_result.get_mut(r.as_str()) {
+                    a.code = a.code.or(Some(fl.code));
+                    a.examples
+                        .entry(f.as_str())
+                        .or_default()
+                        .merge(&fl.examples);
+                }
+            }
+        }
+    }
+    for (result, a) in by_result {
+        let mut functions: Vec<NameCount> = a
+            .functions
+            .iter()
+            .map(|(f, n)| NameCount {
+                name: f.to_string(),
+                count: *n,
+            })
+            .collect();
+        functions.sort_by(|x, y| y.count.cmp(&x.count).then_with(|| x.name.cmp(&y.name)));
+        let mut examples: Vec<ArgExample> = a
+            .examples
+            .iter()
+            .flat_map(|(f, ex)| {
+                ex.0.iter().map(move |(args, n)| ArgExample {
+                    function: f.to_string(),
+                    args: serde_json::from_str(args).unwrap_or(serde_json::Value::Null),
+                    count: *n,
+                })
+            })
+            .collect();
+        examples.sort_by(|x, y| {
+            y.count
+                .cmp(&x.count)
+                .then_with(|| x.function.cmp(&y.function))
+                .then_with(|| x.args.to_string().cmp(&y.args.to_string()))
+        });
+        examples.truncate(MAX_EXAMPLES);
+        // Arguments that differ call by call (pointers, handles) give examples seen once
+        // each: one of them says as much as five.
+        if examples.len() == MAX_EXAMPLES
+            && examples.iter().all(|e| e.count == 1)
+            && a.count > MAX_EXAMPLES as u64
+        {
+            examples.truncate(1);
+        }
+        let mut context = Vec::new();
+        match a.code {
+            Some(101) | Some(100) => {
+                context.push(format!(
+                    "visible devices in the affected processes: {}",
+                    tally(a.procs.iter().map(|p| match &p.agg.session {
+                        Some(s) => s.devices.len().to_string(),
+                        None => "unknown".to_string(),
+                    }))
+                ));
+                context.push(format!(
+                    "CUDA_VISIBLE_DEVICES in the affected processes: {}",
+                    tally(a.procs.iter().map(|p| cvd(p)))
+                ));
+            }
+            Some(2) => {
+                let mems: BTreeSet<String> = a
+                    .procs
+                    .iter()
+                    .filter_map(|p| p.agg.session.as_ref())
+                    .flat_map(|s| s.devices.iter())
+                    .map(|d| {
+                        format!(
+                            "{} {}",
+                            d.name.as_deref().unwrap_or("device"),
+                            d.total_mem_bytes
+                                .map(fmt::bytes)
+                                .unwrap_or_else(|| "?".into())
+                        )
+                    })
+                    .collect();
+                if !mems.is_empty() {
+                    context.push(format!(
+                        "device memory in the affected processes: {}",
+                        mems.into_iter().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+            }
+            Some(34) => {
+                context.push(format!(
+                    "libcuda loaded from: {}",
+                    tally(a.procs.iter().map(|p| {
+                        p.agg
+                            .session
+                            .as_ref()
+                            .and_then(|s| s.libcuda_path.clone())
+                            .unwrap_or_else(|| "unknown".to_string())
+                    }))
+                ));
+            }
+            _ => {}
+        }
+        let name_code = match a.code {
+            Some(c) if c.to_string() != result => format!("{result} ({c})"),
+            _ => result.to_string(),
+        };
+        let remediation: Vec<String> = match a.code {
+            Some(c) if explain::is_known(c) => {
+                explain::steps(c).iter().map(|s| s.to_string()).collect()
+            }
+            _ => vec![format!(
+                "This code is not in the {} table; run `seedance-analyze explain {}` and check the \
+                 driver's cuda.h.",
+                explain::TABLE_VERSION,
+                a.code.map(|c| c.to_string()).unwrap_or_else(|| result.to_string())
+            )],
+        };
+        let nprocs = a.procs.len() as u64;
+        out.push(Problem {
+            rank: 0,
+            kind: ProblemKind::CudaError,
+            severity: severity_of(a.code),
+            title: format!(
+                "{name_code}: {} {} in {}",
+                fmt::count(a.count),
+                plural(a.count, "error", "errors"),
+                processes_on_hosts(nprocs, a.hosts.len())
+            ),
+            code: a.code,
+            result: Some(result.to_string()),
+            count: a.count,
+            processes: nprocs,
+            hosts: a.hosts.into_iter().collect(),
+            functions,
+            examples,
+            context,
+            remediation,
+        });
+    }
+}
+
+fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+fn processes_on_hosts(procs: u64, hosts: usize) -> String {
+    format!(
+        "{procs} {} on {hosts} {}",
+        plural(procs, "process", "processes"),
+        plural(hosts as u64, "host", "hosts")
+    )
+}
+
+fn describe(p: &Proc) -> String {
+    let exe = p
+        .agg
+        .session
+        .as_ref()
+        .and_then(|s| s.executable.as_deref())
+        .unwrap_or("?");
+    format!(
+        "{} pid {} {} ({})",
+        host_label(&p.hostname()),
+        p.agg.pid,
+        exe,
+        p.agg.file
+    )
+}
+
+fn simple_problem(
+    kind: ProblemKind,
+    severity: Severity,
+    title: String,
+    count: u64,
+    affected: &[&Proc],
+    context: Vec<String>,
+    remediation: &[&str],
+) -> Problem {
+    let hosts: BTreeSet<String> = affected.iter().map(|p| host_label(&p.hostname())).collect();
+    Problem {
+        rank: 0,
+        kind,
+        severity,
+        title,
+        code: None,
+        result: None,
+        count,
+        processes: affected.len() as u64,
+        hosts: hosts.into_iter().collect(),
+        functions: Vec::new(),
+        examples: Vec::new(),
+        context,
+        remediation: remediation.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn listed(affected: &[&Proc]) -> Vec<String> {
+    let mut v: Vec<String> = affected
+        .iter()
+        .take(LISTED_PROCESSES)
+        .map(|p| describe(p))
+        .collect();
+    if affected.len() > LISTED_PROCESSES {
+        v.push(format!(
+            "... and {} more",
+            affected.len() - LISTED_PROCESSES
+        ));
+    }
+    v
+}
+
+pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Problem>) {
+    let mut sorted: Vec<&Proc> = procs.iter().collect();
+    sorted.sort_by(|a, b| {
+        (a.hostname(), a.start(), a.agg.pid, &a.agg.file).cmp(&(
+            b.hostname(),
+            b.start(),
+            b.agg.pid,
+            &b.agg.file,
+        ))
+    });
+
+    let dropped: Vec<&Proc> = sorted
+        .iter()
+        .copied()
+        .filter(|p| p.agg.exit.as_ref().is_some_and(|e| e.dropped_records > 0))
+        .collect();
+    if !dropped.is_empty() {
+        let n: u64 = dropped
+            .iter()
+            .map(|p| p.agg.exit.as_ref().map_or(0, |e| e.dropped_records))
+            .sum();
+        let hosts: BTreeSet<String> = dropped.iter().map(|p| host_label(&p.hostname())).collect();
+        out.push(simple_problem(
+            ProblemKind::DroppedRecords,
+            Severity::Warning,
+            format!(
+                "{} trace {} dropped by the shim in {}",
+                fmt::count(n),
+                plural(n, "record", "records"),
+                processes_on_hosts(dropped.len() as u64, hosts.len())
+            ),
+            n,
+            &dropped,
+            listed(&dropped),
+            &[
+                "The shim's writer queue overflowed or the trace file could not be written. The \
+                 exit summaries' call and error counts are still complete; only details \
+                 (call_failed records) are missing.",
+                "Write traces to a local disk, not a network file system, and check that it is \
+                 not full.",
+                "A storm of failing calls fills the queue: fix the most frequent error above first.",
+            ],
+        ));
+    }
+
+    let missing: Vec<&Proc> = sorted
+        .iter()
+        .copied()
+        .filter(|p| unexplained_missing(p) > 0)
+        .collect();
+    if !missing.is_empty() {
+        let n: u64 = missing.iter().map(|p| unexplained_missing(p)).sum();
+        let hosts: BTreeSet<String> = missing.iter().map(|p| host_label(&p.hostname())).collect();
+        out.push(simple_problem(
+            ProblemKind::MissingRecords,
+            Severity::Warning,
+            format!(
+                "{} trace {} missing (gaps in sequence numbers) in {}",
+                fmt::count(n),
+                plural(n, "record", "records"),
+                processes_on_hosts(missing.len() as u64, hosts.len())
+            ),
+            n,
+            &missing,
+            listed(&missing),
+            &[
+                "Records were lost between the shim and this analysis: lines corrupted or cut, \
+                 a file truncated or copied while being written, or records dropped by a process \
+                 that never wrote its exit summary.",
+                "Copy traces only after the processes ended, and check the input section for \
+                 malformed lines.",
+            ],
+        ));
+    }
+
+    let unmatched: Vec<&Proc> = sorted
+        .iter()
+        .copied()
+        .filter(|p| {
+            p.agg
+                .exit
+                .as_ref()
+                .is_some_and(|e| !e.procaddr_unmatched.is_empty())
+        })
+        .collect();
+    if !unmatched.is_empty() {
+        let names: BTreeSet<&str> = unmatched
+            .iter()
+            .filter_map(|p| p.agg.exit.as_ref())
+            .flat_map(|e| e.procaddr_unmatched.iter().map(String::as_str))
+            .collect();
+        let hosts: BTreeSet<String> = unmatched
+            .iter()
+            .map(|p| host_label(&p.hostname()))
+            .collect();
+        out.push(simple_problem(
+            ProblemKind::ProcaddrUnmatched,
+            Severity::Warning,
+            format!(
+                "{} driver {} passed through uninstrumented (cuGetProcAddress returned an \
+                 unknown variant) in {}",
+                names.len(),
+                plural(names.len() as u64, "entry point", "entry points"),
+                processes_on_hosts(unmatched.len() as u64, hosts.len())
+            ),
+            names.len() as u64,
+            &unmatched,
+            vec![format!(
+                "entry points: {}",
+                names.into_iter().collect::<Vec<_>>().join(", ")
+            )],
+            &[
+                "The driver is newer than the shim's table of ABI variants: these calls were \
+                 neither checked nor counted. Upgrade seedance-fix to a version that knows \
+                 this driver.",
+            ],
+        ));
+    }
+
+    let no_exit: Vec<&Proc> = sorted
+        .iter()
+        .copied()
+        .filter(|p| p.agg.exit.is_none())
+        .collect();
+    if !no_exit.is_empty() {
+        let hosts: BTreeSet<String> = no_exit.iter().map(|p| host_label(&p.hostname())).collect();
+        let n = no_exit.len() as u64;
+        out.push(simple_problem(
+            ProblemKind::NoExitSummary,
+            Severity::Warning,
+            format!(
+                "{} without an exit summary (killed or still running) on {} {}",
+                format_args!("{n} {}", plural(n, "process", "processes")),
+                hosts.len(),
+                plural(hosts.len() as u64, "host", "hosts")
+            ),
+            n,
+            &no_exit,
+            listed(&no_exit),
+            &[
+                "The process was killed (OOM killer, SIGKILL, a job or pod time limit, a crash in \
+                 native code) or was still running when the traces were collected: check the job's \
+                 exit status and `dmesg` for the OOM killer.",
+                "Its call counts are unknown; its errors are counted from its call_failed records.",
+            ],
+        ));
+    }
+
+    let no_start: Vec<&Proc> = sorted
+        .iter()
+        .copied()
+        .filter(|p| p.agg.session.is_none())
+        .collect();
+    if !no_start.is_empty() {
+        let n = no_start.len() as u64;
+        out.push(simple_problem(
+            ProblemKind::NoSessionStart,
+            Severity::Warning,
+            format!(
+                "{n} {} without a session start record",
+                plural(n, "trace", "traces")
+            ),
+            n,
+            &no_start,
+            listed(&no_start),
+            &[
+                "The beginning of the trace is missing (file cut or rotated, or its first line \
+                 corrupted): host, executable and devices are unknown for these processes.",
+            ],
+        ));
+    }
+
+    let c = &agg.counters;
+    let bad = c.malformed_lines + c.truncated_lines + c.oversized_lines;
+    if bad > 0 {
+        out.push(simple_problem(
+            ProblemKind::MalformedInput,
+            Severity::Info,
+            format!(
+                "{} of {} {} could not be read as trace records",
+                fmt::count(bad),
+                fmt::count(c.lines),
+                plural(c.lines, "line", "lines")
+            ),
+            bad,
+            &[],
+            vec![format!(
+                "malformed: {}, truncated last lines: {}, oversized: {}",
+                c.malformed_lines, c.truncated_lines, c.oversized_lines
+            )],
+            &[
+                "Truncated last lines are normal for processes that were killed. Other malformed \
+                 lines mean the files were corrupted or mixed with other output: keep each trace \
+                 file to the shim alone.",
+            ],
+        ));
+    }
+
+    if c.unreadable_files + c.files_with_read_errors > 0 {
+        let n = c.unreadable_files + c.files_with_read_errors;
+        out.push(simple_problem(
+            ProblemKind::UnreadableFiles,
+            Severity::Warning,
+            format!(
+                "{n} {} could not be read completely",
+                plural(n, "file", "files")
+            ),
+            n,
+            &[],
+            c.errors.iter().map(|(p, e)| format!("{p}: {e}")).collect(),
+            &["Check permissions and, for .gz files, that they were completely written."],
+        ));
+    }
+
+    let versions: BTreeSet<i32> = procs
+        .iter()
+        .filter_map(|p| p.agg.session.as_ref().and_then(|s| s.driver_version))
+        .collect();
+    if versions.len() > 1 {
+        let with: Vec<&Proc> = sorted
+            .iter()
+            .copied()
+            .filter(|p| {
+                p.agg
+                    .session
+                    .as_ref()
+                    .and_then(|s| s.driver_version)
+                    .is_some()
+            })
+            .collect();
+        out.push(simple_problem(
+            ProblemKind::MixedDriverVersions,
+            Severity::Info,
+            format!(
+                "{} different driver versions across the processes: {}",
+                versions.len(),
+                versions.iter().map(|v| fmt::driver_version(*v)).collect::<Vec<_>>().join(", ")
+            ),
+            versions.len() as u64,
+            &with,
+            vec![format!(
+                "driver versions: {}",
+                tally(with.iter().map(|p| {
+                    p.agg
+                        .session
+                        .as_ref()
+                        .and_then(|s| s.driver_version)
+                        .map(fmt::driver_version)
+                        .unwrap_or_default()
+                }))
+            )],
+            &["Errors that appear on some hosts only may follow the driver version: compare them."],
+        ));
+    }
+
+    if c.newer_schema_records > 0 {
+        out.push(simple_problem(
+            ProblemKind::NewerSchema,
+            Severity::Info,
+            format!(
+                "{} {} written with a newer trace schema than this analyzer knows",
+                fmt::count(c.newer_schema_records),
+                plural(c.newer_schema_records, "record", "records")
+            ),
+            c.newer_schema_records,
+            &[],
+            Vec::new(),
+            &["Upgrade seedance-analyze to see the new event kinds; known fields are still read."],
+        ));
+    }
+}
+
+fn unexplained_missing(p: &Proc) -> u64 {
+    let dropped = p.agg.exit.as_ref().map_or(0, |e| e.dropped_records);
+    p.agg.missing_records().saturating_sub(dropped)
+}

@@ -1,0 +1,669 @@
+//! The HTML form of a report: one self-contained page (inline CSS, a few lines of inline
+//! JavaScript to sort tables, charts as inline SVG drawn here), no network access, so it
+//! can be attached to a ticket or opened offline.
+//!
+//! Charts: errors over time (stacked by CUresult), calls and errors per function, a
+//! timeline of the processes, and the session topology (hosts, their devices and the
+//! processes that saw them). Every string from the traces is HTML-escaped.
+
+use crate::fmt;
+use crate::report::{ProcessStatus, Report, UNKNOWN_HOST};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Functions drawn in the calls chart.
+const CHART_FUNCTIONS: usize = 30;
+/// Processes drawn in the timeline.
+const CHART_PROCESSES: usize = 100;
+/// Rows of the processes table.
+const TABLE_PROCESSES: usize = 2000;
+/// Most bars in the errors-over-time chart.
+const CHART_SLOTS: u64 = 600;
+/// Result names drawn in their own colour; the rest are "other".
+const PALETTE: [&str; 6] = [
+    "#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#8c564b", "#e377c2",
+];
+const OTHER_COLOUR: &str = "#7f7f7f";
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn host(h: &Option<String>) -> &str {
+    h.as_deref().unwrap_or(UNKNOWN_HOST)
+}
+
+const CSS: &str = r#"
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f7f9}
+header{background:#1f2937;color:#fff;padding:16px 28px}
+header h1{margin:0;font-size:20px}
+header p{margin:4px 0 0;color:#cbd5e1}
+main{padding:8px 28px 40px;max-width:1400px}
+section{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:12px 18px;margin:16px 0}
+h2{font-size:17px;margin:4px 0 10px}
+h3{font-size:15px;margin:12px 0 6px}
+table{border-collapse:collapse;font-size:13px;width:100%}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eef0f3;vertical-align:top}
+th{background:#f3f4f6;cursor:pointer;user-select:none;white-space:nowrap}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.problem{border-left:5px solid #999;padding:6px 12px;margin:10px 0;background:#fafafa}
+.problem.error{border-color:#d62728}.problem.warning{border-color:#ff9f1c}.problem.info{border-color:#1f77b4}
+.problem .t{font-weight:600}
+.sev{display:inline-block;font-size:11px;text-transform:uppercase;padding:1px 6px;border-radius:3px;color:#fff;margin-right:6px}
+.sev.error{background:#d62728}.sev.warning{background:#e08a00}.sev.info{background:#1f77b4}
+.problem ul{margin:4px 0 0 0;padding-left:20px}
+code{font-size:12px;background:#f3f4f6;padding:1px 4px;border-radius:3px;word-break:break-all}
+.muted{color:#6b7280}
+svg text{font-size:11px;fill:#374151}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+.host{border:1px solid #e5e7eb;border-radius:6px;padding:6px 12px;margin:8px 0}
+.status-killed{color:#b45309;font-weight:600}
+"#;
+
+const JS: &str = r#"
+document.querySelectorAll('table.sortable th').forEach(function(th,i){
+  th.addEventListener('click',function(){
+    var tb=th.closest('table').tBodies[0];var rows=Array.from(tb.rows);
+    var asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';
+    rows.sort(function(a,b){
+      var x=a.cells[i].dataset.v||a.cells[i].textContent,y=b.cells[i].dataset.v||b.cells[i].textContent;
+      var nx=parseFloat(x),ny=parseFloat(y);
+      var c=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);
+      return asc?c:-c;});
+    rows.forEach(function(r){tb.appendChild(r);});
+  });
+});
+"#;
+
+/// Renders the report as one self-contained HTML page.
+pub fn render(r: &Report) -> String {
+    let mut h = String::with_capacity(64 << 10);
+    let o = &r.overview;
+    h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">");
+    h.push_str("<title>seedance-analyze report</title><style>");
+    h.push_str(CSS);
+    h.push_str("</style></head><body>\n<header><h1>seedance-analyze report</h1><p>");
+    let _ = write!(
+        h,
+        "{} processes on {} hosts &middot; {} devices &middot; {} functions &middot; {} calls &middot; {} errors",
+        o.processes,
+        o.hosts,
+        o.devices,
+        o.functions,
+        fmt::count(o.calls),
+        fmt::count(o.errors)
+    );
+    if let (Some(a), Some(b)) = (&o.first_time, &o.last_time) {
+        let _ = write!(h, " &middot; {} .. {}", escape(a), escape(b));
+    }
+    h.push_str("</p></header>\n<main>\n");
+
+    problems(&mut h, r);
+    section(&mut h, "Errors over time", |h| errors_chart(h, r));
+    section(&mut h, "Calls per function", |h| functions_chart(h, r));
+    section(&mut h, "Process timeline", |h| timeline_chart(h, r));
+    section(&mut h, "Session topology", |h| topology(h, r));
+    section(&mut h, "Processes", |h| processes_table(h, r));
+    section(&mut h, "Functions", |h| functions_table(h, r));
+    section(&mut h, "Input", |h| input(h, r));
+
+    let _ = writeln!(
+        h,
+        "<p class=\"muted\">report_version {} &middot; generated by seedance-analyze</p>",
+        r.report_version
+    );
+    h.push_str("</main>\n<script>");
+    h.push_str(JS);
+    h.push_str("</script>\n</body></html>\n");
+    h
+}
+
+fn section(h: &mut String, title: &str, body: impl FnOnce(&mut String)) {
+    let id: String = title
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let _ = writeln!(h, "<section id=\"{id}\"><h2>{}</h2>", escape(title));
+    body(h);
+    h.push_str("</section>\n");
+}
+
+fn problems(h: &mut String, r: &Report) {
+    h.push_str("<section id=\"problems\"><h2>Problems</h2>\n");
+    if r.problems.is_empty() {
+        h.push_str("<p>None found.</p>\n");
+    }
+    for p in &r.problems {
+        let sev = p.severity.as_str();
+        let _ = write!(
+            h,
+            "<div class=\"problem {sev}\"><div class=\"t\"><span class=\"sev {sev}\">{sev}</span>{}. {}</div><ul>",
+            p.rank,
+            escape(&p.title)
+        );
+        if !p.functions.is_empty() {
+            let f: Vec<String> = p
+                .functions
+                .iter()
+                .map(|f| format!("<code>{}</code> ({})", escape(&f.name), fmt::count(f.count)))
+                .collect();
+            let _ = write!(h, "<li>functions: {}</li>", f.join(", "));
+        }
+        for e in &p.examples {
+            let _ = write!(
+                h,
+                "<li>example: <code>{} {}</code> ({}&times;)</li>",
+                escape(&e.function),
+                escape(&e.args.to_string()),
+                fmt::count(e.count)
+            );
+        }
+        for c in &p.context {
+            let _ = write!(h, "<li class=\"muted\">{}</li>", escape(c));
+        }
+        h.push_str("</ul><div><b>What to try:</b><ul>");
+        for s in &p.remediation {
+            let _ = write!(h, "<li>{}</li>", escape(s));
+        }
+        h.push_str("</ul></div></div>\n");
+    }
+    h.push_str("</section>\n");
+}
+
+fn legend(h: &mut String, items: &[(String, &str)]) {
+    h.push_str("<div class=\"legend\">");
+    for (name, colour) in items {
+        let _ = write!(
+            h,
+            "<span><i style=\"background:{colour}\"></i>{}</span>",
+            escape(name)
+        );
+    }
+    h.push_str("</div>\n");
+}
+
+fn errors_chart(h: &mut String, r: &Report) {
+    let t = &r.errors_over_time;
+    if t.buckets.is_empty() {
+        h.push_str("<p>No call_failed records.</p>\n");
+        return;
+    }
+    // Colours for the most frequent results.
+    let mut totals: BTreeMap<&str, u64> = BTreeMap::new();
+    for b in &t.buckets {
+        for (k, v) in &b.by_result {
+            *totals.entry(k).or_default() += v;
+        }
+    }
+    let mut order: Vec<(&str, u64)> = totals.into_iter().collect();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let named: Vec<&str> = order.iter().take(PALETTE.len()).map(|x| x.0).collect();
+    let colour = |k: &str| -> &'static str {
+        named
+            .iter()
+            .position(|n| *n == k)
+            .map(|i| PALETTE[i])
+            .unwrap_or(OTHER_COLOUR)
+    };
+    // Display slots: the report's buckets, widened so that gaps do not make thousands of bars.
+    let first = t.buckets.first().map(|b| b.start_ns).unwrap_or(0);
+    let last = t.buckets.last().map(|b| b.start_ns).unwrap_or(0);
+    let mut width = t.bucket_ns.max(1);
+    while (last - first) / width + 1 > CHART_SLOTS {
+        width = width.saturating_mul(2);
+    }
+    let base = first - first % width;
+    let nslots = ((last - base) / width + 1) as usize;
+    let mut slots: Vec<BTreeMap<&str, u64>> = vec![BTreeMap::new(); nslots];
+    for b in &t.buckets {
+        let i = ((b.start_ns - base) / width) as usize;
+        for (k, v) in &b.by_result {
+            let key = if named.contains(&k.as_str()) {
+                k.as_str()
+            } else {
+                "other"
+            };
+            *slots[i].entry(key).or_default() += v;
+        }
+    }
+    let max = slots
+        .iter()
+        .map(|s| s.values().sum::<u64>())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let (w, ht, left, bottom, top) = (960.0, 240.0, 56.0, 34.0, 10.0);
+    let plot_w = w - left - 10.0;
+    let plot_h = ht - bottom - top;
+    let bar = plot_w / nslots as f64;
+    let _ = write!(
+        h,
+        "<svg viewBox=\"0 0 {w} {ht}\" width=\"100%\" role=\"img\" aria-label=\"errors over time\">"
+    );
+    for i in 0..=4 {
+        let v = max as f64 * i as f64 / 4.0;
+        let y = top + plot_h - plot_h * i as f64 / 4.0;
+        let _ = write!(
+            h,
+            "<line x1=\"{left}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e7eb\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            w - 10.0,
+            left - 4.0,
+            y + 4.0,
+            fmt::count(v.round() as u64)
+        );
+    }
+    for (i, s) in slots.iter().enumerate() {
+        let x = left + bar * i as f64;
+        let mut y = top + plot_h;
+        let start = base + width * i as u64;
+        let mut keys: Vec<(&&str, &u64)> = s.iter().collect();
+        keys.sort_by_key(|(k, _)| named.iter().position(|n| n == *k).unwrap_or(usize::MAX));
+        for (k, v) in keys {
+            let bh = plot_h * *v as f64 / max as f64;
+            y -= bh;
+            let _ = write!(
+                h,
+                "<rect x=\"{x:.2}\" y=\"{y:.2}\" width=\"{:.2}\" height=\"{bh:.2}\" fill=\"{}\"><title>{} {}: {}</title></rect>",
+                (bar - 0.5).max(0.5),
+                colour(k),
+                fmt::timestamp(start),
+                escape(k),
+                fmt::count(*v)
+            );
+        }
+    }
+    let end = base + width * nslots as u64;
+    let _ = write!(
+        h,
+        "<text x=\"{left}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+        ht - 12.0,
+        fmt::timestamp(base),
+        w - 10.0,
+        ht - 12.0,
+        fmt::timestamp(end)
+    );
+    let _ = write!(
+        h,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"muted\">bar = {}</text>",
+        left + plot_w / 2.0,
+        ht - 12.0,
+        fmt::duration(width)
+    );
+    h.push_str("</svg>\n");
+    let mut items: Vec<(String, &str)> = named.iter().map(|n| (n.to_string(), colour(n))).collect();
+    if order.len() > named.len() {
+        items.push(("other".to_string(), OTHER_COLOUR));
+    }
+    legend(h, &items);
+}
+
+fn functions_chart(h: &mut String, r: &Report) {
+    if r.functions.is_empty() {
+        h.push_str("<p>No functions.</p>\n");
+        return;
+    }
+    let mut fns: Vec<_> = r.functions.iter().collect();
+    fns.sort_by(|a, b| {
+        b.calls
+            .max(b.errors)
+            .cmp(&a.calls.max(a.errors))
+            .then_with(|| a.function.cmp(&b.function))
+    });
+    fns.truncate(CHART_FUNCTIONS);
+    let max = fns
+        .iter()
+        .map(|f| f.calls.max(f.errors))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let scale = |v: u64| -> f64 {
+        if v == 0 {
+            0.0
+        } else {
+            (1.0 + v as f64).log10() / (1.0 + max as f64).log10()
+        }
+    };
+    let row = 22.0;
+    let (w, left, right) = (960.0, 230.0, 150.0);
+    let plot_w = w - left - right;
+    let ht = row * fns.len() as f64 + 8.0;
+    let _ = write!(
+        h,
+        "<svg viewBox=\"0 0 {w} {ht}\" width=\"100%\" role=\"img\" aria-label=\"calls per function\">"
+    );
+    for (i, f) in fns.iter().enumerate() {
+        let y = 4.0 + row * i as f64;
+        let cw = plot_w * scale(f.calls);
+        let ew = plot_w * scale(f.errors);
+        let _ = write!(
+            h,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <rect x=\"{left}\" y=\"{:.1}\" width=\"{cw:.1}\" height=\"9\" fill=\"#1f77b4\"><title>{} calls</title></rect>\
+             <rect x=\"{left}\" y=\"{:.1}\" width=\"{ew:.1}\" height=\"7\" fill=\"#d62728\"><title>{} errors</title></rect>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{}{} calls, {} errors</text>",
+            left - 6.0,
+            y + 12.0,
+            escape(&f.function),
+            y + 1.0,
+            fmt::count(f.calls),
+            y + 11.0,
+            fmt::count(f.errors),
+            left + plot_w + 6.0,
+            y + 12.0,
+            fmt::count(f.calls),
+            if f.processes_without_exit_summary > 0 { "+" } else { "" },
+            fmt::count(f.errors)
+        );
+    }
+    h.push_str("</svg>\n");
+    legend(
+        h,
+        &[
+            ("calls (log scale)".to_string(), "#1f77b4"),
+            ("errors".to_string(), "#d62728"),
+        ],
+    );
+    if r.functions.len() > CHART_FUNCTIONS {
+        let _ = write!(
+            h,
+            "<p class=\"muted\">{} more functions in the table below.</p>",
+            r.functions.len() - CHART_FUNCTIONS
+        );
+    }
+}
+
+fn timeline_chart(h: &mut String, r: &Report) {
+    if r.processes.is_empty() {
+        h.push_str("<p>No processes.</p>\n");
+        return;
+    }
+    let mut procs: Vec<_> = r.processes.iter().collect();
+    procs.sort_by_key(|p| (p.start_ts_ns, p.pid));
+    procs.truncate(CHART_PROCESSES);
+    let t0 = procs.iter().map(|p| p.start_ts_ns).min().unwrap_or(0);
+    let t1 = procs
+        .iter()
+        .map(|p| p.start_ts_ns.saturating_add(p.duration_ns).max(p.end_ts_ns))
+        .max()
+        .unwrap_or(t0)
+        .max(t0 + 1);
+    let row = 20.0;
+    let (w, left, right) = (960.0, 300.0, 120.0);
+    let plot_w = w - left - right;
+    let ht = row * procs.len() as f64 + 28.0;
+    let x = |t: u64| left + plot_w * (t.saturating_sub(t0)) as f64 / (t1 - t0) as f64;
+    let _ = write!(
+        h,
+        "<svg viewBox=\"0 0 {w} {ht}\" width=\"100%\" role=\"img\" aria-label=\"process timeline\">"
+    );
+    for (i, p) in procs.iter().enumerate() {
+        let y = 4.0 + row * i as f64;
+        let end = p.start_ts_ns.saturating_add(p.duration_ns).max(p.end_ts_ns);
+        let (x0, x1) = (x(p.start_ts_ns), x(end));
+        let killed = p.status == ProcessStatus::NoExitSummary;
+        let exe = p
+            .executable
+            .as_deref()
+            .map(|e| e.rsplit('/').next().unwrap_or(e))
+            .unwrap_or("?");
+        let label = format!("{} {} {}", host(&p.hostname), p.pid, exe);
+        let _ = write!(
+            h,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"12\" rx=\"2\" fill=\"{}\"><title>{}: {} .. {} ({}), {} errors{}</title></rect>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{} err{}</text>",
+            left - 6.0,
+            y + 11.0,
+            escape(&crate::render_text::shorten(&label, 44)),
+            y + 1.0,
+            (x1 - x0).max(2.0),
+            if killed { "#ff9f1c" } else { "#2ca02c" },
+            escape(&label),
+            fmt::timestamp(p.start_ts_ns),
+            fmt::timestamp(end),
+            fmt::duration(p.duration_ns),
+            fmt::count(p.errors),
+            if killed { ", no exit summary (killed or still running)" } else { "" },
+            x1.max(x0 + 2.0) + 4.0,
+            y + 11.0,
+            fmt::count(p.errors),
+            if killed { " (killed?)" } else { "" }
+        );
+    }
+    let yb = ht - 6.0;
+    let _ = write!(
+        h,
+        "<text x=\"{left}\" y=\"{yb}\">{}</text><text x=\"{}\" y=\"{yb}\" text-anchor=\"end\">{}</text>",
+        fmt::timestamp(t0),
+        left + plot_w,
+        fmt::timestamp(t1)
+    );
+    h.push_str("</svg>\n");
+    legend(
+        h,
+        &[
+            ("exited".to_string(), "#2ca02c"),
+            (
+                "no exit summary (killed or still running)".to_string(),
+                "#ff9f1c",
+            ),
+        ],
+    );
+    if r.processes.len() > CHART_PROCESSES {
+        let _ = write!(
+            h,
+            "<p class=\"muted\">First {CHART_PROCESSES} of {} processes.</p>",
+            r.processes.len()
+        );
+    }
+}
+
+fn topology(h: &mut String, r: &Report) {
+    let mut hosts: Vec<Option<String>> = r.hosts.iter().map(|x| x.hostname.clone()).collect();
+    hosts.dedup();
+    for name in hosts.iter().take(200) {
+        let hr = r.hosts.iter().find(|x| &x.hostname == name);
+        let _ = write!(h, "<div class=\"host\"><h3>{}</h3>", escape(host(name)));
+        if let Some(hr) = hr {
+            let _ = write!(
+                h,
+                "<p class=\"muted\">{} processes, driver {}</p>",
+                hr.processes,
+                escape(&if hr.driver_versions.is_empty() {
+                    "unknown".to_string()
+                } else {
+                    hr.driver_versions.join(", ")
+                })
+            );
+        }
+        let devs: Vec<_> = r.devices.iter().filter(|d| &d.hostname == name).collect();
+        if devs.is_empty() {
+            h.push_str("<p>No devices reported.</p>");
+        } else {
+            h.push_str("<table><thead><tr><th>PCI bus id</th><th>Name</th><th class=\"n\">Memory</th><th>Ordinals seen</th><th class=\"n\">Processes</th></tr></thead><tbody>");
+            for d in devs {
+                let _ = write!(
+                    h,
+                    "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
+                    escape(d.pci_bus_id.as_deref().unwrap_or("-")),
+                    escape(d.name.as_deref().unwrap_or("-")),
+                    d.total_mem_bytes.map(fmt::bytes).unwrap_or_else(|| "-".into()),
+                    d.ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "),
+                    d.processes
+                );
+            }
+            h.push_str("</tbody></table>");
+        }
+        // How the processes on this host saw the devices.
+        let mut views: BTreeMap<String, u64> = BTreeMap::new();
+        for p in r.processes.iter().filter(|p| &p.hostname == name) {
+            let v = format!(
+                "CUDA_VISIBLE_DEVICES={} -> {} visible",
+                p.cuda_visible_devices
+                    .as_deref()
+                    .map(|v| format!("{v:?}"))
+                    .unwrap_or_else(|| "unset".into()),
+                p.devices.len()
+            );
+            *views.entry(v).or_default() += 1;
+        }
+        if !views.is_empty() {
+            h.push_str("<ul>");
+            for (v, n) in views {
+                let _ = write!(h, "<li class=\"muted\">{} ({n} processes)</li>", escape(&v));
+            }
+            h.push_str("</ul>");
+        }
+        h.push_str("</div>\n");
+    }
+}
+
+fn processes_table(h: &mut String, r: &Report) {
+    h.push_str("<table class=\"sortable\"><thead><tr><th>Host</th><th class=\"n\">PID</th><th>Executable</th><th>Start</th><th class=\"n\">Duration</th><th>Mode</th><th>Driver</th><th class=\"n\">Devices</th><th class=\"n\">Calls</th><th class=\"n\">Errors</th><th>Status</th><th>File</th></tr></thead><tbody>\n");
+    for p in r.processes.iter().take(TABLE_PROCESSES) {
+        let status = match p.status {
+            ProcessStatus::Exited => "exited".to_string(),
+            ProcessStatus::NoExitSummary => {
+                "<span class=\"status-killed\">no exit summary (killed or still running)</span>"
+                    .to_string()
+            }
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td title=\"{}\">{}</td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\" data-v=\"{}\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            escape(host(&p.hostname)),
+            p.pid,
+            escape(&p.argv.join(" ")),
+            escape(p.executable.as_deref().unwrap_or("-")),
+            escape(&p.start_time),
+            p.duration_ns,
+            fmt::duration(p.duration_ns),
+            escape(p.mode.as_deref().unwrap_or("-")),
+            p.driver_version.map(fmt::driver_version).unwrap_or_else(|| "-".into()),
+            p.devices.len(),
+            p.calls.unwrap_or(0),
+            p.calls.map(fmt::count).unwrap_or_else(|| "-".into()),
+            p.errors,
+            fmt::count(p.errors),
+            status,
+            escape(&p.file)
+        );
+    }
+    h.push_str("</tbody></table>\n");
+    if r.processes.len() > TABLE_PROCESSES {
+        let _ = write!(h, "<p class=\"muted\">First {TABLE_PROCESSES} of {} processes; the JSON report has all.</p>", r.processes.len());
+    }
+}
+
+fn functions_table(h: &mut String, r: &Report) {
+    h.push_str("<table class=\"sortable\"><thead><tr><th>Function</th><th class=\"n\">Calls</th><th class=\"n\">Errors</th><th class=\"n\">Processes</th><th>Errors by result</th></tr></thead><tbody>\n");
+    for f in &r.functions {
+        let _ = writeln!(
+            h,
+            "<tr><td><code>{}</code></td><td class=\"n\" data-v=\"{}\">{}{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            escape(&f.function),
+            f.calls,
+            fmt::count(f.calls),
+            if f.processes_without_exit_summary > 0 { "+" } else { "" },
+            f.errors,
+            fmt::count(f.errors),
+            f.processes,
+            escape(
+                &f.errors_by_result
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        );
+    }
+    h.push_str("</tbody></table>\n<p class=\"muted\">+ : some processes had no exit summary, their calls are unknown.</p>\n");
+}
+
+fn input(h: &mut String, r: &Report) {
+    let i = &r.input;
+    h.push_str("<table><tbody>");
+    let rows: Vec<(&str, String)> = vec![
+        ("paths", i.paths.join(" ")),
+        (
+            "files read (gzip)",
+            format!("{} ({})", i.files_read, i.gzip_files),
+        ),
+        ("files skipped (not traces)", i.files_skipped.to_string()),
+        (
+            "empty / unreadable / read errors",
+            format!(
+                "{} / {} / {}",
+                i.empty_files, i.unreadable_files, i.files_with_read_errors
+            ),
+        ),
+        (
+            "bytes read (uncompressed)",
+            format!(
+                "{} ({})",
+                fmt::bytes(i.bytes),
+                fmt::bytes(i.bytes_uncompressed)
+            ),
+        ),
+        (
+            "lines / records",
+            format!("{} / {}", fmt::count(i.lines), fmt::count(i.records)),
+        ),
+        (
+            "malformed / truncated / oversized lines",
+            format!(
+                "{} / {} / {}",
+                i.malformed_lines, i.truncated_lines, i.oversized_lines
+            ),
+        ),
+        (
+            "unknown event kinds",
+            i.unknown_event_kinds
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        ("skipped files", i.skipped_files.join(", ")),
+        (
+            "errors",
+            i.errors
+                .iter()
+                .map(|e| format!("{}: {}", e.path, e.error))
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    ];
+    for (k, v) in rows {
+        let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>", escape(k), escape(&v));
+    }
+    h.push_str("</tbody></table>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes() {
+        assert_eq!(
+            escape("<a href='x'>&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+        );
+    }
+}

@@ -1,0 +1,419 @@
+//! The terminal form of a report: problems first (what to fix), then tables of hosts,
+//! processes, devices and functions, then what was read. Long lists are cut (the JSON and
+//! HTML forms have everything).
+
+use crate::fmt;
+use crate::report::{ProcessStatus, Report, UNKNOWN_HOST};
+
+/// Rows shown per table before the rest is summarized in one line.
+pub const MAX_ROWS: usize = 50;
+
+/// Widest cell; longer values are shortened with `...` (paths keep their end).
+const MAX_CELL: usize = 48;
+
+/// A plain text table: left-aligned text columns, right-aligned number columns.
+pub(crate) struct Table {
+    headers: Vec<&'static str>,
+    right: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Columns named by `headers`; a header starting with `>` is right-aligned (the `>` is
+    /// not printed).
+    pub(crate) fn new(headers: &[&'static str]) -> Table {
+        Table {
+            headers: headers.iter().map(|h| h.trim_start_matches('>')).collect(),
+            right: headers.iter().map(|h| h.starts_with('>')).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows
+            .push(cells.into_iter().map(|c| shorten(&c, MAX_CELL)).collect());
+    }
+
+    pub(crate) fn render(&self, indent: &str) -> String {
+        let n = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |cells: Vec<&str>, out: &mut String| {
+            let mut s = String::from(indent);
+            for (i, c) in cells.iter().enumerate() {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                if self.right[i] {
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                } else {
+                    s.push_str(c);
+                    if i + 1 < cells.len() {
+                        s.push_str(&" ".repeat(pad));
+                    }
+                }
+            }
+            out.push_str(s.trim_end());
+            out.push('\n');
+        };
+        line(self.headers.to_vec(), &mut out);
+        for r in &self.rows {
+            line(r.iter().map(|s| s.as_str()).collect(), &mut out);
+        }
+        out
+    }
+}
+
+/// Shortens `s` to `max` characters; the end is kept (it names the file, for paths).
+pub(crate) fn shorten(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().skip(n - (max - 3)).collect();
+        format!("...{tail}")
+    }
+}
+
+fn opt(s: &Option<String>) -> String {
+    s.clone().unwrap_or_else(|| "-".to_string())
+}
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn more(out: &mut String, total: usize, what: &str) {
+    if total > MAX_ROWS {
+        out.push_str(&format!(
+            "  ... {} more {what} (see --format json or html)\n",
+            total - MAX_ROWS
+        ));
+    }
+}
+
+/// Renders the report for the terminal.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let o = &r.overview;
+    out.push_str("SUMMARY\n");
+    out.push_str(&format!(
+        "  {} {} on {} {}, {} {}, {} {}; {} calls, {} errors\n",
+        o.processes,
+        plural(o.processes, "process", "processes"),
+        o.hosts,
+        plural(o.hosts, "host", "hosts"),
+        o.devices,
+        plural(o.devices, "device", "devices"),
+        o.functions,
+        plural(o.functions, "function", "functions"),
+        fmt::count(o.calls),
+        fmt::count(o.errors),
+    ));
+    if let (Some(a), Some(b), Some(fa), Some(fb)) =
+        (o.first_ts_ns, o.last_ts_ns, &o.first_time, &o.last_time)
+    {
+        out.push_str(&format!(
+            "  {fa} .. {fb} ({})\n",
+            fmt::duration(b.saturating_sub(a))
+        ));
+    }
+    if o.processes_without_exit_summary > 0 {
+        out.push_str(&format!(
+            "  {} without an exit summary (killed or still running)\n",
+            plural_n(o.processes_without_exit_summary, "process", "processes")
+        ));
+    }
+
+    out.push_str("\nPROBLEMS\n");
+    if r.problems.is_empty() {
+        out.push_str("  none found\n");
+    }
+    for p in &r.problems {
+        out.push_str(&format!(
+            "  {:>2}. [{}] {}\n",
+            p.rank,
+            p.severity.as_str(),
+            p.title
+        ));
+        let label = |name: &str| format!("        {name:<10} ");
+        if !p.functions.is_empty() {
+            let f: Vec<String> = p
+                .functions
+                .iter()
+                .map(|f| format!("{} ({})", f.name, fmt::count(f.count)))
+                .collect();
+            push_wrapped(&mut out, &label("functions:"), &f.join(", "));
+        }
+        for e in &p.examples {
+            push_wrapped(
+                &mut out,
+                &label("example:"),
+                &format!("{} {} ({}x)", e.function, e.args, fmt::count(e.count)),
+            );
+        }
+        for c in &p.context {
+            push_wrapped(&mut out, &label("context:"), c);
+        }
+        for (i, s) in p.remediation.iter().enumerate() {
+            let l = if i == 0 { label("try:") } else { label("") };
+            push_wrapped(&mut out, &format!("{l}- "), s);
+        }
+    }
+
+    out.push_str("\nHOSTS\n");
+    let mut t = Table::new(&[
+        "HOST",
+        ">PROCESSES",
+        ">NO EXIT SUMMARY",
+        "DRIVER",
+        ">DEVICES",
+        ">CALLS",
+        ">ERRORS",
+    ]);
+    for h in r.hosts.iter().take(MAX_ROWS) {
+        t.row(vec![
+            h.hostname
+                .clone()
+                .unwrap_or_else(|| UNKNOWN_HOST.to_string()),
+            fmt::count(h.processes),
+            fmt::count(h.processes_without_exit_summary),
+            if h.driver_versions.is_empty() {
+                "-".to_string()
+            } else {
+                h.driver_versions.join(",")
+            },
+            fmt::count(h.devices),
+            fmt::count(h.calls),
+            fmt::count(h.errors),
+        ]);
+    }
+    out.push_str(&t.render("  "));
+    more(&mut out, r.hosts.len(), "hosts");
+
+    out.push_str("\nPROCESSES\n");
+    let mut t = Table::new(&[
+        "HOST",
+        ">PID",
+        "EXECUTABLE",
+        "START",
+        ">DURATION",
+        "MODE",
+        "DRIVER",
+        ">DEVICES",
+        ">CALLS",
+        ">ERRORS",
+        "STATUS",
+    ]);
+    for p in r.processes.iter().take(MAX_ROWS) {
+        let status = match (p.status, p.has_session_start) {
+            (ProcessStatus::Exited, true) => "exited".to_string(),
+            (ProcessStatus::Exited, false) => "exited (no session start)".to_string(),
+            (ProcessStatus::NoExitSummary, true) => {
+                "no exit summary (killed or still running)".to_string()
+            }
+            (ProcessStatus::NoExitSummary, false) => {
+                "no exit summary, no session start".to_string()
+            }
+        };
+        t.row(vec![
+            p.hostname
+                .clone()
+                .unwrap_or_else(|| UNKNOWN_HOST.to_string()),
+            p.pid.to_string(),
+            p.executable
+                .as_deref()
+                .map(basename)
+                .unwrap_or("-")
+                .to_string(),
+            p.start_time.clone(),
+            fmt::duration(p.duration_ns),
+            opt(&p.mode),
+            p.driver_version
+                .map(fmt::driver_version)
+                .unwrap_or_else(|| "-".to_string()),
+            if p.has_session_start {
+                p.devices.len().to_string()
+            } else {
+                "-".to_string()
+            },
+            p.calls.map(fmt::count).unwrap_or_else(|| "-".to_string()),
+            fmt::count(p.errors),
+            status,
+        ]);
+    }
+    out.push_str(&t.render("  "));
+    more(&mut out, r.processes.len(), "processes");
+
+    out.push_str("\nDEVICES\n");
+    if r.devices.is_empty() {
+        out.push_str("  none reported\n");
+    } else {
+        let mut t = Table::new(&[
+            "HOST",
+            "PCI BUS ID",
+            "NAME",
+            ">MEMORY",
+            "ORDINALS",
+            ">PROCESSES",
+        ]);
+        for d in r.devices.iter().take(MAX_ROWS) {
+            t.row(vec![
+                d.hostname
+                    .clone()
+                    .unwrap_or_else(|| UNKNOWN_HOST.to_string()),
+                opt(&d.pci_bus_id),
+                opt(&d.name),
+                d.total_mem_bytes
+                    .map(fmt::bytes)
+                    .unwrap_or_else(|| "-".to_string()),
+                d.ordinals
+                    .iter()
+                    .map(|o| o.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                fmt::count(d.processes),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+        more(&mut out, r.devices.len(), "devices");
+    }
+
+    out.push_str("\nFUNCTIONS\n");
+    if r.functions.is_empty() {
+        out.push_str("  none\n");
+    } else {
+        let mut t = Table::new(&[
+            "FUNCTION",
+            ">CALLS",
+            ">ERRORS",
+            ">ERROR RATE",
+            "ERRORS BY RESULT",
+        ]);
+        let mut partial = false;
+        for f in r.functions.iter().take(MAX_ROWS) {
+            let star = if f.processes_without_exit_summary > 0 {
+                partial = true;
+                "*"
+            } else {
+                ""
+            };
+            t.row(vec![
+                f.function.clone(),
+                format!("{}{star}", fmt::count(f.calls)),
+                fmt::count(f.errors),
+                if star.is_empty() {
+                    fmt::percent(f.errors, f.calls)
+                } else {
+                    "-".to_string()
+                },
+                f.errors_by_result
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", fmt::count(*v)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+        more(&mut out, r.functions.len(), "functions");
+        if partial {
+            out.push_str("  * plus the unknown calls of processes without an exit summary\n");
+        }
+    }
+
+    let i = &r.input;
+    out.push_str("\nINPUT\n");
+    out.push_str(&format!(
+        "  files: {} read{}, {} skipped (not traces), {} empty, {} unreadable, {} with read errors\n",
+        i.files_read,
+        if i.gzip_files > 0 { format!(" ({} gzip)", i.gzip_files) } else { String::new() },
+        i.files_skipped,
+        i.empty_files,
+        i.unreadable_files,
+        i.files_with_read_errors
+    ));
+    out.push_str(&format!(
+        "  {} lines, {} records, {} read ({} uncompressed)\n",
+        fmt::count(i.lines),
+        fmt::count(i.records),
+        fmt::bytes(i.bytes),
+        fmt::bytes(i.bytes_uncompressed)
+    ));
+    out.push_str(&format!(
+        "  malformed lines: {}, truncated last lines: {}, oversized lines: {}\n",
+        fmt::count(i.malformed_lines),
+        fmt::count(i.truncated_lines),
+        fmt::count(i.oversized_lines)
+    ));
+    if !i.unknown_event_kinds.is_empty() {
+        let k: Vec<String> = i
+            .unknown_event_kinds
+            .iter()
+            .map(|(k, v)| format!("{k} ({})", fmt::count(*v)))
+            .collect();
+        push_wrapped(&mut out, "  unknown event kinds (skipped): ", &k.join(", "));
+    }
+    if i.newer_schema_records > 0 {
+        out.push_str(&format!(
+            "  records of a newer schema: {}\n",
+            fmt::count(i.newer_schema_records)
+        ));
+    }
+    for s in &i.skipped_files {
+        out.push_str(&format!("  skipped: {s}\n"));
+    }
+    for e in &i.errors {
+        out.push_str(&format!("  error: {}: {}\n", e.path, e.error));
+    }
+    out
+}
+
+/// Appends `text` wrapped to 100 columns, the first line after `lead`, the others indented
+/// as far.
+pub(crate) fn push_wrapped(out: &mut String, lead: &str, text: &str) {
+    let indent = " ".repeat(lead.chars().count());
+    let width = 100usize.saturating_sub(indent.len()).max(40);
+    let lines = fmt::wrap(text, width);
+    if lines.is_empty() {
+        out.push_str(lead.trim_end());
+        out.push('\n');
+    }
+    for (i, l) in lines.iter().enumerate() {
+        out.push_str(if i == 0 { lead } else { &indent });
+        out.push_str(l);
+        out.push('\n');
+    }
+}
+
+fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+fn plural_n(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", fmt::count(n), plural(n, one, many))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns() {
+        let mut t = Table::new(&["A", ">N", "C"]);
+        t.row(vec!["xx".into(), "1".into(), "".into()]);
+        t.row(vec!["y".into(), "100".into(), "z".into()]);
+        assert_eq!(t.render(""), "A     N  C\nxx    1\ny   100  z\n");
+        assert_eq!(shorten("/a/very/long/path", 10), "...ng/path");
+    }
+}

@@ -1,0 +1,821 @@
+//! The report: what `summary` prints, as a stable, documented, serializable value.
+//!
+//! `seedance-analyze summary --format json` writes a [`Report`] as one JSON object. Its
+//! schema is versioned by [`REPORT_VERSION`] in the `report_version` field and follows the
+//! trace's rule: fields are only ever added (a consumer must ignore fields it does not
+//! know); a rename, removal or change of meaning bumps the version. `docs/analyzer.md`
+//! documents every field.
+//!
+//! Conventions: times are `*_ts_ns` (nanoseconds since the Unix epoch, UTC) with a
+//! `*_time` companion in RFC 3339 (`2025-11-30T02:42:00Z`); durations are `*_ns`; CUresult
+//! codes appear by their `cuda.h` name (or the number as a string when the table lacks it);
+//! every list has a fixed order, given on its field, so that equal input gives byte-equal
+//! output.
+
+use crate::aggregate::{Aggregate, ProcessAgg, Timeline};
+use crate::fmt;
+use crate::problems;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Version of the report schema, in [`Report::report_version`].
+pub const REPORT_VERSION: u32 = 1;
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Schema version of this report, [`REPORT_VERSION`].
+    pub report_version: u32,
+    /// What was read.
+    pub input: InputReport,
+    /// Totals over everything read.
+    pub overview: Overview,
+    /// Problems found, most severe and most frequent first.
+    pub problems: Vec<Problem>,
+    /// One entry per host name, sorted by name (processes without a host name last).
+    pub hosts: Vec<HostReport>,
+    /// One entry per process, sorted by host name, start time, pid.
+    pub processes: Vec<ProcessReport>,
+    /// One entry per distinct device per host, sorted by host, PCI bus id, ordinal.
+    pub devices: Vec<DeviceReport>,
+    /// One entry per hooked function seen, most errors first, then most calls, then name.
+    pub functions: Vec<FunctionReport>,
+    /// Errors over time, from `call_failed` records.
+    pub errors_over_time: ErrorsOverTime,
+}
+
+/// What was read, and what could not be used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputReport {
+    /// The paths given, as given.
+    pub paths: Vec<String>,
+    /// Files looked at (directories walked recursively).
+    pub files_seen: u64,
+    /// Files read as traces.
+    pub files_read: u64,
+    /// Of those, gzip-compressed.
+    pub gzip_files: u64,
+    /// Files skipped because they are not traces.
+    pub files_skipped: u64,
+    /// The first 20 skipped files, sorted.
+    pub skipped_files: Vec<String>,
+    /// Empty files (or only blank lines).
+    pub empty_files: u64,
+    /// Files or directories that could not be opened or read at all.
+    pub unreadable_files: u64,
+    /// Trace files whose reading stopped early on an I/O or decompression error.
+    pub files_with_read_errors: u64,
+    /// The first 20 I/O errors, sorted by path.
+    pub errors: Vec<FileError>,
+    /// Bytes read from disk (compressed size for gzip files).
+    pub bytes: u64,
+    /// Bytes of trace lines after decompression.
+    pub bytes_uncompressed: u64,
+    /// Lines in trace files.
+    pub lines: u64,
+    /// Trace records used.
+    pub records: u64,
+    /// Records per event kind (known and unknown), sorted by kind.
+    pub records_by_kind: BTreeMap<String, u64>,
+    /// Lines that are not trace records (garbage, other JSON, known kinds with bad fields).
+    pub malformed_lines: u64,
+    /// Unparseable last lines without a newline: traces cut short.
+    pub truncated_lines: u64,
+    /// Lines over 4 MiB, skipped.
+    pub oversized_lines: u64,
+    /// Records with a schema version newer than this analyzer knows.
+    pub newer_schema_records: u64,
+    /// Records of event kinds this analyzer does not know, by kind (skipped otherwise).
+    pub unknown_event_kinds: BTreeMap<String, u64>,
+}
+
+/// An I/O error met while reading the input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileError {
+    /// The file or directory.
+    pub path: String,
+    /// The error message.
+    pub error: String,
+}
+
+/// Totals over everything read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    /// Distinct host names (processes without one count as one more host).
+    pub hosts: u64,
+    /// Processes (one per session in a trace file).
+    pub processes: u64,
+    /// Processes that wrote an exit summary.
+    pub processes_exited: u64,
+    /// Processes without an exit summary: killed or still running.
+    pub processes_without_exit_summary: u64,
+    /// Processes whose trace lacks the session start.
+    pub processes_without_session_start: u64,
+    /// Distinct devices (see [`DeviceReport`]).
+    pub devices: u64,
+    /// Distinct functions.
+    pub functions: u64,
+    /// Calls, from exit summaries (processes without one add none).
+    pub calls: u64,
+    /// Errors: from exit summaries, plus `call_failed` records of processes without one.
+    pub errors: u64,
+    /// Time of the earliest record.
+    pub first_ts_ns: Option<u64>,
+    /// Time of the latest record.
+    pub last_ts_ns: Option<u64>,
+    /// [`Overview::first_ts_ns`] in RFC 3339.
+    pub first_time: Option<String>,
+    /// [`Overview::last_ts_ns`] in RFC 3339.
+    pub last_time: Option<String>,
+    /// Processes per mode (`observe`, `fix`; `unknown` without a session start).
+    pub modes: BTreeMap<String, u64>,
+    /// Processes per shim version (`unknown` without a session start).
+    pub shim_versions: BTreeMap<String, u64>,
+    /// Processes per driver version (`13.0`; `unknown` when not reported).
+    pub driver_versions: BTreeMap<String, u64>,
+}
+
+/// How severe a problem is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Calls failed in a way that breaks programs.
+    Error,
+    /// Something is lost or suspicious.
+    Warning,
+    /// Worth knowing, usually harmless.
+    Info,
+}
+
+impl Severity {
+    /// `error`, `warning`, `info`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// What kind of problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// Driver calls returned this CUresult (`code`, `result`).
+    CudaError,
+    /// The shim could not write some records (exit summaries' `dropped_records`).
+    DroppedRecords,
+    /// Sequence numbers missing from traces, beyond the records the shim counted as dropped.
+    MissingRecords,
+    /// Processes without an exit summary: killed or still running.
+    NoExitSummary,
+    /// Traces without their session start: the head of the file is missing.
+    NoSessionStart,
+    /// Lines that could not be read as records.
+    MalformedInput,
+    /// Files that could not be read.
+    UnreadableFiles,
+    /// Processes report different driver versions.
+    MixedDriverVersions,
+    /// Records of a schema version newer than this analyzer.
+    NewerSchema,
+    /// Entry points the shim could not match to a variant it implements: a driver newer
+    /// than the shim's table (exit summaries' `procaddr_unmatched`).
+    ProcaddrUnmatched,
+}
+
+/// A name and a count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NameCount {
+    /// The name.
+    pub name: String,
+    /// The count.
+    pub count: u64,
+}
+
+/// An example of the arguments of failing calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArgExample {
+    /// The function.
+    pub function: String,
+    /// The `args` object of its `call_failed` records.
+    pub args: serde_json::Value,
+    /// How many records had exactly these arguments.
+    pub count: u64,
+}
+
+/// One problem, with what to do about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Problem {
+    /// 1 for the first (most important) problem.
+    pub rank: u32,
+    /// What kind of problem.
+    pub kind: ProblemKind,
+    /// How severe.
+    pub severity: Severity,
+    /// One line saying what happened.
+    pub title: String,
+    /// The CUresult number, for `cuda_error` problems.
+    pub code: Option<u32>,
+    /// The CUresult name (or number as a string), for `cuda_error` problems.
+    pub result: Option<String>,
+    /// How many times it happened (errors, records, processes, lines: see `title`).
+    pub count: u64,
+    /// Processes affected.
+    pub processes: u64,
+    /// Host names affected, sorted (`(unknown)` for processes without one).
+    pub hosts: Vec<String>,
+    /// Functions involved with their counts, most first (for `cuda_error`).
+    pub functions: Vec<NameCount>,
+    /// Argument examples of failing calls, most frequent first (at most 5).
+    pub examples: Vec<ArgExample>,
+    /// Facts from the traces that bear on the cause.
+    pub context: Vec<String>,
+    /// What to do, most likely fix first.
+    pub remediation: Vec<String>,
+}
+
+/// One host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostReport {
+    /// Host name, `None` for processes whose session start is missing or lacks it.
+    pub hostname: Option<String>,
+    /// Processes on the host.
+    pub processes: u64,
+    /// Of those, without an exit summary.
+    pub processes_without_exit_summary: u64,
+    /// Driver versions reported (`13.0`), sorted.
+    pub driver_versions: Vec<String>,
+    /// Distinct devices.
+    pub devices: u64,
+    /// Calls (from exit summaries).
+    pub calls: u64,
+    /// Errors.
+    pub errors: u64,
+}
+
+/// Whether the process ended normally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessStatus {
+    /// It wrote an exit summary.
+    Exited,
+    /// No exit summary: killed or still running.
+    NoExitSummary,
+}
+
+/// A device as one process saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessDevice {
+    /// CUDA ordinal in that process.
+    pub ordinal: i32,
+    /// Name.
+    pub name: Option<String>,
+    /// PCI bus id.
+    pub pci_bus_id: Option<String>,
+    /// Total memory, bytes.
+    pub total_mem_bytes: Option<u64>,
+}
+
+/// One process: one session of a pid in a trace file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessReport {
+    /// Host name.
+    pub hostname: Option<String>,
+    /// Process id.
+    pub pid: u32,
+    /// Executable path.
+    pub executable: Option<String>,
+    /// Command line.
+    pub argv: Vec<String>,
+    /// The trace file.
+    pub file: String,
+    /// Whether it exited normally.
+    pub status: ProcessStatus,
+    /// Whether the trace has its session start (when false, the fields that come from it
+    /// are empty).
+    pub has_session_start: bool,
+    /// Start: the session start record, else the first record.
+    pub start_ts_ns: u64,
+    /// [`ProcessReport::start_ts_ns`] in RFC 3339.
+    pub start_time: String,
+    /// End: the exit summary, else the last record.
+    pub end_ts_ns: u64,
+    /// Duration: from the exit summary, else from start to the last record.
+    pub duration_ns: u64,
+    /// `observe` or `fix`.
+    pub mode: Option<String>,
+    /// Version of the shim that wrote the trace.
+    pub shim_version: Option<String>,
+    /// Driver version as reported (`13000`).
+    pub driver_version: Option<i32>,
+    /// Where libcuda was loaded from.
+    pub libcuda_path: Option<String>,
+    /// `CUDA_VISIBLE_DEVICES` (`None` when unset).
+    pub cuda_visible_devices: Option<String>,
+    /// `CUDA_DEVICE_ORDER` (`None` when unset).
+    pub cuda_device_order: Option<String>,
+    /// Visible devices, by ordinal.
+    pub devices: Vec<ProcessDevice>,
+    /// Calls (from the exit summary; `None` without one).
+    pub calls: Option<u64>,
+    /// Errors (exit summary, else `call_failed` records).
+    pub errors: u64,
+    /// Errors by CUresult name.
+    pub errors_by_result: BTreeMap<String, u64>,
+    /// Records read.
+    pub records: u64,
+    /// Records the shim could not write (exit summary).
+    pub dropped_records: u64,
+    /// Sequence numbers missing from the trace.
+    pub missing_records: u64,
+    /// Records of unknown kinds (later schema versions: repairs, explanations).
+    pub other_events: u64,
+    /// Base names the shim hooks but whose `cuGetProcAddress` pointer matched none of its
+    /// variants (exit summary): calls passed through uninstrumented.
+    pub procaddr_unmatched: Vec<String>,
+}
+
+/// One device of one host, as seen by all processes there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    /// Host name.
+    pub hostname: Option<String>,
+    /// PCI bus id (the device's identity when known).
+    pub pci_bus_id: Option<String>,
+    /// Name.
+    pub name: Option<String>,
+    /// Total memory, bytes.
+    pub total_mem_bytes: Option<u64>,
+    /// CUDA ordinals it had in the processes that saw it (differ with
+    /// `CUDA_VISIBLE_DEVICES`), sorted.
+    pub ordinals: Vec<i32>,
+    /// Processes that saw it.
+    pub processes: u64,
+}
+
+/// One hooked function, summed over processes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionReport {
+    /// Exported symbol (ABI variant), e.g. `cuMemAlloc_v2`.
+    pub function: String,
+    /// Calls, from exit summaries.
+    pub calls: u64,
+    /// Errors: exit summaries plus `call_failed` records of processes without one.
+    pub errors: u64,
+    /// Errors by CUresult name.
+    pub errors_by_result: BTreeMap<String, u64>,
+    /// Processes that called it (or had it fail).
+    pub processes: u64,
+    /// Of those, processes without an exit summary: their calls are not in `calls`.
+    pub processes_without_exit_summary: u64,
+}
+
+/// Errors over time, from `call_failed` records (records dropped by the shim are missing).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorsOverTime {
+    /// Bucket width, nanoseconds (one second times a power of two, so that there are at
+    /// most 512 buckets).
+    pub bucket_ns: u64,
+    /// Buckets with at least one error, in time order.
+    pub buckets: Vec<TimeBucket>,
+}
+
+/// One bucket of [`ErrorsOverTime`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeBucket {
+    /// Start of the bucket.
+    pub start_ns: u64,
+    /// [`TimeBucket::start_ns`] in RFC 3339.
+    pub start_time: String,
+    /// Errors in the bucket.
+    pub errors: u64,
+    /// Errors by CUresult name.
+    pub by_result: BTreeMap<String, u64>,
+}
+
+/// Name used for a missing host name.
+pub const UNKNOWN_HOST: &str = "(unknown)";
+
+pub(crate) fn host_label(h: &Option<String>) -> String {
+    h.clone().unwrap_or_else(|| UNKNOWN_HOST.to_string())
+}
+
+/// Per-process numbers, computed once.
+pub(crate) struct Proc<'a> {
+    pub(crate) agg: &'a ProcessAgg,
+    pub(crate) calls: Option<u64>,
+    pub(crate) errors: u64,
+    /// Function -> (calls, errors, errors by result).
+    pub(crate) by_function: BTreeMap<&'a str, (u64, u64, BTreeMap<&'a str, u64>)>,
+    pub(crate) errors_by_result: BTreeMap<String, u64>,
+}
+
+impl<'a> Proc<'a> {
+    fn new(p: &'a ProcessAgg) -> Proc<'a> {
+        let mut by_function: BTreeMap<&str, (u64, u64, BTreeMap<&str, u64>)> = BTreeMap::new();
+        match &p.exit {
+            Some(exit) => {
+                for (f, s) in &exit.functions {
+                    let e = by_function.entry(f.as_str()).or_default();
+                    e.0 += s.calls;
+                    e.1 += s.errors;
+                    for (r, n) in &s.errors_by_result {
+                        *e.2.entry(r.as_str()).or_default() += n;
+                    }
+                }
+            }
+            None => {
+                for (f, m) in &p.failed {
+                    let e = by_function.entry(f.as_str()).or_default();
+                    for (r, fl) in m {
+                        e.1 += fl.count;
+                        *e.2.entry(r.as_str()).or_default() += fl.count;
+                    }
+                }
+            }
+        }
+        let mut errors_by_result = BTreeMap::new();
+        for (_, _, m) in by_function.values() {
+            for (r, n) in m {
+                *errors_by_result.entry(r.to_string()).or_default() += n;
+            }
+        }
+        Proc {
+            agg: p,
+            calls: p
+                .exit
+                .as_ref()
+                .map(|_| by_function.values().map(|v| v.0).sum()),
+            errors: by_function.values().map(|v| v.1).sum(),
+            by_function,
+            errors_by_result,
+        }
+    }
+
+    pub(crate) fn hostname(&self) -> Option<String> {
+        self.agg.session.as_ref().and_then(|s| s.hostname.clone())
+    }
+
+    pub(crate) fn start(&self) -> u64 {
+        self.agg.session_ts_ns.unwrap_or(self.agg.first_ts_ns)
+    }
+}
+
+/// Builds the report from a finished aggregate; `paths` are the inputs as given.
+pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
+    let procs: Vec<Proc> = agg.processes.iter().map(Proc::new).collect();
+    let input = input_report(&agg, paths);
+    let processes = process_reports(&procs);
+    let devices = device_reports(&procs);
+    let functions = function_reports(&procs);
+    let hosts = host_reports(&procs);
+    let mut problems = Vec::new();
+    problems::cuda_problems(&procs, &mut problems);
+    problems::other_problems(&agg, &procs, &mut problems);
+    problems.sort_by(|a, b| {
+        (a.severity, std::cmp::Reverse(a.count), &a.title).cmp(&(
+            b.severity,
+            std::cmp::Reverse(b.count),
+            &b.title,
+        ))
+    });
+    for (i, p) in problems.iter_mut().enumerate() {
+        p.rank = i as u32 + 1;
+    }
+    let overview = overview(&procs, &hosts, &devices, &functions);
+    Report {
+        report_version: REPORT_VERSION,
+        input,
+        overview,
+        problems,
+        hosts,
+        processes,
+        devices,
+        functions,
+        errors_over_time: errors_over_time(&agg.timeline),
+    }
+}
+
+fn input_report(agg: &Aggregate, paths: &[String]) -> InputReport {
+    let c = &agg.counters;
+    InputReport {
+        paths: paths.to_vec(),
+        files_seen: c.files_seen,
+        files_read: c.files_read,
+        gzip_files: c.gzip_files,
+        files_skipped: c.files_skipped,
+        skipped_files: c.skipped_files.clone(),
+        empty_files: c.empty_files,
+        unreadable_files: c.unreadable_files,
+        files_with_read_errors: c.files_with_read_errors,
+        errors: c
+            .errors
+            .iter()
+            .map(|(p, e)| FileError {
+                path: p.clone(),
+                error: e.clone(),
+            })
+            .collect(),
+        bytes: c.bytes,
+        bytes_uncompressed: c.bytes_uncompressed,
+        lines: c.lines,
+        records: c.records,
+        records_by_kind: c.records_by_kind.clone(),
+        malformed_lines: c.malformed_lines,
+        truncated_lines: c.truncated_lines,
+        oversized_lines: c.oversized_lines,
+        newer_schema_records: c.newer_schema_records,
+        unknown_event_kinds: c.unknown_event_kinds.clone(),
+    }
+}
+
+fn process_reports(procs: &[Proc]) -> Vec<ProcessReport> {
+    let mut out: Vec<ProcessReport> = procs
+        .iter()
+        .map(|p| {
+            let a = p.agg;
+            let s = a.session.as_ref();
+            let start = p.start();
+            let end = a.exit_ts_ns.unwrap_or(a.last_ts_ns).max(start);
+            ProcessReport {
+                hostname: p.hostname(),
+                pid: a.pid,
+                executable: s.and_then(|s| s.executable.clone()),
+                argv: s.map(|s| s.argv.clone()).unwrap_or_default(),
+                file: a.file.clone(),
+                status: if a.exit.is_some() {
+                    ProcessStatus::Exited
+                } else {
+                    ProcessStatus::NoExitSummary
+                },
+                has_session_start: s.is_some(),
+                start_ts_ns: start,
+                start_time: fmt::timestamp(start),
+                end_ts_ns: end,
+                duration_ns: a
+                    .exit
+                    .as_ref()
+                    .map(|e| e.duration_ns)
+                    .unwrap_or(end - start),
+                mode: s.map(|s| s.mode.clone()),
+                shim_version: s.map(|s| s.shim_version.clone()),
+                driver_version: s.and_then(|s| s.driver_version),
+                libcuda_path: s.and_then(|s| s.libcuda_path.clone()),
+                cuda_visible_devices: s.and_then(|s| s.cuda_visible_devices.clone()),
+                cuda_device_order: s.and_then(|s| s.cuda_device_order.clone()),
+                devices: s
+                    .map(|s| {
+                        s.devices
+                            .iter()
+                            .map(|d| ProcessDevice {
+                                ordinal: d.ordinal,
+                                name: d.name.clone(),
+                                pci_bus_id: d.pci_bus_id.clone(),
+                                total_mem_bytes: d.total_mem_bytes,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                calls: p.calls,
+                errors: p.errors,
+                errors_by_result: p.errors_by_result.clone(),
+                records: a.records,
+                dropped_records: a.exit.as_ref().map(|e| e.dropped_records).unwrap_or(0),
+                missing_records: a.missing_records(),
+                other_events: a.other_events,
+                procaddr_unmatched: a
+                    .exit
+                    .as_ref()
+                    .map(|e| e.procaddr_unmatched.clone())
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (
+            a.hostname.is_none(),
+            &a.hostname,
+            a.start_ts_ns,
+            a.pid,
+            &a.file,
+        )
+            .cmp(&(
+                b.hostname.is_none(),
+                &b.hostname,
+                b.start_ts_ns,
+                b.pid,
+                &b.file,
+            ))
+    });
+    out
+}
+
+pub(crate) type DeviceKey = (Option<String>, Option<String>, Option<String>, Option<i32>);
+
+pub(crate) fn device_key(host: &Option<String>, d: &crate::records::DeviceEntry) -> DeviceKey {
+    match &d.pci_bus_id {
+        // The PCI bus id identifies the device on its host, whatever its ordinal.
+        Some(pci) => (host.clone(), Some(pci.to_ascii_lowercase()), None, None),
+        None => (host.clone(), None, d.name.clone(), Some(d.ordinal)),
+    }
+}
+
+fn device_reports(procs: &[Proc]) -> Vec<DeviceReport> {
+    let mut map: BTreeMap<DeviceKey, DeviceReport> = BTreeMap::new();
+    for p in procs {
+        let host = p.hostname();
+        let Some(s) = &p.agg.session else { continue };
+        for d in &s.devices {
+            let e = map
+                .entry(device_key(&host, d))
+                .or_insert_with(|| DeviceReport {
+                    hostname: host.clone(),
+                    pci_bus_id: d.pci_bus_id.clone(),
+                    name: None,
+                    total_mem_bytes: None,
+                    ordinals: Vec::new(),
+                    processes: 0,
+                });
+            e.name = e.name.take().or_else(|| d.name.clone());
+            e.total_mem_bytes = e.total_mem_bytes.or(d.total_mem_bytes);
+            if !e.ordinals.contains(&d.ordinal) {
+                e.ordinals.push(d.ordinal);
+                e.ordinals.sort_unstable();
+            }
+            e.processes += 1;
+        }
+    }
+    let mut out: Vec<DeviceReport> = map.into_values().collect();
+    out.sort_by(|a, b| {
+        (
+            a.hostname.is_none(),
+            &a.hostname,
+            &a.pci_bus_id,
+            a.ordinals.first(),
+        )
+            .cmp(&(
+                b.hostname.is_none(),
+                &b.hostname,
+                &b.pci_bus_id,
+                b.ordinals.first(),
+            ))
+    });
+    out
+}
+
+fn function_reports(procs: &[Proc]) -> Vec<FunctionReport> {
+    let mut map: BTreeMap<&str, FunctionReport> = BTreeMap::new();
+    for p in procs {
+        for (f, (calls, errors, by)) in &p.by_function {
+            let e = map.entry(f).or_insert_with(|| FunctionReport {
+                function: f.to_string(),
+                calls: 0,
+                errors: 0,
+                errors_by_result: BTreeMap::new(),
+                processes: 0,
+                processes_without_exit_summary: 0,
+            });
+            e.calls += calls;
+            e.errors += errors;
+            for (r, n) in by {
+                *e.errors_by_result.entry(r.to_string()).or_default() += n;
+            }
+            e.processes += 1;
+            if p.agg.exit.is_none() {
+                e.processes_without_exit_summary += 1;
+            }
+        }
+    }
+    let mut out: Vec<FunctionReport> = map.into_values().collect();
+    out.sort_by(|a, b| {
+        (
+            std::cmp::Reverse(a.errors),
+            std::cmp::Reverse(a.calls),
+            &a.function,
+        )
+            .cmp(&(
+                std::cmp::Reverse(b.errors),
+                std::cmp::Reverse(b.calls),
+                &b.function,
+            ))
+    });
+    out
+}
+
+fn host_reports(procs: &[Proc]) -> Vec<HostReport> {
+    type Acc = (HostReport, BTreeSet<DeviceKey>, BTreeSet<String>);
+    let mut map: BTreeMap<(bool, Option<String>), Acc> = BTreeMap::new();
+    for p in procs {
+        let host = p.hostname();
+        let e = map
+            .entry((host.is_none(), host.clone()))
+            .or_insert_with(|| {
+                (
+                    HostReport {
+                        hostname: host.clone(),
+                        processes: 0,
+                        processes_without_exit_summary: 0,
+                        driver_versions: Vec::new(),
+                        devices: 0,
+                        calls: 0,
+                        errors: 0,
+                    },
+                    BTreeSet::new(),
+                    BTreeSet::new(),
+                )
+            });
+        e.0.processes += 1;
+        if p.agg.exit.is_none() {
+            e.0.processes_without_exit_summary += 1;
+        }
+        e.0.calls += p.calls.unwrap_or(0);
+        e.0.errors += p.errors;
+        if let Some(s) = &p.agg.session {
+            if let Some(v) = s.driver_version {
+                e.2.insert(fmt::driver_version(v));
+            }
+            for d in &s.devices {
+                e.1.insert(device_key(&host, d));
+            }
+        }
+    }
+    map.into_values()
+        .map(|(mut h, devs, drivers)| {
+            h.devices = devs.len() as u64;
+            h.driver_versions = drivers.into_iter().collect();
+            h
+        })
+        .collect()
+}
+
+fn overview(
+    procs: &[Proc],
+    hosts: &[HostReport],
+    devices: &[DeviceReport],
+    functions: &[FunctionReport],
+) -> Overview {
+    let first = procs
+        .iter()
+        .filter(|p| p.agg.records > 0)
+        .map(|p| p.agg.first_ts_ns)
+        .min();
+    let last = procs.iter().map(|p| p.agg.last_ts_ns).max();
+    let mut modes = BTreeMap::new();
+    let mut shims = BTreeMap::new();
+    let mut drivers = BTreeMap::new();
+    for p in procs {
+        let s = p.agg.session.as_ref();
+        let unknown = || "unknown".to_string();
+        *modes
+            .entry(s.map(|s| s.mode.clone()).unwrap_or_else(unknown))
+            .or_default() += 1;
+        *shims
+            .entry(s.map(|s| s.shim_version.clone()).unwrap_or_else(unknown))
+            .or_default() += 1;
+        *drivers
+            .entry(
+                s.and_then(|s| s.driver_version)
+                    .map(fmt::driver_version)
+                    .unwrap_or_else(unknown),
+            )
+            .or_default() += 1;
+    }
+    let exited = procs.iter().filter(|p| p.agg.exit.is_some()).count() as u64;
+    Overview {
+        hosts: hosts.len() as u64,
+        processes: procs.len() as u64,
+        processes_exited: exited,
+        processes_without_exit_summary: procs.len() as u64 - exited,
+        processes_without_session_start: procs.iter().filter(|p| p.agg.session.is_none()).count()
+            as u64,
+        devices: devices.len() as u64,
+        functions: functions.len() as u64,
+        calls: procs.iter().filter_map(|p| p.calls).sum(),
+        errors: procs.iter().map(|p| p.errors).sum(),
+        first_ts_ns: first,
+        last_ts_ns: last.filter(|_| first.is_some()),
+        first_time: first.map(fmt::timestamp),
+        last_time: last.filter(|_| first.is_some()).map(fmt::timestamp),
+        modes,
+        shim_versions: shims,
+        driver_versions: drivers,
+    }
+}
+
+fn errors_over_time(t: &Timeline) -> ErrorsOverTime {
+    ErrorsOverTime {
+        bucket_ns: t.width_ns,
+        buckets: t
+            .buckets
+            .iter()
+            .map(|(start, by)| TimeBucket {
+                start_ns: *start,
+                start_time: fmt::timestamp(*start),
+                errors: by.values().sum(),
+                by_result: by.clone(),
+            })
+            .collect(),
+    }
+}

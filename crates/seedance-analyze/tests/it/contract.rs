@@ -1,0 +1,429 @@
+//! The JSON report is a contract: these types are written from docs/analyzer.md, not from
+//! the crate's own types, and deny unknown fields. A field added to the report must be
+//! added here and in the docs; a field renamed or removed breaks this test.
+
+#![allow(dead_code)]
+
+use super::run;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Report {
+    report_version: u32,
+    input: Input,
+    overview: Overview,
+    problems: Vec<Problem>,
+    hosts: Vec<Host>,
+    processes: Vec<Process>,
+    devices: Vec<Device>,
+    functions: Vec<Function>,
+    errors_over_time: ErrorsOverTime,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    paths: Vec<String>,
+    files_seen: u64,
+    files_read: u64,
+    gzip_files: u64,
+    files_skipped: u64,
+    skipped_files: Vec<String>,
+    empty_files: u64,
+    unreadable_files: u64,
+    files_with_read_errors: u64,
+    errors: Vec<FileError>,
+    bytes: u64,
+    bytes_uncompressed: u64,
+    lines: u64,
+    records: u64,
+    records_by_kind: BTreeMap<String, u64>,
+    malformed_lines: u64,
+    truncated_lines: u64,
+    oversized_lines: u64,
+    newer_schema_records: u64,
+    unknown_event_kinds: BTreeMap<String, u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileError {
+    path: String,
+    error: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Overview {
+    hosts: u64,
+    processes: u64,
+    processes_exited: u64,
+    processes_without_exit_summary: u64,
+    processes_without_session_start: u64,
+    devices: u64,
+    functions: u64,
+    calls: u64,
+    errors: u64,
+    first_ts_ns: Option<u64>,
+    last_ts_ns: Option<u64>,
+    first_time: Option<String>,
+    last_time: Option<String>,
+    modes: BTreeMap<String, u64>,
+    shim_versions: BTreeMap<String, u64>,
+    driver_versions: BTreeMap<String, u64>,
+}
+
+#[derive(Deserialize, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+#[derive(Deserialize, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    CudaError,
+    DroppedRecords,
+    MissingRecords,
+    NoExitSummary,
+    NoSessionStart,
+    MalformedInput,
+    UnreadableFiles,
+    MixedDriverVersions,
+    NewerSchema,
+    ProcaddrUnmatched,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Problem {
+    rank: u32,
+    kind: Kind,
+    severity: Severity,
+    title: String,
+    code: Option<u32>,
+    result: Option<String>,
+    count: u64,
+    processes: u64,
+    hosts: Vec<String>,
+    functions: Vec<NameCount>,
+    examples: Vec<Example>,
+    context: Vec<String>,
+    remediation: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NameCount {
+    name: String,
+    count: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Example {
+    function: String,
+    args: serde_json::Value,
+    count: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Host {
+    hostname: Option<String>,
+    processes: u64,
+    processes_without_exit_summary: u64,
+    driver_versions: Vec<String>,
+    devices: u64,
+    calls: u64,
+    errors: u64,
+}
+
+#[derive(Deserialize, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Status {
+    Exited,
+    NoExitSummary,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Process {
+    hostname: Option<String>,
+    pid: u32,
+    executable: Option<String>,
+    argv: Vec<String>,
+    file: String,
+    status: Status,
+    has_session_start: bool,
+    start_ts_ns: u64,
+    start_time: String,
+    end_ts_ns: u64,
+    duration_ns: u64,
+    mode: Option<String>,
+    shim_version: Option<String>,
+    driver_version: Option<i32>,
+    libcuda_path: Option<String>,
+    cuda_visible_devices: Option<String>,
+    cuda_device_order: Option<String>,
+    devices: Vec<ProcessDevice>,
+    calls: Option<u64>,
+    errors: u64,
+    errors_by_result: BTreeMap<String, u64>,
+    records: u64,
+    dropped_records: u64,
+    missing_records: u64,
+    other_events: u64,
+    procaddr_unmatched: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessDevice {
+    ordinal: i32,
+    name: Option<String>,
+    pci_bus_id: Option<String>,
+    total_mem_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Device {
+    hostname: Option<String>,
+    pci_bus_id: Option<String>,
+    name: Option<String>,
+    total_mem_bytes: Option<u64>,
+    ordinals: Vec<i32>,
+    processes: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Function {
+    function: String,
+    calls: u64,
+    errors: u64,
+    errors_by_result: BTreeMap<String, u64>,
+    processes: u64,
+    processes_without_exit_summary: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorsOverTime {
+    bucket_ns: u64,
+    buckets: Vec<Bucket>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Bucket {
+    start_ns: u64,
+    start_time: String,
+    errors: u64,
+    by_result: BTreeMap<String, u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Diff {
+    report_version: u32,
+    a: Side,
+    b: Side,
+    new_errors: Vec<ErrorChange>,
+    disappeared_errors: Vec<ErrorChange>,
+    changed_errors: Vec<ErrorChange>,
+    call_shifts: Vec<CallShift>,
+    new_repairs: Vec<KindChange>,
+    repair_changes: Vec<KindChange>,
+    new_problems: Vec<ProblemChange>,
+    resolved_problems: Vec<ProblemChange>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Side {
+    paths: Vec<String>,
+    files_read: u64,
+    processes: u64,
+    processes_without_exit_summary: u64,
+    calls: u64,
+    errors: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorChange {
+    function: String,
+    result: String,
+    count_a: u64,
+    count_b: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallShift {
+    function: String,
+    calls_a: u64,
+    calls_b: u64,
+    delta: i64,
+    delta_pct: Option<f64>,
+    partial: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KindChange {
+    kind: String,
+    count_a: u64,
+    count_b: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProblemChange {
+    severity: String,
+    title: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Explanation {
+    code: u32,
+    name: Option<String>,
+    known: bool,
+    meaning: String,
+    what_to_try: Vec<String>,
+}
+
+#[test]
+fn summary_report_matches_the_documented_schema() {
+    for paths in [
+        &["tests/fixtures/fleet"][..],
+        &["tests/fixtures/after"],
+        &["tests/fixtures/fleet/gpu-b/empty.jsonl"],
+    ] {
+        let mut args = vec!["summary", "--format", "json"];
+        args.extend_from_slice(paths);
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        let r: Report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{paths:?}: {e}"));
+        assert_eq!(r.report_version, 1);
+        // Ranks are 1..n in order.
+        for (i, p) in r.problems.iter().enumerate() {
+            assert_eq!(p.rank as usize, i + 1);
+        }
+    }
+}
+
+#[test]
+fn fleet_report_values_through_the_contract_types() {
+    let (_, out, _) = run(&["summary", "--format", "json", "tests/fixtures/fleet"]);
+    let r: Report = serde_json::from_str(&out).unwrap();
+    assert_eq!(r.processes.len(), 4);
+    assert_eq!(
+        r.processes
+            .iter()
+            .filter(|p| p.status == Status::NoExitSummary)
+            .count(),
+        1
+    );
+    assert_eq!(r.problems[0].kind, Kind::CudaError);
+    assert_eq!(r.problems[0].severity, Severity::Error);
+    assert_eq!(
+        r.hosts
+            .iter()
+            .map(|h| h.hostname.clone().unwrap())
+            .collect::<Vec<_>>(),
+        ["gpu-a", "gpu-b", "gpu-c"]
+    );
+    let p = r.processes.iter().find(|p| p.pid == 1001).unwrap();
+    assert_eq!(p.procaddr_unmatched, ["cuStreamBeginCaptureToGraph"]);
+    assert_eq!(p.other_events, 1);
+    assert_eq!(p.devices.len(), 2);
+}
+
+#[test]
+fn diff_report_matches_the_documented_schema() {
+    let (code, out, err) = run(&[
+        "diff",
+        "--format",
+        "json",
+        "tests/fixtures/fleet",
+        "tests/fixtures/after",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let d: Diff = serde_json::from_str(&out).unwrap();
+    assert_eq!(d.report_version, 1);
+    assert_eq!(d.a.processes, 4);
+    assert_eq!(d.b.processes, 3);
+    assert_eq!(d.new_repairs[0].kind, "sync_before_destroy");
+}
+
+#[test]
+fn explain_json_matches_the_documented_schema() {
+    let (code, out, _) = run(&["explain", "--format", "json", "101"]);
+    assert_eq!(code, 0);
+    let e: Explanation = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (e.code, e.name.as_deref(), e.known),
+        (101, Some("CUDA_ERROR_INVALID_DEVICE"), true)
+    );
+    assert!(!e.what_to_try.is_empty());
+}
+
+/// Every fixture line of a known kind is a valid `seedance_trace::Record`, and what the
+/// shim's own types write back reads the same through the analyzer's parser.
+#[test]
+fn fixtures_follow_the_trace_schema() {
+    use seedance_analyze::input::{parse_line, Line};
+    let mut checked = 0;
+    for dir in ["tests/fixtures/fleet", "tests/fixtures/after"] {
+        let (files, _) =
+            seedance_analyze::input::collect_files(&[super::crate_dir().join(dir)]).unwrap();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for line in text.lines() {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                let kind = v.get("event").and_then(|e| e.as_str()).unwrap_or("");
+                if !["session_start", "call_failed", "exit_summary"].contains(&kind) {
+                    continue;
+                }
+                let rec: seedance_trace::Record = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("{}: {e}\n{line}", f.display()));
+                let again = serde_json::to_string(&rec).unwrap();
+                let same = |l: &Line| match l {
+                    Line::SessionStart(h, s) => format!("{h:?} {s:?}"),
+                    Line::CallFailed(h, c) => format!(
+                        "{h:?} {} {} {:?} {:?}",
+                        c.function,
+                        c.result,
+                        c.result_name,
+                        c.args.map(|a| a.get())
+                    ),
+                    Line::ExitSummary(h, e) => format!("{h:?} {e:?}"),
+                    other => panic!("{}: not read as a known record: {other:?}", f.display()),
+                };
+                let ours = parse_line(line.as_bytes());
+                let theirs = parse_line(again.as_bytes());
+                if let (Line::CallFailed(_, a), Line::CallFailed(_, b)) = (&ours, &theirs) {
+                    let va: serde_json::Value =
+                        serde_json::from_str(a.args.unwrap().get()).unwrap();
+                    let vb: serde_json::Value =
+                        serde_json::from_str(b.args.unwrap().get()).unwrap();
+                    assert_eq!(va, vb);
+                } else {
+                    assert_eq!(same(&ours), same(&theirs));
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 25);
+}

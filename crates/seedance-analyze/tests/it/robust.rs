@@ -1,0 +1,319 @@
+//! Bad input never stops the analysis: it is counted, exactly.
+
+use super::{call_failed, exit_summary, run, session_start, write_trace};
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use seedance_analyze::{summarize, Options, Report};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+fn report(paths: &[PathBuf]) -> Report {
+    summarize(paths, &Options::default()).unwrap()
+}
+
+fn healthy(dir: &Path, name: &str, pid: u32) -> PathBuf {
+    write_trace(
+        dir,
+        name,
+        &[
+            &session_start(pid, 0, 1_000),
+            &call_failed(
+                pid,
+                1,
+                2_000,
+                "cuDeviceGet",
+                101,
+                "CUDA_ERROR_INVALID_DEVICE",
+            ),
+            &exit_summary(
+                pid,
+                2,
+                3_000,
+                "cuDeviceGet",
+                4,
+                1,
+                "CUDA_ERROR_INVALID_DEVICE",
+            ),
+        ],
+        "",
+    )
+}
+
+#[test]
+fn truncated_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_trace(
+        dir.path(),
+        "t.jsonl",
+        &[
+            &session_start(7, 0, 1_000),
+            &call_failed(7, 1, 2_000, "cuMemAlloc_v2", 2, "CUDA_ERROR_OUT_OF_MEMORY"),
+        ],
+        r#"{"v":1,"seq":2,"ts_ns":3000,"pid":7,"tid":7,"event":"call_failed","function":"cuMem"#,
+    );
+    let r = report(&[p]);
+    assert_eq!(r.input.lines, 3);
+    assert_eq!(r.input.records, 2);
+    assert_eq!(r.input.truncated_lines, 1);
+    assert_eq!(r.input.malformed_lines, 0);
+    assert_eq!(r.processes.len(), 1);
+    assert_eq!(r.processes[0].errors, 1);
+    assert_eq!(r.processes[0].calls, None);
+    assert_eq!(r.overview.processes_without_exit_summary, 1);
+}
+
+#[test]
+fn garbage_lines_between_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_trace(
+        dir.path(),
+        "g.jsonl",
+        &[
+            "\u{0}\u{1}binary junk",
+            &session_start(8, 0, 1_000),
+            "not json at all",
+            "{\"v\":1,",
+            "[1,2,3]",
+            "",
+            r#"{"v":1,"seq":1,"ts_ns":1,"pid":8,"tid":8,"event":"call_failed"}"#,
+            &call_failed(8, 2, 2_000, "cuInit", 34, "CUDA_ERROR_STUB_LIBRARY"),
+            "\u{fffd}\u{fffd}",
+        ],
+        "",
+    );
+    let r = report(&[p]);
+    assert_eq!(r.input.files_read, 1);
+    assert_eq!(r.input.lines, 9);
+    assert_eq!(r.input.records, 2);
+    // junk before the first record, "not json", the cut object, the array, the call_failed
+    // without its fields, and the replacement characters; the blank line is not counted.
+    assert_eq!(r.input.malformed_lines, 6);
+    assert_eq!(
+        r.processes[0].errors_by_result["CUDA_ERROR_STUB_LIBRARY"],
+        1
+    );
+}
+
+#[test]
+fn empty_and_blank_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(dir.path(), "empty.jsonl", &[], "");
+    write_trace(dir.path(), "blank.jsonl", &["", "   ", ""], "");
+    let r = report(&[dir.path().to_path_buf()]);
+    assert_eq!(r.input.files_seen, 2);
+    assert_eq!(r.input.empty_files, 2);
+    assert_eq!(r.input.files_read, 0);
+    assert_eq!(r.input.lines, 0);
+    assert!(r.processes.is_empty());
+    assert!(r.problems.is_empty());
+    // And the renderers cope with nothing.
+    let text = seedance_analyze::render_text::render(&r);
+    assert!(text.contains("PROBLEMS\n  none found\n"), "{text}");
+    let html = seedance_analyze::render_html::render(&r);
+    assert!(html.contains("No call_failed records."));
+}
+
+#[test]
+fn gzip_reads_like_plain() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = healthy(dir.path(), "a.jsonl", 9);
+    let gzdir = tempfile::tempdir().unwrap();
+    // No .gz suffix on purpose: detection is by magic bytes.
+    let gz = gzdir.path().join("a-compressed.trace");
+    let mut enc = GzEncoder::new(std::fs::File::create(&gz).unwrap(), Compression::default());
+    enc.write_all(&std::fs::read(&plain).unwrap()).unwrap();
+    enc.finish().unwrap();
+    let a = report(std::slice::from_ref(&plain));
+    let b = report(std::slice::from_ref(&gz));
+    assert_eq!(b.input.gzip_files, 1);
+    assert_eq!(b.input.files_read, 1);
+    assert_eq!(b.input.records, 3);
+    assert_eq!(b.input.bytes, std::fs::metadata(&gz).unwrap().len());
+    assert_eq!(b.input.bytes_uncompressed, a.input.bytes_uncompressed);
+    assert_eq!(a.functions, b.functions);
+    assert_eq!(a.problems, b.problems);
+}
+
+#[test]
+fn corrupt_gzip_keeps_what_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..2000u64 {
+        text.push_str(&call_failed(
+            5,
+            i,
+            1_000 + i,
+            "cuInit",
+            34,
+            "CUDA_ERROR_STUB_LIBRARY",
+        ));
+        text.push('\n');
+    }
+    let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
+    enc.write_all(text.as_bytes()).unwrap();
+    let bytes = enc.finish().unwrap();
+    let p = dir.path().join("cut.jsonl.gz");
+    std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    let r = report(&[p]);
+    assert_eq!(r.input.files_with_read_errors + r.input.unreadable_files, 1);
+    assert!(
+        r.input.records > 0 && r.input.records < 2000,
+        "{}",
+        r.input.records
+    );
+    assert_eq!(r.processes[0].errors, r.input.records);
+}
+
+#[test]
+fn non_trace_files_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    healthy(dir.path(), "a.jsonl", 10);
+    std::fs::write(dir.path().join("notes.txt"), "hello\nworld\n").unwrap();
+    std::fs::write(dir.path().join("package.json"), "{\"name\":\"x\"}\n").unwrap();
+    std::fs::write(
+        dir.path().join("blob.bin"),
+        (0..=255u8).cycle().take(100_000).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(
+        dir.path().join("sub/other.jsonl"),
+        "{\"level\":\"info\",\"msg\":\"x\"}\n",
+    )
+    .unwrap();
+    let r = report(&[dir.path().to_path_buf()]);
+    assert_eq!(r.input.files_seen, 5);
+    assert_eq!(r.input.files_read, 1);
+    assert_eq!(r.input.files_skipped, 4);
+    assert_eq!(r.input.malformed_lines, 0);
+    assert_eq!(r.input.records, 3);
+    let names: Vec<&str> = r
+        .input
+        .skipped_files
+        .iter()
+        .map(|s| s.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["blob.bin", "notes.txt", "package.json", "other.jsonl"]
+    );
+}
+
+#[test]
+fn oversized_line_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = format!(
+        r#"{{"v":1,"seq":1,"ts_ns":1,"pid":3,"tid":3,"event":"call_failed","function":"{}","result":1,"args":{{}}}}"#,
+        "x".repeat(seedance_analyze::input::MAX_LINE_BYTES)
+    );
+    let p = write_trace(
+        dir.path(),
+        "big.jsonl",
+        &[
+            &session_start(3, 0, 1),
+            &huge,
+            &call_failed(3, 2, 5, "cuInit", 3, "CUDA_ERROR_NOT_INITIALIZED"),
+        ],
+        "",
+    );
+    let r = report(&[p]);
+    assert_eq!(r.input.oversized_lines, 1);
+    assert_eq!(r.input.records, 2);
+    assert_eq!(r.processes[0].missing_records, 1);
+}
+
+#[test]
+fn unknown_kinds_are_counted_and_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_trace(
+        dir.path(),
+        "u.jsonl",
+        &[
+            &session_start(4, 0, 1),
+            r#"{"v":99,"seq":1,"ts_ns":2,"pid":4,"tid":4,"event":"device_fallback","requested_ordinal":3,"chosen_ordinal":0}"#,
+            r#"{"v":99,"seq":2,"ts_ns":3,"pid":4,"tid":4,"event":"launch_explained","function":{"nested":true},"result":"weird"}"#,
+            r#"{"v":99,"seq":3,"ts_ns":4,"pid":4,"tid":4,"event":"device_fallback"}"#,
+        ],
+        "",
+    );
+    let r = report(&[p]);
+    assert_eq!(r.input.records, 4);
+    assert_eq!(r.input.malformed_lines, 0);
+    assert_eq!(r.input.newer_schema_records, 3);
+    assert_eq!(r.input.unknown_event_kinds["device_fallback"], 2);
+    assert_eq!(r.input.unknown_event_kinds["launch_explained"], 1);
+    assert_eq!(r.processes[0].other_events, 3);
+}
+
+#[test]
+fn records_without_session_start_and_reused_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_trace(
+        dir.path(),
+        "cat.jsonl",
+        &[
+            &call_failed(6, 5, 10, "cuInit", 100, "CUDA_ERROR_NO_DEVICE"),
+            &session_start(6, 0, 100),
+            &exit_summary(6, 1, 200, "cuInit", 1, 0, "x"),
+            &session_start(6, 0, 300),
+        ],
+        "",
+    );
+    let r = report(&[p]);
+    assert_eq!(r.processes.len(), 2);
+    assert_eq!(r.overview.processes_without_exit_summary, 1);
+    assert_eq!(r.overview.processes_without_session_start, 0);
+}
+
+#[test]
+fn html_is_self_contained_and_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = session_start(11, 0, 1).replace("/bin/app", "/tmp/<script>alert(1)</script>");
+    let p = write_trace(
+        dir.path(),
+        "x.jsonl",
+        &[
+            &line,
+            &call_failed(11, 1, 5, "cuInit", 34, "CUDA_ERROR_STUB_LIBRARY"),
+        ],
+        "",
+    );
+    let html = seedance_analyze::render_html::render(&report(&[p]));
+    assert!(!html.contains("<script>alert"), "unescaped trace text");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "no network references"
+    );
+    assert!(!html.contains("<link") && !html.contains(" src="));
+    assert_eq!(html.matches("<svg").count(), 3);
+    assert!(html.contains("Session topology"));
+}
+
+#[test]
+fn missing_path_is_an_error_with_exit_code_2() {
+    let (code, out, err) = run(&["summary", "tests/fixtures/no-such-dir"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert!(err.contains("no-such-dir"), "{err}");
+}
+
+#[test]
+fn html_output_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    let (code, stdout, err) = run(&[
+        "summary",
+        "--format",
+        "html",
+        "-o",
+        out.to_str().unwrap(),
+        "tests/fixtures/fleet",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.is_empty());
+    let html = std::fs::read_to_string(out).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("CUDA_ERROR_INVALID_DEVICE"));
+    assert!(html.contains("no exit summary (killed or still running)"));
+}

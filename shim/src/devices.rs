@@ -1,0 +1,256 @@
+//! Device faults: explain a request for a device the process cannot have and, in `fix`
+//! mode, send it to the next available device (issue 3).
+//!
+//! The wrappers of `cuDeviceGet`, `cudaSetDevice`, `cuDevicePrimaryCtxRetain` and
+//! `cuCtxCreate_v2/_v3/_v4` forward first and come here only after a failure, so a healthy
+//! program pays nothing. Here the failure is classified (`CUDA_ERROR_INVALID_DEVICE` 101,
+//! `CUDA_ERROR_DEVICE_UNAVAILABLE` 46, and for context creation `CUDA_ERROR_OUT_OF_MEMORY`
+//! 2), explained with the topology, and in `fix` mode repeated on the device that
+//! `seedance_core::fallback` chooses. The choice is remembered per requested ordinal, so
+//! every entry point and every thread agree.
+
+use crate::hooks::HookId;
+use crate::{driver, session, topo};
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+use seedance_core::fallback::{Candidate, OrdinalMap, Unusable};
+use seedance_core::Mode;
+use seedance_cuda::{CUdevice, CUresult};
+use seedance_trace::{DeviceFallback, DeviceFault, Event};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The device argument of a call: an ordinal (`cuDeviceGet`, `cudaSetDevice`) or a
+/// `CUdevice` handle (context creation).
+#[derive(Clone, Copy, Debug)]
+pub enum Target {
+    /// A CUDA ordinal.
+    Ordinal(i32),
+    /// A `CUdevice` handle.
+    Handle(CUdevice),
+}
+
+impl Target {
+    /// The raw argument value.
+    pub fn value(self) -> i32 {
+        match self {
+            Target::Ordinal(v) | Target::Handle(v) => v,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fault {
+    InvalidOrdinal,
+    Unavailable,
+    ContextOutOfMemory,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::InvalidOrdinal => "invalid_ordinal",
+            Fault::Unavailable => "device_unavailable",
+            Fault::ContextOutOfMemory => "context_out_of_memory",
+        }
+    }
+}
+
+static MAP: Lazy<OrdinalMap> = Lazy::new(OrdinalMap::new);
+static FALLBACKS: AtomicU64 = AtomicU64::new(0);
+static SEEN: Lazy<Mutex<BTreeSet<(usize, i32, u32)>>> = Lazy::new(|| Mutex::new(BTreeSet::new()));
+
+fn creates_context(id: HookId) -> bool {
+    matches!(
+        id,
+        HookId::cuCtxCreate_v2
+            | HookId::cuCtxCreate_v3
+            | HookId::cuCtxCreate_v4
+            | HookId::cuDevicePrimaryCtxRetain
+    )
+}
+
+fn classify(id: HookId, r: CUresult) -> Option<Fault> {
+    match r.0 {
+        101 => Some(Fault::InvalidOrdinal),
+        46 => Some(Fault::Unavailable),
+        2 if creates_context(id) => Some(Fault::ContextOutOfMemory),
+        _ => None,
+    }
+}
+
+/// Explains a failed device-taking call and, in `fix` mode, repeats it on another device
+/// through `retry`. Returns the result the caller should get, or `None` when the failure is
+/// not a device fault (the caller then reports it as a plain failure).
+pub fn on_failure(
+    id: HookId,
+    r: CUresult,
+    target: Target,
+    retry: &mut dyn FnMut(Target) -> CUresult,
+) -> Option<CUresult> {
+    let fault = classify(id, r)?;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        handle(id, r, fault, target, retry)
+    }));
+    Some(outcome.unwrap_or(r))
+}
+
+fn handle(
+    id: HookId,
+    r: CUresult,
+    fault: Fault,
+    target: Target,
+    retry: &mut dyn FnMut(Target) -> CUresult,
+) -> CUresult {
+    let requested = match target {
+        Target::Ordinal(o) => o,
+        Target::Handle(h) => driver::ordinal_of(h).unwrap_or(h),
+    };
+    session::tally_error(id, r);
+    let topology = topo::get();
+    let explanation = match fault {
+        Fault::InvalidOrdinal => topo::explain_invalid(requested, topology),
+        Fault::Unavailable => topo::explain_unavailable(requested, topology),
+        Fault::ContextOutOfMemory => topo::explain_oom(requested, topology),
+    };
+    let first = SEEN.lock().insert((id as usize, requested, r.0));
+    if first {
+        session::say(&format!(
+            "{}: {} ({}): {explanation}",
+            id.name(),
+            r.name().unwrap_or("error"),
+            r.0
+        ));
+        session::emit(Event::DeviceFault(DeviceFault {
+            function: id.name().to_string(),
+            requested_ordinal: requested,
+            result: r.0,
+            result_name: r.name().map(str::to_string),
+            fault: fault.name().to_string(),
+            visible_devices: topology.devices.len() as u32,
+            explanation: explanation.clone(),
+        }));
+    }
+    let cfg = session::config();
+    if cfg.mode != Mode::Fix || !cfg.fallback {
+        return r;
+    }
+    if fault != Fault::InvalidOrdinal {
+        MAP.mark_refused(requested, r.0);
+    }
+    let candidates = topo::candidates(topology);
+    for _ in 0..candidates.len().max(1) {
+        let Some(chosen) = MAP.resolve(requested, &candidates) else {
+            session::say_once(
+                &format!("nofallback:{requested}"),
+                &format!(
+                    "fix: no other device can take ordinal {requested}'s work; returning the original error"
+                ),
+            );
+            return r;
+        };
+        let new_target = match target {
+            Target::Ordinal(_) => Target::Ordinal(chosen),
+            Target::Handle(_) => match driver::device_handle(chosen) {
+                Some(h) => Target::Handle(h),
+                None => return r,
+            },
+        };
+        let r2 = retry(new_target);
+        if r2.is_success() {
+            announce(id, requested, chosen, fault, topology);
+            return r2;
+        }
+        if creates_context(id) && matches!(r2.0, 46 | 2) {
+            MAP.mark_refused(chosen, r2.0);
+            continue;
+        }
+        return r2;
+    }
+    r
+}
+
+fn reason_text(fault: Fault, requested: i32) -> String {
+    match fault {
+        Fault::InvalidOrdinal => format!("ordinal {requested} is not visible"),
+        Fault::Unavailable => format!("ordinal {requested} is unavailable"),
+        Fault::ContextOutOfMemory => format!("ordinal {requested} has no memory for a context"),
+    }
+}
+
+fn announce(
+    id: HookId,
+    requested: i32,
+    chosen: i32,
+    fault: Fault,
+    topology: &seedance_topology::Topology,
+) {
+    FALLBACKS.fetch_add(1, Ordering::Relaxed);
+    let reason = reason_text(fault, requested);
+    let text = topo::explain_fallback(requested, chosen, &reason, topology);
+    session::say_once(&format!("fallback:{requested}:{chosen}"), &text);
+    let key = (usize::MAX - id as usize, requested, chosen as u32);
+    if SEEN.lock().insert(key) {
+        session::emit(Event::DeviceFallback(DeviceFallback {
+            function: id.name().to_string(),
+            requested_ordinal: requested,
+            chosen_ordinal: chosen,
+            chosen_pci_bus_id: topo::pci_bus_id(chosen, topology),
+            reason,
+            result: 0,
+            explanation: text,
+        }));
+    }
+}
+
+/// Repairs made, by kind, for the exit summary.
+pub fn repairs() -> BTreeMap<String, u64> {
+    let n = FALLBACKS.load(Ordering::Relaxed);
+    if n == 0 {
+        BTreeMap::new()
+    } else {
+        BTreeMap::from([("device_fallback".to_string(), n)])
+    }
+}
+
+/// Fallback choices in force, requested -> chosen, for the exit summary.
+pub fn fallbacks() -> BTreeMap<String, i32> {
+    if FALLBACKS.load(Ordering::Relaxed) == 0 {
+        return BTreeMap::new();
+    }
+    MAP.choices()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+/// Marks unusable devices for the fallback choice, from the topology and configuration.
+pub fn unusable(
+    d: &seedance_topology::VisibleDevice,
+    excluded: bool,
+    min_free: Option<u64>,
+) -> Option<Unusable> {
+    use seedance_topology::ComputeMode;
+    if excluded {
+        return Some(Unusable::Excluded);
+    }
+    match d.compute_mode {
+        ComputeMode::Prohibited => return Some(Unusable::Prohibited),
+        ComputeMode::ExclusiveProcess if d.busy_processes.unwrap_or(0) > 0 => {
+            return Some(Unusable::Busy)
+        }
+        _ => {}
+    }
+    if let (Some(min), Some(free)) = (min_free, d.free_mem_bytes) {
+        if free < min {
+            return Some(Unusable::LowFreeMemory { free, min });
+        }
+    }
+    None
+}
+
+/// Candidates for [`OrdinalMap::resolve`], one per visible ordinal.
+pub fn to_candidates(devs: impl Iterator<Item = (i32, Option<Unusable>)>) -> Vec<Candidate> {
+    devs.map(|(ordinal, unusable)| Candidate { ordinal, unusable })
+        .collect()
+}

@@ -1,0 +1,250 @@
+//! Device ordinals (issue 3): a request for a device the process cannot have is explained,
+//! and in fix mode sent to the next available device. Each test asserts which device the
+//! fake driver received, the code the program got, and the text the user sees.
+
+use seedance_e2e::Run;
+
+fn lines_with<'a>(calls: &'a [String], prefix: &str) -> Vec<&'a str> {
+    calls
+        .iter()
+        .filter(|l| l.starts_with(prefix))
+        .map(String::as_str)
+        .collect()
+}
+
+#[test]
+fn cuda_visible_devices_renumbered_ordinal_1_goes_to_0() {
+    let run = |shim: bool, mode: Option<&str>| {
+        let mut r = Run::new("ordinals", shim).env("CUDA_VISIBLE_DEVICES", "1");
+        if let Some(m) = mode {
+            r = r.env("SEEDANCE_MODE", m);
+        }
+        r
+    };
+    let plain = run(false, None).arg("1").finish();
+    assert_eq!(plain.output.status.code(), Some(1));
+    assert_eq!(plain.stdout(), "ordinal 1: cuDeviceGet -> 101\n");
+
+    let fixed = Run::new("ordinals", true)
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .arg("1")
+        .finish();
+    assert_eq!(fixed.output.status.code(), Some(0), "{}", fixed.stderr());
+    // Physical GPU 1 (bus 0x11) is the only visible device: ordinal 0.
+    assert_eq!(fixed.stdout(), "ordinal 1 -> 0000:11:00.0\n");
+    assert_eq!(
+        lines_with(&fixed.driver_calls, "cuDeviceGet ordinal=1"),
+        vec!["cuDeviceGet ordinal=1 -> 101"]
+    );
+    assert!(fixed
+        .driver_calls
+        .contains(&"cuDevicePrimaryCtxRetain dev=0 -> 0".to_string()));
+    let err = fixed.stderr();
+    assert_eq!(
+        err,
+        "seedance: cuDeviceGet: CUDA_ERROR_INVALID_DEVICE (101): ordinal 1 requested, 1 device \
+         visible (ordinal 0 = physical GPU 1, Fake H200 #1, 0000:11:00.0); \
+         CUDA_VISIBLE_DEVICES=1 made physical GPU 1 ordinal 0; use cuda:0 (or ordinal 0)\n\
+         seedance: fix: ordinal 1 -> ordinal 0 (physical GPU 1, Fake H200 #1, 0000:11:00.0): \
+         ordinal 1 is not visible; set SEEDANCE_FALLBACK=off to keep the error\n"
+    );
+    let fault = &fixed.events("device_fault")[0];
+    assert_eq!(fault["requested_ordinal"], 1);
+    assert_eq!(fault["fault"], "invalid_ordinal");
+    assert_eq!(fault["visible_devices"], 1);
+    let fb = fixed.events("device_fallback");
+    assert_eq!(fb.len(), 1);
+    assert_eq!(fb[0]["chosen_ordinal"], 0);
+    assert_eq!(fb[0]["chosen_pci_bus_id"], "0000:11:00.0");
+    let summary = &fixed.events("exit_summary")[0];
+    assert_eq!(summary["repairs"]["device_fallback"], 1);
+    assert_eq!(summary["fallbacks"]["1"], 0);
+    let topo = &fixed.events("session_start")[0]["topology"];
+    assert_eq!(topo["devices"][0]["physical_index"], 1);
+    assert_eq!(topo["nvml"]["present"], false);
+
+    // observe: the same explanation, nothing changed.
+    let observed = run(true, Some("observe")).arg("1").finish();
+    assert_eq!(observed.output.status.code(), Some(1));
+    assert_eq!(observed.stdout(), plain.stdout());
+    assert_eq!(observed.stderr().lines().count(), 1);
+    assert!(observed
+        .stderr()
+        .contains("CUDA_VISIBLE_DEVICES=1 made physical GPU 1 ordinal 0"));
+
+    // fix with SEEDANCE_FALLBACK=off: explained, not repaired.
+    let kept = run(true, None)
+        .env("SEEDANCE_FALLBACK", "off")
+        .arg("1")
+        .finish();
+    assert_eq!(kept.output.status.code(), Some(1));
+    assert_eq!(kept.stdout(), plain.stdout());
+    assert!(!kept.stderr().contains("fix:"));
+}
+
+#[test]
+fn eight_gpu_program_on_one_gpu_host_is_stable() {
+    let r = Run::new("ordinals", true)
+        .env("FAKE_CUDA_DEVICE_COUNT", "1")
+        .args(&["6", "7", "6"])
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.stdout(),
+        "ordinal 6 -> 0000:10:00.0\nordinal 7 -> 0000:10:00.0\nordinal 6 -> 0000:10:00.0\n"
+    );
+    let err = r.stderr();
+    assert!(err.contains(
+        "ordinal 6 requested, 1 device visible (ordinal 0 = physical GPU 0, Fake H200 #0, \
+         0000:10:00.0); the program expects more GPUs than this host or container exposes; \
+         use ordinals 0..0 or run it with fewer ranks per node"
+    ));
+    // One explanation and one announcement per distinct requested ordinal.
+    assert_eq!(err.matches("ordinal 6 requested").count(), 1, "{err}");
+    assert_eq!(
+        err.matches("fix: ordinal 7 -> ordinal 0").count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(r.events("device_fallback").len(), 2);
+    let summary = &r.events("exit_summary")[0];
+    assert_eq!(summary["repairs"]["device_fallback"], 3);
+    assert_eq!(summary["fallbacks"], serde_json::json!({"6": 0, "7": 0}));
+}
+
+#[test]
+fn busy_exclusive_process_device_moves_the_second_process() {
+    for (create, call) in [
+        (false, "cuDevicePrimaryCtxRetain"),
+        (true, "cuCtxCreate_v2"),
+    ] {
+        let mut r = Run::new("ordinals", true)
+            .with_nvml()
+            .env("FAKE_CUDA_BUSY", "0");
+        if create {
+            r = r.arg("-c");
+        }
+        let r = r.arg("0").finish();
+        assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+        assert_eq!(r.stdout(), "ordinal 0 -> 0000:11:00.0\n");
+        let tried: Vec<&str> = lines_with(&r.driver_calls, call);
+        assert_eq!(tried.len(), 2, "{tried:?}");
+        assert!(tried[0].ends_with("dev=0 -> 46"), "{tried:?}");
+        assert!(tried[1].ends_with("dev=1 -> 0"), "{tried:?}");
+        let err = r.stderr();
+        assert!(
+            err.contains(&format!(
+                "seedance: {call}: CUDA_ERROR_DEVICE_UNAVAILABLE (46): ordinal 0 (physical GPU 0, \
+                 Fake H200 #0, 0000:10:00.0) is unavailable (CUDA_ERROR_DEVICE_UNAVAILABLE): its \
+                 compute mode is Exclusive_Process and 1 other process already holds it"
+            )),
+            "{err}"
+        );
+        assert!(err.contains("fix: ordinal 0 -> ordinal 1"), "{err}");
+        assert_eq!(r.events("device_fault")[0]["fault"], "device_unavailable");
+        assert_eq!(
+            r.events("session_start")[0]["topology"]["nvml"]["present"],
+            true
+        );
+    }
+    // Without the shim the program fails.
+    let plain = Run::new("ordinals", false)
+        .env("FAKE_CUDA_BUSY", "0")
+        .arg("0")
+        .finish();
+    assert_eq!(
+        plain.stdout(),
+        "ordinal 0: cuDevicePrimaryCtxRetain -> 46\n"
+    );
+}
+
+#[test]
+fn exclusions_and_minimum_free_memory_are_skipped() {
+    // 3 devices, ordinal 5 -> start at 5 mod 3 = 2; 2 is excluded, so 0.
+    let r = Run::new("ordinals", true)
+        .env("FAKE_CUDA_DEVICE_COUNT", "3")
+        .env("SEEDANCE_EXCLUDE_DEVICES", "2")
+        .arg("5")
+        .finish();
+    assert_eq!(r.stdout(), "ordinal 5 -> 0000:10:00.0\n", "{}", r.stderr());
+    // 2 devices, ordinal 4 -> start at 0, which has 1 GiB free (NVML) < 10 GiB: so 1.
+    let r = Run::new("ordinals", true)
+        .with_nvml()
+        .env("FAKE_CUDA_FREE_MEM", "1073741824,85899345920")
+        .env("SEEDANCE_MIN_FREE_MEMORY", "10GiB")
+        .arg("4")
+        .finish();
+    assert_eq!(r.stdout(), "ordinal 4 -> 0000:11:00.0\n", "{}", r.stderr());
+    // Every device excluded: the original error comes back, with the explanation.
+    let r = Run::new("ordinals", true)
+        .env(
+            "SEEDANCE_EXCLUDE_DEVICES",
+            "0,GPU-face5eed-0000-4000-8000-000000000001",
+        )
+        .arg("3")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(1));
+    assert_eq!(r.stdout(), "ordinal 3: cuDeviceGet -> 101\n");
+    assert!(r
+        .stderr()
+        .contains("fix: no other device can take ordinal 3's work; returning the original error"));
+}
+
+#[test]
+fn malformed_cuda_visible_devices_is_explained() {
+    let r = Run::new("ordinals", true)
+        .env("CUDA_VISIBLE_DEVICES", "0,abc,1")
+        .arg("1")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0));
+    assert_eq!(r.stdout(), "ordinal 1 -> 0000:10:00.0\n");
+    assert!(r.stderr().contains(
+        "CUDA_VISIBLE_DEVICES=0,abc,1: entry \"abc\" (position 2) is not a GPU index, a GPU- \
+         UUID or a MIG- id; the driver ignores it and everything after it, so only ordinal 0 \
+         (physical GPU 0) is visible"
+    ));
+}
+
+#[test]
+fn malformed_seedance_values_warn_and_default() {
+    let r = Run::new("ordinals", true)
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .env("SEEDANCE_FALLBACK", "maybe")
+        .env("SEEDANCE_MIN_FREE_MEMORY", "lots")
+        .env("SEEDANCE_EXCLUDE_DEVICES", "GPU-zz,7x")
+        .arg("1")
+        .finish();
+    // Defaults: fallback on, no minimum, no exclusions: repaired as usual.
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.stdout(), "ordinal 1 -> 0000:11:00.0\n");
+    let err = r.stderr();
+    assert!(
+        err.contains("seedance: SEEDANCE_FALLBACK=\"maybe\" is not a boolean"),
+        "{err}"
+    );
+    assert!(
+        err.contains("seedance: SEEDANCE_MIN_FREE_MEMORY=\"lots\" is not a size"),
+        "{err}"
+    );
+    assert_eq!(err.matches("SEEDANCE_EXCLUDE_DEVICES").count(), 2, "{err}");
+}
+
+#[test]
+fn the_demo_program_is_repaired() {
+    let r = Run::new("wrong_ordinal", true)
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.stdout(),
+        "wrong_ordinal: work done on ordinal 0 (0000:11:00.0)\n"
+    );
+    let plain = Run::new("wrong_ordinal", false)
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .finish();
+    assert_eq!(plain.output.status.code(), Some(1));
+    assert_eq!(
+        plain.stdout(),
+        "wrong_ordinal: cuDeviceGet(&dev, gpu) failed: CUDA_ERROR_INVALID_DEVICE (101)\n"
+    );
+}
