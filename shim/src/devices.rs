@@ -115,17 +115,18 @@ fn handle(
     };
     let first = SEEN.lock().insert((id as usize, requested, r.0));
     if first {
+        let code_name = result_name(id, r);
         session::say(&format!(
             "{}: {} ({}): {explanation}",
             id.name(),
-            r.name().unwrap_or("error"),
+            code_name.unwrap_or("error"),
             r.0
         ));
         session::emit(Event::DeviceFault(DeviceFault {
             function: id.name().to_string(),
             requested_ordinal: requested,
             result: r.0,
-            result_name: r.name().map(str::to_string),
+            result_name: code_name.map(str::to_string),
             fault: fault.name().to_string(),
             visible_devices: topology.devices.len() as u32,
             explanation: explanation.clone(),
@@ -170,6 +171,18 @@ fn handle(
     r
 }
 
+/// The name of `r` as the caller knows it: `cudaError_t` names for the runtime's
+/// `cudaSetDevice` (driver_types.h: 101 cudaErrorInvalidDevice, 46
+/// cudaErrorDevicesUnavailable), `CUresult` names for driver calls.
+fn result_name(id: HookId, r: CUresult) -> Option<&'static str> {
+    match (id, r.0) {
+        (HookId::cudaSetDevice, 101) => Some("cudaErrorInvalidDevice"),
+        (HookId::cudaSetDevice, 46) => Some("cudaErrorDevicesUnavailable"),
+        (HookId::cudaSetDevice, _) => None,
+        _ => r.name(),
+    }
+}
+
 fn reason_text(fault: Fault, requested: i32) -> String {
     match fault {
         Fault::InvalidOrdinal => format!("ordinal {requested} is not visible"),
@@ -187,7 +200,11 @@ fn announce(
 ) {
     FALLBACKS.fetch_add(1, Ordering::Relaxed);
     let reason = reason_text(fault, requested);
-    let text = topo::explain_fallback(requested, chosen, &reason, topology);
+    let text = format!(
+        "{}: {}",
+        id.name(),
+        topo::explain_fallback(requested, chosen, &reason, topology)
+    );
     session::say_once(&format!("fallback:{requested}:{chosen}"), &text);
     let key = (usize::MAX - id as usize, requested, chosen as u32);
     if SEEN.lock().insert(key) {

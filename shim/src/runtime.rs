@@ -56,16 +56,28 @@ pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
     // SAFETY: real is libcudart's cudaSetDevice.
     let f: F = unsafe { std::mem::transmute::<*mut c_void, F>(real) };
     // SAFETY: argument forwarded unchanged.
-    let r = unsafe { f(device) };
+    let mut r = unsafe { f(device) };
     if session::active() {
         let code = CUresult(r as u32);
         session::count(HookId::cudaSetDevice, code);
         if r != 0 {
-            session::failed(
+            // cudaErrorInvalidDevice (101) and cudaErrorDevicesUnavailable (46) have the
+            // driver's numbers (driver_types.h), so the device-fault path applies as is.
+            let repaired = crate::devices::on_failure(
                 HookId::cudaSetDevice,
                 code,
-                &[("device", ArgVal::from(device))],
+                crate::devices::Target::Ordinal(device),
+                // SAFETY: the same runtime function, with another valid ordinal.
+                &mut |t| CUresult(unsafe { f(t.value()) } as u32),
             );
+            match repaired {
+                Some(r2) => r = r2.0 as c_int,
+                None => session::failed(
+                    HookId::cudaSetDevice,
+                    code,
+                    &[("device", ArgVal::from(device))],
+                ),
+            }
         }
     }
     r

@@ -45,7 +45,7 @@ fn cuda_visible_devices_renumbered_ordinal_1_goes_to_0() {
         "seedance: cuDeviceGet: CUDA_ERROR_INVALID_DEVICE (101): ordinal 1 requested, 1 device \
          visible (ordinal 0 = physical GPU 1, Fake H200 #1, 0000:11:00.0); \
          CUDA_VISIBLE_DEVICES=1 made physical GPU 1 ordinal 0; use cuda:0 (or ordinal 0)\n\
-         seedance: fix: ordinal 1 -> ordinal 0 (physical GPU 1, Fake H200 #1, 0000:11:00.0): \
+         seedance: cuDeviceGet: fix: ordinal 1 -> ordinal 0 (physical GPU 1, Fake H200 #1, 0000:11:00.0): \
          ordinal 1 is not visible; set SEEDANCE_FALLBACK=off to keep the error\n"
     );
     let fault = &fixed.events("device_fault")[0];
@@ -246,5 +246,34 @@ fn the_demo_program_is_repaired() {
     assert_eq!(
         plain.stdout(),
         "wrong_ordinal: cuDeviceGet(&dev, gpu) failed: CUDA_ERROR_INVALID_DEVICE (101)\n"
+    );
+}
+
+#[test]
+fn cuda_set_device_through_the_shared_runtime_is_repaired() {
+    let plain = Run::new("set_device", false)
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .arg("1")
+        .finish();
+    assert_eq!(plain.output.status.code(), Some(1));
+    assert_eq!(plain.stdout(), "cudaSetDevice(1) -> 101\n");
+    let r = Run::new("set_device", true)
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .arg("1")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    // The runtime was asked again for ordinal 0, the only visible device (physical GPU 1).
+    assert_eq!(
+        r.stdout(),
+        "cudaSetDevice(1) -> 0\nruntime device 0, context on 0000:11:00.0\n"
+    );
+    assert!(r.stderr().contains("seedance: cudaSetDevice: cudaErrorInvalidDevice (101): ordinal 1 requested, 1 device visible"), "{}", r.stderr());
+    assert_eq!(r.summary_count("cudaSetDevice"), (1, 1));
+    let fb = r.events("device_fallback");
+    assert_eq!(fb[0]["function"], "cudaSetDevice");
+    assert_eq!(fb[0]["chosen_ordinal"], 0);
+    assert_eq!(
+        r.events("device_fault")[0]["result_name"],
+        "cudaErrorInvalidDevice"
     );
 }

@@ -100,6 +100,23 @@ fn build() -> Artifacts {
     cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
+    cc(
+        "libcudart.so.13",
+        &[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcudart.so.13",
+            "fake_cudart.c",
+            &l,
+            "-lcuda",
+        ],
+    );
+    std::os::unix::fs::symlink("libcudart.so.13", bin_dir.join("libcudart.so")).unwrap();
+    let lbin = format!("-L{}", bin_dir.display());
+    cc(
+        "set_device",
+        &["set_device_main.c", &lbin, "-lcudart", &l, "-lcuda"],
+    );
     let example = workspace_root().join("examples/wrong_ordinal.c");
     cc("wrong_ordinal", &[example.to_str().unwrap(), &l, "-lcuda"]);
     cc("libnext_base.so", &["-shared", "-fPIC", "next_base.c"]);
