@@ -43,3 +43,5 @@ case_run runtime_shared_set3 "" "$work/set_device_shared" 3
 case_run runtime_shared_cvd1_set1 "CUDA_VISIBLE_DEVICES=1" "$work/set_device_shared" 1
 case_run torch_cvd1_cuda1 "CUDA_VISIBLE_DEVICES=1" python3 "$here/gpu/torch_device.py" cuda:1
 case_run torch_cuda5 "" python3 "$here/gpu/torch_device.py" cuda:5
+case_run torch_mlp_cvd1_cuda1 "CUDA_VISIBLE_DEVICES=1" python3 "$here/gpu/torch_mlp_device.py" cuda:1
+case_run torch_mlp_cvd1_cuda0_reference "CUDA_VISIBLE_DEVICES=1" python3 "$here/gpu/torch_mlp_device.py" cuda:0

@@ -39,6 +39,23 @@ fn real_cuda_set_device() -> *mut c_void {
     }) as *mut c_void
 }
 
+/// After a repaired `cudaSetDevice`, resets the runtime's per-thread last error, which the
+/// failed first attempt set to `cudaErrorInvalidDevice`: programs that check
+/// `cudaGetLastError()` afterwards (PyTorch's caching allocator does; measured on an H200,
+/// PyTorch 2.11) would otherwise fail on an error that was repaired. Nothing else is lost:
+/// the failed attempt had already overwritten any earlier non-sticky error.
+fn clear_last_error(real_set_device: *mut c_void) {
+    let p = crate::real::sibling(real_set_device, c"cudaGetLastError");
+    if p.is_null() {
+        return;
+    }
+    type F = unsafe extern "C" fn() -> c_int;
+    // SAFETY: p is libcudart's cudaGetLastError, which takes no arguments.
+    let f: F = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
+    // SAFETY: no preconditions.
+    let _ = unsafe { f() };
+}
+
 /// Wrapper exported as `cudaSetDevice`: forwards to libcudart's own and counts the call.
 /// Returns the runtime's `cudaError_t` unchanged, or `cudaErrorInitializationError` (3)
 /// when no libcudart can be found.
@@ -71,7 +88,12 @@ pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
                 &mut |t| CUresult(unsafe { f(t.value()) } as u32),
             );
             match repaired {
-                Some(r2) => r = r2.0 as c_int,
+                Some(r2) => {
+                    r = r2.0 as c_int;
+                    if r == 0 {
+                        clear_last_error(real);
+                    }
+                }
                 None => session::failed(
                     HookId::cudaSetDevice,
                     code,

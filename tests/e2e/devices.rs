@@ -256,7 +256,7 @@ fn cuda_set_device_through_the_shared_runtime_is_repaired() {
         .arg("1")
         .finish();
     assert_eq!(plain.output.status.code(), Some(1));
-    assert_eq!(plain.stdout(), "cudaSetDevice(1) -> 101\n");
+    assert_eq!(plain.stdout(), "cudaSetDevice(1) -> 101, last error 101\n");
     let r = Run::new("set_device", true)
         .env("CUDA_VISIBLE_DEVICES", "1")
         .arg("1")
@@ -265,7 +265,7 @@ fn cuda_set_device_through_the_shared_runtime_is_repaired() {
     // The runtime was asked again for ordinal 0, the only visible device (physical GPU 1).
     assert_eq!(
         r.stdout(),
-        "cudaSetDevice(1) -> 0\nruntime device 0, context on 0000:11:00.0\n"
+        "cudaSetDevice(1) -> 0, last error 0\nruntime device 0, context on 0000:11:00.0\n"
     );
     assert!(r.stderr().contains("seedance: cudaSetDevice: cudaErrorInvalidDevice (101): ordinal 1 requested, 1 device visible"), "{}", r.stderr());
     assert_eq!(r.summary_count("cudaSetDevice"), (1, 1));

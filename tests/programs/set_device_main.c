@@ -6,13 +6,14 @@
 
 int cudaSetDevice(int);
 int cudaGetDevice(int *);
+int cudaGetLastError(void);
 CUresult cuCtxGetDevice(CUdevice *);
 CUresult cuDeviceGetPCIBusId(char *, int, CUdevice);
 
 int main(int argc, char **argv) {
     int want = argc > 1 ? atoi(argv[1]) : 0, got = -1;
     int e = cudaSetDevice(want);
-    printf("cudaSetDevice(%d) -> %d\n", want, e);
+    printf("cudaSetDevice(%d) -> %d, last error %d\n", want, e, cudaGetLastError());
     if (e) return 1;
     CUdevice dev;
     char bus[32];
