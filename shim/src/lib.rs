@@ -34,6 +34,9 @@ mod topo;
 /// runs it after `_dl_fini` returns, when every other destructor is done. If registration
 /// fails the summary is written at once.
 extern "C" fn seedance_fini() {
+    // The session record is built on a thread started by the first cuInit; finish it now,
+    // while the driver and NVML libraries have not yet run their own destructors.
+    session::settle();
     extern "C" {
         fn __cxa_atexit(
             f: extern "C" fn(*mut libc::c_void),

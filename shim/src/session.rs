@@ -209,12 +209,48 @@ fn announce(id: HookId, r: CUresult) -> bool {
 /// Called after every `cuInit`. The first call, success or not, starts the trace: its
 /// session_start lists the devices when the driver initialised, and the events held back
 /// until then follow it.
+///
+/// The session record needs device queries and NVML, which took about 21 ms on an H200
+/// (driver 580.159), mostly `nvmlInit`; so it is built on a short-lived thread and `cuInit`
+/// returns at once. Events meanwhile wait in the pending queue; a device fault that needs
+/// the topology, or the exit summary, waits for the thread.
 pub fn on_init(_r: CUresult) {
-    let _ = std::panic::catch_unwind(|| {
-        if let Some(w) = trace() {
-            flush_pending(w);
-        }
-    });
+    let st = state();
+    if st.trace.get().is_some() || config().trace_dir.is_none() {
+        return;
+    }
+    if INIT_STARTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let start = || {
+        let _ = std::panic::catch_unwind(|| {
+            if let Some(w) = trace() {
+                flush_pending(w);
+            }
+        });
+    };
+    if std::thread::Builder::new()
+        .name("seedance-init".into())
+        .spawn(start)
+        .is_err()
+    {
+        start();
+    }
+}
+
+/// Set once the session record's thread has been started by the first `cuInit`.
+static INIT_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Waits for the session record, if the first `cuInit` started one. Called from the
+/// library's `.fini_array` entry, while libcuda and libnvidia-ml are still initialised.
+pub fn settle() {
+    if INIT_STARTED.load(Ordering::Acquire) {
+        let _ = std::panic::catch_unwind(|| {
+            if let Some(w) = trace() {
+                flush_pending(w);
+            }
+        });
+    }
 }
 
 /// Most events held back before the first `cuInit`; more are counted as dropped.

@@ -28,6 +28,10 @@ pub const OTHER_KINDS: &str = "(other kinds)";
 pub const MAX_BUCKETS: usize = 512;
 /// Paths kept for each list of problem files (skipped, unreadable); the counts stay exact.
 pub const MAX_LISTED_FILES: usize = 20;
+/// Distinct device faults, and distinct device fallbacks, kept per process (the shim writes
+/// one record per distinct function and ordinal, so a real trace has a handful); records
+/// past it are counted, not kept.
+pub const MAX_DEVICE_KEYS: usize = 256;
 
 /// Input counters: what was read, and what could not be used.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -191,6 +195,45 @@ pub struct Failures {
     pub examples: Examples,
 }
 
+/// The `device_fault` records of one (function, requested ordinal, result) in one process.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FaultAgg {
+    /// The fault kind (`invalid_ordinal`, `device_unavailable`, ...).
+    pub fault: String,
+    /// The result's name, when the shim wrote one.
+    pub result_name: Option<String>,
+    /// Devices visible to the process.
+    pub visible_devices: u32,
+    /// The shim's explanation (of the first record).
+    pub explanation: String,
+    /// Records seen (normally 1).
+    pub records: u64,
+}
+
+impl FaultAgg {
+    /// The key the exit summary counts this result under: the name, else the number.
+    pub fn result_key(&self, result: u32) -> String {
+        self.result_name
+            .clone()
+            .unwrap_or_else(|| result.to_string())
+    }
+}
+
+/// The `device_fallback` records of one (function, requested, chosen ordinal) in one process.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FallbackAgg {
+    /// PCI bus id of the chosen device.
+    pub chosen_pci_bus_id: Option<String>,
+    /// Why the requested device could not be used.
+    pub reason: String,
+    /// What the repaired call returned.
+    pub result: u32,
+    /// The shim's announcement (of the first record).
+    pub explanation: String,
+    /// Records seen (normally 1).
+    pub records: u64,
+}
+
 /// Everything kept about one process (one session of one pid in one file).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ProcessAgg {
@@ -222,6 +265,14 @@ pub struct ProcessAgg {
     pub failed_events: u64,
     /// Records of unknown kinds.
     pub other_events: u64,
+    /// `device_fault` records by (function, requested ordinal, result number).
+    pub faults: BTreeMap<(String, i32, u32), FaultAgg>,
+    /// `device_fault` records in all.
+    pub fault_events: u64,
+    /// `device_fallback` records by (function, requested ordinal, chosen ordinal).
+    pub fallbacks: BTreeMap<(String, i32, i32), FallbackAgg>,
+    /// `device_fallback` records in all.
+    pub fallback_events: u64,
 }
 
 impl ProcessAgg {
@@ -427,6 +478,52 @@ impl Aggregate {
                 if !matches!(p.exit_ts_ns, Some(t) if t > h.ts_ns) {
                     p.exit = Some(*s);
                     p.exit_ts_ns = Some(h.ts_ns);
+                }
+            }
+            Line::DeviceFault(h, f) => {
+                self.counters.note_kind("device_fault", false);
+                let i = self.process(file, h.pid);
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                p.fault_events += 1;
+                let f = *f;
+                let key = (f.function, f.requested_ordinal, f.result);
+                if let Some(e) = p.faults.get_mut(&key) {
+                    e.records += 1;
+                } else if p.faults.len() < MAX_DEVICE_KEYS {
+                    p.faults.insert(
+                        key,
+                        FaultAgg {
+                            fault: f.fault,
+                            result_name: f.result_name,
+                            visible_devices: f.visible_devices,
+                            explanation: f.explanation,
+                            records: 1,
+                        },
+                    );
+                }
+            }
+            Line::DeviceFallback(h, f) => {
+                self.counters.note_kind("device_fallback", false);
+                let i = self.process(file, h.pid);
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                p.fallback_events += 1;
+                let f = *f;
+                let key = (f.function, f.requested_ordinal, f.chosen_ordinal);
+                if let Some(e) = p.fallbacks.get_mut(&key) {
+                    e.records += 1;
+                } else if p.fallbacks.len() < MAX_DEVICE_KEYS {
+                    p.fallbacks.insert(
+                        key,
+                        FallbackAgg {
+                            chosen_pci_bus_id: f.chosen_pci_bus_id,
+                            reason: f.reason,
+                            result: f.result,
+                            explanation: f.explanation,
+                            records: 1,
+                        },
+                    );
                 }
             }
             Line::Unknown(h, kind) => {

@@ -1,9 +1,9 @@
 //! What changed between two runs: `seedance-analyze diff A B`.
 //!
 //! Both sides are summarized into [`Report`]s and compared by key: errors by (function,
-//! CUresult), calls by function, unknown event kinds (repairs and explanations that later
-//! schema versions add) by kind, problems by kind and CUresult. The result is a
-//! [`DiffReport`], versioned like the summary report (`report_version`).
+//! CUresult), calls by function, repaired calls by repair kind (the reports' `repairs`),
+//! records of event kinds the analyzer does not know by kind, problems by their `key`. The
+//! result is a [`DiffReport`], versioned like the summary report (`report_version`).
 
 use crate::fmt;
 use crate::render_text::{push_wrapped, Table};
@@ -59,14 +59,14 @@ pub struct CallShift {
     pub partial: bool,
 }
 
-/// Records of one unknown event kind on both sides.
+/// One repair kind (calls repaired) or one unknown event kind (records) on both sides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KindChange {
-    /// Event kind, e.g. `device_fallback`.
+    /// Repair kind (`device_fallback`) or event kind.
     pub kind: String,
-    /// Records in A.
+    /// Calls repaired (repairs) or records (event kinds) in A.
     pub count_a: u64,
-    /// Records in B.
+    /// The same in B.
     pub count_b: u64,
 }
 
@@ -97,10 +97,14 @@ pub struct DiffReport {
     pub changed_errors: Vec<ErrorChange>,
     /// Functions whose call count differs, largest absolute change first.
     pub call_shifts: Vec<CallShift>,
-    /// Unknown event kinds (repairs, explanations) that B has and A does not.
+    /// Repair kinds with calls repaired in B and none in A, most calls first.
     pub new_repairs: Vec<KindChange>,
-    /// Unknown event kinds on both sides or only in A, whose count differs.
+    /// Repair kinds in A whose count of repaired calls differs in B, by kind.
     pub repair_changes: Vec<KindChange>,
+    /// Event kinds unknown to this analyzer that B has and A does not, most records first.
+    pub new_event_kinds: Vec<KindChange>,
+    /// Unknown event kinds in A whose count of records differs in B, by kind.
+    pub event_kind_changes: Vec<KindChange>,
     /// Problems of B that A does not have.
     pub new_problems: Vec<ProblemChange>,
     /// Problems of A that B does not have.
@@ -130,17 +134,13 @@ fn errors(r: &Report) -> BTreeMap<(String, String), u64> {
     m
 }
 
-/// A problem's identity across runs: kind and CUresult (titles carry counts).
+/// Problems by their identity across runs, `key` (titles carry counts).
 fn problem_keys(r: &Report) -> BTreeMap<String, (Severity, ProblemChange)> {
     r.problems
         .iter()
         .map(|p| {
-            let kind = serde_json::to_value(p.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
             (
-                format!("{kind}/{}", p.result.as_deref().unwrap_or("")),
+                p.key.clone(),
                 (
                     p.severity,
                     ProblemChange {
@@ -240,26 +240,16 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
             .then_with(|| x.function.cmp(&y.function))
     });
 
-    let ka = &a.input.unknown_event_kinds;
-    let kb = &b.input.unknown_event_kinds;
-    let kinds: BTreeSet<&String> = ka.keys().chain(kb.keys()).collect();
-    let mut new_repairs = Vec::new();
-    let mut repair_changes = Vec::new();
-    for k in kinds {
-        let x = ka.get(k).copied().unwrap_or(0);
-        let y = kb.get(k).copied().unwrap_or(0);
-        let c = KindChange {
-            kind: k.clone(),
-            count_a: x,
-            count_b: y,
-        };
-        if x == 0 {
-            new_repairs.push(c);
-        } else if x != y {
-            repair_changes.push(c);
-        }
-    }
-    new_repairs.sort_by(|x, y| y.count_b.cmp(&x.count_b).then_with(|| x.kind.cmp(&y.kind)));
+    let repairs = |r: &Report| -> BTreeMap<String, u64> {
+        r.repairs
+            .by_kind
+            .iter()
+            .map(|k| (k.kind.clone(), k.calls))
+            .collect()
+    };
+    let (new_repairs, repair_changes) = kind_changes(&repairs(a), &repairs(b));
+    let (new_event_kinds, event_kind_changes) =
+        kind_changes(&a.input.unknown_event_kinds, &b.input.unknown_event_kinds);
 
     let pa = problem_keys(a);
     let pb = problem_keys(b);
@@ -286,9 +276,39 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
         call_shifts: shifts,
         new_repairs,
         repair_changes,
+        new_event_kinds,
+        event_kind_changes,
         new_problems,
         resolved_problems,
     }
+}
+
+/// Kinds B has and A does not (most first), and kinds of A whose count differs (by kind).
+fn kind_changes(
+    ka: &BTreeMap<String, u64>,
+    kb: &BTreeMap<String, u64>,
+) -> (Vec<KindChange>, Vec<KindChange>) {
+    let kinds: BTreeSet<&String> = ka.keys().chain(kb.keys()).collect();
+    let mut new = Vec::new();
+    let mut changed = Vec::new();
+    for k in kinds {
+        let x = ka.get(k).copied().unwrap_or(0);
+        let y = kb.get(k).copied().unwrap_or(0);
+        let c = KindChange {
+            kind: k.clone(),
+            count_a: x,
+            count_b: y,
+        };
+        if x == 0 {
+            if y > 0 {
+                new.push(c);
+            }
+        } else if x != y {
+            changed.push(c);
+        }
+    }
+    new.sort_by(|x, y| y.count_b.cmp(&x.count_b).then_with(|| x.kind.cmp(&y.kind)));
+    (new, changed)
 }
 
 fn pct(p: Option<f64>) -> String {
@@ -366,28 +386,57 @@ pub fn render_text(d: &DiffReport) -> String {
         }
     }
 
-    out.push_str("\nNEW REPAIRS AND OTHER NEW EVENT KINDS (in B, not in A)\n");
-    if d.new_repairs.is_empty() {
-        out.push_str("  none\n");
-    } else {
-        let mut t = Table::new(&["KIND", ">B"]);
-        for k in &d.new_repairs {
-            t.row(vec![k.kind.clone(), fmt::count(k.count_b)]);
+    let kinds = |out: &mut String,
+                 title: &str,
+                 new: &[KindChange],
+                 changed: &[KindChange],
+                 always: bool| {
+        if new.is_empty() && changed.is_empty() && !always {
+            return;
         }
-        out.push_str(&t.render("  "));
-    }
-    if !d.repair_changes.is_empty() {
-        out.push_str("\nCHANGED REPAIR COUNTS\n");
-        let mut t = Table::new(&["KIND", ">A", ">B"]);
-        for k in &d.repair_changes {
+        out.push_str(&format!("\n{title}\n"));
+        if new.is_empty() && changed.is_empty() {
+            out.push_str("  none\n");
+            return;
+        }
+        let mut t = Table::new(&["KIND", "CHANGE", ">A", ">B"]);
+        for k in new {
             t.row(vec![
                 k.kind.clone(),
+                "new in B".to_string(),
+                fmt::count(k.count_a),
+                fmt::count(k.count_b),
+            ]);
+        }
+        for k in changed {
+            t.row(vec![
+                k.kind.clone(),
+                if k.count_b == 0 {
+                    "gone in B"
+                } else {
+                    "changed"
+                }
+                .to_string(),
                 fmt::count(k.count_a),
                 fmt::count(k.count_b),
             ]);
         }
         out.push_str(&t.render("  "));
-    }
+    };
+    kinds(
+        &mut out,
+        "REPAIRS (calls repaired in fix mode, by kind)",
+        &d.new_repairs,
+        &d.repair_changes,
+        true,
+    );
+    kinds(
+        &mut out,
+        "UNKNOWN EVENT KINDS (records of kinds this analyzer does not know)",
+        &d.new_event_kinds,
+        &d.event_kind_changes,
+        false,
+    );
 
     for (title, list) in [
         ("NEW PROBLEMS", &d.new_problems),

@@ -11,11 +11,11 @@
 //!
 //! [`parse_line`] parses in two steps: one pass into borrowed fields (the envelope, the
 //! `event` kind and the `call_failed` fields, which are most of a big trace), then, only for
-//! `session_start` and `exit_summary`, a second pass into the lenient types of
-//! [`crate::records`].
+//! the rare kinds (`session_start`, `exit_summary`, `device_fault`, `device_fallback`), a
+//! second pass into the lenient types of [`crate::records`].
 
 use crate::aggregate::Aggregate;
-use crate::records::{ExitInfo, SessionInfo};
+use crate::records::{DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, SessionInfo};
 use crate::Error;
 use flate2::read::MultiGzDecoder;
 use rayon::prelude::*;
@@ -147,6 +147,10 @@ pub enum Line<'a> {
     CallFailed(Head, CallFailedRef<'a>),
     /// An `exit_summary` record.
     ExitSummary(Head, Box<ExitInfo>),
+    /// A `device_fault` record (schema 2).
+    DeviceFault(Head, Box<DeviceFaultInfo>),
+    /// A `device_fallback` record (schema 2).
+    DeviceFallback(Head, Box<DeviceFallbackInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -159,6 +163,8 @@ impl Line<'_> {
             | Line::SessionStart(h, _)
             | Line::CallFailed(h, _)
             | Line::ExitSummary(h, _)
+            | Line::DeviceFault(h, _)
+            | Line::DeviceFallback(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -182,7 +188,13 @@ fn head_of(
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 3] = ["session_start", "call_failed", "exit_summary"];
+pub const KNOWN_KINDS: [&str; 5] = [
+    "session_start",
+    "call_failed",
+    "exit_summary",
+    "device_fault",
+    "device_fallback",
+];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
 pub fn parse_line(line: &[u8]) -> Line<'_> {
@@ -275,6 +287,14 @@ fn classify<'a>(
         "exit_summary" => match serde_json::from_slice::<ExitInfo>(line) {
             Ok(s) => Line::ExitSummary(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "exit_summary"),
+        },
+        "device_fault" => match serde_json::from_slice::<DeviceFaultInfo>(line) {
+            Ok(s) => Line::DeviceFault(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "device_fault"),
+        },
+        "device_fallback" => match serde_json::from_slice::<DeviceFallbackInfo>(line) {
+            Ok(s) => Line::DeviceFallback(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "device_fallback"),
         },
         _ => Line::Unknown(head, kind),
     }
@@ -633,11 +653,77 @@ mod tests {
 
     #[test]
     fn unknown_kind_with_clashing_field_types() {
-        let l = br#"{"v":2,"seq":3,"ts_ns":10,"pid":42,"tid":43,"event":"device_fallback","result":"moved","function":7}"#;
+        let l = br#"{"v":3,"seq":3,"ts_ns":10,"pid":42,"tid":43,"event":"launch_explained","result":"moved","function":7}"#;
         match parse_line(l) {
             Line::Unknown(h, k) => {
-                assert_eq!(k, "device_fallback");
-                assert_eq!(h.v, 2);
+                assert_eq!(k, "launch_explained");
+                assert_eq!(h.v, 3);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A known kind with fields of the wrong type is a bad record, not an unknown one.
+        let l = br#"{"v":2,"seq":3,"ts_ns":10,"pid":42,"tid":43,"event":"device_fallback","result":"moved","function":7}"#;
+        assert!(matches!(
+            parse_line(l),
+            Line::BadRecord(_, "device_fallback")
+        ));
+    }
+
+    #[test]
+    fn parses_device_fault_and_fallback() {
+        let l = br#"{"v":2,"seq":1,"ts_ns":10,"pid":42,"tid":42,"event":"device_fault","function":"cuDeviceGet","requested_ordinal":1,"result":101,"result_name":"CUDA_ERROR_INVALID_DEVICE","fault":"invalid_ordinal","visible_devices":1,"explanation":"ordinal 1 requested, 1 device visible","later":[1]}"#;
+        match parse_line(l) {
+            Line::DeviceFault(h, f) => {
+                assert_eq!(h.seq, 1);
+                assert_eq!(
+                    (f.function.as_str(), f.requested_ordinal, f.result),
+                    ("cuDeviceGet", 1, 101)
+                );
+                assert_eq!(f.fault, "invalid_ordinal");
+                assert_eq!(f.explanation, "ordinal 1 requested, 1 device visible");
+            }
+            other => panic!("{other:?}"),
+        }
+        let l = br#"{"v":2,"seq":2,"ts_ns":11,"pid":42,"tid":42,"event":"device_fallback","function":"cuDeviceGet","requested_ordinal":1,"chosen_ordinal":0,"chosen_pci_bus_id":null,"reason":"ordinal 1 is not visible","result":0,"explanation":"fix: ordinal 1 -> ordinal 0"}"#;
+        match parse_line(l) {
+            Line::DeviceFallback(_, f) => {
+                assert_eq!((f.requested_ordinal, f.chosen_ordinal), (1, 0));
+                assert_eq!(f.chosen_pci_bus_id, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Without the ordinals the record says nothing: malformed.
+        let l = br#"{"v":2,"seq":2,"ts_ns":11,"pid":42,"tid":42,"event":"device_fallback","function":"cuDeviceGet"}"#;
+        assert!(matches!(
+            parse_line(l),
+            Line::BadRecord(_, "device_fallback")
+        ));
+        let l = br#"{"v":2,"seq":2,"ts_ns":11,"pid":42,"tid":42,"event":"device_fault","requested_ordinal":1}"#;
+        assert!(matches!(parse_line(l), Line::BadRecord(_, "device_fault")));
+    }
+
+    #[test]
+    fn session_topology_is_lenient() {
+        let base = r#"{"v":2,"seq":0,"ts_ns":1,"pid":1,"tid":1,"event":"session_start","mode":"fix","devices":[]"#;
+        let good = format!(
+            r#"{base},"topology":{{"devices":[{{"ordinal":0,"uuid":"GPU-1","compute_mode":{{"unknown":7}},"physical_index":1}}],"visibility":{{"stopped_at":{{"position":2,"entry":"9","reason":"is out of range for 2 GPUs"}}}},"device_order":"PCI_BUS_ID","order_warning":null,"nvml":{{"present":false,"reason":"not found"}}}}}}"#
+        );
+        match parse_line(good.as_bytes()) {
+            Line::SessionStart(_, s) => {
+                let t = s.topology.unwrap();
+                assert_eq!(t.devices[0].compute_mode.as_deref(), Some("7"));
+                assert_eq!(t.devices[0].physical_index, Some(1));
+                assert_eq!(t.visibility.stopped_at.unwrap().entry, "9");
+                assert_eq!(t.nvml.reason.as_deref(), Some("not found"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A topology of the wrong shape is dropped; the session start is kept.
+        let bad = format!(r#"{base},"topology":{{"devices":"none"}}}}"#);
+        match parse_line(bad.as_bytes()) {
+            Line::SessionStart(_, s) => {
+                assert_eq!(s.mode, "fix");
+                assert_eq!(s.topology, None);
             }
             other => panic!("{other:?}"),
         }

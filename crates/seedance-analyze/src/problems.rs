@@ -5,6 +5,11 @@
 //! involved, argument examples and facts from the session starts that bear on the cause;
 //! then problems of the traces themselves (dropped or missing records, processes without
 //! exit summary, unreadable input). The remediation text comes from [`crate::explain`].
+//!
+//! Errors that the shim explained as device faults (a `device_fault` record of the same
+//! process, function and result) are left out of the `cuda_error` problems: they are the
+//! `device_fault` problems of [`crate::faults`], and the `cuda_error` problem of the same
+//! result, if errors remain, says how many it left to them.
 
 use crate::aggregate::{Aggregate, Examples, MAX_EXAMPLES};
 use crate::explain;
@@ -24,7 +29,7 @@ fn severity_of(code: Option<u32>) -> Severity {
 }
 
 /// Counts of values, rendered `"a" (2), unset (1)`, most frequent first.
-fn tally(values: impl IntoIterator<Item = String>) -> String {
+pub(crate) fn tally(values: impl IntoIterator<Item = String>) -> String {
     let mut m: BTreeMap<String, u64> = BTreeMap::new();
     for v in values {
         *m.entry(v).or_default() += 1;
@@ -42,7 +47,7 @@ fn tally(values: impl IntoIterator<Item = String>) -> String {
         .join(", ")
 }
 
-fn cvd(p: &Proc) -> String {
+pub(crate) fn cvd(p: &Proc) -> String {
     match p
         .agg
         .session
@@ -55,6 +60,11 @@ fn cvd(p: &Proc) -> String {
     }
 }
 
+/// Results the shim treats as device faults when a device-taking call returns them
+/// (`CUDA_ERROR_INVALID_DEVICE`, `CUDA_ERROR_DEVICE_UNAVAILABLE`, and
+/// `CUDA_ERROR_OUT_OF_MEMORY` for context creation).
+const DEVICE_FAULT_CODES: [u32; 3] = [101, 46, 2];
+
 pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     struct Acc<'a> {
         count: u64,
@@ -63,12 +73,24 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         hosts: BTreeSet<String>,
         examples: BTreeMap<&'a str, Examples>,
         code: Option<u32>,
+        /// Errors of functions that a `device_fallback` of the same process repaired
+        /// (traces without `device_fault` records).
+        repaired: u64,
+        /// "function ordinal a -> b" -> processes.
+        fallbacks: BTreeMap<String, u64>,
     }
     let mut by_result: BTreeMap<&str, Acc> = BTreeMap::new();
+    // Errors left to the device_fault problems, by result.
+    let mut to_faults: BTreeMap<&str, u64> = BTreeMap::new();
     for p in procs {
         for (f, (_, _, by)) in &p.by_function {
             for (r, n) in by {
                 if *n == 0 {
+                    continue;
+                }
+                let r: &str = r.as_ref();
+                if p.fault_covers(f, r) {
+                    *to_faults.entry(r).or_default() += n;
                     continue;
                 }
                 let a = by_result.entry(r).or_insert_with(|| Acc {
@@ -78,6 +100,8 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     hosts: BTreeSet::new(),
                     examples: BTreeMap::new(),
                     code: explain::code_of(r),
+                    repaired: 0,
+                    fallbacks: BTreeMap::new(),
                 });
                 a.count += n;
                 *a.functions.entry(f).or_default() += n;
@@ -85,6 +109,20 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     a.procs.push(p);
                 }
                 a.hosts.insert(host_label(&p.hostname()));
+                if a.code.is_some_and(|c| DEVICE_FAULT_CODES.contains(&c)) {
+                    let mut repaired = false;
+                    for (ff, req, chosen) in p.agg.fallbacks.keys() {
+                        if ff == f {
+                            repaired = true;
+                            *a.fallbacks
+                                .entry(format!("{ff} ordinal {req} -> {chosen}"))
+                                .or_default() += 1;
+                        }
+                    }
+                    if repaired {
+                        a.repaired += n;
+                    }
+                }
             }
         }
         for (f, m) in &p.agg.failed {
@@ -187,6 +225,31 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             }
             _ => {}
         }
+        if a.repaired > 0 {
+            let list: Vec<String> = a
+                .fallbacks
+                .iter()
+                .map(|(k, n)| format!("{k} ({n} {})", plural(*n, "process", "processes")))
+                .collect();
+            context.push(format!(
+                "{} of these {} {} in functions that the fix mode repaired by fallback in the \
+                 same process (device_fallback records): {}",
+                fmt::count(a.repaired),
+                fmt::count(a.count),
+                plural(a.count, "error was", "errors were"),
+                list.join(", ")
+            ));
+        }
+        if let Some(n) = to_faults.get(result) {
+            context.push(format!(
+                "{} more {} with this result {} device faults, counted in the device_fault \
+                 {} instead",
+                fmt::count(*n),
+                plural(*n, "error", "errors"),
+                plural(*n, "was a", "were"),
+                plural(*n, "problem", "problems")
+            ));
+        }
         let name_code = match a.code {
             Some(c) if c.to_string() != result => format!("{result} ({c})"),
             _ => result.to_string(),
@@ -213,6 +276,7 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 plural(a.count, "error", "errors"),
                 processes_on_hosts(nprocs, a.hosts.len())
             ),
+            key: format!("cuda_error/{result}"),
             code: a.code,
             result: Some(result.to_string()),
             count: a.count,
@@ -222,11 +286,15 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             examples,
             context,
             remediation,
+            fault: None,
+            requested_ordinal: None,
+            processes_repaired: None,
+            explanations: Vec::new(),
         });
     }
 }
 
-fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+pub(crate) fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 {
         one
     } else {
@@ -234,7 +302,7 @@ fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
     }
 }
 
-fn processes_on_hosts(procs: u64, hosts: usize) -> String {
+pub(crate) fn processes_on_hosts(procs: u64, hosts: usize) -> String {
     format!(
         "{procs} {} on {hosts} {}",
         plural(procs, "process", "processes"),
@@ -258,7 +326,7 @@ fn describe(p: &Proc) -> String {
     )
 }
 
-fn simple_problem(
+pub(crate) fn simple_problem(
     kind: ProblemKind,
     severity: Severity,
     title: String,
@@ -273,6 +341,10 @@ fn simple_problem(
         kind,
         severity,
         title,
+        key: serde_json::to_value(kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
         code: None,
         result: None,
         count,
@@ -282,10 +354,14 @@ fn simple_problem(
         examples: Vec::new(),
         context,
         remediation: remediation.iter().map(|s| s.to_string()).collect(),
+        fault: None,
+        requested_ordinal: None,
+        processes_repaired: None,
+        explanations: Vec::new(),
     }
 }
 
-fn listed(affected: &[&Proc]) -> Vec<String> {
+pub(crate) fn listed(affected: &[&Proc]) -> Vec<String> {
     let mut v: Vec<String> = affected
         .iter()
         .take(LISTED_PROCESSES)

@@ -1,12 +1,15 @@
 //! The fields of the known event kinds that the analyzer uses, read leniently.
 //!
-//! These mirror `seedance_trace::{SessionStart, ExitSummary}` field for field (names and
-//! types), but every field has a default: a trace written before a field existed, or by a
-//! shim that left one out, still reads, and fields added later are ignored. The trace
-//! crate's own types stay the definition of what the shim writes; a test checks that
-//! records built from them read here.
+//! These mirror `seedance_trace::{SessionStart, ExitSummary, DeviceFault, DeviceFallback}`
+//! (and the `seedance_topology::Topology` of a schema-2 session start) field for field
+//! (names and types), but every field has a default: a trace written before a field existed,
+//! or by a shim that left one out, still reads, and fields added later are ignored. The
+//! exceptions are the ordinals of `device_fault` and `device_fallback`, without which the
+//! record says nothing: a record lacking them is malformed. The trace crate's own types
+//! stay the definition of what the shim writes; a test checks that records built from them
+//! read here.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 
 /// The `session_start` event (see `seedance_trace::SessionStart`).
@@ -33,6 +36,162 @@ pub struct SessionInfo {
     pub cuda_device_order: Option<String>,
     /// Visible devices by ordinal.
     pub devices: Vec<DeviceEntry>,
+    /// The joined topology (schema 2); `None` when absent or not readable (a topology of
+    /// the wrong shape is dropped, the rest of the session start is kept).
+    #[serde(deserialize_with = "lenient")]
+    pub topology: Option<TopologyInfo>,
+}
+
+/// Reads an optional value, giving `None` instead of an error when it has the wrong shape.
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
+}
+
+/// The joined topology of a schema-2 `session_start` (see `seedance_topology::Topology`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct TopologyInfo {
+    /// Visible devices by CUDA ordinal, with their physical identity.
+    pub devices: Vec<TopologyDevice>,
+    /// What `CUDA_VISIBLE_DEVICES` did.
+    pub visibility: VisibilityInfo,
+    /// `CUDA_DEVICE_ORDER` in force: `FASTEST_FIRST` or `PCI_BUS_ID`.
+    pub device_order: Option<String>,
+    /// Warning when CUDA's numbering differs from nvidia-smi's in a way that matters, or
+    /// `CUDA_DEVICE_ORDER` has a value the driver does not know.
+    pub order_warning: Option<String>,
+    /// Whether NVML contributed.
+    pub nvml: NvmlInfo,
+}
+
+/// One device of the topology (see `seedance_topology::VisibleDevice`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct TopologyDevice {
+    /// CUDA ordinal.
+    pub ordinal: i32,
+    /// Product name.
+    pub name: Option<String>,
+    /// PCI bus id, normalized.
+    pub pci_bus_id: Option<String>,
+    /// UUID, `GPU-...`.
+    pub uuid: Option<String>,
+    /// nvidia-smi's index; `None` without NVML.
+    pub nvml_index: Option<u32>,
+    /// The index an integer `CUDA_VISIBLE_DEVICES` entry uses for this device.
+    pub physical_index: Option<u32>,
+    /// Total memory, bytes.
+    pub total_mem_bytes: Option<u64>,
+    /// Free memory from NVML, bytes.
+    pub free_mem_bytes: Option<u64>,
+    /// Compute mode as the trace spells it (`default`, `exclusive_thread`, `prohibited`,
+    /// `exclusive_process`), or the number of an unknown mode (`{"unknown": 7}` -> `7`).
+    #[serde(deserialize_with = "compute_mode")]
+    pub compute_mode: Option<String>,
+    /// Processes with a compute context on the device, from NVML.
+    pub busy_processes: Option<u32>,
+}
+
+fn compute_mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let v = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(match v {
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(serde_json::Value::Object(m)) => m.get("unknown").map(|n| match n {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }),
+        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+/// What `CUDA_VISIBLE_DEVICES` did (see `seedance_topology::Visibility`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct VisibilityInfo {
+    /// `CUDA_VISIBLE_DEVICES` as found.
+    pub cuda_visible_devices: Option<String>,
+    /// Physical devices the entries were checked against (`None`: inferred from the
+    /// driver's count).
+    pub physical_count: Option<u32>,
+    /// The first invalid entry, where the driver stopped reading the variable.
+    pub stopped_at: Option<StopInfo>,
+}
+
+/// Where the driver stopped reading `CUDA_VISIBLE_DEVICES` (see `seedance_topology::Stop`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct StopInfo {
+    /// Position of the invalid entry, from 1.
+    pub position: u64,
+    /// The entry.
+    pub entry: String,
+    /// Why it is invalid, as a predicate (`is out of range for 2 GPUs`).
+    pub reason: String,
+}
+
+/// Whether NVML was available (see `seedance_topology::NvmlStatus`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct NvmlInfo {
+    /// NVML was loaded and initialized.
+    pub present: bool,
+    /// Why not, when absent.
+    pub reason: Option<String>,
+}
+
+/// The `device_fault` event (see `seedance_trace::DeviceFault`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct DeviceFaultInfo {
+    /// Exported symbol of the call.
+    #[serde(default)]
+    pub function: String,
+    /// The ordinal the program asked for (required).
+    pub requested_ordinal: i32,
+    /// The result, as a number.
+    #[serde(default)]
+    pub result: u32,
+    /// The result's name, when known.
+    #[serde(default)]
+    pub result_name: Option<String>,
+    /// `invalid_ordinal`, `device_unavailable`, `context_out_of_memory`, `excluded`, ...
+    /// (required).
+    pub fault: String,
+    /// Devices visible to the process.
+    #[serde(default)]
+    pub visible_devices: u32,
+    /// The shim's explanation, as printed on stderr.
+    #[serde(default)]
+    pub explanation: String,
+}
+
+/// The `device_fallback` event (see `seedance_trace::DeviceFallback`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct DeviceFallbackInfo {
+    /// Exported symbol of the repaired call.
+    #[serde(default)]
+    pub function: String,
+    /// The ordinal the program asked for (required).
+    pub requested_ordinal: i32,
+    /// The ordinal the call was sent to (required).
+    pub chosen_ordinal: i32,
+    /// PCI bus id of the chosen device.
+    #[serde(default)]
+    pub chosen_pci_bus_id: Option<String>,
+    /// Why the requested device could not be used.
+    #[serde(default)]
+    pub reason: String,
+    /// What the repaired call returned (0 = success).
+    #[serde(default)]
+    pub result: u32,
+    /// The shim's announcement, as printed on stderr.
+    #[serde(default)]
+    pub explanation: String,
 }
 
 /// One device of a `session_start` (see `seedance_trace::DeviceInfo`).
@@ -61,6 +220,10 @@ pub struct ExitInfo {
     pub dropped_records: u64,
     /// Entry points passed through uninstrumented (driver newer than the shim).
     pub procaddr_unmatched: Vec<String>,
+    /// Calls repaired in fix mode, by kind (schema 2).
+    pub repairs: BTreeMap<String, u64>,
+    /// Fallback choices at exit: requested ordinal (string) -> chosen ordinal (schema 2).
+    pub fallbacks: BTreeMap<String, i32>,
 }
 
 /// Calls and errors of one function (see `seedance_trace::FunctionStats`).

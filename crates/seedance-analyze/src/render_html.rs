@@ -3,8 +3,9 @@
 //! can be attached to a ticket or opened offline.
 //!
 //! Charts: errors over time (stacked by CUresult), calls and errors per function, a
-//! timeline of the processes, and the session topology (hosts, their devices and the
-//! processes that saw them). Every string from the traces is HTML-escaped.
+//! timeline of the processes, the repairs of the fix mode, and the session topology (hosts,
+//! their devices with their physical identity when the traces have it, and the processes
+//! that saw them). Every string from the traces is HTML-escaped.
 
 use crate::fmt;
 use crate::report::{ProcessStatus, Report, UNKNOWN_HOST};
@@ -113,6 +114,7 @@ pub fn render(r: &Report) -> String {
     h.push_str("</p></header>\n<main>\n");
 
     problems(&mut h, r);
+    section(&mut h, "Repairs", |h| repairs(h, r));
     section(&mut h, "Errors over time", |h| errors_chart(h, r));
     section(&mut h, "Calls per function", |h| functions_chart(h, r));
     section(&mut h, "Process timeline", |h| timeline_chart(h, r));
@@ -173,6 +175,9 @@ fn problems(h: &mut String, r: &Report) {
                 fmt::count(e.count)
             );
         }
+        for e in &p.explanations {
+            let _ = write!(h, "<li>shim said: <q>{}</q></li>", escape(e));
+        }
         for c in &p.context {
             let _ = write!(h, "<li class=\"muted\">{}</li>", escape(c));
         }
@@ -183,6 +188,47 @@ fn problems(h: &mut String, r: &Report) {
         h.push_str("</ul></div></div>\n");
     }
     h.push_str("</section>\n");
+}
+
+fn repairs(h: &mut String, r: &Report) {
+    let rp = &r.repairs;
+    if rp.by_kind.is_empty() && rp.fallbacks.is_empty() {
+        h.push_str("<p>No repairs.</p>\n");
+        return;
+    }
+    let _ = write!(
+        h,
+        "<p>{} calls repaired in {} processes by the fix mode.</p>",
+        fmt::count(rp.calls_repaired),
+        fmt::count(rp.processes)
+    );
+    h.push_str("<table><thead><tr><th>Kind</th><th class=\"n\">Calls repaired</th><th class=\"n\">Processes</th></tr></thead><tbody>");
+    for k in &rp.by_kind {
+        let _ = write!(
+            h,
+            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            escape(&k.kind),
+            fmt::count(k.calls),
+            fmt::count(k.processes)
+        );
+    }
+    h.push_str("</tbody></table>\n");
+    if !rp.fallbacks.is_empty() {
+        h.push_str("<h3>Fallbacks</h3><table><thead><tr><th>Requested ordinal</th><th>Chosen ordinal</th><th>Chosen PCI bus id</th><th class=\"n\">Processes</th><th>Hosts</th><th>Functions</th></tr></thead><tbody>");
+        for f in &rp.fallbacks {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+                f.requested_ordinal,
+                f.chosen_ordinal,
+                escape(f.chosen_pci_bus_id.as_deref().unwrap_or("-")),
+                fmt::count(f.processes),
+                escape(&f.hosts.join(", ")),
+                escape(&f.functions.join(", "))
+            );
+        }
+        h.push_str("</tbody></table>\n");
+    }
 }
 
 fn legend(h: &mut String, items: &[(String, &str)]) {
@@ -495,19 +541,59 @@ fn topology(h: &mut String, r: &Report) {
         if devs.is_empty() {
             h.push_str("<p>No devices reported.</p>");
         } else {
-            h.push_str("<table><thead><tr><th>PCI bus id</th><th>Name</th><th class=\"n\">Memory</th><th>Ordinals seen</th><th class=\"n\">Processes</th></tr></thead><tbody>");
+            let topo = devs.iter().any(|d| {
+                d.uuid.is_some() || d.physical_index.is_some() || d.compute_mode.is_some()
+            });
+            h.push_str("<table><thead><tr><th>PCI bus id</th><th>Name</th><th class=\"n\">Memory</th><th>Ordinals seen</th><th class=\"n\">Processes</th>");
+            if topo {
+                h.push_str("<th class=\"n\" title=\"the index CUDA_VISIBLE_DEVICES uses\">Physical index</th><th class=\"n\" title=\"nvidia-smi's index\">NVML index</th><th>UUID</th><th>Compute mode</th>");
+            }
+            h.push_str("</tr></thead><tbody>");
+            let num = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
             for d in devs {
                 let _ = write!(
                     h,
-                    "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
+                    "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td>",
                     escape(d.pci_bus_id.as_deref().unwrap_or("-")),
                     escape(d.name.as_deref().unwrap_or("-")),
                     d.total_mem_bytes.map(fmt::bytes).unwrap_or_else(|| "-".into()),
                     d.ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(", "),
                     d.processes
                 );
+                if topo {
+                    let _ = write!(
+                        h,
+                        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td><td>{}</td>",
+                        num(d.physical_index),
+                        num(d.nvml_index),
+                        escape(d.uuid.as_deref().unwrap_or("-")),
+                        escape(d.compute_mode.as_deref().unwrap_or("-"))
+                    );
+                }
+                h.push_str("</tr>");
             }
             h.push_str("</tbody></table>");
+        }
+        // NVML absent: nvidia-smi indices, free memory and busy processes are unknown.
+        let mut no_nvml: BTreeMap<String, u64> = BTreeMap::new();
+        for p in r.processes.iter().filter(|p| &p.hostname == name) {
+            if let Some(t) = p.topology.as_ref().filter(|t| !t.nvml_present) {
+                *no_nvml
+                    .entry(
+                        t.nvml_reason
+                            .clone()
+                            .unwrap_or_else(|| "no reason given".into()),
+                    )
+                    .or_default() += 1;
+            }
+        }
+        for (reason, n) in no_nvml {
+            let _ = write!(
+                h,
+                "<p class=\"muted\">NVML absent in {n} {} (nvidia-smi indices, free memory and busy processes unknown): {}</p>",
+                if n == 1 { "process" } else { "processes" },
+                escape(&reason)
+            );
         }
         // How the processes on this host saw the devices.
         let mut views: BTreeMap<String, u64> = BTreeMap::new();

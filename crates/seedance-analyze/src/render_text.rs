@@ -1,6 +1,6 @@
-//! The terminal form of a report: problems first (what to fix), then tables of hosts,
-//! processes, devices and functions, then what was read. Long lists are cut (the JSON and
-//! HTML forms have everything).
+//! The terminal form of a report: problems first (what to fix), then what the fix mode
+//! repaired, then tables of hosts, processes, devices and functions, then what was read.
+//! Long lists are cut (the JSON and HTML forms have everything).
 
 use crate::fmt;
 use crate::report::{ProcessStatus, Report, UNKNOWN_HOST};
@@ -159,12 +159,64 @@ pub fn render(r: &Report) -> String {
                 &format!("{} {} ({}x)", e.function, e.args, fmt::count(e.count)),
             );
         }
+        for e in &p.explanations {
+            push_wrapped(&mut out, &label("shim said:"), e);
+        }
         for c in &p.context {
             push_wrapped(&mut out, &label("context:"), c);
         }
         for (i, s) in p.remediation.iter().enumerate() {
             let l = if i == 0 { label("try:") } else { label("") };
             push_wrapped(&mut out, &format!("{l}- "), s);
+        }
+    }
+
+    out.push_str("\nREPAIRS\n");
+    let rp = &r.repairs;
+    if rp.by_kind.is_empty() && rp.fallbacks.is_empty() {
+        out.push_str("  none\n");
+    } else {
+        out.push_str(&format!(
+            "  {} repaired in {} by the fix mode\n",
+            plural_n(rp.calls_repaired, "call", "calls"),
+            plural_n(rp.processes, "process", "processes")
+        ));
+        if !rp.by_kind.is_empty() {
+            let mut t = Table::new(&["KIND", ">CALLS REPAIRED", ">PROCESSES"]);
+            for k in rp.by_kind.iter().take(MAX_ROWS) {
+                t.row(vec![
+                    k.kind.clone(),
+                    fmt::count(k.calls),
+                    fmt::count(k.processes),
+                ]);
+            }
+            out.push_str(&t.render("  "));
+            more(&mut out, rp.by_kind.len(), "repair kinds");
+        }
+        if !rp.fallbacks.is_empty() {
+            out.push('\n');
+            let mut t = Table::new(&[
+                "FALLBACK",
+                "CHOSEN PCI BUS ID",
+                ">PROCESSES",
+                "HOSTS",
+                "FUNCTIONS",
+            ]);
+            for f in rp.fallbacks.iter().take(MAX_ROWS) {
+                t.row(vec![
+                    format!("ordinal {} -> {}", f.requested_ordinal, f.chosen_ordinal),
+                    opt(&f.chosen_pci_bus_id),
+                    fmt::count(f.processes),
+                    f.hosts.join(","),
+                    if f.functions.is_empty() {
+                        "-".to_string()
+                    } else {
+                        f.functions.join(",")
+                    },
+                ]);
+            }
+            out.push_str(&t.render("  "));
+            more(&mut out, rp.fallbacks.len(), "fallbacks");
         }
     }
 
@@ -256,16 +308,26 @@ pub fn render(r: &Report) -> String {
     if r.devices.is_empty() {
         out.push_str("  none reported\n");
     } else {
-        let mut t = Table::new(&[
+        // The topology columns only when some trace has a session topology (schema 2).
+        let topo = r
+            .devices
+            .iter()
+            .any(|d| d.uuid.is_some() || d.physical_index.is_some() || d.compute_mode.is_some());
+        let mut headers = vec![
             "HOST",
             "PCI BUS ID",
             "NAME",
             ">MEMORY",
             "ORDINALS",
             ">PROCESSES",
-        ]);
+        ];
+        if topo {
+            headers.extend([">PHYSICAL", ">NVML", "UUID", "COMPUTE MODE"]);
+        }
+        let mut t = Table::new(&headers);
+        let num = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
         for d in r.devices.iter().take(MAX_ROWS) {
-            t.row(vec![
+            let mut row = vec![
                 d.hostname
                     .clone()
                     .unwrap_or_else(|| UNKNOWN_HOST.to_string()),
@@ -280,10 +342,50 @@ pub fn render(r: &Report) -> String {
                     .collect::<Vec<_>>()
                     .join(","),
                 fmt::count(d.processes),
-            ]);
+            ];
+            if topo {
+                row.extend([
+                    num(d.physical_index),
+                    num(d.nvml_index),
+                    opt(&d.uuid),
+                    opt(&d.compute_mode),
+                ]);
+            }
+            t.row(row);
         }
         out.push_str(&t.render("  "));
         more(&mut out, r.devices.len(), "devices");
+        if topo {
+            out.push_str(
+                "  PHYSICAL: the index CUDA_VISIBLE_DEVICES uses; NVML: nvidia-smi's index\n",
+            );
+        }
+    }
+    // NVML absent: nvidia-smi indices, free memory and busy processes are unknown.
+    let mut no_nvml: std::collections::BTreeMap<(String, String), u64> = Default::default();
+    for p in &r.processes {
+        if let Some(t) = p.topology.as_ref().filter(|t| !t.nvml_present) {
+            let host = p
+                .hostname
+                .clone()
+                .unwrap_or_else(|| UNKNOWN_HOST.to_string());
+            let reason = t
+                .nvml_reason
+                .clone()
+                .unwrap_or_else(|| "no reason given".into());
+            *no_nvml.entry((host, reason)).or_default() += 1;
+        }
+    }
+    for ((host, reason), n) in &no_nvml {
+        push_wrapped(
+            &mut out,
+            "  note: ",
+            &format!(
+                "NVML absent in {} on {host} (nvidia-smi indices, free memory and busy processes \
+                 unknown): {reason}",
+                plural_n(*n, "process", "processes")
+            ),
+        );
     }
 
     out.push_str("\nFUNCTIONS\n");

@@ -13,13 +13,25 @@
 //! output.
 
 use crate::aggregate::{Aggregate, ProcessAgg, Timeline};
+use crate::explain;
+use crate::faults;
 use crate::fmt;
 use crate::problems;
+use crate::records::{DeviceEntry, SessionInfo, TopologyDevice};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Version of the report schema, in [`Report::report_version`].
-pub const REPORT_VERSION: u32 = 1;
+///
+/// History: 1 = first version. 2 = device faults and repairs (trace schema 2): `repairs`;
+/// problems of kinds `device_fault`, `cuda_visible_devices_invalid`, `device_order`, with
+/// `key`, `fault`, `requested_ordinal`, `processes_repaired`, `explanations`; a
+/// `cuda_error` problem no longer counts the errors its `device_fault` problems explain;
+/// processes' `device_faults`, `repairs`, `fallbacks`, `topology`; devices' topology
+/// fields; in the diff, `new_repairs`/`repair_changes` count repaired calls by repair kind
+/// and the unknown event kinds moved to `new_event_kinds`/`event_kind_changes`.
+pub const REPORT_VERSION: u32 = 2;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,6 +54,53 @@ pub struct Report {
     pub functions: Vec<FunctionReport>,
     /// Errors over time, from `call_failed` records.
     pub errors_over_time: ErrorsOverTime,
+    /// What the fix mode repaired (trace schema 2; `device_fallback` records of older
+    /// traces count too).
+    pub repairs: RepairsReport,
+}
+
+/// What the fix mode repaired, over all processes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepairsReport {
+    /// Calls repaired, all kinds.
+    pub calls_repaired: u64,
+    /// Processes with at least one repair.
+    pub processes: u64,
+    /// Per repair kind, most calls first, then kind.
+    pub by_kind: Vec<RepairKind>,
+    /// Per (requested ordinal, chosen ordinal, chosen PCI bus id): the fallbacks made, most
+    /// processes first, then requested, chosen, PCI bus id.
+    pub fallbacks: Vec<FallbackReport>,
+}
+
+/// Calls repaired by one kind of repair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepairKind {
+    /// Kind, e.g. `device_fallback`.
+    pub kind: String,
+    /// Calls repaired: per process the exit summary's `repairs` count, or, when that is
+    /// lower or missing (no exit summary, older shim), the number of records of the kind
+    /// (a lower bound: the shim writes one per distinct call site and ordinal).
+    pub calls: u64,
+    /// Processes with repairs of this kind.
+    pub processes: u64,
+}
+
+/// One fallback: requests for one ordinal sent to another device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FallbackReport {
+    /// The ordinal the programs asked for.
+    pub requested_ordinal: i32,
+    /// The ordinal the calls were sent to.
+    pub chosen_ordinal: i32,
+    /// PCI bus id of the chosen device (lower case), when known.
+    pub chosen_pci_bus_id: Option<String>,
+    /// Processes where this fallback was made.
+    pub processes: u64,
+    /// Their host names, sorted.
+    pub hosts: Vec<String>,
+    /// Functions repaired this way (from `device_fallback` records), sorted.
+    pub functions: Vec<String>,
 }
 
 /// What was read, and what could not be used.
@@ -183,6 +242,16 @@ pub enum ProblemKind {
     /// Entry points the shim could not match to a variant it implements: a driver newer
     /// than the shim's table (exit summaries' `procaddr_unmatched`).
     ProcaddrUnmatched,
+    /// A request for a device the process cannot have (`device_fault` records), per fault
+    /// and requested ordinal; `warning` when every affected process was repaired by
+    /// fallback, else `error`.
+    DeviceFault,
+    /// The driver stopped reading `CUDA_VISIBLE_DEVICES` at an invalid entry (the entries
+    /// from there on were ignored).
+    CudaVisibleDevicesInvalid,
+    /// CUDA's device numbering differs from nvidia-smi's in a way that matters, or
+    /// `CUDA_DEVICE_ORDER` has a value the driver does not know (`order_warning`).
+    DeviceOrder,
 }
 
 /// A name and a count.
@@ -216,6 +285,10 @@ pub struct Problem {
     pub severity: Severity,
     /// One line saying what happened.
     pub title: String,
+    /// The problem's identity across runs (what `diff` compares): the kind, then what tells
+    /// problems of that kind apart (`cuda_error/CUDA_ERROR_OUT_OF_MEMORY`,
+    /// `device_fault/invalid_ordinal/1`, ...).
+    pub key: String,
     /// The CUresult number, for `cuda_error` problems.
     pub code: Option<u32>,
     /// The CUresult name (or number as a string), for `cuda_error` problems.
@@ -234,6 +307,17 @@ pub struct Problem {
     pub context: Vec<String>,
     /// What to do, most likely fix first.
     pub remediation: Vec<String>,
+    /// The fault kind, for `device_fault` problems (`invalid_ordinal`,
+    /// `device_unavailable`, `context_out_of_memory`, ...).
+    pub fault: Option<String>,
+    /// The ordinal the programs asked for, for `device_fault` problems.
+    pub requested_ordinal: Option<i32>,
+    /// Of `processes`, those where every such fault was repaired by a fallback, for
+    /// `device_fault` problems.
+    pub processes_repaired: Option<u64>,
+    /// The shim's own explanations (`device_fault` records), distinct, most processes
+    /// first (at most 5).
+    pub explanations: Vec<String>,
 }
 
 /// One host.
@@ -276,6 +360,64 @@ pub struct ProcessDevice {
     pub pci_bus_id: Option<String>,
     /// Total memory, bytes.
     pub total_mem_bytes: Option<u64>,
+    /// UUID, `GPU-...` (session topology).
+    pub uuid: Option<String>,
+    /// The index an integer `CUDA_VISIBLE_DEVICES` entry uses for it (session topology).
+    pub physical_index: Option<u32>,
+    /// nvidia-smi's index (session topology, with NVML).
+    pub nvml_index: Option<u32>,
+    /// Compute mode as nvidia-smi prints it (`Default`, `Exclusive_Process`,
+    /// `Prohibited`, `Exclusive_Thread`, or the number) (session topology).
+    pub compute_mode: Option<String>,
+    /// Free memory when the process started, bytes (session topology, with NVML).
+    pub free_mem_bytes: Option<u64>,
+    /// Processes with a context on it when the process started (session topology, with
+    /// NVML).
+    pub busy_processes: Option<u32>,
+}
+
+/// A device fault of one process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessFault {
+    /// The function that asked.
+    pub function: String,
+    /// The ordinal it asked for.
+    pub requested_ordinal: i32,
+    /// The fault kind.
+    pub fault: String,
+    /// The result (name, or number as a string).
+    pub result: String,
+    /// A `device_fallback` of the same function and ordinal followed: the call was sent
+    /// to another device.
+    pub repaired: bool,
+}
+
+/// The session topology of one process, in short (schema 2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessTopology {
+    /// `CUDA_DEVICE_ORDER` in force (`FASTEST_FIRST`, `PCI_BUS_ID`).
+    pub device_order: Option<String>,
+    /// The topology's order warning.
+    pub order_warning: Option<String>,
+    /// Whether NVML was present.
+    pub nvml_present: bool,
+    /// Why NVML was absent.
+    pub nvml_reason: Option<String>,
+    /// Physical devices `CUDA_VISIBLE_DEVICES` was checked against (null: inferred).
+    pub physical_count: Option<u32>,
+    /// Where the driver stopped reading `CUDA_VISIBLE_DEVICES`, if it did.
+    pub stopped_at: Option<VisibilityStop>,
+}
+
+/// The first invalid `CUDA_VISIBLE_DEVICES` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VisibilityStop {
+    /// Position of the entry, from 1.
+    pub position: u64,
+    /// The entry.
+    pub entry: String,
+    /// Why it is invalid (`is out of range for 2 GPUs`).
+    pub reason: String,
 }
 
 /// One process: one session of a pid in a trace file.
@@ -330,11 +472,20 @@ pub struct ProcessReport {
     pub dropped_records: u64,
     /// Sequence numbers missing from the trace.
     pub missing_records: u64,
-    /// Records of unknown kinds (later schema versions: repairs, explanations).
+    /// Records of unknown kinds (later schema versions).
     pub other_events: u64,
     /// Base names the shim hooks but whose `cuGetProcAddress` pointer matched none of its
     /// variants (exit summary): calls passed through uninstrumented.
     pub procaddr_unmatched: Vec<String>,
+    /// Device faults (`device_fault` records), by function, ordinal and result.
+    pub device_faults: Vec<ProcessFault>,
+    /// Calls repaired, by kind (see [`RepairKind::calls`]).
+    pub repairs: BTreeMap<String, u64>,
+    /// Fallbacks: requested ordinal (string key) -> chosen ordinal, from the exit summary
+    /// and the `device_fallback` records.
+    pub fallbacks: BTreeMap<String, i32>,
+    /// The session topology in short; `None` for traces without one.
+    pub topology: Option<ProcessTopology>,
 }
 
 /// One device of one host, as seen by all processes there.
@@ -353,6 +504,15 @@ pub struct DeviceReport {
     pub ordinals: Vec<i32>,
     /// Processes that saw it.
     pub processes: u64,
+    /// UUID (session topology).
+    pub uuid: Option<String>,
+    /// The index an integer `CUDA_VISIBLE_DEVICES` entry uses for it, as the first process
+    /// with a topology saw it.
+    pub physical_index: Option<u32>,
+    /// nvidia-smi's index (with NVML).
+    pub nvml_index: Option<u32>,
+    /// Compute mode as nvidia-smi prints it, as the first process with a topology saw it.
+    pub compute_mode: Option<String>,
 }
 
 /// One hooked function, summed over processes.
@@ -402,19 +562,24 @@ pub(crate) fn host_label(h: &Option<String>) -> String {
     h.clone().unwrap_or_else(|| UNKNOWN_HOST.to_string())
 }
 
+/// Function -> (calls, errors, errors by result name or number).
+pub(crate) type ByFunction<'a> = BTreeMap<&'a str, (u64, u64, BTreeMap<Cow<'a, str>, u64>)>;
+
 /// Per-process numbers, computed once.
 pub(crate) struct Proc<'a> {
     pub(crate) agg: &'a ProcessAgg,
     pub(crate) calls: Option<u64>,
     pub(crate) errors: u64,
     /// Function -> (calls, errors, errors by result).
-    pub(crate) by_function: BTreeMap<&'a str, (u64, u64, BTreeMap<&'a str, u64>)>,
+    pub(crate) by_function: ByFunction<'a>,
     pub(crate) errors_by_result: BTreeMap<String, u64>,
+    /// Calls repaired, by kind (see [`RepairKind::calls`]).
+    pub(crate) repairs: BTreeMap<String, u64>,
 }
 
 impl<'a> Proc<'a> {
     fn new(p: &'a ProcessAgg) -> Proc<'a> {
-        let mut by_function: BTreeMap<&str, (u64, u64, BTreeMap<&str, u64>)> = BTreeMap::new();
+        let mut by_function: ByFunction = BTreeMap::new();
         match &p.exit {
             Some(exit) => {
                 for (f, s) in &exit.functions {
@@ -422,7 +587,7 @@ impl<'a> Proc<'a> {
                     e.0 += s.calls;
                     e.1 += s.errors;
                     for (r, n) in &s.errors_by_result {
-                        *e.2.entry(r.as_str()).or_default() += n;
+                        *e.2.entry(Cow::Borrowed(r.as_str())).or_default() += n;
                     }
                 }
             }
@@ -431,8 +596,19 @@ impl<'a> Proc<'a> {
                     let e = by_function.entry(f.as_str()).or_default();
                     for (r, fl) in m {
                         e.1 += fl.count;
-                        *e.2.entry(r.as_str()).or_default() += fl.count;
+                        *e.2.entry(Cow::Borrowed(r.as_str())).or_default() += fl.count;
                     }
+                }
+                // Device faults are not written as call_failed: each record stands for at
+                // least one failed call.
+                for ((f, _, result), fa) in &p.faults {
+                    let e = by_function.entry(f.as_str()).or_default();
+                    e.1 += fa.records;
+                    let key = match &fa.result_name {
+                        Some(n) => Cow::Borrowed(n.as_str()),
+                        None => Cow::Owned(result.to_string()),
+                    };
+                    *e.2.entry(key).or_default() += fa.records;
                 }
             }
         }
@@ -441,6 +617,21 @@ impl<'a> Proc<'a> {
             for (r, n) in m {
                 *errors_by_result.entry(r.to_string()).or_default() += n;
             }
+        }
+        let mut repairs: BTreeMap<String, u64> = p
+            .exit
+            .as_ref()
+            .map(|e| {
+                e.repairs
+                    .iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(k, n)| (k.clone(), *n))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if p.fallback_events > 0 {
+            let n = repairs.entry("device_fallback".to_string()).or_default();
+            *n = (*n).max(p.fallback_events);
         }
         Proc {
             agg: p,
@@ -451,6 +642,7 @@ impl<'a> Proc<'a> {
             errors: by_function.values().map(|v| v.1).sum(),
             by_function,
             errors_by_result,
+            repairs,
         }
     }
 
@@ -460,6 +652,76 @@ impl<'a> Proc<'a> {
 
     pub(crate) fn start(&self) -> u64 {
         self.agg.session_ts_ns.unwrap_or(self.agg.first_ts_ns)
+    }
+
+    /// Whether the errors of `function` with result `result` (a name or a number) are
+    /// device faults of this process: the shim classifies by function and result, so all
+    /// of them are, and it wrote `device_fault` instead of `call_failed` for them.
+    pub(crate) fn fault_covers(&self, function: &str, result: &str) -> bool {
+        let code = explain::code_of(result);
+        self.agg.faults.iter().any(|((f, _, r), fa)| {
+            f == function && (fa.result_key(*r) == result || code == Some(*r))
+        })
+    }
+
+    /// Whether a `device_fallback` of `function` for `requested` follows in this process.
+    pub(crate) fn repaired(&self, function: &str, requested: i32) -> bool {
+        self.agg
+            .fallbacks
+            .keys()
+            .any(|(f, r, _)| f == function && *r == requested)
+    }
+
+    /// The process's fallbacks, requested -> chosen: the exit summary's, and those of the
+    /// `device_fallback` records.
+    pub(crate) fn fallback_map(&self) -> BTreeMap<String, i32> {
+        let mut m: BTreeMap<String, i32> = self
+            .agg
+            .exit
+            .as_ref()
+            .map(|e| e.fallbacks.clone())
+            .unwrap_or_default();
+        for (_, r, c) in self.agg.fallbacks.keys() {
+            m.entry(r.to_string()).or_insert(*c);
+        }
+        m
+    }
+}
+
+/// The topology device of `ordinal` in a session start.
+pub(crate) fn topology_device(s: &SessionInfo, ordinal: i32) -> Option<&TopologyDevice> {
+    s.topology
+        .as_ref()
+        .and_then(|t| t.devices.iter().find(|d| d.ordinal == ordinal))
+}
+
+/// The devices of a session start: the `devices` list, or, when that is empty, those of
+/// the topology.
+pub(crate) fn session_devices(s: &SessionInfo) -> Cow<'_, [DeviceEntry]> {
+    match &s.topology {
+        Some(t) if s.devices.is_empty() && !t.devices.is_empty() => Cow::Owned(
+            t.devices
+                .iter()
+                .map(|d| DeviceEntry {
+                    ordinal: d.ordinal,
+                    name: d.name.clone(),
+                    pci_bus_id: d.pci_bus_id.clone(),
+                    total_mem_bytes: d.total_mem_bytes,
+                })
+                .collect(),
+        ),
+        _ => Cow::Borrowed(&s.devices),
+    }
+}
+
+/// A compute mode as nvidia-smi prints it, from the trace's spelling.
+pub(crate) fn compute_mode_name(mode: &str) -> String {
+    match mode {
+        "default" => "Default".into(),
+        "exclusive_thread" => "Exclusive_Thread".into(),
+        "prohibited" => "Prohibited".into(),
+        "exclusive_process" => "Exclusive_Process".into(),
+        other => other.to_string(),
     }
 }
 
@@ -471,8 +733,11 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
     let devices = device_reports(&procs);
     let functions = function_reports(&procs);
     let hosts = host_reports(&procs);
+    let repairs = faults::repairs_report(&procs);
     let mut problems = Vec::new();
     problems::cuda_problems(&procs, &mut problems);
+    faults::device_fault_problems(&procs, &mut problems);
+    faults::topology_problems(&procs, &mut problems);
     problems::other_problems(&agg, &procs, &mut problems);
     problems.sort_by(|a, b| {
         (a.severity, std::cmp::Reverse(a.count), &a.title).cmp(&(
@@ -495,6 +760,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
         devices,
         functions,
         errors_over_time: errors_over_time(&agg.timeline),
+        repairs,
     }
 }
 
@@ -567,13 +833,24 @@ fn process_reports(procs: &[Proc]) -> Vec<ProcessReport> {
                 cuda_device_order: s.and_then(|s| s.cuda_device_order.clone()),
                 devices: s
                     .map(|s| {
-                        s.devices
+                        session_devices(s)
                             .iter()
-                            .map(|d| ProcessDevice {
-                                ordinal: d.ordinal,
-                                name: d.name.clone(),
-                                pci_bus_id: d.pci_bus_id.clone(),
-                                total_mem_bytes: d.total_mem_bytes,
+                            .map(|d| {
+                                let t = topology_device(s, d.ordinal);
+                                ProcessDevice {
+                                    ordinal: d.ordinal,
+                                    name: d.name.clone(),
+                                    pci_bus_id: d.pci_bus_id.clone(),
+                                    total_mem_bytes: d.total_mem_bytes,
+                                    uuid: t.and_then(|t| t.uuid.clone()),
+                                    physical_index: t.and_then(|t| t.physical_index),
+                                    nvml_index: t.and_then(|t| t.nvml_index),
+                                    compute_mode: t
+                                        .and_then(|t| t.compute_mode.as_deref())
+                                        .map(compute_mode_name),
+                                    free_mem_bytes: t.and_then(|t| t.free_mem_bytes),
+                                    busy_processes: t.and_then(|t| t.busy_processes),
+                                }
                             })
                             .collect()
                     })
@@ -590,6 +867,33 @@ fn process_reports(procs: &[Proc]) -> Vec<ProcessReport> {
                     .as_ref()
                     .map(|e| e.procaddr_unmatched.clone())
                     .unwrap_or_default(),
+                device_faults: a
+                    .faults
+                    .iter()
+                    .map(|((f, o, r), fa)| ProcessFault {
+                        function: f.clone(),
+                        requested_ordinal: *o,
+                        fault: fa.fault.clone(),
+                        result: fa.result_key(*r),
+                        repaired: p.repaired(f, *o),
+                    })
+                    .collect(),
+                repairs: p.repairs.clone(),
+                fallbacks: p.fallback_map(),
+                topology: s
+                    .and_then(|s| s.topology.as_ref())
+                    .map(|t| ProcessTopology {
+                        device_order: t.device_order.clone(),
+                        order_warning: t.order_warning.clone(),
+                        nvml_present: t.nvml.present,
+                        nvml_reason: t.nvml.reason.clone(),
+                        physical_count: t.visibility.physical_count,
+                        stopped_at: t.visibility.stopped_at.as_ref().map(|x| VisibilityStop {
+                            position: x.position,
+                            entry: x.entry.clone(),
+                            reason: x.reason.clone(),
+                        }),
+                    }),
             }
         })
         .collect();
@@ -614,7 +918,7 @@ fn process_reports(procs: &[Proc]) -> Vec<ProcessReport> {
 
 pub(crate) type DeviceKey = (Option<String>, Option<String>, Option<String>, Option<i32>);
 
-pub(crate) fn device_key(host: &Option<String>, d: &crate::records::DeviceEntry) -> DeviceKey {
+pub(crate) fn device_key(host: &Option<String>, d: &DeviceEntry) -> DeviceKey {
     match &d.pci_bus_id {
         // The PCI bus id identifies the device on its host, whatever its ordinal.
         Some(pci) => (host.clone(), Some(pci.to_ascii_lowercase()), None, None),
@@ -627,7 +931,7 @@ fn device_reports(procs: &[Proc]) -> Vec<DeviceReport> {
     for p in procs {
         let host = p.hostname();
         let Some(s) = &p.agg.session else { continue };
-        for d in &s.devices {
+        for d in session_devices(s).iter() {
             let e = map
                 .entry(device_key(&host, d))
                 .or_insert_with(|| DeviceReport {
@@ -637,9 +941,23 @@ fn device_reports(procs: &[Proc]) -> Vec<DeviceReport> {
                     total_mem_bytes: None,
                     ordinals: Vec::new(),
                     processes: 0,
+                    uuid: None,
+                    physical_index: None,
+                    nvml_index: None,
+                    compute_mode: None,
                 });
             e.name = e.name.take().or_else(|| d.name.clone());
             e.total_mem_bytes = e.total_mem_bytes.or(d.total_mem_bytes);
+            if let Some(t) = topology_device(s, d.ordinal) {
+                if e.uuid.is_none() {
+                    e.uuid = t.uuid.clone();
+                }
+                if e.physical_index.is_none() && e.compute_mode.is_none() {
+                    e.physical_index = t.physical_index;
+                    e.compute_mode = t.compute_mode.as_deref().map(compute_mode_name);
+                }
+                e.nvml_index = e.nvml_index.or(t.nvml_index);
+            }
             if !e.ordinals.contains(&d.ordinal) {
                 e.ordinals.push(d.ordinal);
                 e.ordinals.sort_unstable();
@@ -736,7 +1054,7 @@ fn host_reports(procs: &[Proc]) -> Vec<HostReport> {
             if let Some(v) = s.driver_version {
                 e.2.insert(fmt::driver_version(v));
             }
-            for d in &s.devices {
+            for d in session_devices(s).iter() {
                 e.1.insert(device_key(&host, d));
             }
         }

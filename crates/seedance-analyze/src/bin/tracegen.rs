@@ -135,9 +135,9 @@ fn main() -> std::io::Result<()> {
         while written < per_file {
             ts += 1_000 + rng.below(2_000_000);
             if rng.below(1000) == 0 {
-                // A kind from a later schema version.
+                // A repair of schema 2.
                 let rec = format!(
-                    "{{\"v\":1,\"seq\":{seq},\"ts_ns\":{ts},\"pid\":{pid},\"tid\":{pid},\"event\":\"device_fallback\",\"function\":\"cuDeviceGet\",\"requested_ordinal\":2,\"chosen_ordinal\":0}}\n"
+                    "{{\"v\":2,\"seq\":{seq},\"ts_ns\":{ts},\"pid\":{pid},\"tid\":{pid},\"event\":\"device_fallback\",\"function\":\"cuDeviceGet\",\"requested_ordinal\":2,\"chosen_ordinal\":0,\"chosen_pci_bus_id\":null,\"reason\":\"ordinal 2 is not visible\",\"result\":0,\"explanation\":\"fix: ordinal 2 -> ordinal 0\"}}\n"
                 );
                 seq += 1;
                 w.write_all(rec.as_bytes())?;

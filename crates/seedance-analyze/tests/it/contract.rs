@@ -20,6 +20,35 @@ struct Report {
     devices: Vec<Device>,
     functions: Vec<Function>,
     errors_over_time: ErrorsOverTime,
+    repairs: Repairs,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repairs {
+    calls_repaired: u64,
+    processes: u64,
+    by_kind: Vec<RepairKind>,
+    fallbacks: Vec<Fallback>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepairKind {
+    kind: String,
+    calls: u64,
+    processes: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fallback {
+    requested_ordinal: i32,
+    chosen_ordinal: i32,
+    chosen_pci_bus_id: Option<String>,
+    processes: u64,
+    hosts: Vec<String>,
+    functions: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -96,6 +125,9 @@ enum Kind {
     MixedDriverVersions,
     NewerSchema,
     ProcaddrUnmatched,
+    DeviceFault,
+    CudaVisibleDevicesInvalid,
+    DeviceOrder,
 }
 
 #[derive(Deserialize)]
@@ -105,6 +137,7 @@ struct Problem {
     kind: Kind,
     severity: Severity,
     title: String,
+    key: String,
     code: Option<u32>,
     result: Option<String>,
     count: u64,
@@ -114,6 +147,10 @@ struct Problem {
     examples: Vec<Example>,
     context: Vec<String>,
     remediation: Vec<String>,
+    fault: Option<String>,
+    requested_ordinal: Option<i32>,
+    processes_repaired: Option<u64>,
+    explanations: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -179,6 +216,10 @@ struct Process {
     missing_records: u64,
     other_events: u64,
     procaddr_unmatched: Vec<String>,
+    device_faults: Vec<ProcessFault>,
+    repairs: BTreeMap<String, u64>,
+    fallbacks: BTreeMap<String, i32>,
+    topology: Option<ProcessTopology>,
 }
 
 #[derive(Deserialize)]
@@ -188,6 +229,41 @@ struct ProcessDevice {
     name: Option<String>,
     pci_bus_id: Option<String>,
     total_mem_bytes: Option<u64>,
+    uuid: Option<String>,
+    physical_index: Option<u32>,
+    nvml_index: Option<u32>,
+    compute_mode: Option<String>,
+    free_mem_bytes: Option<u64>,
+    busy_processes: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessFault {
+    function: String,
+    requested_ordinal: i32,
+    fault: String,
+    result: String,
+    repaired: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessTopology {
+    device_order: Option<String>,
+    order_warning: Option<String>,
+    nvml_present: bool,
+    nvml_reason: Option<String>,
+    physical_count: Option<u32>,
+    stopped_at: Option<Stop>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Stop {
+    position: u64,
+    entry: String,
+    reason: String,
 }
 
 #[derive(Deserialize)]
@@ -199,6 +275,10 @@ struct Device {
     total_mem_bytes: Option<u64>,
     ordinals: Vec<i32>,
     processes: u64,
+    uuid: Option<String>,
+    physical_index: Option<u32>,
+    nvml_index: Option<u32>,
+    compute_mode: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -240,6 +320,8 @@ struct Diff {
     call_shifts: Vec<CallShift>,
     new_repairs: Vec<KindChange>,
     repair_changes: Vec<KindChange>,
+    new_event_kinds: Vec<KindChange>,
+    event_kind_changes: Vec<KindChange>,
     new_problems: Vec<ProblemChange>,
     resolved_problems: Vec<ProblemChange>,
 }
@@ -305,6 +387,7 @@ fn summary_report_matches_the_documented_schema() {
     for paths in [
         &["tests/fixtures/fleet"][..],
         &["tests/fixtures/after"],
+        &["tests/fixtures/v2"],
         &["tests/fixtures/fleet/gpu-b/empty.jsonl"],
     ] {
         let mut args = vec!["summary", "--format", "json"];
@@ -312,7 +395,11 @@ fn summary_report_matches_the_documented_schema() {
         let (code, out, err) = run(&args);
         assert_eq!(code, 0, "{err}");
         let r: Report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{paths:?}: {e}"));
-        assert_eq!(r.report_version, 1);
+        assert_eq!(r.report_version, 2);
+        // Keys are unique: diff compares problems by them.
+        let keys: std::collections::BTreeSet<&str> =
+            r.problems.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys.len(), r.problems.len(), "{paths:?}");
         // Ranks are 1..n in order.
         for (i, p) in r.problems.iter().enumerate() {
             assert_eq!(p.rank as usize, i + 1);
@@ -343,8 +430,39 @@ fn fleet_report_values_through_the_contract_types() {
     );
     let p = r.processes.iter().find(|p| p.pid == 1001).unwrap();
     assert_eq!(p.procaddr_unmatched, ["cuStreamBeginCaptureToGraph"]);
-    assert_eq!(p.other_events, 1);
+    // Its device_fallback record is a known kind now.
+    assert_eq!(p.other_events, 0);
+    assert_eq!(p.repairs["device_fallback"], 1);
+    assert_eq!(p.fallbacks["2"], 0);
+    assert!(p.topology.is_none(), "schema 1: no topology");
     assert_eq!(p.devices.len(), 2);
+    assert_eq!(p.devices[0].uuid, None);
+    assert_eq!(r.repairs.by_kind[0].kind, "device_fallback");
+}
+
+#[test]
+fn v2_report_values_through_the_contract_types() {
+    let (_, out, _) = run(&["summary", "--format", "json", "tests/fixtures/v2"]);
+    let r: Report = serde_json::from_str(&out).unwrap();
+    let first = &r.problems[0];
+    assert_eq!(first.kind, Kind::DeviceFault);
+    assert_eq!(first.severity, Severity::Error);
+    assert_eq!(first.fault.as_deref(), Some("device_unavailable"));
+    assert_eq!(first.requested_ordinal, Some(1));
+    assert_eq!(first.processes_repaired, Some(0));
+    assert_eq!(first.explanations.len(), 1);
+    let kinds: Vec<&Kind> = r.problems.iter().map(|p| &p.kind).collect();
+    assert!(kinds.contains(&&Kind::CudaVisibleDevicesInvalid));
+    assert!(kinds.contains(&&Kind::DeviceOrder));
+    assert_eq!(r.repairs.calls_repaired, 1);
+    assert_eq!(r.repairs.fallbacks[0].chosen_ordinal, 0);
+    let p = r.processes.iter().find(|p| p.pid == 4001).unwrap();
+    let t = p.topology.as_ref().unwrap();
+    assert!(t.nvml_present);
+    assert_eq!(t.physical_count, Some(3));
+    assert_eq!(t.stopped_at.as_ref().unwrap().position, 3);
+    assert_eq!(p.devices[1].busy_processes, Some(1));
+    assert_eq!(p.device_faults[0].result, "CUDA_ERROR_DEVICE_UNAVAILABLE");
 }
 
 #[test]
@@ -358,10 +476,11 @@ fn diff_report_matches_the_documented_schema() {
     ]);
     assert_eq!(code, 0, "{err}");
     let d: Diff = serde_json::from_str(&out).unwrap();
-    assert_eq!(d.report_version, 1);
+    assert_eq!(d.report_version, 2);
     assert_eq!(d.a.processes, 4);
     assert_eq!(d.b.processes, 3);
-    assert_eq!(d.new_repairs[0].kind, "sync_before_destroy");
+    assert_eq!(d.repair_changes[0].kind, "device_fallback");
+    assert_eq!(d.new_event_kinds[0].kind, "sync_before_destroy");
 }
 
 #[test]
@@ -382,7 +501,11 @@ fn explain_json_matches_the_documented_schema() {
 fn fixtures_follow_the_trace_schema() {
     use seedance_analyze::input::{parse_line, Line};
     let mut checked = 0;
-    for dir in ["tests/fixtures/fleet", "tests/fixtures/after"] {
+    for dir in [
+        "tests/fixtures/fleet",
+        "tests/fixtures/after",
+        "tests/fixtures/v2",
+    ] {
         let (files, _) =
             seedance_analyze::input::collect_files(&[super::crate_dir().join(dir)]).unwrap();
         for f in files {
@@ -392,7 +515,7 @@ fn fixtures_follow_the_trace_schema() {
                     continue;
                 };
                 let kind = v.get("event").and_then(|e| e.as_str()).unwrap_or("");
-                if !["session_start", "call_failed", "exit_summary"].contains(&kind) {
+                if !seedance_analyze::input::KNOWN_KINDS.contains(&kind) {
                     continue;
                 }
                 let rec: seedance_trace::Record = serde_json::from_str(line)
@@ -408,6 +531,8 @@ fn fixtures_follow_the_trace_schema() {
                         c.args.map(|a| a.get())
                     ),
                     Line::ExitSummary(h, e) => format!("{h:?} {e:?}"),
+                    Line::DeviceFault(h, e) => format!("{h:?} {e:?}"),
+                    Line::DeviceFallback(h, e) => format!("{h:?} {e:?}"),
                     other => panic!("{}: not read as a known record: {other:?}", f.display()),
                 };
                 let ours = parse_line(line.as_bytes());
@@ -425,5 +550,7 @@ fn fixtures_follow_the_trace_schema() {
             }
         }
     }
-    assert_eq!(checked, 25);
+    // 25 records of schema-1 kinds and 4 device_fallback records in the schema-1 fixtures,
+    // 7 records in the schema-2 ones.
+    assert_eq!(checked, 36);
 }

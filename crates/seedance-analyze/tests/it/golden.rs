@@ -18,6 +18,20 @@ fn summary_json() {
 }
 
 #[test]
+fn summary_v2_text() {
+    let (code, out, err) = run(&["summary", "tests/fixtures/v2"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v2.txt", &out);
+}
+
+#[test]
+fn summary_v2_json() {
+    let (code, out, err) = run(&["summary", "--format", "json", "tests/fixtures/v2"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v2.json", &out);
+}
+
+#[test]
 fn diff_text() {
     let (code, out, err) = run(&["diff", "tests/fixtures/fleet", "tests/fixtures/after"]);
     assert_eq!(code, 0, "{err}");
@@ -48,7 +62,7 @@ fn summary(paths: &[&str]) -> Value {
 #[test]
 fn fleet_numbers() {
     let r = summary(&["tests/fixtures/fleet"]);
-    assert_eq!(r["report_version"], 1);
+    assert_eq!(r["report_version"], 2);
     let i = &r["input"];
     assert_eq!(i["files_seen"], 7);
     assert_eq!(i["files_read"], 4);
@@ -58,7 +72,20 @@ fn fleet_numbers() {
     assert_eq!(i["records"], 17);
     assert_eq!(i["malformed_lines"], 1);
     assert_eq!(i["truncated_lines"], 1);
-    assert_eq!(i["unknown_event_kinds"]["device_fallback"], 1);
+    // A schema-1 fixture with a device_fallback record: the kind is known now.
+    assert_eq!(i["records_by_kind"]["device_fallback"], 1);
+    assert_eq!(i["unknown_event_kinds"], serde_json::json!({}));
+    let rp = &r["repairs"];
+    assert_eq!(
+        rp["calls_repaired"], 1,
+        "no exit summary count: the records"
+    );
+    assert_eq!(
+        rp["fallbacks"],
+        serde_json::json!([{"requested_ordinal": 2, "chosen_ordinal": 0,
+            "chosen_pci_bus_id": "0000:1a:00.0", "processes": 1, "hosts": ["gpu-a"],
+            "functions": ["cuDeviceGet"]}])
+    );
     let o = &r["overview"];
     assert_eq!(o["hosts"], 3);
     assert_eq!(o["processes"], 4);
@@ -106,6 +133,12 @@ fn fleet_numbers() {
         .as_str()
         .unwrap()
         .contains("CUDA_VISIBLE_DEVICES"));
+    // No device_fault records in schema 1: the fallback is mentioned on the CUresult problem.
+    assert!(inv["context"][2]
+        .as_str()
+        .unwrap()
+        .starts_with("2 of these 3 errors were in functions that the fix mode repaired"));
+    assert_eq!(inv["key"], "cuda_error/CUDA_ERROR_INVALID_DEVICE");
     let stub = problems.iter().find(|p| p["code"] == 34).unwrap();
     assert!(stub["context"][0]
         .as_str()
@@ -242,12 +275,110 @@ fn diff_numbers() {
     assert_eq!(launch["calls_b"], 60_450);
     assert_eq!(launch["delta"], 11_950);
     assert_eq!(launch["delta_pct"], 24.6);
-    assert_eq!(
-        d["new_repairs"],
-        serde_json::json!([{"kind": "sync_before_destroy", "count_a": 0, "count_b": 2}])
-    );
+    assert_eq!(d["report_version"], 2);
+    // Repairs by kind (calls repaired), no longer the unknown kinds.
+    assert_eq!(d["new_repairs"], serde_json::json!([]));
     assert_eq!(
         d["repair_changes"],
         serde_json::json!([{"kind": "device_fallback", "count_a": 1, "count_b": 3}])
     );
+    assert_eq!(
+        d["new_event_kinds"],
+        serde_json::json!([{"kind": "sync_before_destroy", "count_a": 0, "count_b": 2}])
+    );
+    assert_eq!(d["event_kind_changes"], serde_json::json!([]));
+}
+
+#[test]
+fn v2_numbers() {
+    let r = summary(&["tests/fixtures/v2"]);
+    let i = &r["input"];
+    assert_eq!(i["records_by_kind"]["device_fault"], 2);
+    assert_eq!(i["records_by_kind"]["device_fallback"], 1);
+    assert_eq!(i["unknown_event_kinds"], serde_json::json!({}));
+
+    let problems = r["problems"].as_array().unwrap();
+    // The device faults are their own problems, not cuda_error ones as well.
+    assert!(
+        !problems.iter().any(|p| p["kind"] == "cuda_error"),
+        "{problems:#?}"
+    );
+    let fault = |key: &str| problems.iter().find(|p| p["key"] == key).unwrap();
+    let unavailable = fault("device_fault/device_unavailable/1");
+    assert_eq!(unavailable["severity"], "error");
+    assert_eq!(unavailable["rank"], 1);
+    assert_eq!(unavailable["code"], 46);
+    assert_eq!(unavailable["processes"], 1);
+    assert_eq!(unavailable["processes_repaired"], 0);
+    assert_eq!(
+        unavailable["functions"][0]["name"],
+        "cuDevicePrimaryCtxRetain"
+    );
+    assert!(unavailable["explanations"][0]
+        .as_str()
+        .unwrap()
+        .contains("compute mode is Exclusive_Process"));
+    let invalid = fault("device_fault/invalid_ordinal/1");
+    assert_eq!(invalid["severity"], "warning");
+    assert_eq!(invalid["processes_repaired"], 1);
+    assert_eq!(
+        invalid["explanations"][0],
+        "ordinal 1 requested, 1 device visible (ordinal 0 = physical GPU 1, Fake H200 #1, \
+         0000:11:00.0); CUDA_VISIBLE_DEVICES=1 made physical GPU 1 ordinal 0; use cuda:0 (or \
+         ordinal 0)"
+    );
+    assert!(invalid["context"][0]
+        .as_str()
+        .unwrap()
+        .contains("ordinal 1 -> 0 (0000:11:00.0)"));
+    let stop = fault("cuda_visible_devices_invalid/2,1,9,0/3");
+    assert_eq!(stop["severity"], "warning");
+    assert!(stop["title"].as_str().unwrap().contains("entry 3 (\"9\")"));
+    let order = fault("device_order");
+    assert!(order["context"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("CUDA_DEVICE_ORDER=\"PCI_BUS\""));
+
+    let rp = &r["repairs"];
+    assert_eq!(rp["calls_repaired"], 1);
+    assert_eq!(
+        rp["by_kind"],
+        serde_json::json!([{"kind": "device_fallback", "calls": 1, "processes": 1}])
+    );
+
+    // The exit summaries still count the faulted calls as errors.
+    assert_eq!(r["overview"]["errors"], 2);
+    let procs = r["processes"].as_array().unwrap();
+    let demo = procs.iter().find(|p| p["hostname"] == "vm").unwrap();
+    assert_eq!(demo["repairs"], serde_json::json!({"device_fallback": 1}));
+    assert_eq!(demo["fallbacks"], serde_json::json!({"1": 0}));
+    assert_eq!(demo["device_faults"][0]["repaired"], true);
+    assert_eq!(demo["topology"]["nvml_present"], false);
+    assert_eq!(demo["devices"][0]["physical_index"], 1);
+    assert_eq!(demo["devices"][0]["compute_mode"], "Default");
+    let d = procs.iter().find(|p| p["hostname"] == "gpu-d").unwrap();
+    assert_eq!(d["device_faults"][0]["repaired"], false);
+    assert_eq!(d["topology"]["stopped_at"]["entry"], "9");
+
+    let devices = r["devices"].as_array().unwrap();
+    let busy = devices
+        .iter()
+        .find(|d| d["pci_bus_id"] == "0000:3a:00.0")
+        .unwrap();
+    assert_eq!(busy["nvml_index"], 1);
+    assert_eq!(busy["uuid"], "GPU-5f1c2a3e-8d41-4b7a-9e20-1a2b3c4d5e01");
+    assert_eq!(busy["compute_mode"], "Exclusive_Process");
+}
+
+#[test]
+fn v2_html_has_repairs_and_topology() {
+    let (code, out, err) = run(&["summary", "--format", "html", "tests/fixtures/v2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("<section id=\"repairs\"><h2>Repairs</h2>"));
+    assert!(out.contains("<td><code>device_fallback</code></td>"));
+    assert!(out.contains("<code>GPU-5f1c2a3e-8d41-4b7a-9e20-1a2b3c4d5e01</code>"));
+    assert!(out.contains("Exclusive_Process"));
+    assert!(out.contains("NVML absent in 1 process ("));
+    assert!(out.contains("shim said: <q>ordinal 1 requested"));
 }

@@ -3,6 +3,7 @@
 use super::{call_failed, exit_summary, run, session_start, write_trace};
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use seedance_analyze::report::Severity;
 use seedance_analyze::{summarize, Options, Report};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -230,19 +231,115 @@ fn unknown_kinds_are_counted_and_skipped() {
         "u.jsonl",
         &[
             &session_start(4, 0, 1),
-            r#"{"v":99,"seq":1,"ts_ns":2,"pid":4,"tid":4,"event":"device_fallback","requested_ordinal":3,"chosen_ordinal":0}"#,
+            r#"{"v":99,"seq":1,"ts_ns":2,"pid":4,"tid":4,"event":"stream_repaired","requested_ordinal":3,"chosen_ordinal":0}"#,
             r#"{"v":99,"seq":2,"ts_ns":3,"pid":4,"tid":4,"event":"launch_explained","function":{"nested":true},"result":"weird"}"#,
-            r#"{"v":99,"seq":3,"ts_ns":4,"pid":4,"tid":4,"event":"device_fallback"}"#,
+            r#"{"v":99,"seq":3,"ts_ns":4,"pid":4,"tid":4,"event":"stream_repaired"}"#,
+            // Known kinds of a later version: read, extra fields ignored.
+            r#"{"v":99,"seq":4,"ts_ns":5,"pid":4,"tid":4,"event":"device_fallback","function":"cuDeviceGet","requested_ordinal":3,"chosen_ordinal":0,"chosen_pci_bus_id":null,"reason":"x","result":0,"explanation":"y","new_field":[1]}"#,
+            // A known kind without its required fields: malformed.
+            r#"{"v":99,"seq":5,"ts_ns":6,"pid":4,"tid":4,"event":"device_fallback"}"#,
         ],
         "",
     );
     let r = report(&[p]);
-    assert_eq!(r.input.records, 4);
-    assert_eq!(r.input.malformed_lines, 0);
-    assert_eq!(r.input.newer_schema_records, 3);
-    assert_eq!(r.input.unknown_event_kinds["device_fallback"], 2);
+    assert_eq!(r.input.records, 5);
+    assert_eq!(r.input.malformed_lines, 1);
+    assert_eq!(r.input.newer_schema_records, 4);
+    assert_eq!(r.input.unknown_event_kinds["stream_repaired"], 2);
     assert_eq!(r.input.unknown_event_kinds["launch_explained"], 1);
+    assert!(!r.input.unknown_event_kinds.contains_key("device_fallback"));
+    assert_eq!(r.input.records_by_kind["device_fallback"], 1);
     assert_eq!(r.processes[0].other_events, 3);
+    assert_eq!(r.repairs.fallbacks[0].requested_ordinal, 3);
+}
+
+/// Schema-2 records written by hand: a process killed after a device fault (its errors come
+/// from the device_fault records), faults repaired in one process and not in another, and
+/// a CUresult with both device faults and plain failures.
+#[test]
+fn device_faults_and_repairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fault = |pid: u32, seq: u64, function: &str, ordinal: i32| {
+        format!(
+            r#"{{"v":2,"seq":{seq},"ts_ns":{},"pid":{pid},"tid":{pid},"event":"device_fault","function":"{function}","requested_ordinal":{ordinal},"result":101,"result_name":"CUDA_ERROR_INVALID_DEVICE","fault":"invalid_ordinal","visible_devices":1,"explanation":"ordinal {ordinal} requested, 1 device visible"}}"#,
+            seq + 1
+        )
+    };
+    let fallback = |pid: u32, seq: u64, function: &str, ordinal: i32| {
+        format!(
+            r#"{{"v":2,"seq":{seq},"ts_ns":{},"pid":{pid},"tid":{pid},"event":"device_fallback","function":"{function}","requested_ordinal":{ordinal},"chosen_ordinal":0,"chosen_pci_bus_id":"0000:1A:00.0","reason":"ordinal {ordinal} is not visible","result":0,"explanation":"fix: ordinal {ordinal} -> ordinal 0"}}"#,
+            seq + 1
+        )
+    };
+    // pid 1: repaired, exit summary with 5 repaired calls and 5 errors of cuDeviceGet.
+    let exit1 = r#"{"v":2,"seq":3,"ts_ns":9,"pid":1,"tid":1,"event":"exit_summary","duration_ns":8,"functions":{"cuDeviceGet":{"calls":5,"errors":5,"errors_by_result":{"CUDA_ERROR_INVALID_DEVICE":5}},"cuCtxGetDevice":{"calls":2,"errors":2,"errors_by_result":{"CUDA_ERROR_INVALID_DEVICE":2}}},"dropped_records":0,"repairs":{"device_fallback":5},"fallbacks":{"2":0}}"#;
+    let p1 = write_trace(
+        dir.path(),
+        "a.jsonl",
+        &[
+            &session_start(1, 0, 1),
+            &fault(1, 1, "cuDeviceGet", 2),
+            &fallback(1, 2, "cuDeviceGet", 2),
+            exit1,
+        ],
+        "",
+    );
+    // pid 2: not repaired (observe mode in effect), killed: no exit summary.
+    let p2 = write_trace(
+        dir.path(),
+        "b.jsonl",
+        &[&session_start(2, 0, 1), &fault(2, 1, "cuDeviceGet", 2)],
+        "",
+    );
+    let r = report(&[p1, p2]);
+    let f: Vec<&seedance_analyze::report::Problem> = r
+        .problems
+        .iter()
+        .filter(|p| p.key == "device_fault/invalid_ordinal/2")
+        .collect();
+    assert_eq!(f.len(), 1, "one problem per (fault, ordinal)");
+    let f = f[0];
+    assert_eq!(f.severity, Severity::Error, "one process was not repaired");
+    assert_eq!((f.processes, f.processes_repaired), (2, Some(1)));
+    assert_eq!(f.functions[0].name, "cuDeviceGet");
+    assert_eq!(
+        f.functions[0].count, 6,
+        "5 from the exit summary, 1 from the record"
+    );
+    assert!(
+        f.title.ends_with("repaired by fallback in 1 of them"),
+        "{}",
+        f.title
+    );
+    // cuCtxGetDevice's INVALID_DEVICE errors are not device faults: a cuda_error problem
+    // that says where the others went.
+    let c = r
+        .problems
+        .iter()
+        .find(|p| p.key == "cuda_error/CUDA_ERROR_INVALID_DEVICE")
+        .unwrap();
+    assert_eq!(c.count, 2);
+    assert_eq!(c.functions.len(), 1);
+    assert!(c
+        .context
+        .iter()
+        .any(|x| x.starts_with("6 more errors with this result were device faults")));
+    // The killed process's errors come from its device_fault record.
+    let killed = r.processes.iter().find(|p| p.pid == 2).unwrap();
+    assert_eq!(killed.errors, 1);
+    assert_eq!(killed.errors_by_result["CUDA_ERROR_INVALID_DEVICE"], 1);
+    // Repairs: the exit summary's count wins over the single record.
+    assert_eq!(r.repairs.calls_repaired, 5);
+    assert_eq!(r.repairs.fallbacks.len(), 1);
+    assert_eq!(
+        r.repairs.fallbacks[0].chosen_pci_bus_id.as_deref(),
+        Some("0000:1a:00.0")
+    );
+    let text = seedance_analyze::render_text::render(&r);
+    assert!(
+        text.contains("5 calls repaired in 1 process by the fix mode"),
+        "{text}"
+    );
 }
 
 #[test]

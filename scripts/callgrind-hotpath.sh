@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Instructions the shim adds per hooked call, counted by valgrind's callgrind (deterministic,
+# unlike wall time on a noisy machine). Runs tests/programs/ir_loop.c against the null
+# driver with N and 2N calls, without and with the release shim, in each mode; the
+# difference between the two lengths cancels start-up, and the difference between with and
+# without is the shim's cost.
+#
+#   scripts/callgrind-hotpath.sh           print instructions per call
+#   scripts/callgrind-hotpath.sh --check   also fail if fix mode exceeds the bounds in
+#                                          scripts/hotpath-bounds.txt (CI runs this)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "callgrind-hotpath: valgrind is not installed"; exit 1; }
+cargo build --release --quiet -p seedance-fix
+shim=$PWD/target/release/libseedance_fix.so
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cc -O2 -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$work/libcuda.so.1" tests/programs/null_driver.c
+ln -s libcuda.so.1 "$work/libcuda.so"
+cc -O2 -o "$work/ir_loop" tests/programs/ir_loop.c -L"$work" -lcuda
+n=10000
+ir() { # ir PRELOAD MODE KIND COUNT -> total instructions
+  env LD_LIBRARY_PATH="$work" LD_PRELOAD="$1" SEEDANCE_MODE="$2" \
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$work/ir_loop" "$3" "$4" 2>&1 |
+    awk '/Collected/ {print $4}'
+}
+per_call() { # per_call PRELOAD MODE KIND -> instructions per iteration
+  local a b
+  a=$(ir "$1" "$2" "$3" "$n"); b=$(ir "$1" "$2" "$3" $((2 * n)))
+  echo $(((b - a) / n))
+}
+status=0
+printf '%-8s %-8s %10s %10s %10s\n' call mode baseline shim added
+for kind in launch alloc; do
+  base=$(per_call "" fix "$kind")
+  for mode in off observe fix; do
+    with=$(per_call "$shim" "$mode" "$kind")
+    added=$((with - base))
+    label=$kind; [ "$kind" = alloc ] && label=alloc+free
+    printf '%-8s %-8s %10s %10s %10s\n' "$label" "$mode" "$base" "$with" "$added"
+    if [ "${1:-}" = --check ] && [ "$mode" = fix ]; then
+      bound=$(awk -v k="$kind" '$1 == k {print $2}' scripts/hotpath-bounds.txt)
+      if [ "$added" -gt "$bound" ]; then
+        echo "callgrind-hotpath: $kind adds $added instructions per call in fix mode, over the bound $bound (scripts/hotpath-bounds.txt)"
+        status=1
+      fi
+    fi
+  done
+done
+exit $status

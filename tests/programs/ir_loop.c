@@ -1,0 +1,26 @@
+/* For instruction counting under callgrind: N hooked calls of one kind, single thread, no
+ * timing. Usage: ir_loop launch|alloc N */
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+CUresult cuInit(unsigned int);
+CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, void *, void **, void **);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+
+int main(int argc, char **argv) {
+    if (argc < 3 || cuInit(0)) return 2;
+    long n = atol(argv[2]);
+    CUdeviceptr p;
+    if (strcmp(argv[1], "launch") == 0) {
+        for (long i = 0; i < n; i++)
+            if (cuLaunchKernel((void *)0x1000, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL)) return 1;
+    } else {
+        for (long i = 0; i < n; i++)
+            if (cuMemAlloc_v2(&p, 4096) || cuMemFree_v2(p)) return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,25 @@
+/* A driver that does nothing, for measuring the shim's own cost: every entry point returns
+ * CUDA_SUCCESS at once. Built as libcuda.so.1 by the benchmarks and the instruction-count
+ * guard, never used for behaviour tests. */
+#include <stddef.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+static CUdeviceptr next = 0x10000;
+
+CUresult cuInit(unsigned int flags) { (void)flags; return 0; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
+CUresult cuDeviceGet(int *d, int ordinal) { *d = ordinal; return ordinal == 0 ? 0 : 101; }
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shmem, void *stream, void **params, void **extra) {
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem;
+    (void)stream; (void)params; (void)extra;
+    return 0;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
+    *p = __atomic_fetch_add(&next, (bytes + 255) & ~(size_t)255, __ATOMIC_RELAXED);
+    return 0;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) { (void)p; return 0; }
