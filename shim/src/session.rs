@@ -47,7 +47,15 @@ struct State {
 /// announced once on stderr and replaced by defaults.
 pub fn config() -> &'static Config {
     CONFIG.get_or_init(|| {
-        let (cfg, warnings) = Config::from_raw(&RawConfig::from_env());
+        // A setuid/setgid or capability-raised process (AT_SECURE) must not let its caller
+        // steer the shim: every SEEDANCE_* variable is ignored (no trace, no library path
+        // override), as the dynamic loader itself ignores LD_LIBRARY_PATH there.
+        let raw = if platform::secure_execution() {
+            RawConfig::default()
+        } else {
+            RawConfig::from_env()
+        };
+        let (cfg, warnings) = Config::from_raw(&raw);
         for w in &warnings {
             eprintln!("seedance: {w}");
         }

@@ -10,6 +10,7 @@
 //! whose kind is named by the `event` field.
 #![deny(missing_docs)]
 
+pub mod metrics;
 pub mod schema;
 pub mod writer;
 

@@ -258,3 +258,10 @@ pub fn thread_id() -> u64 {
     // SAFETY: gettid has no preconditions.
     .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as u64)
 }
+
+/// `true` when the process runs with `AT_SECURE` set (setuid, setgid, or file
+/// capabilities): see getauxval(3).
+pub fn secure_execution() -> bool {
+    // SAFETY: getauxval has no preconditions; an unknown type returns 0.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
