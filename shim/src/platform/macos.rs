@@ -1,0 +1,359 @@
+//! macOS/dyld: the interposed `dlsym`, the real `dlsym`, images and thread ids.
+//!
+//! **Untested and unbuilt.** No macOS machine and no Apple Rust target were available when
+//! this was written; it is compiled only for `target_os = "macos"` (see `mod.rs`), so Linux
+//! builds never see it. docs/macos.md says what is missing before it can work.
+//!
+//! How it differs from Linux:
+//!
+//! * Injection is `DYLD_INSERT_LIBRARIES=libseedance_fix.dylib`, and interposition is by
+//!   `__DATA,__interpose` tuples, not by exporting a symbol of the same name: with the
+//!   two-level namespace every import is bound to a named library (`dlsym` to
+//!   libSystem, `cuLaunchKernel` to libcuda), so an export of ours is never consulted.
+//!   dyld rebinds every image's imports of a tuple's `replacee` to its `replacement`,
+//!   except in the image that holds the tuple (us). See [`Interpose`].
+//! * dyld's `dlsym` answers `RTLD_NEXT` and `RTLD_SELF` relative to the image of its
+//!   return address (`__builtin_return_address(0)` in dyld's `APIs::dlsym`), exactly as
+//!   glibc does. A replacement that *calls* the real `dlsym` therefore answers for the shim
+//!   instead of the caller. So the tuple's replacement is a naked trampoline, as on Linux:
+//!   it asks [`dlsym_hook`], and otherwise tail-jumps to the real `dlsym` with the caller's
+//!   return address untouched. The real `dlsym` is read from the tuple itself: dyld binds
+//!   our own tuple's `replacee` to the real function, because the interposing image is
+//!   never interposed.
+//! * dyld also passes every `dlsym` *result* through the interposing tuples (with no
+//!   image exemption), so once the CUDA wrappers have tuples, `dlsym(libcuda, "cuX")`
+//!   answers our wrapper even to us. [`lookup`] undoes that with our own tuple table.
+
+use libc::{c_char, c_int, c_ulong, c_void};
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Signature of `dlsym`.
+pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+
+/// `RTLD_NEXT` as a handle value (`(void *)-1` on macOS).
+pub const RTLD_NEXT: *mut c_void = libc::RTLD_NEXT;
+
+/// `RTLD_SELF` (`(void *)-3`): like `RTLD_NEXT`, resolved relative to the caller's image.
+const RTLD_SELF: *mut c_void = -3isize as *mut c_void;
+
+/// Returned by [`dlsym_hook`] to mean "forward to the real dlsym".
+const FORWARD: usize = 1;
+
+extern "C" {
+    fn _dyld_image_count() -> u32;
+    fn _dyld_get_image_name(image_index: u32) -> *const c_char;
+    fn getsectiondata(
+        mhp: *const c_void,
+        segname: *const c_char,
+        sectname: *const c_char,
+        size: *mut c_ulong,
+    ) -> *mut u8;
+    // pthread_t is a pointer on macOS; null means the calling thread.
+    fn pthread_threadid_np(thread: *mut c_void, thread_id: *mut u64) -> c_int;
+}
+
+/// One dyld interposing tuple, the layout of the `__DATA,__interpose` section:
+/// calls to `replacee` from any other image go to `replacement`.
+///
+/// The exported CUDA wrappers need one each on macOS (the hook table would emit them; see
+/// docs/macos.md): a static of this type with `#[used]` and
+/// `#[link_section = "__DATA,__interpose"]`, whose `replacee` is the libcuda import.
+#[repr(C)]
+pub struct Interpose {
+    /// Our function.
+    pub replacement: *const c_void,
+    /// The function it replaces, as imported (bound by dyld to the real one).
+    pub replacee: *const c_void,
+}
+
+// SAFETY: the tuple is written by the static linker and by dyld's binding before any code
+// of ours runs, and only read afterwards.
+unsafe impl Sync for Interpose {}
+
+/// The tuple for `dlsym`: libSystem's `dlsym`, everywhere but here, is our trampoline.
+/// The trampoline jumps through `replacee` (offset 8).
+#[used]
+#[link_section = "__DATA,__interpose"]
+static INTERPOSE_DLSYM: Interpose = Interpose {
+    replacement: seedance_dlsym as *const c_void,
+    replacee: libc::dlsym as *const c_void,
+};
+
+/// The real `dlsym`: inside the interposing image, imports are not interposed.
+#[inline]
+pub fn real_dlsym() -> Option<DlsymFn> {
+    let p = INTERPOSE_DLSYM.replacee;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the replacee of the dlsym tuple is libSystem's dlsym, signature DlsymFn.
+    Some(unsafe { std::mem::transmute::<*const c_void, DlsymFn>(p) })
+}
+
+/// Looks `name` up in `handle` with the real `dlsym` (null if absent). A result that dyld
+/// interposed to one of our own functions is mapped back to the function it replaces.
+pub fn lookup(handle: *mut c_void, name: &CStr) -> *mut c_void {
+    let p = match real_dlsym() {
+        // SAFETY: handle is a dlopen handle or pseudo-handle; name is NUL-terminated.
+        Some(f) => unsafe { f(handle, name.as_ptr()) },
+        None => return std::ptr::null_mut(),
+    };
+    if !p.is_null() && is_ours(p) {
+        if let Some(real) = replacee_of(p) {
+            return real as *mut c_void;
+        }
+    }
+    p
+}
+
+/// The tuples of our own `__DATA,__interpose` section, read from our mapped image.
+fn our_tuples() -> &'static [Interpose] {
+    static CACHE: AtomicUsize = AtomicUsize::new(0);
+    static LEN: AtomicUsize = AtomicUsize::new(0);
+    let p = CACHE.load(Ordering::Acquire);
+    if p != 0 {
+        // SAFETY: stored below from getsectiondata for our own, never unloaded image.
+        return unsafe {
+            std::slice::from_raw_parts(p as *const Interpose, LEN.load(Ordering::Relaxed))
+        };
+    }
+    let Some(me) = object_of(our_tuples as *const c_void) else {
+        return &[];
+    };
+    let mut size: c_ulong = 0;
+    // SAFETY: base is our image's mach header (dladdr's dli_fbase); names are NUL-terminated.
+    let data = unsafe {
+        getsectiondata(
+            me.base as *const c_void,
+            c"__DATA".as_ptr(),
+            c"__interpose".as_ptr(),
+            &mut size,
+        )
+    };
+    if data.is_null() {
+        return &[];
+    }
+    let len = size as usize / std::mem::size_of::<Interpose>();
+    LEN.store(len, Ordering::Relaxed);
+    CACHE.store(data as usize, Ordering::Release);
+    // SAFETY: the section holds `len` tuples and stays mapped for the process lifetime.
+    unsafe { std::slice::from_raw_parts(data as *const Interpose, len) }
+}
+
+/// The function our `replacement` interposes, if `replacement` is one of our tuples'.
+fn replacee_of(replacement: *const c_void) -> Option<*const c_void> {
+    our_tuples()
+        .iter()
+        .find(|t| t.replacement == replacement)
+        .map(|t| t.replacee)
+        .filter(|r| !r.is_null())
+}
+
+/// Decides what our `dlsym` answers. Returns the address to give the caller, or
+/// [`FORWARD`] to let the real `dlsym` answer as if we were not there.
+unsafe extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> usize {
+    if real_dlsym().is_none() {
+        return 0;
+    }
+    // Caller-relative handles: only the real dlsym, entered with the caller's return
+    // address, can answer them.
+    if handle == RTLD_NEXT || handle == RTLD_SELF || symbol.is_null() {
+        return FORWARD;
+    }
+    // SAFETY: dlsym's contract: symbol is a NUL-terminated string.
+    let name = unsafe { CStr::from_ptr(symbol) };
+    if !crate::names::is_driver_name(name.to_bytes()) {
+        return FORWARD;
+    }
+    let answer = std::panic::catch_unwind(|| crate::hooks::answer_dlsym(handle, name));
+    match answer {
+        Ok(Some(p)) => p as usize,
+        _ => FORWARD,
+    }
+}
+
+/// The replacement `dlsym` (x86-64 System V): the same trampoline as on Linux, jumping
+/// through the dlsym tuple's `replacee`.
+///
+/// # Safety
+/// Same contract as `dlsym`.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn seedance_dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    // At entry rsp % 16 == 8; two pushes and 8 bytes re-align it for the call.
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {hook}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "cmp rax, 1",
+        "je 2f",
+        "ret",
+        "2:",
+        "jmp qword ptr [rip + {tuple} + 8]",
+        hook = sym dlsym_hook,
+        tuple = sym INTERPOSE_DLSYM,
+    )
+}
+
+/// The replacement `dlsym` (arm64, Apple's AAPCS64 variant; not arm64e).
+///
+/// # Safety
+/// Same contract as `dlsym`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn seedance_dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
+    core::arch::naked_asm!(
+        "stp x29, x30, [sp, #-32]!",
+        "mov x29, sp",
+        "stp x0, x1, [sp, #16]",
+        "bl {hook}",
+        "mov x9, x0",
+        "ldp x0, x1, [sp, #16]",
+        "ldp x29, x30, [sp], #32",
+        "cmp x9, #1",
+        "b.eq 2f",
+        "mov x0, x9",
+        "ret",
+        "2:",
+        "adrp x16, {tuple}@PAGE",
+        "add x16, x16, {tuple}@PAGEOFF",
+        "ldr x16, [x16, #8]",
+        "br x16",
+        hook = sym dlsym_hook,
+        tuple = sym INTERPOSE_DLSYM,
+    )
+}
+
+/// Writes the exit summary at normal exit. dyld registers `__mod_term_func` entries with
+/// `__cxa_atexit` when it initialises the image; an inserted library is initialised
+/// before the libraries it sees loaded later (the CUDA runtime's), so this runs after
+/// their terminators, when CUDA teardown is done.
+extern "C" fn seedance_term() {
+    let _ = std::panic::catch_unwind(crate::session::shutdown);
+}
+
+#[used]
+#[link_section = "__DATA,__mod_term_func"]
+// SAFETY: a `__mod_term_func` entry is a pointer to a function without arguments.
+static SEEDANCE_TERM: extern "C" fn() = seedance_term;
+
+/// What `dladdr` says about an address: the image's path and load address.
+pub struct ObjectInfo {
+    /// Path of the image containing the address.
+    pub path: Option<String>,
+    /// Its mach header (load address).
+    pub base: usize,
+}
+
+/// The image that contains `addr`, if any.
+pub fn object_of(addr: *const c_void) -> Option<ObjectInfo> {
+    // SAFETY: Dl_info is plain data; zeroed is a valid initial value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads addr and writes info.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 {
+        return None;
+    }
+    let path = if info.dli_fname.is_null() {
+        None
+    } else {
+        // SAFETY: dli_fname is a NUL-terminated string owned by dyld.
+        Some(
+            unsafe { CStr::from_ptr(info.dli_fname) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    };
+    Some(ObjectInfo {
+        path,
+        base: info.dli_fbase as usize,
+    })
+}
+
+/// `true` if `addr` lies in libseedance_fix itself.
+pub fn is_ours(addr: *const c_void) -> bool {
+    static OUR_BASE: AtomicUsize = AtomicUsize::new(0);
+    let mut base = OUR_BASE.load(Ordering::Relaxed);
+    if base == 0 {
+        base = object_of(is_ours as *const c_void).map_or(usize::MAX, |o| o.base);
+        OUR_BASE.store(base, Ordering::Relaxed);
+    }
+    object_of(addr).is_some_and(|o| o.base == base)
+}
+
+/// `dlopen(path, flags)`; null on failure. dyld's `dlopen` is not interposed by us.
+pub fn open(path: &str, flags: c_int) -> *mut c_void {
+    let Ok(c) = CString::new(path) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: c is NUL-terminated; dlopen has no other preconditions.
+    unsafe { libc::dlopen(c.as_ptr(), flags) }
+}
+
+/// A handle to the already-loaded image containing `addr` (`RTLD_NOLOAD`), or null.
+pub fn handle_of(addr: *const c_void) -> *mut c_void {
+    match object_of(addr).and_then(|o| o.path) {
+        Some(p) => open(&p, libc::RTLD_NOW | libc::RTLD_NOLOAD),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// The last `dlerror()` message, if any.
+pub fn last_error() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated thread-local string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        String::from("unknown error")
+    } else {
+        // SAFETY: non-null, NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// Paths of loaded images whose path contains `needle` (via `_dyld_image_count` and
+/// `_dyld_get_image_name`; another thread may load or unload images meanwhile, in which
+/// case a name may be missed or come back null, and is skipped).
+pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    // SAFETY: no preconditions.
+    let count = unsafe { _dyld_image_count() };
+    for i in 0..count {
+        // SAFETY: an index out of range (images unloaded meanwhile) returns null.
+        let name = unsafe { _dyld_get_image_name(i) };
+        if name.is_null() {
+            continue;
+        }
+        // SAFETY: non-null, NUL-terminated, owned by dyld.
+        let s = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        if s.contains(needle) {
+            found.push(s.into_owned());
+        }
+    }
+    found
+}
+
+/// System-wide thread id of the calling thread (`pthread_threadid_np`, cached per thread).
+pub fn thread_id() -> u64 {
+    fn query() -> u64 {
+        let mut id = 0u64;
+        // SAFETY: a null thread means the calling thread; id is a valid out-pointer.
+        unsafe { pthread_threadid_np(std::ptr::null_mut(), &mut id) };
+        id
+    }
+    thread_local! {
+        static TID: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    TID.try_with(|t| {
+        if t.get() == 0 {
+            t.set(query());
+        }
+        t.get()
+    })
+    .unwrap_or_else(|_| query())
+}
