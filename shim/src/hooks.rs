@@ -8,6 +8,7 @@
 use crate::args::ArgVal;
 use crate::real::Slot;
 use crate::session;
+use crate::{alloc, launch};
 use libc::{c_int, c_uint, c_void};
 use seedance_cuda::*;
 use std::ffi::CStr;
@@ -51,9 +52,48 @@ macro_rules! device_fault {
     };
 }
 
+/// For wrappers with a `pre(..)` clause (launch and allocation checks, issue 4): with
+/// `SEEDANCE_VALIDATE=pre`, a call the check refuses returns the driver's code without
+/// reaching the driver. Without the clause: nothing.
+macro_rules! pre_check {
+    ($id:expr, (), $args:tt) => {};
+    ($id:expr, ($pre:path), ($($arg:ident),*)) => {
+        // SAFETY: the program's own arguments, under the driver function's contract. The
+        // check itself returns at once (one relaxed load) unless the mode is on and
+        // SEEDANCE_VALIDATE=pre.
+        if let Some(code) = unsafe { $pre($id, $($arg),*) } {
+            session::count($id, code);
+            return code;
+        }
+    };
+}
+
+/// For wrappers with a `fault(..)` clause: a failure the check explains is reported by it
+/// (a `launch_fault` or `alloc_fault` event); otherwise `$otherwise` (the plain report).
+macro_rules! fault_check {
+    ($id:expr, $r:expr, (), $args:tt, $otherwise:block) => {
+        $otherwise
+    };
+    ($id:expr, $r:expr, ($fault:path), ($($arg:ident),*), $otherwise:block) => {
+        // SAFETY: the program's own arguments, under the driver function's contract.
+        if !unsafe { $fault($id, $r, $($arg),*) } $otherwise
+    };
+}
+
+/// For wrappers with an `ok(..)` clause: called after a success (allocation tracking).
+macro_rules! ok_note {
+    ($id:expr, $r:expr, (), $args:tt) => {};
+    ($id:expr, $r:expr, ($ok:path), ($($arg:ident),*)) => {
+        if $r.0 == 0 {
+            // SAFETY: the program's own arguments, which the driver just filled in.
+            unsafe { $ok($id, $($arg),*) }
+        }
+    };
+}
+
 macro_rules! hook_table {
     (
-        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device $dev:ident : $kind:ident)? $(after $after:path)? ; )* }
+        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device $dev:ident : $kind:ident)? $(pre($pre:path))? $(fault($fault:path))? $(ok($ok:path))? $(after $after:path)? ; )* }
         custom { $( $csym:ident / $cbase:literal ; )* }
         unlisted { $( $usym:ident ; )* }
     ) => {
@@ -101,6 +141,7 @@ macro_rules! hook_table {
                 // SAFETY: the slot holds the real driver function for exactly this ABI
                 // variant (resolved by this symbol's name, or matched by address).
                 let f: Real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
+                pre_check!(HookId::$sym, ($($pre)?), ($($arg),*));
                 // SAFETY: arguments are passed through unchanged under the same contract.
                 let mut r = unsafe { f($($arg),*) };
                 if session::active() {
@@ -114,9 +155,12 @@ macro_rules! hook_table {
                         );
                         match repaired {
                             Some(r2) => r = r2,
-                            None => session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*]),
+                            None => fault_check!(HookId::$sym, r, ($($fault)?), ($($arg),*), {
+                                session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
+                            }),
                         }
                     }
+                    ok_note!(HookId::$sym, r, ($($ok)?), ($($arg),*));
                     $( $after(r); )?
                 }
                 r
@@ -136,7 +180,7 @@ type CUctxCreateParams = c_void;
 
 hook_table! {
     wrapped {
-        cuInit / "cuInit" (flags: c_uint) after session::on_init;
+        cuInit / "cuInit" (flags: c_uint) after crate::driverlog::after_init;
         cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
         cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device ordinal: Ordinal;
         cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int);
@@ -153,17 +197,24 @@ hook_table! {
         cuCtxSetCurrent / "cuCtxSetCurrent" (ctx: CUcontext);
         cuCtxSynchronize / "cuCtxSynchronize" ();
         cuCtxSynchronize_v2 / "cuCtxSynchronize" (ctx: CUcontext);
-        cuMemAlloc_v2 / "cuMemAlloc" (dptr: *mut CUdeviceptr, bytesize: usize);
-        cuMemAllocPitch_v2 / "cuMemAllocPitch" (dptr: *mut CUdeviceptr, pPitch: *mut usize, WidthInBytes: usize, Height: usize, ElementSizeBytes: c_uint);
-        cuMemAllocAsync / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream);
-        cuMemAllocAsync_ptsz / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream);
-        cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr);
-        cuMemHostAlloc / "cuMemHostAlloc" (pp: *mut *mut c_void, bytesize: usize, Flags: c_uint);
+        cuMemAlloc_v2 / "cuMemAlloc" (dptr: *mut CUdeviceptr, bytesize: usize) pre(alloc::pre_mem_alloc) fault(alloc::fault_mem_alloc) ok(alloc::ok_mem_alloc);
+        cuMemAllocPitch_v2 / "cuMemAllocPitch" (dptr: *mut CUdeviceptr, pPitch: *mut usize, WidthInBytes: usize, Height: usize, ElementSizeBytes: c_uint) pre(alloc::pre_mem_alloc_pitch) fault(alloc::fault_mem_alloc_pitch) ok(alloc::ok_mem_alloc_pitch);
+        cuMemAllocAsync / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) fault(alloc::fault_mem_alloc_async) ok(alloc::ok_mem_alloc_async);
+        cuMemAllocAsync_ptsz / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) fault(alloc::fault_mem_alloc_async) ok(alloc::ok_mem_alloc_async);
+        cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr) ok(alloc::ok_mem_free);
+        cuMemHostAlloc / "cuMemHostAlloc" (pp: *mut *mut c_void, bytesize: usize, Flags: c_uint) fault(alloc::fault_mem_host_alloc);
         cuMemFreeHost / "cuMemFreeHost" (p: *mut c_void);
-        cuLaunchKernel / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void);
-        cuLaunchKernel_ptsz / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void);
-        cuLaunchKernelEx / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void);
-        cuLaunchKernelEx_ptsz / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void);
+        cuLaunchKernel / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel) fault(launch::fault_kernel);
+        cuLaunchKernel_ptsz / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel) fault(launch::fault_kernel);
+        cuLaunchKernelEx / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel_ex) fault(launch::fault_kernel_ex);
+        cuLaunchKernelEx_ptsz / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel_ex) fault(launch::fault_kernel_ex);
+        cuLaunchCooperativeKernel / "cuLaunchCooperativeKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void) pre(launch::pre_cooperative) fault(launch::fault_cooperative);
+        cuLaunchCooperativeKernel_ptsz / "cuLaunchCooperativeKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void) pre(launch::pre_cooperative) fault(launch::fault_cooperative);
+        cuMemAllocManaged / "cuMemAllocManaged" (dptr: *mut CUdeviceptr, bytesize: usize, flags: c_uint) fault(alloc::fault_mem_alloc_managed) ok(alloc::ok_mem_alloc_managed);
+        cuMemCreate / "cuMemCreate" (handle: *mut CUmemGenericAllocationHandle, size: usize, prop: *const CUmemAllocationProp, flags: u64) pre(alloc::pre_mem_create) fault(alloc::fault_mem_create) ok(alloc::ok_mem_create);
+        cuMemRelease / "cuMemRelease" (handle: CUmemGenericAllocationHandle) ok(alloc::ok_mem_release);
+        cuMemFreeAsync / "cuMemFreeAsync" (dptr: CUdeviceptr, hStream: CUstream) ok(alloc::ok_mem_free_async);
+        cuMemFreeAsync_ptsz / "cuMemFreeAsync" (dptr: CUdeviceptr, hStream: CUstream) ok(alloc::ok_mem_free_async);
         cuStreamSynchronize / "cuStreamSynchronize" (hStream: CUstream);
         cuStreamSynchronize_ptsz / "cuStreamSynchronize" (hStream: CUstream);
     }
@@ -236,6 +287,17 @@ mod tests {
         }
         assert!(by_symbol(b"cuLaunchKernel_ptsz").is_some());
         assert!(by_symbol(b"cuLaunchKernelEx").is_some());
+        for name in [
+            "cuLaunchCooperativeKernel",
+            "cuLaunchCooperativeKernel_ptsz",
+            "cuMemAllocManaged",
+            "cuMemCreate",
+            "cuMemRelease",
+            "cuMemFreeAsync",
+            "cuMemFreeAsync_ptsz",
+        ] {
+            assert!(by_symbol(name.as_bytes()).is_some(), "{name}");
+        }
         assert!(by_symbol(b"cudaSetDevice").is_none());
         assert!(
             by_symbol(b"cuMemAlloc").is_none(),

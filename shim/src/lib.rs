@@ -12,13 +12,17 @@
 //!
 //! Decisions and counters live in `seedance-core`, the trace format in `seedance-trace`.
 
+mod alloc;
 mod args;
 mod devices;
 mod driver;
+mod driverlog;
 mod hooks;
+mod launch;
 mod names;
 mod platform;
 mod procaddr;
+mod query;
 mod real;
 mod runtime;
 mod session;

@@ -65,8 +65,24 @@ pub fn config() -> &'static Config {
             MODE_ON
         };
         MODE.store(m, Ordering::Release);
+        if m == MODE_ON {
+            platform::on_fork_child(forked_child);
+        }
         cfg
     })
+}
+
+/// Set in a child created by `fork()`: the shim only forwards there.
+static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `pthread_atfork` child handler. A forked child keeps a copy of the shim's state but not
+/// its threads: the trace writer's thread is gone, and a lock another thread held at the
+/// fork stays held forever. So the child switches to forwarding only (as `SEEDANCE_MODE=off`:
+/// no counting, no trace, no lock taken) and writes no trace of its own; the parent's trace
+/// is untouched. A child that calls `exec` starts afresh from its environment.
+extern "C" fn forked_child() {
+    FORKED.store(true, Ordering::Relaxed);
+    MODE.store(MODE_OFF, Ordering::Relaxed);
 }
 
 /// The parsed `SEEDANCE_EXCLUDE_DEVICES` selectors (bad entries announced once and skipped).
@@ -252,7 +268,7 @@ static INIT_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 /// Waits for the session record, if the first `cuInit` started one. Called from the
 /// library's `.fini_array` entry, while libcuda and libnvidia-ml are still initialised.
 pub fn settle() {
-    if INIT_STARTED.load(Ordering::Acquire) {
+    if INIT_STARTED.load(Ordering::Acquire) && !FORKED.load(Ordering::Relaxed) {
         let _ = std::panic::catch_unwind(|| {
             if let Some(w) = trace() {
                 flush_pending(w);
@@ -368,6 +384,9 @@ fn session_start(host: String) -> SessionStart {
 
 /// Writes the exit summary and flushes the trace. Called once, from the library destructor.
 pub fn shutdown() {
+    if FORKED.load(Ordering::Relaxed) {
+        return;
+    }
     let Some(st) = STATE.get() else { return };
     if st.trace.get().is_none() && st.pending.lock().is_empty() {
         return;

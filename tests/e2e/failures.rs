@@ -1,7 +1,8 @@
 //! A failed call: a `call_failed` record with the function, code, name and arguments, and
 //! one stderr line per distinct (function, code), however often it fails. (Device faults get
-//! a `device_fault` record instead; see `devices`.) `SEEDANCE_FALLBACK=off` keeps the
-//! workload's deliberate `cuDeviceGet(7)` failing.
+//! a `device_fault` record instead, see `devices`; explained launch and allocation faults a
+//! `launch_fault` or `alloc_fault`, see `launch` and `alloc`.) `SEEDANCE_FALLBACK=off` keeps
+//! the workload's deliberate `cuDeviceGet(7)` failing.
 
 use seedance_e2e::Run;
 
@@ -12,14 +13,13 @@ fn failed_calls_are_traced_and_announced_once() {
         .finish();
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stdout());
     let failed = r.events("call_failed");
-    let alloc: Vec<_> = failed
-        .iter()
-        .filter(|e| e["function"] == "cuMemAlloc_v2")
-        .collect();
+    let alloc = r.events("alloc_fault");
     assert_eq!(alloc.len(), 1);
+    assert_eq!(alloc[0]["function"], "cuMemAlloc_v2");
     assert_eq!(alloc[0]["result"], 1);
     assert_eq!(alloc[0]["result_name"], "CUDA_ERROR_INVALID_VALUE");
-    assert_eq!(alloc[0]["args"]["bytesize"], 0);
+    assert_eq!(alloc[0]["check"], "zero_size");
+    assert_eq!(alloc[0]["requested_bytes"], 0);
     let dev = r.events("device_fault");
     assert_eq!(dev.len(), 1);
     assert_eq!(dev[0]["function"], "cuDeviceGet");
@@ -28,14 +28,12 @@ fn failed_calls_are_traced_and_announced_once() {
     assert_eq!(dev[0]["fault"], "invalid_ordinal");
     assert_eq!(dev[0]["visible_devices"], 2);
     assert!(r.events("device_fallback").is_empty());
-    let launch: Vec<_> = failed
-        .iter()
-        .filter(|e| e["function"] == "cuLaunchKernel")
-        .collect();
+    let launch = r.events("launch_fault");
     assert_eq!(launch.len(), 1);
-    assert_eq!(launch[0]["args"]["blockDimY"], 33);
-    assert_eq!(launch[0]["args"]["f"], "0x1000");
-    assert_eq!(failed.len(), 2);
+    assert_eq!(launch[0]["function"], "cuLaunchKernel");
+    assert_eq!(launch[0]["block"], serde_json::json!([32, 33, 1]));
+    assert_eq!(launch[0]["check"], "threads_per_block");
+    assert!(failed.is_empty(), "{failed:?}");
 
     let err = r.stderr();
     assert_eq!(err.lines().count(), 3, "{err}");
@@ -45,7 +43,12 @@ fn failed_calls_are_traced_and_announced_once() {
         ),
         "{err}"
     );
-    assert!(err.contains("cuMemAlloc_v2(dptr="), "{err}");
+    assert!(
+        err.contains(
+            "seedance: cuMemAlloc_v2: CUDA_ERROR_INVALID_VALUE (1): the program asked for 0 bytes"
+        ),
+        "{err}"
+    );
     let summary = &r.events("exit_summary")[0]["functions"]["cuDeviceGet"];
     assert_eq!(summary["errors_by_result"]["CUDA_ERROR_INVALID_DEVICE"], 1);
 }
@@ -57,6 +60,7 @@ fn quiet_silences_stderr_but_not_the_trace() {
         .env("SEEDANCE_FALLBACK", "off")
         .finish();
     assert_eq!(r.stderr(), "");
-    assert_eq!(r.events("call_failed").len(), 2);
+    assert_eq!(r.events("alloc_fault").len(), 1);
+    assert_eq!(r.events("launch_fault").len(), 1);
     assert_eq!(r.events("device_fault").len(), 1);
 }

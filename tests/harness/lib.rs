@@ -100,6 +100,10 @@ fn build() -> Artifacts {
     cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
+    cc("fork_child", &["fork_child.c", &l, "-lcuda"]);
+    cc("stress", &["stress.c", &l, "-lcuda", "-lpthread"]);
+    cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
+    cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc(
         "libcudart.so.13",
         &[
@@ -336,6 +340,17 @@ const SHIM_QUERIES: &[&str] = &[
     "cuDeviceTotalMem_v2 ",
     "cuDeviceGetUuid_v2 ",
     "cuDeviceGetAttribute ",
+    // Issue 4: the driver-log callback at start-up, and the launch and allocation
+    // explanations' queries after a failure.
+    "cuLogsRegisterCallback ",
+    "cuCtxGetDevice ",
+    "cuCtxGetCurrent ",
+    "cuStreamGetCtx ",
+    "cuFuncGetAttribute ",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor ",
+    "cuMemGetInfo_v2 ",
+    "cuPointerGetAttribute ",
+    "cuMemGetAllocationGranularity ",
 ];
 
 /// Asserts that every call the program made reached the driver unchanged and in order:

@@ -11,6 +11,7 @@
 //! | `FAKE_CUDA_NAMES` | device names (one name for every device, or a comma list per physical device) | `Fake H200 #p` |
 //! | `FAKE_CUDA_BUSY` | physical indices (comma list) of devices held by another process in exclusive-process compute mode, see [`crate::device::Device::context_refusal`] | none |
 //! | `FAKE_CUDA_CTX_OOM` | physical indices (comma list) of devices whose memory is full of another process's allocations: context creation fails with `CUDA_ERROR_OUT_OF_MEMORY` | none |
+//! | `FAKE_CUDA_FUNC_MAX_THREADS` | threads per block that kernels with a function handle `>= 0x2000` can run with (register-limited kernels: `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`), see [`crate::launch`] | the device's maximum |
 //! | `CUDA_VISIBLE_DEVICES` | visible physical devices, see [`parse_visible`] | all |
 //!
 //! In a comma list an empty entry, or a missing one, keeps the default for that device.
@@ -64,6 +65,9 @@ pub struct Topology {
     pub physical: Vec<PhysicalDevice>,
     /// Visible devices in ordinal order: `visible[ordinal]` is a physical index.
     pub visible: Vec<u32>,
+    /// `FAKE_CUDA_FUNC_MAX_THREADS`: the thread limit of register-limited kernels
+    /// (function handles `>= 0x2000`); `None` when unset.
+    pub func_max_threads: Option<u32>,
     /// One line per variable that could not be parsed.
     pub warnings: Vec<String>,
 }
@@ -160,11 +164,22 @@ impl Topology {
             dev.ctx_oom = oom[dev.index as usize];
         }
 
+        let func_max_threads = match get("FAKE_CUDA_FUNC_MAX_THREADS") {
+            None => None,
+            Some(raw) => match raw.trim().parse::<u32>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => {
+                    warnings.push(bad("FAKE_CUDA_FUNC_MAX_THREADS", raw));
+                    None
+                }
+            },
+        };
         let uuids: Vec<String> = (0..count).map(uuid_string).collect();
         let visible = parse_visible(get("CUDA_VISIBLE_DEVICES"), count, &uuids);
         Topology {
             physical,
             visible,
+            func_max_threads,
             warnings,
         }
     }
@@ -484,6 +499,21 @@ mod tests {
         assert_eq!(
             t.warnings,
             ["fake-cuda: ignoring bad FAKE_CUDA_CTX_OOM=\"0,x\" (using the default)"]
+        );
+    }
+
+    #[test]
+    fn func_max_threads() {
+        let t = Topology::from_vars(&vars(&[("FAKE_CUDA_FUNC_MAX_THREADS", " 256 ")]));
+        assert_eq!(t.func_max_threads, Some(256));
+        assert!(t.warnings.is_empty());
+        let t = Topology::from_vars(&vars(&[]));
+        assert_eq!(t.func_max_threads, None);
+        let t = Topology::from_vars(&vars(&[("FAKE_CUDA_FUNC_MAX_THREADS", "0")]));
+        assert_eq!(t.func_max_threads, None);
+        assert_eq!(
+            t.warnings,
+            ["fake-cuda: ignoring bad FAKE_CUDA_FUNC_MAX_THREADS=\"0\" (using the default)"]
         );
     }
 

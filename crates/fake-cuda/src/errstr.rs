@@ -61,7 +61,10 @@ mod tests {
         let d = description(CUresult(0)).expect("known");
         // SAFETY: as above.
         let text = unsafe { CStr::from_ptr(d) };
-        assert_eq!(text.to_str(), Ok(CUresult(0).info().expect("row").description));
+        assert_eq!(
+            text.to_str(),
+            Ok(CUresult(0).info().expect("row").description)
+        );
         assert_eq!(name(CUresult(123_456)), None);
         assert_eq!(description(CUresult(123_456)), None);
     }

@@ -10,12 +10,14 @@
 //!
 //! * [`config`]: parses the environment into a topology.
 //! * [`device`]: one visible device: name, PCI id, UUID, attributes.
-//! * [`launch`]: launch-configuration limit checks.
+//! * [`launch`]: launch-configuration limit checks, kernels (function handles) and
+//!   occupancy.
 //! * [`state`]: the driver state: devices, contexts, allocations.
 //! * [`global`]: the process-wide state, the current context, the entry-point guard.
 //! * [`procaddr`]: which variant `cuGetProcAddress` picks.
 //! * [`errstr`]: the static strings `cuGetErrorName`/`cuGetErrorString` hand out.
 //! * [`log`]: the call recorder (`FAKE_CUDA_LOG`); its format is documented there.
+//! * [`logs`]: the driver's error log (`cuLogsRegisterCallback`) and what it reports.
 //! * [`exports`]: the `extern "C"` entry points.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -28,6 +30,7 @@ pub mod exports;
 pub mod global;
 pub mod launch;
 pub mod log;
+pub mod logs;
 pub mod procaddr;
 pub mod state;
 

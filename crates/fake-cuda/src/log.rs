@@ -52,6 +52,21 @@
 //! cuGetProcAddress symbol=NAME version=V flags=F   (and cuGetProcAddress_v2)
 //! cuGetErrorName error=N
 //! cuGetErrorString error=N
+//! cuLaunchCooperativeKernel f=0xHEX grid=X,Y,Z block=X,Y,Z shmem=N stream=0xHEX  (and _ptsz)
+//! cuFuncGetAttribute attrib=A f=0xHEX
+//! cuFuncSetAttribute f=0xHEX attrib=A value=V
+//! cuOccupancyMaxActiveBlocksPerMultiprocessor f=0xHEX block=N shmem=N
+//! cuStreamCreate flags=F
+//! cuStreamDestroy_v2 stream=0xHEX
+//! cuStreamGetCtx stream=0xHEX
+//! cuMemAllocManaged bytes=N flags=F
+//! cuMemFreeAsync ptr=0xHEX stream=0xHEX        (and cuMemFreeAsync_ptsz)
+//! cuMemCreate bytes=N dev=D flags=F            (dev=? when the properties are not a device)
+//! cuMemRelease handle=0xHEX
+//! cuMemGetAllocationGranularity option=N dev=D
+//! cuPointerGetAttribute attrib=A ptr=0xHEX
+//! cuLogsRegisterCallback
+//! cuLogsUnregisterCallback handle=0xHEX
 //! ```
 //!
 //! For example `cuMemAlloc_v2 bytes=1048576 -> 0` and

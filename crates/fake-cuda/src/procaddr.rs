@@ -12,7 +12,9 @@
 //! | cuGetProcAddress | >= 12000: `_v2`, else plain |
 //! | cuLaunchKernel, cuStreamSynchronize | flags & 2: `_ptsz`, else plain |
 //! | cuLaunchKernelEx | < 11060: version not sufficient; flags & 2: `_ptsz`, else plain |
-//! | cuMemAllocAsync | flags & 2: `_ptsz`, else plain |
+//! | cuMemAllocAsync, cuMemFreeAsync, cuLaunchCooperativeKernel | flags & 2: `_ptsz`, else plain |
+//! | cuStreamDestroy | >= 4000: `_v2`; below: version not sufficient |
+//! | cuLogsRegisterCallback, cuLogsUnregisterCallback | < 12090: version not sufficient; else plain |
 //! | every other exported base name | plain |
 //! | anything else (including suffixed names such as `cuMemAlloc_v2`) | not found |
 
@@ -47,6 +49,18 @@ const PLAIN: &[&str] = &[
     "cuMemFreeHost",
     "cuGetErrorName",
     "cuGetErrorString",
+    "cuFuncGetAttribute",
+    "cuFuncSetAttribute",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cuStreamCreate",
+    "cuStreamGetCtx",
+    "cuMemAllocManaged",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemGetAllocationGranularity",
+    "cuPointerGetAttribute",
+    "cuLogsRegisterCallback",
+    "cuLogsUnregisterCallback",
 ];
 
 /// Every base name `cuGetProcAddress` knows.
@@ -82,6 +96,21 @@ pub const BASE_NAMES: &[&str] = &[
     "cuGetProcAddress",
     "cuGetErrorName",
     "cuGetErrorString",
+    "cuLaunchCooperativeKernel",
+    "cuFuncGetAttribute",
+    "cuFuncSetAttribute",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cuStreamCreate",
+    "cuStreamDestroy",
+    "cuStreamGetCtx",
+    "cuMemAllocManaged",
+    "cuMemFreeAsync",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemGetAllocationGranularity",
+    "cuPointerGetAttribute",
+    "cuLogsRegisterCallback",
+    "cuLogsUnregisterCallback",
 ];
 
 fn at_least(version: i32, min: i32, name: &'static str, older: Lookup) -> Lookup {
@@ -136,6 +165,13 @@ pub fn select(base: &str, cuda_version: i32, flags: u64) -> Lookup {
         "cuLaunchKernelEx" if v < 11060 => Old,
         "cuLaunchKernelEx" => stream("cuLaunchKernelEx_ptsz", "cuLaunchKernelEx"),
         "cuMemAllocAsync" => stream("cuMemAllocAsync_ptsz", "cuMemAllocAsync"),
+        "cuMemFreeAsync" => stream("cuMemFreeAsync_ptsz", "cuMemFreeAsync"),
+        "cuLaunchCooperativeKernel" => stream(
+            "cuLaunchCooperativeKernel_ptsz",
+            "cuLaunchCooperativeKernel",
+        ),
+        "cuStreamDestroy" => at_least(v, 4000, "cuStreamDestroy_v2", Old),
+        "cuLogsRegisterCallback" | "cuLogsUnregisterCallback" if v < 12090 => Old,
         _ => PLAIN
             .iter()
             .find(|&&p| p == base)
@@ -222,6 +258,24 @@ mod tests {
     }
 
     #[test]
+    fn new_entry_points() {
+        assert_eq!(
+            select("cuLaunchCooperativeKernel", 13000, 2),
+            Found("cuLaunchCooperativeKernel_ptsz")
+        );
+        assert_eq!(select("cuMemFreeAsync", 11020, 0), Found("cuMemFreeAsync"));
+        assert_eq!(
+            select("cuStreamDestroy", 4000, 0),
+            Found("cuStreamDestroy_v2")
+        );
+        assert_eq!(select("cuLogsRegisterCallback", 12080, 0), Old);
+        assert_eq!(
+            select("cuLogsRegisterCallback", 12090, 0),
+            Found("cuLogsRegisterCallback")
+        );
+    }
+
+    #[test]
     fn launch_kernel_ex_needs_11060() {
         assert_eq!(
             select("cuLaunchKernelEx", 11060, 0),
@@ -235,7 +289,9 @@ mod tests {
     fn plain_names_and_unknown() {
         for &base in PLAIN {
             assert_eq!(select(base, 13000, 0), Found(base));
-            assert_eq!(select(base, 1000, 2), Found(base));
+            if !base.starts_with("cuLogs") {
+                assert_eq!(select(base, 1000, 2), Found(base));
+            }
         }
         assert_eq!(select("cuMemAlloc_v2", 13000, 0), NotFound);
         assert_eq!(select("cuLaunchKernel_ptsz", 13000, 0), NotFound);
@@ -246,7 +302,7 @@ mod tests {
 
     #[test]
     fn every_base_name_resolves_to_an_export() {
-        assert_eq!(BASE_NAMES.len(), 31);
+        assert_eq!(BASE_NAMES.len(), 46);
         for &base in BASE_NAMES {
             for v in [1000, 3020, 4000, 11000, 11040, 11060, 12000, 12050, 13000] {
                 for flags in [0, 1, 2] {
@@ -255,7 +311,10 @@ mod tests {
                             crate::exports::address_of(sym).is_some(),
                             "{base} {v} {flags} -> {sym} is not exported"
                         ),
-                        Old => assert!(v < 11060, "{base} {v}"),
+                        Old => assert!(
+                            v < 11060 || (base.starts_with("cuLogs") && v < 12090),
+                            "{base} {v}"
+                        ),
                         NotFound => panic!("{base} not found"),
                     }
                 }

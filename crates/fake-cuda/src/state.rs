@@ -15,6 +15,13 @@
 //!   size rounded up to [`ALLOC_ALIGN`]; addresses are never reused. An allocation takes
 //!   its exact size from its device's free bytes and gives it back when freed or when its
 //!   context is destroyed.
+//! * Streams (`cuStreamCreate`) get handles `STREAM_HANDLE_BASE + n * 0x100` and belong to
+//!   the context current when they were made; their records outlive the context, so a
+//!   launch on a stream of a destroyed context reports `CUDA_ERROR_CONTEXT_IS_DESTROYED`.
+//! * Physical allocations (`cuMemCreate`) get handles `PHYSICAL_HANDLE_BASE + n`, take their
+//!   size from the device named in the allocation properties, and give it back at
+//!   `cuMemRelease`.
+//! * Kernels: per-handle settings from `cuFuncSetAttribute` (see [`crate::launch`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -22,6 +29,7 @@ use seedance_cuda::{CUdevice, CUdeviceptr, CUresult};
 
 use crate::config::Topology;
 use crate::device::Device;
+use crate::launch::{FuncLimits, FuncSettings, LaunchLimits};
 
 /// First context handle value.
 pub const CTX_HANDLE_BASE: usize = 0x5eed_c000_0000;
@@ -31,6 +39,12 @@ pub const CTX_HANDLE_STEP: usize = 0x100;
 pub const DEVICE_ADDR_BASE: u64 = 0x7000_0000_0000;
 /// Alignment of device addresses, bytes.
 pub const ALLOC_ALIGN: u64 = 512;
+/// First stream handle value.
+pub const STREAM_HANDLE_BASE: usize = 0x5eed_5000_0000;
+/// First `cuMemCreate` handle value.
+pub const PHYSICAL_HANDLE_BASE: u64 = 0x6000_0000;
+/// Granularity of `cuMemCreate` sizes (`cuMemGetAllocationGranularity`), bytes: 2 MiB.
+pub const PHYSICAL_GRANULARITY: u64 = 2 << 20;
 
 /// What the driver knows about one context, live or destroyed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +80,12 @@ pub struct Driver {
     allocs: HashMap<CUdeviceptr, Alloc>,
     next_offset: u64,
     host: HashSet<usize>,
+    streams: HashMap<usize, usize>,
+    next_stream: usize,
+    physical: HashMap<u64, (usize, u64)>,
+    next_physical: u64,
+    funcs: HashMap<usize, FuncSettings>,
+    func_max_threads: Option<u32>,
 }
 
 impl Driver {
@@ -83,6 +103,12 @@ impl Driver {
             allocs: HashMap::new(),
             next_offset: 0,
             host: HashSet::new(),
+            streams: HashMap::new(),
+            next_stream: 0,
+            physical: HashMap::new(),
+            next_physical: 0,
+            funcs: HashMap::new(),
+            func_max_threads: None,
         })
     }
 
@@ -94,7 +120,9 @@ impl Driver {
             .filter_map(|&p| t.physical.get(p as usize))
             .map(Device::new)
             .collect();
-        Driver::new(devices)
+        let mut d = Driver::new(devices)?;
+        d.func_max_threads = t.func_max_threads;
+        Ok(d)
     }
 
     /// Number of visible devices.
@@ -305,6 +333,105 @@ impl Driver {
         self.allocs.len()
     }
 
+    /// The device and context of the live allocation that contains `addr`.
+    pub fn alloc_containing(&self, addr: CUdeviceptr) -> Option<(usize, usize)> {
+        self.allocs
+            .iter()
+            .find(|(&start, a)| addr >= start && addr - start < a.bytes.max(1))
+            .map(|(_, a)| (a.device, a.ctx))
+    }
+
+    /// `cuMemCreate`: `bytes` (a non-zero multiple of [`PHYSICAL_GRANULARITY`], else
+    /// `CUDA_ERROR_INVALID_VALUE`) on the device at visible ordinal `dev`
+    /// (`CUDA_ERROR_INVALID_DEVICE`), `CUDA_ERROR_OUT_OF_MEMORY` above its free bytes.
+    pub fn physical_create(&mut self, dev: CUdevice, bytes: u64) -> Result<u64, CUresult> {
+        let i = self.ordinal(dev)?;
+        if bytes == 0 || !bytes.is_multiple_of(PHYSICAL_GRANULARITY) {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let d = &mut self.devices[i];
+        if bytes > d.free_mem {
+            return Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
+        }
+        d.free_mem -= bytes;
+        self.next_physical += 1;
+        let h = PHYSICAL_HANDLE_BASE + self.next_physical;
+        self.physical.insert(h, (i, bytes));
+        Ok(h)
+    }
+
+    /// `cuMemRelease`: `CUDA_ERROR_INVALID_VALUE` for a handle that is not live.
+    pub fn physical_release(&mut self, h: u64) -> Result<(), CUresult> {
+        let (i, bytes) = self
+            .physical
+            .remove(&h)
+            .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+        let d = &mut self.devices[i];
+        d.free_mem = d.free_mem.saturating_add(bytes).min(d.total_mem);
+        Ok(())
+    }
+
+    /// `cuStreamCreate` in context `ctx` (201/709 for a bad context).
+    pub fn stream_create(&mut self, ctx: usize) -> Result<usize, CUresult> {
+        self.ctx_device(ctx)?;
+        self.next_stream += 1;
+        let h = STREAM_HANDLE_BASE + self.next_stream * CTX_HANDLE_STEP;
+        self.streams.insert(h, ctx);
+        Ok(h)
+    }
+
+    /// `cuStreamDestroy`: `CUDA_ERROR_INVALID_HANDLE` for an unknown stream.
+    pub fn stream_destroy(&mut self, stream: usize) -> Result<(), CUresult> {
+        self.streams
+            .remove(&stream)
+            .map(|_| ())
+            .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
+    }
+
+    /// The context of `stream` as seen from a thread whose current context is `current`:
+    /// the default streams (0, 0x1, 0x2) follow `current` (201/709 when it is bad); an
+    /// unknown stream is `CUDA_ERROR_INVALID_HANDLE`, one whose context was destroyed
+    /// `CUDA_ERROR_CONTEXT_IS_DESTROYED`.
+    pub fn stream_ctx(&self, stream: usize, current: usize) -> Result<usize, CUresult> {
+        if stream <= 2 {
+            self.ctx_device(current)?;
+            return Ok(current);
+        }
+        let ctx = *self
+            .streams
+            .get(&stream)
+            .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)?;
+        self.ctx_device(ctx)?;
+        Ok(ctx)
+    }
+
+    /// Checks that a launch from a thread whose current context is `current` may use
+    /// `stream`: 201/709 for a bad current context, `CUDA_ERROR_INVALID_HANDLE` for an unknown
+    /// stream or one of another context, 709 for one whose context was destroyed. Returns
+    /// the current context's device.
+    pub fn launch_stream(&self, stream: usize, current: usize) -> Result<usize, CUresult> {
+        let device = self.ctx_device(current)?;
+        if self.stream_ctx(stream, current)? != current {
+            return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+        }
+        Ok(device)
+    }
+
+    /// The limits of kernel `f` on the device at visible ordinal `device`.
+    pub fn func_limits(&self, f: usize, device: usize) -> FuncLimits {
+        FuncLimits::of(
+            f,
+            &LaunchLimits::of(&self.devices[device]),
+            self.func_max_threads,
+            self.funcs.get(&f).copied().unwrap_or_default(),
+        )
+    }
+
+    /// The settings `cuFuncSetAttribute` made on kernel `f`, for changing.
+    pub fn func_settings(&mut self, f: usize) -> &mut FuncSettings {
+        self.funcs.entry(f).or_default()
+    }
+
     /// Records a pinned host allocation.
     pub fn host_insert(&mut self, p: usize) {
         self.host.insert(p);
@@ -508,6 +635,61 @@ mod tests {
         assert!(d.primary_retain(3).is_ok());
         // Memory queries still work on the refused devices.
         assert_eq!(d.device(0).map(|x| x.free_mem), Ok(DEFAULT_TOTAL_MEM));
+    }
+
+    #[test]
+    fn streams_physical_memory_and_pointers() {
+        let devices = (0..2)
+            .map(|i| {
+                Device::new(&PhysicalDevice {
+                    index: i,
+                    total_mem: 10 << 20,
+                    free_mem: 10 << 20,
+                    attr_overrides: BTreeMap::new(),
+                    name: None,
+                    busy: false,
+                    ctx_oom: false,
+                })
+            })
+            .collect();
+        let mut d = Driver::new(devices).expect("devices");
+        let a = d.ctx_create(0).expect("ctx");
+        let b = d.ctx_create(1).expect("ctx");
+        let s = d.stream_create(a).expect("stream");
+        assert_eq!(s, STREAM_HANDLE_BASE + CTX_HANDLE_STEP);
+        assert_eq!(d.stream_ctx(s, b), Ok(a));
+        assert_eq!(d.stream_ctx(0, b), Ok(b));
+        assert_eq!(d.stream_ctx(2, 0), Err(E_CTX));
+        assert_eq!(d.launch_stream(s, a), Ok(0));
+        assert_eq!(
+            d.launch_stream(s, b),
+            Err(CUresult::CUDA_ERROR_INVALID_HANDLE)
+        );
+        assert_eq!(
+            d.launch_stream(0x1234, a),
+            Err(CUresult::CUDA_ERROR_INVALID_HANDLE)
+        );
+        let p = d.mem_alloc(b, 4096).expect("alloc");
+        assert_eq!(d.alloc_containing(p + 100), Some((1, b)));
+        assert_eq!(d.alloc_containing(p + 4096), None);
+        assert_eq!(d.ctx_destroy(a), Ok(()));
+        assert_eq!(d.stream_ctx(s, b), Err(E_DESTROYED));
+        assert_eq!(d.launch_stream(s, b), Err(E_DESTROYED));
+        assert_eq!(d.stream_destroy(s), Ok(()));
+        assert_eq!(
+            d.stream_destroy(s),
+            Err(CUresult::CUDA_ERROR_INVALID_HANDLE)
+        );
+
+        assert_eq!(d.physical_create(0, 3 << 20), Err(E_VALUE));
+        assert_eq!(d.physical_create(0, 0), Err(E_VALUE));
+        assert_eq!(d.physical_create(0, 12 << 20), Err(E_OOM));
+        assert_eq!(d.physical_create(5, 2 << 20), Err(E_DEVICE));
+        let h = d.physical_create(1, 4 << 20).expect("create");
+        assert_eq!(d.mem_info(b), Ok(((6 << 20) - 4096, 10 << 20)));
+        assert_eq!(d.physical_release(h), Ok(()));
+        assert_eq!(d.physical_release(h), Err(E_VALUE));
+        assert_eq!(d.mem_info(b), Ok(((10 << 20) - 4096, 10 << 20)));
     }
 
     #[test]

@@ -180,6 +180,8 @@ fn child() {
         "threads" => threads(&cu),
         "overrides" => overrides(&cu),
         "unavailable" => unavailable(&cu),
+        "kernels" => kernels(&cu),
+        "memory_extras" => memory_extras(&cu),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -840,5 +842,256 @@ fn busy_prohibited_and_full_devices_refuse_contexts() {
             "cuCtxCreate_v2 flags=0 dev=3 -> 0",
             "cuDevicePrimaryCtxRetain dev=3 -> 0",
         ]
+    );
+}
+
+type FnFuncAttr = unsafe extern "C" fn(*mut c_int, c_int, Ptr) -> R;
+type FnFuncSet = unsafe extern "C" fn(Ptr, c_int, c_int) -> R;
+type FnOccupancy = unsafe extern "C" fn(*mut c_int, Ptr, c_int, usize) -> R;
+type FnCoop = unsafe extern "C" fn(
+    Ptr,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    Ptr,
+    *mut Ptr,
+) -> R;
+type FnStreamCreate = unsafe extern "C" fn(*mut Ptr, c_uint) -> R;
+type FnStreamCtx = unsafe extern "C" fn(Ptr, *mut Ptr) -> R;
+type FnLogCb = unsafe extern "C" fn(Ptr, c_int, *mut c_char, usize);
+type FnLogsRegister = unsafe extern "C" fn(Option<FnLogCb>, Ptr, *mut Ptr) -> R;
+type FnManaged = unsafe extern "C" fn(*mut u64, usize, c_uint) -> R;
+type FnMemCreate = unsafe extern "C" fn(*mut u64, usize, *const MemProp, u64) -> R;
+type FnRelease = unsafe extern "C" fn(u64) -> R;
+type FnGranularity = unsafe extern "C" fn(*mut usize, *const MemProp, c_int) -> R;
+type FnPtrAttr = unsafe extern "C" fn(Ptr, c_int, u64) -> R;
+type FnFreeAsync = unsafe extern "C" fn(u64, Ptr) -> R;
+
+/// `CUlaunchAttribute` as C lays it out (8-byte aligned: the value union holds pointers).
+#[repr(C)]
+struct LaunchAttr {
+    id: c_uint,
+    pad: [u8; 4],
+    value: [u64; 8],
+}
+
+/// `CUmemAllocationProp` as C lays it out.
+#[repr(C)]
+struct MemProp {
+    kind: c_int,
+    handle_types: c_int,
+    location_type: c_int,
+    location_id: c_int,
+    win32: Ptr,
+    flags: [u8; 8],
+}
+
+std::thread_local! {
+    static LOGGED: std::cell::RefCell<Vec<(c_int, String, usize)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+unsafe extern "C" fn log_cb(data: Ptr, level: c_int, message: *mut c_char, length: usize) {
+    assert_eq!(data as usize, 0xda7a);
+    // SAFETY: the fake passes a NUL-terminated message.
+    let text = unsafe { CStr::from_ptr(message) }
+        .to_string_lossy()
+        .into_owned();
+    LOGGED.with(|l| l.borrow_mut().push((level, text, length)));
+}
+
+fn kernels(cu: &Cuda) {
+    // SAFETY: (whole scenario) pointers to live locals of the ABI's types.
+    unsafe {
+        let mut handle: Ptr = std::ptr::null_mut();
+        let register = cu.f::<FnLogsRegister>("cuLogsRegisterCallback");
+        assert_eq!(register(None, std::ptr::null_mut(), &mut handle), 1);
+        assert_eq!(register(Some(log_cb), 0xda7a as Ptr, &mut handle), 0);
+        assert_eq!(handle as usize, 0x10c5_0001);
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        let mut ctx: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut ctx, 0, 0), 0);
+        let get = cu.f::<FnFuncAttr>("cuFuncGetAttribute");
+        let set = cu.f::<FnFuncSet>("cuFuncSetAttribute");
+        let plain = 0x1000 as Ptr;
+        let heavy = 0x2000 as Ptr;
+        let attr = |f: Ptr, a: c_int| {
+            let mut v = -7;
+            assert_eq!(get(&mut v, a, f), 0, "attr {a}");
+            v
+        };
+        assert_eq!(
+            (attr(plain, 0), attr(plain, 4), attr(plain, 8)),
+            (1024, 32, 49152)
+        );
+        assert_eq!((attr(heavy, 0), attr(heavy, 4)), (256, 248));
+        let mut v = 0;
+        assert_eq!(get(&mut v, 99, plain), 1);
+        assert_eq!(get(&mut v, 0, std::ptr::null_mut()), 400);
+
+        let launch = cu.f::<FnLaunch>("cuLaunchKernel");
+        let (s0, np) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // Register-limited kernel: 701 above 256 threads.
+        assert_eq!(launch(heavy, 1, 1, 1, 512, 1, 1, 0, s0, np, np), 701);
+        assert_eq!(launch(heavy, 1, 1, 1, 256, 1, 1, 0, s0, np, np), 0);
+        // 64 KiB of dynamic shared memory only after opting in.
+        assert_eq!(launch(plain, 1, 1, 1, 32, 1, 1, 65536, s0, np, np), 1);
+        LOGGED.with(|l| {
+            let l = l.borrow();
+            assert_eq!(l.len(), 2, "{l:?}");
+            assert_eq!(l[0].0, 0);
+            assert_eq!(
+                l[1].1,
+                "[cuLaunchKernel] dynamic shared memory 65536 exceeds the function limit 49152"
+            );
+            assert_eq!(l[1].2, l[1].1.len());
+        });
+        assert_eq!(set(plain, 8, 232_449), 1);
+        assert_eq!(set(plain, 8, 65536), 0);
+        assert_eq!(attr(plain, 8), 65536);
+        assert_eq!(launch(plain, 1, 1, 1, 32, 1, 1, 65536, s0, np, np), 0);
+        assert_eq!(set(plain, 3, 1), 1);
+
+        // Occupancy and cooperative launches: 2 blocks of 1024 threads per SM, 132 SMs.
+        let occ = cu.f::<FnOccupancy>("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        let mut n = -1;
+        assert_eq!(occ(&mut n, plain, 1024, 0), 0);
+        assert_eq!(n, 2);
+        assert_eq!(occ(&mut n, heavy, 512, 0), 0);
+        assert_eq!(n, 0);
+        let coop = cu.f::<FnCoop>("cuLaunchCooperativeKernel");
+        assert_eq!(coop(plain, 264, 1, 1, 1024, 1, 1, 0, s0, np), 0);
+        assert_eq!(coop(plain, 265, 1, 1, 1024, 1, 1, 0, s0, np), 720);
+
+        // Clusters through cuLaunchKernelEx.
+        let ex = cu.f::<FnLaunchEx>("cuLaunchKernelEx");
+        let mut attrs = [LaunchAttr {
+            id: 4,
+            pad: [0; 4],
+            value: [0; 8],
+        }];
+        attrs[0].value[..2].copy_from_slice(&[3 | (1 << 32), 1]);
+        let mut cfg = LaunchConfig {
+            grid: [8, 1, 1],
+            block: [128, 1, 1],
+            shmem: 0,
+            stream: s0,
+            attrs: attrs.as_mut_ptr().cast(),
+            num_attrs: 1,
+        };
+        assert_eq!(ex(&cfg, plain, np, np), 912);
+        attrs[0].value[..2].copy_from_slice(&[2 | (1 << 32), 1]);
+        cfg.attrs = attrs.as_mut_ptr().cast();
+        assert_eq!(ex(&cfg, plain, np, np), 0);
+        attrs[0].id = 2;
+        attrs[0].value[0] = 1;
+        cfg.attrs = attrs.as_mut_ptr().cast();
+        cfg.grid = [300, 1, 1];
+        cfg.block = [1024, 1, 1];
+        assert_eq!(ex(&cfg, plain, np, np), 720);
+
+        // Streams belong to their context.
+        let mut s: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnStreamCreate>("cuStreamCreate")(&mut s, 4), 1);
+        assert_eq!(cu.f::<FnStreamCreate>("cuStreamCreate")(&mut s, 1), 0);
+        let get_ctx = cu.f::<FnStreamCtx>("cuStreamGetCtx");
+        let mut owner: Ptr = std::ptr::null_mut();
+        assert_eq!(get_ctx(s, &mut owner), 0);
+        assert_eq!(owner, ctx);
+        let mut other: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut other, 0, 1), 0);
+        assert_eq!(launch(plain, 1, 1, 1, 32, 1, 1, 0, s, np, np), 400);
+        assert_eq!(get_ctx(s, &mut owner), 0);
+        assert_eq!(owner, ctx);
+        assert_eq!(get_ctx(std::ptr::null_mut(), &mut owner), 0);
+        assert_eq!(owner, other);
+        assert_eq!(cu.f::<FnCtx>("cuCtxDestroy_v2")(ctx), 0);
+        assert_eq!(get_ctx(s, &mut owner), 709);
+        assert_eq!(launch(plain, 1, 1, 1, 32, 1, 1, 0, s, np, np), 709);
+        assert_eq!(cu.f::<FnCtx>("cuStreamDestroy_v2")(s), 0);
+        assert_eq!(get_ctx(s, &mut owner), 400);
+        assert_eq!(cu.f::<FnCtx>("cuLogsUnregisterCallback")(handle), 0);
+        assert_eq!(cu.f::<FnCtx>("cuLogsUnregisterCallback")(handle), 1);
+    }
+}
+
+#[test]
+fn kernels_streams_and_driver_log() {
+    run_scenario(
+        "kernels",
+        &[
+            ("FAKE_CUDA_DEVICE_COUNT", "2"),
+            ("FAKE_CUDA_FUNC_MAX_THREADS", "256"),
+        ],
+    );
+}
+
+fn memory_extras(cu: &Cuda) {
+    // SAFETY: (whole scenario) pointers to live locals of the ABI's types.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        let mut ctx: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut ctx, 0, 1), 0);
+        let managed = cu.f::<FnManaged>("cuMemAllocManaged");
+        let mut p = 0u64;
+        assert_eq!(managed(&mut p, 4096, 3), 1);
+        assert_eq!(managed(&mut p, 0, 1), 1);
+        assert_eq!(managed(&mut p, 4096, 1), 0);
+        let ptr_attr = cu.f::<FnPtrAttr>("cuPointerGetAttribute");
+        let mut dev: c_int = -1;
+        assert_eq!(ptr_attr((&mut dev as *mut c_int).cast(), 9, p + 10), 0);
+        assert_eq!(dev, 1);
+        let mut owner: Ptr = std::ptr::null_mut();
+        assert_eq!(ptr_attr((&mut owner as *mut Ptr).cast(), 1, p), 0);
+        assert_eq!(owner, ctx);
+        assert_eq!(ptr_attr((&mut dev as *mut c_int).cast(), 9, p + 4096), 1);
+        assert_eq!(
+            cu.f::<FnFreeAsync>("cuMemFreeAsync_ptsz")(p, std::ptr::null_mut()),
+            0
+        );
+        assert_eq!(ptr_attr((&mut dev as *mut c_int).cast(), 9, p), 1);
+
+        let prop = MemProp {
+            kind: 1,
+            handle_types: 0,
+            location_type: 1,
+            location_id: 0,
+            win32: std::ptr::null_mut(),
+            flags: [0; 8],
+        };
+        let mut g = 0usize;
+        let gran = cu.f::<FnGranularity>("cuMemGetAllocationGranularity");
+        assert_eq!(gran(&mut g, &prop, 0), 0);
+        assert_eq!(g, 2 << 20);
+        assert_eq!(gran(&mut g, &prop, 7), 1);
+        let create = cu.f::<FnMemCreate>("cuMemCreate");
+        let mut h = 0u64;
+        assert_eq!(create(&mut h, 3 << 20, &prop, 0), 1);
+        assert_eq!(create(&mut h, 4 << 20, &prop, 0), 0);
+        assert_eq!(h, 0x6000_0001);
+        assert_eq!(create(&mut h, 64 << 20, &prop, 0), 2);
+        let bad = MemProp {
+            location_id: 9,
+            ..prop
+        };
+        assert_eq!(create(&mut h, 2 << 20, &bad, 0), 101);
+        let release = cu.f::<FnRelease>("cuMemRelease");
+        assert_eq!(release(0x6000_0001), 0);
+        assert_eq!(release(0x6000_0001), 1);
+    }
+}
+
+#[test]
+fn managed_physical_memory_and_pointer_attributes() {
+    run_scenario(
+        "memory_extras",
+        &[
+            ("FAKE_CUDA_DEVICE_COUNT", "2"),
+            ("FAKE_CUDA_TOTAL_MEM", "41943040"),
+        ],
     );
 }

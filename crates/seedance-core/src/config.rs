@@ -35,6 +35,31 @@ impl fmt::Display for Mode {
     }
 }
 
+/// When launches and allocations are checked against the device's limits
+/// (`SEEDANCE_VALIDATE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validate {
+    /// No checks: a failed launch or allocation is reported as a plain `call_failed`.
+    Off,
+    /// Explain after the driver failed (default): a successful call costs nothing.
+    Post,
+    /// Check before the call as well: an invalid launch or allocation is refused with the
+    /// code the driver would return, without reaching the driver. Costs a few driver
+    /// queries per launch.
+    Pre,
+}
+
+impl Validate {
+    /// The spelling used in `SEEDANCE_VALIDATE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Validate::Off => "off",
+            Validate::Post => "post",
+            Validate::Pre => "pre",
+        }
+    }
+}
+
 /// The `SEEDANCE_*` variables exactly as found (`None` = unset).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawConfig {
@@ -54,6 +79,8 @@ pub struct RawConfig {
     pub min_free_memory: Option<String>,
     /// `SEEDANCE_NVML_LIB`.
     pub nvml_lib: Option<String>,
+    /// `SEEDANCE_VALIDATE`.
+    pub validate: Option<String>,
 }
 
 impl RawConfig {
@@ -69,6 +96,7 @@ impl RawConfig {
             exclude_devices: get("SEEDANCE_EXCLUDE_DEVICES"),
             min_free_memory: get("SEEDANCE_MIN_FREE_MEMORY"),
             nvml_lib: get("SEEDANCE_NVML_LIB"),
+            validate: get("SEEDANCE_VALIDATE"),
         }
     }
 
@@ -101,6 +129,8 @@ pub struct Config {
     pub min_free_memory: Option<u64>,
     /// Path of `libnvidia-ml` to use instead of `libnvidia-ml.so.1` (default `None`).
     pub nvml_lib: Option<PathBuf>,
+    /// When launches and allocations are checked (default [`Validate::Post`]).
+    pub validate: Validate,
 }
 
 impl Default for Config {
@@ -114,6 +144,7 @@ impl Default for Config {
             exclude_devices: None,
             min_free_memory: None,
             nvml_lib: None,
+            validate: Validate::Post,
         }
     }
 }
@@ -167,6 +198,16 @@ impl Config {
             }
         }
         cfg.nvml_lib = non_empty_path(&raw.nvml_lib, "SEEDANCE_NVML_LIB", &mut warnings);
+        if let Some(v) = &raw.validate {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "post" | "" => cfg.validate = Validate::Post,
+                "pre" => cfg.validate = Validate::Pre,
+                "off" | "0" => cfg.validate = Validate::Off,
+                _ => warnings.push(format!(
+                    "SEEDANCE_VALIDATE={v:?} is not one of pre, post, off; using post"
+                )),
+            }
+        }
         (cfg, warnings)
     }
 }
@@ -282,6 +323,30 @@ mod tests {
                 "SEEDANCE_MIN_FREE_MEMORY=\"-5G\" is not a size (\"-5G\" is negative; expected a byte count such as 512MiB); using no minimum".to_string(),
             ]
         );
+    }
+
+    #[test]
+    fn validate_values() {
+        for (s, v) in [
+            ("pre", Validate::Pre),
+            (" POST ", Validate::Post),
+            ("off", Validate::Off),
+            ("0", Validate::Off),
+            ("", Validate::Post),
+        ] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_VALIDATE", s)]));
+            assert_eq!(cfg.validate, v, "{s:?}");
+            assert!(w.is_empty(), "{w:?}");
+        }
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_VALIDATE", "always")]));
+        assert_eq!(cfg.validate, Validate::Post);
+        assert_eq!(
+            w,
+            vec![
+                "SEEDANCE_VALIDATE=\"always\" is not one of pre, post, off; using post".to_string()
+            ]
+        );
+        assert_eq!(Validate::Pre.as_str(), "pre");
     }
 
     proptest! {

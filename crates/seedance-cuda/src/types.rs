@@ -145,3 +145,87 @@ pub mod attr {
     /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN` (bytes; 227 KiB on H100/H200).
     pub const MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
 }
+
+/// `CUmemGenericAllocationHandle` (`cuda.h`, CUDA 10.2+): a physical allocation made by
+/// `cuMemCreate`, an opaque 64-bit value.
+pub type CUmemGenericAllocationHandle = u64;
+
+/// `CUmemLocation` (`cuda.h`): where memory lives.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CUmemLocation {
+    /// `CUmemLocationType`: 1 = `CU_MEM_LOCATION_TYPE_DEVICE` (then `id` is a device
+    /// ordinal), 2 = host.
+    pub type_: i32,
+    /// Device ordinal (or host NUMA node, by type).
+    pub id: i32,
+}
+
+/// `CU_MEM_LOCATION_TYPE_DEVICE`.
+pub const CU_MEM_LOCATION_TYPE_DEVICE: i32 = 1;
+/// `CU_MEM_ALLOCATION_TYPE_PINNED`: the only `CUmemAllocationType` `cuMemCreate` takes.
+pub const CU_MEM_ALLOCATION_TYPE_PINNED: i32 = 1;
+
+/// `CUmemAllocationProp` (`cuda.h`, CUDA 13.0): what `cuMemCreate` and
+/// `cuMemGetAllocationGranularity` take, 32 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CUmemAllocationProp {
+    /// `CUmemAllocationType` (1 = pinned).
+    pub type_: i32,
+    /// `CUmemAllocationHandleType` bit mask.
+    pub requested_handle_types: i32,
+    /// Where the memory is (a device for `cuMemCreate`).
+    pub location: CUmemLocation,
+    /// `win32HandleMetaData` (unused on Linux).
+    pub win32_handle_meta_data: *mut c_void,
+    /// `allocFlags`: compression type, GPUDirect RDMA capable, usage, 4 reserved bytes.
+    pub alloc_flags: [u8; 8],
+}
+
+/// `CUfunction_attribute` values (`cuda.h`, CUDA 13.0) the shim and the fake driver use.
+pub mod func_attr {
+    /// `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`: threads per block the kernel can run with
+    /// (lower than the device's for register-heavy kernels).
+    pub const MAX_THREADS_PER_BLOCK: i32 = 0;
+    /// `CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`: static shared memory, bytes.
+    pub const SHARED_SIZE_BYTES: i32 = 1;
+    /// `CU_FUNC_ATTRIBUTE_NUM_REGS`: registers per thread.
+    pub const NUM_REGS: i32 = 4;
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`: dynamic shared memory limit, bytes.
+    pub const MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
+    /// `CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED`: clusters above 8 blocks allowed.
+    pub const NON_PORTABLE_CLUSTER_SIZE_ALLOWED: i32 = 14;
+}
+
+/// `CUlaunchAttributeID` values (`cuda.h`) the shim and the fake driver read.
+pub mod launch_attr {
+    /// `CU_LAUNCH_ATTRIBUTE_COOPERATIVE`: value `int cooperative`.
+    pub const COOPERATIVE: u32 = 2;
+    /// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`: value `struct { unsigned x, y, z; }`.
+    pub const CLUSTER_DIMENSION: u32 = 4;
+}
+
+/// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` (`CUpointer_attribute`): the device ordinal of an
+/// allocation, an `int`.
+pub const CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: i32 = 9;
+/// `CU_POINTER_ATTRIBUTE_CONTEXT`: the context of an allocation, a `CUcontext`.
+pub const CU_POINTER_ATTRIBUTE_CONTEXT: i32 = 1;
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn c_layouts() {
+        assert_eq!(std::mem::size_of::<CUmemAllocationProp>(), 32);
+        assert_eq!(std::mem::offset_of!(CUmemAllocationProp, location), 8);
+        assert_eq!(
+            std::mem::offset_of!(CUmemAllocationProp, win32_handle_meta_data),
+            16
+        );
+        assert_eq!(std::mem::size_of::<CUlaunchAttribute>(), 72);
+        assert_eq!(std::mem::offset_of!(CUlaunchConfig, h_stream), 32);
+        assert_eq!(std::mem::size_of::<CUlaunchConfig>(), 56);
+    }
+}

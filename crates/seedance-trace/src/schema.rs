@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 /// The schema version written in every record's `v` field.
 ///
 /// History: 1 = session_start, call_failed, exit_summary. 2 = device_fault, device_fallback,
-/// session_start.topology, exit_summary.repairs and .fallbacks.
-pub const SCHEMA_VERSION: u32 = 2;
+/// session_start.topology, exit_summary.repairs and .fallbacks. 3 = launch_fault,
+/// alloc_fault.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One line of the trace: the envelope fields and one event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +44,10 @@ pub enum Event {
     DeviceFault(DeviceFault),
     /// A request moved to another device by the fix mode (schema 2).
     DeviceFallback(DeviceFallback),
+    /// A failed (or refused) kernel launch, explained (schema 3).
+    LaunchFault(LaunchFault),
+    /// A failed (or refused) allocation, explained (schema 3).
+    AllocFault(AllocFault),
 }
 
 /// The `device_fault` event: a call asked for a device it cannot have. Written once per
@@ -83,6 +88,100 @@ pub struct DeviceFallback {
     pub result: u32,
     /// The announcement, as printed on stderr.
     pub explanation: String,
+}
+
+/// The `launch_fault` event: a kernel launch failed (or, with `SEEDANCE_VALIDATE=pre`, was
+/// refused before reaching the driver) and the shim named the limit it broke. Written once
+/// per distinct (function, check, requested value); later repeats are counted in the exit
+/// summary only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchFault {
+    /// Exported symbol of the call (`cuLaunchKernel`, `cuLaunchKernelEx_ptsz`,
+    /// `cuLaunchCooperativeKernel`, ...).
+    pub function: String,
+    /// What the program got, as a number (the driver's code; for a refused launch, the code
+    /// the driver returns for that fault).
+    pub result: u32,
+    /// The CUresult name, when known.
+    pub result_name: Option<String>,
+    /// Which limit: `block_dim`, `threads_per_block`, `func_max_threads`, `grid_dim`,
+    /// `zero_dim`, `shared_memory`, `cluster_dim`, `cooperative_grid`, `no_context`,
+    /// `stream_context`, `destroyed_context` or `unknown`.
+    pub check: String,
+    /// The limit in force, in the check's unit (threads, blocks or bytes); `None` for the
+    /// context checks and `unknown`.
+    pub limit: Option<u64>,
+    /// The value the launch asked for, in the same unit.
+    pub requested: Option<u64>,
+    /// CUDA ordinal of the current context's device, when one is current.
+    pub device: Option<i32>,
+    /// Grid dimensions in blocks, as passed.
+    pub grid: [u32; 3],
+    /// Block dimensions in threads, as passed.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, bytes, as passed.
+    pub shared_mem_bytes: u32,
+    /// `true` when the shim refused the launch before the driver saw it
+    /// (`SEEDANCE_VALIDATE=pre`).
+    pub refused_before_driver: bool,
+    /// The explanation, as printed on stderr (without the function and code prefix).
+    pub explanation: String,
+    /// The driver's own message for this failure (`cuLogsRegisterCallback`, drivers of CUDA
+    /// 12.9 and later), when it logged one on the calling thread.
+    pub driver_message: Option<String>,
+}
+
+/// The `alloc_fault` event: an allocation failed (or was refused before reaching the driver)
+/// and the shim explained why. Written once per distinct (function, check, requested size).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocFault {
+    /// Exported symbol of the call (`cuMemAlloc_v2`, `cuMemAllocPitch_v2`,
+    /// `cuMemAllocAsync`, `cuMemAllocManaged`, `cuMemHostAlloc`, `cuMemCreate`).
+    pub function: String,
+    /// What the program got, as a number.
+    pub result: u32,
+    /// The CUresult name, when known.
+    pub result_name: Option<String>,
+    /// `zero_size`, `exceeds_total`, `granularity`, `out_of_memory` or `unknown`.
+    pub check: String,
+    /// Bytes requested (for `cuMemAllocPitch_v2`, `WidthInBytes x Height`).
+    pub requested_bytes: u64,
+    /// The same size read as a signed 64-bit number: negative when a negative size was
+    /// converted to `size_t` (`(size_t)-4096` is -4096).
+    pub requested_signed: i64,
+    /// The limit broken, bytes: total memory (`exceeds_total`), granularity
+    /// (`granularity`), free memory (`out_of_memory`).
+    pub limit_bytes: Option<u64>,
+    /// CUDA ordinal of the device (`None` for pinned host memory or when unknown).
+    pub device: Option<i32>,
+    /// Free bytes at the moment of the failure (`cuMemGetInfo_v2`; host: `MemAvailable`).
+    pub free_bytes: Option<u64>,
+    /// Total bytes (`cuMemGetInfo_v2` or `cuDeviceTotalMem_v2`; host: `MemTotal`).
+    pub total_bytes: Option<u64>,
+    /// Bytes in this process's own live allocations on the device (a lower bound when some
+    /// allocations could not be tracked).
+    pub process_live_bytes: Option<u64>,
+    /// Number of those allocations.
+    pub process_live_allocations: Option<u64>,
+    /// Other visible devices with at least `requested_bytes` free (NVML); `None` when
+    /// unknown (no NVML), empty when none has room.
+    pub other_devices_with_room: Option<Vec<DeviceRoom>>,
+    /// `true` when the shim refused the allocation before the driver saw it
+    /// (`SEEDANCE_VALIDATE=pre`).
+    pub refused_before_driver: bool,
+    /// The explanation, as printed on stderr (without the function and code prefix).
+    pub explanation: String,
+    /// The driver's own message for this failure, when it logged one on the calling thread.
+    pub driver_message: Option<String>,
+}
+
+/// A device with room for a failed allocation, in `alloc_fault`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceRoom {
+    /// CUDA ordinal.
+    pub ordinal: i32,
+    /// Free memory (NVML), bytes.
+    pub free_bytes: u64,
 }
 
 /// The `session_start` event.
@@ -209,8 +308,56 @@ mod tests {
         let line = serde_json::to_string(&sample()).unwrap();
         assert_eq!(
             line,
-            r#"{"v":2,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
+            r#"{"v":3,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
         );
+    }
+
+    #[test]
+    fn fault_events_round_trip() {
+        let launch = Event::LaunchFault(LaunchFault {
+            function: "cuLaunchKernel".into(),
+            result: 1,
+            result_name: Some("CUDA_ERROR_INVALID_VALUE".into()),
+            check: "threads_per_block".into(),
+            limit: Some(1024),
+            requested: Some(1056),
+            device: Some(0),
+            grid: [1, 1, 1],
+            block: [32, 33, 1],
+            shared_mem_bytes: 0,
+            refused_before_driver: false,
+            explanation: "block (32,33,1) = 1056 threads".into(),
+            driver_message: None,
+        });
+        let line = serde_json::to_string(&launch).unwrap();
+        assert!(line.starts_with(r#"{"event":"launch_fault","function":"cuLaunchKernel""#));
+        assert!(line.contains(r#""block":[32,33,1]"#), "{line}");
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), launch);
+        let alloc = Event::AllocFault(AllocFault {
+            function: "cuMemAlloc_v2".into(),
+            result: 2,
+            result_name: Some("CUDA_ERROR_OUT_OF_MEMORY".into()),
+            check: "out_of_memory".into(),
+            requested_bytes: u64::MAX - 4095,
+            requested_signed: -4096,
+            limit_bytes: Some(1),
+            device: Some(0),
+            free_bytes: Some(1),
+            total_bytes: Some(2),
+            process_live_bytes: Some(0),
+            process_live_allocations: Some(0),
+            other_devices_with_room: Some(vec![DeviceRoom {
+                ordinal: 1,
+                free_bytes: 2,
+            }]),
+            refused_before_driver: false,
+            explanation: "x".into(),
+            driver_message: Some("out of memory".into()),
+        });
+        let line = serde_json::to_string(&alloc).unwrap();
+        assert!(line.contains(r#""requested_signed":-4096"#), "{line}");
+        assert!(line.contains(r#""other_devices_with_room":[{"ordinal":1,"free_bytes":2}]"#));
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), alloc);
     }
 
     #[test]

@@ -265,3 +265,9 @@ pub fn secure_execution() -> bool {
     // SAFETY: getauxval has no preconditions; an unknown type returns 0.
     unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
 }
+
+/// Registers `child` to run in the child after every `fork()` (pthread_atfork(3)).
+pub fn on_fork_child(child: extern "C" fn()) {
+    // SAFETY: registering a plain function pointer; no prepare or parent handler.
+    unsafe { libc::pthread_atfork(None, None, Some(child)) };
+}

@@ -1,31 +1,45 @@
 //! Launches and stream synchronisation: `cuLaunchKernel(_ptsz)`, `cuLaunchKernelEx(_ptsz)`,
-//! `cuStreamSynchronize(_ptsz)`. Launches only validate; nothing runs.
+//! `cuLaunchCooperativeKernel(_ptsz)`, `cuStreamSynchronize(_ptsz)`. Launches only
+//! validate; nothing runs. A refused launch leaves a message for the log callbacks
+//! ([`crate::logs`]).
 
 use std::ffi::{c_uint, c_void};
 
 use seedance_cuda::{CUfunction, CUlaunchConfig, CUresult, CUstream};
 
 use crate::global::{call_driver, current};
-use crate::launch::{check, LaunchDims, LaunchLimits};
+use crate::launch::{check_detailed, LaunchDims, LaunchLimits};
+use crate::logs;
 use crate::state::Driver;
 
-/// Checks one launch against the current context's device.
+/// Most launch attributes read from a `CUlaunchConfig`.
+const MAX_ATTRS: usize = 64;
+
+/// Checks one launch against the current context's device and the kernel's limits.
 fn validate(
+    name: &str,
     d: &Driver,
     f: CUfunction,
+    stream: CUstream,
     dims: Option<&LaunchDims>,
     kernel_params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> Result<(), CUresult> {
-    let device = d.ctx_device(current())?;
+    let device = d.launch_stream(stream as usize, current())?;
     let dims = dims.ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
     if f.is_null() {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
     }
     if !kernel_params.is_null() && !extra.is_null() {
+        logs::set_pending(name, "kernelParams and extra are both given; pass only one");
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
-    check(&LaunchLimits::of(d.device_at(device)), dims)
+    let limits = LaunchLimits::of(d.device_at(device));
+    let func = d.func_limits(f as usize, device);
+    check_detailed(&limits, &func, dims).map_err(|(code, message)| {
+        logs::set_pending(name, &message);
+        code
+    })
 }
 
 fn dims_text(dims: &LaunchDims) -> String {
@@ -47,13 +61,16 @@ fn launch_kernel(
     stream: CUstream,
     kernel_params: *mut *mut c_void,
     extra: *mut *mut c_void,
+    cooperative: bool,
 ) -> CUresult {
     let dims = LaunchDims {
         grid,
         block,
         shared_mem,
+        cluster: None,
+        cooperative,
     };
-    call_driver(
+    let r = call_driver(
         name,
         || {
             format!(
@@ -63,15 +80,18 @@ fn launch_kernel(
                 stream as usize
             )
         },
-        |d| validate(d, f, Some(&dims), kernel_params, extra),
-    )
+        |d| validate(name, d, f, stream, Some(&dims), kernel_params, extra),
+    );
+    logs::deliver_pending();
+    r
 }
 
 /// `cuLaunchKernel(CUfunction f, unsigned gridDimX, gridDimY, gridDimZ, blockDimX,
 /// blockDimY, blockDimZ, unsigned sharedMemBytes, CUstream hStream, void **kernelParams,
-/// void **extra)`: 201 without a current context, `INVALID_HANDLE` for a null function,
-/// `INVALID_VALUE` for a configuration over the device limits (see [`crate::launch`]) or
-/// both `kernelParams` and `extra` given.
+/// void **extra)`: 201/709 without a live current context, `INVALID_HANDLE` for a null
+/// function or a stream of another context, `INVALID_VALUE` for a configuration over the
+/// device or kernel limits (see [`crate::launch`]) or both `kernelParams` and `extra` given,
+/// `LAUNCH_OUT_OF_RESOURCES` for a block larger than a register-limited kernel allows.
 ///
 /// # Safety
 ///
@@ -100,6 +120,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
         h_stream,
         kernel_params,
         extra,
+        false,
     )
 }
 
@@ -132,6 +153,76 @@ pub unsafe extern "C" fn cuLaunchKernel_ptsz(
         h_stream,
         kernel_params,
         extra,
+        false,
+    )
+}
+
+/// `cuLaunchCooperativeKernel(CUfunction f, unsigned gridDimX, gridDimY, gridDimZ,
+/// blockDimX, blockDimY, blockDimZ, unsigned sharedMemBytes, CUstream hStream,
+/// void **kernelParams)`: the checks of [`cuLaunchKernel`], and
+/// `COOPERATIVE_LAUNCH_TOO_LARGE` when the grid has more blocks than can be resident at once
+/// (occupancy x SM count).
+///
+/// # Safety
+///
+/// None: no pointer argument is dereferenced.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cuLaunchCooperativeKernel(
+    f: CUfunction,
+    grid_dim_x: c_uint,
+    grid_dim_y: c_uint,
+    grid_dim_z: c_uint,
+    block_dim_x: c_uint,
+    block_dim_y: c_uint,
+    block_dim_z: c_uint,
+    shared_mem_bytes: c_uint,
+    h_stream: CUstream,
+    kernel_params: *mut *mut c_void,
+) -> CUresult {
+    launch_kernel(
+        "cuLaunchCooperativeKernel",
+        f,
+        [grid_dim_x, grid_dim_y, grid_dim_z],
+        [block_dim_x, block_dim_y, block_dim_z],
+        shared_mem_bytes,
+        h_stream,
+        kernel_params,
+        std::ptr::null_mut(),
+        true,
+    )
+}
+
+/// `cuLaunchCooperativeKernel_ptsz`: the per-thread-default-stream variant of
+/// [`cuLaunchCooperativeKernel`].
+///
+/// # Safety
+///
+/// None: no pointer argument is dereferenced.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cuLaunchCooperativeKernel_ptsz(
+    f: CUfunction,
+    grid_dim_x: c_uint,
+    grid_dim_y: c_uint,
+    grid_dim_z: c_uint,
+    block_dim_x: c_uint,
+    block_dim_y: c_uint,
+    block_dim_z: c_uint,
+    shared_mem_bytes: c_uint,
+    h_stream: CUstream,
+    kernel_params: *mut *mut c_void,
+) -> CUresult {
+    launch_kernel(
+        "cuLaunchCooperativeKernel_ptsz",
+        f,
+        [grid_dim_x, grid_dim_y, grid_dim_z],
+        [block_dim_x, block_dim_y, block_dim_z],
+        shared_mem_bytes,
+        h_stream,
+        kernel_params,
+        std::ptr::null_mut(),
+        true,
     )
 }
 
@@ -139,7 +230,8 @@ pub unsafe extern "C" fn cuLaunchKernel_ptsz(
 ///
 /// # Safety
 ///
-/// `config` must be null or point to a valid `CUlaunchConfig`.
+/// `config` must be null or point to a valid `CUlaunchConfig` whose `attrs` holds
+/// `num_attrs` attributes.
 unsafe fn launch_kernel_ex(
     name: &str,
     config: *const CUlaunchConfig,
@@ -149,8 +241,18 @@ unsafe fn launch_kernel_ex(
 ) -> CUresult {
     // SAFETY: null or a valid CUlaunchConfig, per the caller's contract.
     let cfg = unsafe { config.as_ref() };
-    let dims = cfg.map(LaunchDims::from_config);
-    call_driver(
+    let dims = cfg.map(|c| {
+        let mut dims = LaunchDims::from_config(c);
+        if !c.attrs.is_null() {
+            for i in 0..(c.num_attrs as usize).min(MAX_ATTRS) {
+                // SAFETY: `attrs` holds `num_attrs` attributes, per the caller's contract;
+                // read unaligned so that a misaligned array cannot make us fault.
+                dims.apply(&unsafe { c.attrs.add(i).read_unaligned() });
+            }
+        }
+        dims
+    });
+    let r = call_driver(
         name,
         || match cfg {
             Some(c) => format!(
@@ -167,14 +269,19 @@ unsafe fn launch_kernel_ex(
                 d.ctx_device(current())?;
                 return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
             }
-            validate(d, f, dims.as_ref(), kernel_params, extra)
+            let stream = cfg.map_or(std::ptr::null_mut(), |c| c.h_stream);
+            validate(name, d, f, stream, dims.as_ref(), kernel_params, extra)
         },
-    )
+    );
+    logs::deliver_pending();
+    r
 }
 
 /// `cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-/// void **extra)`: the checks of [`cuLaunchKernel`] on the config's values; a null config,
-/// or `numAttrs > 0` with null `attrs`, is `INVALID_VALUE`. Attributes are not read.
+/// void **extra)`: the checks of [`cuLaunchKernel`] on the config's values, with the launch
+/// attributes `CU_LAUNCH_ATTRIBUTE_COOPERATIVE` and `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`
+/// applied (see [`crate::launch`]); a null config, or `numAttrs > 0` with null `attrs`, is
+/// `INVALID_VALUE`.
 ///
 /// # Safety
 ///

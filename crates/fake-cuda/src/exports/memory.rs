@@ -1,15 +1,26 @@
-//! Memory: `cuMemAlloc_v2`, `cuMemAllocPitch_v2`, `cuMemAllocAsync(_ptsz)`, `cuMemFree_v2`,
-//! `cuMemGetInfo_v2`, `cuMemHostAlloc`, `cuMemFreeHost`.
+//! Memory: `cuMemAlloc_v2`, `cuMemAllocPitch_v2`, `cuMemAllocAsync(_ptsz)`,
+//! `cuMemAllocManaged`, `cuMemFree_v2`, `cuMemFreeAsync(_ptsz)`, `cuMemGetInfo_v2`,
+//! `cuMemHostAlloc`, `cuMemFreeHost`, `cuMemCreate`, `cuMemRelease`,
+//! `cuMemGetAllocationGranularity`, `cuPointerGetAttribute`.
 //!
 //! Device memory is accounting only (see [`crate::state`]); host memory is real (`malloc`).
+//! A failed `cuMemAlloc_v2` leaves a message for the log callbacks ([`crate::logs`]).
 
-use std::ffi::{c_uint, c_void};
+use std::ffi::{c_int, c_uint, c_void};
 
-use seedance_cuda::{CUdeviceptr, CUresult, CUstream};
+use seedance_cuda::{
+    CUdeviceptr, CUmemAllocationProp, CUmemGenericAllocationHandle, CUresult, CUstream,
+    CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE, CU_POINTER_ATTRIBUTE_CONTEXT,
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+};
 
 use super::non_null;
 use crate::global::{call_driver, current};
-use crate::state::Driver;
+use crate::logs;
+use crate::state::{Driver, PHYSICAL_GRANULARITY};
+
+/// Flags `cuMemAllocManaged` accepts: `CU_MEM_ATTACH_GLOBAL` (1) or `CU_MEM_ATTACH_HOST` (2).
+pub const MANAGED_FLAGS: [c_uint; 2] = [1, 2];
 
 /// Pitch alignment of `cuMemAllocPitch_v2`, bytes.
 pub const PITCH_ALIGN: usize = 512;
@@ -36,15 +47,27 @@ unsafe fn alloc_into(d: &mut Driver, dptr: *mut CUdeviceptr, bytes: usize) -> Re
 /// `dptr` must be null or valid for writing one `CUdeviceptr`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
-    call_driver(
+    let r = call_driver(
         "cuMemAlloc_v2",
         || format!("bytes={bytesize}"),
         |d| {
             non_null(&[dptr.cast()])?;
             // SAFETY: non-null; forwarded caller contract.
-            unsafe { alloc_into(d, dptr, bytesize) }
+            unsafe { alloc_into(d, dptr, bytesize) }.inspect_err(|e| {
+                let what = match *e {
+                    CUresult::CUDA_ERROR_OUT_OF_MEMORY => "out of memory",
+                    CUresult::CUDA_ERROR_INVALID_VALUE => "invalid size",
+                    _ => return,
+                };
+                logs::set_pending(
+                    "cuMemAlloc_v2",
+                    &format!("{what}: {bytesize} bytes requested"),
+                );
+            })
         },
-    )
+    );
+    logs::deliver_pending();
+    r
 }
 
 /// `cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
@@ -151,6 +174,200 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
         "cuMemFree_v2",
         || format!("ptr={dptr:#x}"),
         |d| d.mem_free(current(), dptr),
+    )
+}
+
+/// `cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)`: accounted
+/// like `cuMemAlloc_v2` on the current context's device; flags must be
+/// `CU_MEM_ATTACH_GLOBAL` or `CU_MEM_ATTACH_HOST`, else `INVALID_VALUE`.
+///
+/// # Safety
+///
+/// `dptr` must be null or valid for writing one `CUdeviceptr`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocManaged(
+    dptr: *mut CUdeviceptr,
+    bytesize: usize,
+    flags: c_uint,
+) -> CUresult {
+    call_driver(
+        "cuMemAllocManaged",
+        || format!("bytes={bytesize} flags={flags}"),
+        |d| {
+            non_null(&[dptr.cast()])?;
+            d.ctx_device(current())?;
+            if !MANAGED_FLAGS.contains(&flags) {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            // SAFETY: non-null; forwarded caller contract.
+            unsafe { alloc_into(d, dptr, bytesize) }
+        },
+    )
+}
+
+/// Shared body of the two `cuMemFreeAsync` variants.
+fn free_async(name: &str, dptr: CUdeviceptr, stream: CUstream) -> CUresult {
+    call_driver(
+        name,
+        || format!("ptr={dptr:#x} stream={:#x}", stream as usize),
+        |d| d.mem_free(current(), dptr),
+    )
+}
+
+/// `cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)`: as `cuMemFree_v2`; the stream is
+/// not checked.
+///
+/// # Safety
+///
+/// None: the address is only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, h_stream: CUstream) -> CUresult {
+    free_async("cuMemFreeAsync", dptr, h_stream)
+}
+
+/// `cuMemFreeAsync_ptsz`: the per-thread-default-stream variant of `cuMemFreeAsync`.
+///
+/// # Safety
+///
+/// None: the address is only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFreeAsync_ptsz(dptr: CUdeviceptr, h_stream: CUstream) -> CUresult {
+    free_async("cuMemFreeAsync_ptsz", dptr, h_stream)
+}
+
+/// The device ordinal a `CUmemAllocationProp` names: pinned memory on a device, else
+/// `INVALID_VALUE`.
+///
+/// # Safety
+///
+/// `prop` must be null or point to a valid `CUmemAllocationProp`.
+unsafe fn prop_device(prop: *const CUmemAllocationProp) -> Result<i32, CUresult> {
+    // SAFETY: null or valid, per the caller's contract.
+    let p = unsafe { prop.as_ref() }.ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+    if p.type_ != CU_MEM_ALLOCATION_TYPE_PINNED || p.location.type_ != CU_MEM_LOCATION_TYPE_DEVICE {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    Ok(p.location.id)
+}
+
+/// `cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+/// const CUmemAllocationProp *prop, unsigned long long flags)`: pinned memory on the
+/// device `prop->location.id`; the size must be a non-zero multiple of 2 MiB and `flags`
+/// 0, else `INVALID_VALUE`; `OUT_OF_MEMORY` above the device's free bytes.
+///
+/// # Safety
+///
+/// `handle` must be null or valid for writing one handle; `prop` null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemCreate(
+    handle: *mut CUmemGenericAllocationHandle,
+    size: usize,
+    prop: *const CUmemAllocationProp,
+    flags: u64,
+) -> CUresult {
+    // SAFETY: forwarded caller contract.
+    let dev = unsafe { prop_device(prop) };
+    call_driver(
+        "cuMemCreate",
+        || {
+            let dev = dev.map_or_else(|_| "?".to_string(), |d| d.to_string());
+            format!("bytes={size} dev={dev} flags={flags}")
+        },
+        |d| {
+            non_null(&[handle.cast()])?;
+            if flags != 0 {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            let h = d.physical_create(dev?, size as u64)?;
+            // SAFETY: non-null, and the caller guarantees it is writable.
+            unsafe { handle.write(h) };
+            Ok(())
+        },
+    )
+}
+
+/// `cuMemRelease(CUmemGenericAllocationHandle handle)`: `INVALID_VALUE` for a handle that
+/// is not live.
+///
+/// # Safety
+///
+/// None: the handle is only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
+    call_driver(
+        "cuMemRelease",
+        || format!("handle={handle:#x}"),
+        |d| d.physical_release(handle),
+    )
+}
+
+/// `cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+/// CUmemAllocationGranularity_flags option)`: 2 MiB for options 0 (minimum) and 1
+/// (recommended) on a valid device; `INVALID_DEVICE` for another ordinal.
+///
+/// # Safety
+///
+/// `granularity` must be null or valid for writing one `size_t`; `prop` null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetAllocationGranularity(
+    granularity: *mut usize,
+    prop: *const CUmemAllocationProp,
+    option: c_int,
+) -> CUresult {
+    // SAFETY: forwarded caller contract.
+    let dev = unsafe { prop_device(prop) };
+    call_driver(
+        "cuMemGetAllocationGranularity",
+        || {
+            let dev = dev.map_or_else(|_| "?".to_string(), |d| d.to_string());
+            format!("option={option} dev={dev}")
+        },
+        |d| {
+            non_null(&[granularity.cast()])?;
+            if option != 0 && option != 1 {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            d.ordinal(dev?)?;
+            // SAFETY: non-null, and the caller guarantees it is writable.
+            unsafe { granularity.write(PHYSICAL_GRANULARITY as usize) };
+            Ok(())
+        },
+    )
+}
+
+/// `cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)`:
+/// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` (an `int`) and `CU_POINTER_ATTRIBUTE_CONTEXT`
+/// (a `CUcontext`) of the live device allocation containing `ptr`; `INVALID_VALUE` for an
+/// address in no live allocation or another attribute.
+///
+/// # Safety
+///
+/// `data` must be null or valid for writing the attribute's type.
+#[no_mangle]
+pub unsafe extern "C" fn cuPointerGetAttribute(
+    data: *mut c_void,
+    attribute: c_int,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    call_driver(
+        "cuPointerGetAttribute",
+        || format!("attrib={attribute} ptr={ptr:#x}"),
+        |d| {
+            non_null(&[data.cast_const()])?;
+            let (device, ctx) = d
+                .alloc_containing(ptr)
+                .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+            match attribute {
+                // SAFETY: non-null; the caller passes an int for this attribute.
+                CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL => unsafe {
+                    data.cast::<c_int>().write(device as c_int)
+                },
+                // SAFETY: non-null; the caller passes a CUcontext for this attribute.
+                CU_POINTER_ATTRIBUTE_CONTEXT => unsafe { data.cast::<usize>().write(ctx) },
+                _ => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+            }
+            Ok(())
+        },
     )
 }
 

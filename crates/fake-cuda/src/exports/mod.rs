@@ -12,17 +12,23 @@ use seedance_cuda::CUresult;
 
 pub mod context;
 pub mod device;
+pub mod function;
 pub mod init;
 pub mod launch;
+pub mod logs;
 pub mod memory;
 pub mod procaddr;
+pub mod stream;
 
 pub use context::*;
 pub use device::*;
+pub use function::*;
 pub use init::*;
 pub use launch::*;
+pub use logs::*;
 pub use memory::*;
 pub use procaddr::*;
+pub use stream::*;
 
 macro_rules! export_table {
     ($($f:ident),* $(,)?) => {
@@ -84,6 +90,23 @@ export_table![
     cuGetProcAddress_v2,
     cuGetErrorName,
     cuGetErrorString,
+    cuLaunchCooperativeKernel,
+    cuLaunchCooperativeKernel_ptsz,
+    cuFuncGetAttribute,
+    cuFuncSetAttribute,
+    cuOccupancyMaxActiveBlocksPerMultiprocessor,
+    cuStreamCreate,
+    cuStreamDestroy_v2,
+    cuStreamGetCtx,
+    cuMemAllocManaged,
+    cuMemFreeAsync,
+    cuMemFreeAsync_ptsz,
+    cuMemCreate,
+    cuMemRelease,
+    cuMemGetAllocationGranularity,
+    cuPointerGetAttribute,
+    cuLogsRegisterCallback,
+    cuLogsUnregisterCallback,
 ];
 
 /// `Err(CUDA_ERROR_INVALID_VALUE)` when any of the pointers is null.
@@ -125,7 +148,7 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 43);
+        assert_eq!(EXPORTED.len(), 60);
         for name in EXPORTED {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }

@@ -1,0 +1,48 @@
+//! Process lifecycle under the shim: fork, and exit paths.
+
+use seedance_e2e::Run;
+
+/// After fork the child only forwards: no stderr line, no trace of its own, no wait on the
+/// parent's writer thread; the parent's trace counts only the parent's calls.
+#[test]
+fn forked_child_forwards_only() {
+    let run = Run::new("fork_child", true);
+    let started = std::time::Instant::now();
+    let r = run.finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.stdout(),
+        "child cuDeviceGet(9) -> 101\nparent cuDeviceGet(0) -> 0, child exit 0\n"
+    );
+    assert_eq!(r.stderr(), "");
+    assert_eq!(r.trace_files, 1);
+    assert_eq!(r.summary_count("cuDeviceGet"), (1, 0));
+    assert!(r.events("device_fault").is_empty());
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(900),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+/// 32 threads x 100k launches plus context create/destroy: no deadlock, exact counts in the
+/// exit summary, nothing dropped.
+#[test]
+fn thirty_two_threads_exact_counts() {
+    let r = Run::new("stress", true)
+        .env("SEEDANCE_QUIET", "1")
+        .args(&["32", "100000"])
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    // Per thread: cuDeviceGet + cuCtxCreate_v2, 100000 launches, 100 x (create, destroy,
+    // set current).
+    assert_eq!(
+        r.stdout(),
+        format!("ok_calls={}\n", 32 * (2 + 100_000 + 300))
+    );
+    assert_eq!(r.summary_count("cuLaunchKernel"), (3_200_000, 0));
+    assert_eq!(r.summary_count("cuCtxCreate_v2"), (32 * 101, 0));
+    assert_eq!(r.summary_count("cuCtxDestroy_v2"), (3_200, 0));
+    assert_eq!(r.summary_count("cuCtxSetCurrent"), (3_200, 0));
+    assert_eq!(r.events("exit_summary")[0]["dropped_records"], 0);
+}
