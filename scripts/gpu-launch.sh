@@ -57,20 +57,23 @@ import json, pathlib, re, sys
 out = pathlib.Path(sys.argv[1])
 
 def parse(name):
-    """case -> list of (call, code, legal, explanations that followed it)"""
-    cases, case = {}, None
+    """case -> list of (call, code, legal, explanations the shim printed during the call).
+    The shim writes its line while the call runs, so before the program prints the result."""
+    cases, case, pending = {}, None, []
     for line in (out / name).read_text().splitlines():
         m = re.match(r"case (\w+)", line)
         if m:
             case = m.group(1)
             cases[case] = []
+            pending = []
             continue
         m = re.match(r"\s+(legal: )?(.*?)\s+-> (\d+) (\S+)$", line)
         if m and case:
-            cases[case].append([m.group(2), int(m.group(3)), bool(m.group(1)), []])
+            cases[case].append([m.group(2), int(m.group(3)), bool(m.group(1)), pending])
+            pending = []
             continue
-        if line.startswith("seedance: ") and case and cases[case]:
-            cases[case][-1][3].append(line[len("seedance: "):])
+        if line.startswith("seedance: "):
+            pending.append(line[len("seedance: "):])
     return cases
 
 base, post, pre = parse("without.txt"), parse("with.txt"), parse("pre.txt")

@@ -11,9 +11,15 @@
 //! sequential reading.
 
 use crate::input::{CallFailedRef, Head, Line};
-use crate::records::{ExitInfo, SessionInfo};
-use seedance_trace::SCHEMA_VERSION;
-use std::collections::{BTreeMap, HashMap};
+use crate::records::{AllocFaultInfo, ExitInfo, LaunchFaultInfo, SessionInfo};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// The highest trace schema version this analyzer was written for: it reads every kind and
+/// field of versions up to this one. Records with a higher `v` are counted as
+/// `newer_schema_records` (their known kinds and fields are still read). Deliberately not
+/// `seedance_trace::SCHEMA_VERSION`: the shim's version moves ahead when the schema grows,
+/// and this one only when the analyzer has learnt the new version.
+pub const KNOWN_SCHEMA_VERSION: u32 = 3;
 
 /// Argument examples kept per (function, CUresult) and process.
 pub const MAX_EXAMPLES: usize = 5;
@@ -32,6 +38,12 @@ pub const MAX_LISTED_FILES: usize = 20;
 /// one record per distinct function and ordinal, so a real trace has a handful); records
 /// past it are counted, not kept.
 pub const MAX_DEVICE_KEYS: usize = 256;
+/// Distinct (limit, requested, ...) values kept per launch or allocation fault key and
+/// process; records past it are counted, their values not kept.
+pub const MAX_FAULT_VALUES: usize = 32;
+/// Distinct explanations and driver messages kept per launch or allocation fault key and
+/// process (the smallest, which keeps the choice independent of reading order).
+pub const MAX_FAULT_TEXTS: usize = 5;
 
 /// Input counters: what was read, and what could not be used.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -234,6 +246,109 @@ pub struct FallbackAgg {
     pub records: u64,
 }
 
+/// Which kind of explained call failure (trace schema 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ExplainedKind {
+    /// A `launch_fault` record: a kernel launch over a limit, or without a usable context.
+    Launch,
+    /// An `alloc_fault` record: an allocation the driver refused.
+    Alloc,
+}
+
+impl ExplainedKind {
+    /// The event kind: `launch_fault`, `alloc_fault`.
+    pub fn event(self) -> &'static str {
+        match self {
+            ExplainedKind::Launch => "launch_fault",
+            ExplainedKind::Alloc => "alloc_fault",
+        }
+    }
+}
+
+/// The numbers of one `launch_fault` or `alloc_fault` record: what was asked for and the
+/// limit it broke (launch: `limit`, `requested`; allocation: `limit_bytes`,
+/// `requested_bytes`, `requested_signed`, `free_bytes`, `total_bytes`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FaultValueKey {
+    /// Ordinal of the device (`None`: no current context, host memory, or unknown).
+    pub device: Option<i32>,
+    /// The limit in force.
+    pub limit: Option<u64>,
+    /// The value asked for.
+    pub requested: Option<u64>,
+    /// Allocations: the requested size read as signed.
+    pub requested_signed: Option<i64>,
+    /// Allocations: free bytes at the moment of the failure.
+    pub free_bytes: Option<u64>,
+    /// Allocations: total bytes.
+    pub total_bytes: Option<u64>,
+}
+
+/// The `launch_fault` or `alloc_fault` records of one (kind, function, check, result) in one
+/// process.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExplainedAgg {
+    /// The result's name, when the shim wrote one.
+    pub result_name: Option<String>,
+    /// Records seen (the shim writes one per distinct requested value).
+    pub records: u64,
+    /// Of those, calls the shim refused before the driver saw them.
+    pub refused: u64,
+    /// Distinct values, with their records (at most [`MAX_FAULT_VALUES`]).
+    pub values: BTreeMap<FaultValueKey, u64>,
+    /// The shim's explanations (the [`MAX_FAULT_TEXTS`] smallest distinct ones).
+    pub explanations: BTreeSet<String>,
+    /// The driver's own messages (the [`MAX_FAULT_TEXTS`] smallest distinct ones).
+    pub driver_messages: BTreeSet<String>,
+    /// Allocations: the most the process held on the device at a failure, bytes and
+    /// allocations (`process_live_bytes`, `process_live_allocations`).
+    pub live: Option<(u64, u64)>,
+    /// Allocations: other devices with room (ordinal -> most free bytes seen); `None` when
+    /// no record knew (no NVML), empty when none had room.
+    pub rooms: Option<BTreeMap<i32, u64>>,
+}
+
+impl ExplainedAgg {
+    /// The key the exit summary counts this result under: the name, else the number.
+    pub fn result_key(&self, result: u32) -> String {
+        self.result_name
+            .clone()
+            .unwrap_or_else(|| result.to_string())
+    }
+
+    fn add_text(set: &mut BTreeSet<String>, text: &str) {
+        if text.is_empty() || set.contains(text) {
+            return;
+        }
+        set.insert(text.to_string());
+        if set.len() > MAX_FAULT_TEXTS {
+            set.pop_last();
+        }
+    }
+
+    fn add(
+        &mut self,
+        value: FaultValueKey,
+        refused: bool,
+        explanation: &str,
+        driver: Option<&str>,
+    ) {
+        self.records += 1;
+        if refused {
+            self.refused += 1;
+        }
+        if let Some(n) = self.values.get_mut(&value) {
+            *n += 1;
+        } else if self.values.len() < MAX_FAULT_VALUES {
+            self.values.insert(value, 1);
+        }
+        Self::add_text(&mut self.explanations, explanation);
+        if let Some(d) = driver {
+            Self::add_text(&mut self.driver_messages, d);
+        }
+    }
+}
+
 /// Everything kept about one process (one session of one pid in one file).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct ProcessAgg {
@@ -273,6 +388,10 @@ pub struct ProcessAgg {
     pub fallbacks: BTreeMap<(String, i32, i32), FallbackAgg>,
     /// `device_fallback` records in all.
     pub fallback_events: u64,
+    /// `launch_fault` and `alloc_fault` records by (kind, function, check, result number).
+    pub explained: BTreeMap<(ExplainedKind, String, String, u32), ExplainedAgg>,
+    /// `launch_fault` and `alloc_fault` records in all.
+    pub explained_events: u64,
 }
 
 impl ProcessAgg {
@@ -435,7 +554,7 @@ impl Aggregate {
             return;
         }
         self.counters.records += 1;
-        if head.v > SCHEMA_VERSION {
+        if head.v > KNOWN_SCHEMA_VERSION {
             self.counters.newer_schema_records += 1;
         }
         match line {
@@ -487,6 +606,11 @@ impl Aggregate {
                 p.touch(&h);
                 p.fault_events += 1;
                 let f = *f;
+                let name = f
+                    .result_name
+                    .clone()
+                    .unwrap_or_else(|| f.result.to_string());
+                self.timeline.add(h.ts_ns, &name, 1);
                 let key = (f.function, f.requested_ordinal, f.result);
                 if let Some(e) = p.faults.get_mut(&key) {
                     e.records += 1;
@@ -526,6 +650,16 @@ impl Aggregate {
                     );
                 }
             }
+            Line::LaunchFault(h, f) => {
+                self.counters.note_kind("launch_fault", false);
+                let i = self.process(file, h.pid);
+                self.launch_fault(i, &h, *f);
+            }
+            Line::AllocFault(h, f) => {
+                self.counters.note_kind("alloc_fault", false);
+                let i = self.process(file, h.pid);
+                self.alloc_fault(i, &h, *f);
+            }
             Line::Unknown(h, kind) => {
                 self.counters.note_kind(&kind, true);
                 let i = self.process(file, h.pid);
@@ -534,6 +668,83 @@ impl Aggregate {
                 p.other_events += 1;
             }
             Line::Blank | Line::Malformed | Line::NotRecord | Line::BadRecord(..) => {}
+        }
+    }
+
+    /// The entry of a launch or allocation fault, created unless the process has
+    /// [`MAX_DEVICE_KEYS`] of them already; counts the record towards the process and the
+    /// errors over time either way.
+    fn explained_entry(
+        &mut self,
+        i: usize,
+        h: &Head,
+        key: (ExplainedKind, String, String, u32),
+        result_name: Option<String>,
+    ) -> Option<&mut ExplainedAgg> {
+        let name = result_name.clone().unwrap_or_else(|| key.3.to_string());
+        self.timeline.add(h.ts_ns, &name, 1);
+        let p = &mut self.processes[i];
+        p.touch(h);
+        p.explained_events += 1;
+        if !p.explained.contains_key(&key) && p.explained.len() >= MAX_DEVICE_KEYS {
+            return None;
+        }
+        Some(p.explained.entry(key).or_insert_with(|| ExplainedAgg {
+            result_name,
+            ..ExplainedAgg::default()
+        }))
+    }
+
+    fn launch_fault(&mut self, i: usize, h: &Head, f: LaunchFaultInfo) {
+        let key = (ExplainedKind::Launch, f.function, f.check, f.result);
+        let Some(e) = self.explained_entry(i, h, key, f.result_name) else {
+            return;
+        };
+        let value = FaultValueKey {
+            device: f.device,
+            limit: f.limit,
+            requested: f.requested,
+            ..FaultValueKey::default()
+        };
+        e.add(
+            value,
+            f.refused_before_driver,
+            &f.explanation,
+            f.driver_message.as_deref(),
+        );
+    }
+
+    fn alloc_fault(&mut self, i: usize, h: &Head, f: AllocFaultInfo) {
+        let key = (ExplainedKind::Alloc, f.function, f.check, f.result);
+        let Some(e) = self.explained_entry(i, h, key, f.result_name) else {
+            return;
+        };
+        let value = FaultValueKey {
+            device: f.device,
+            limit: f.limit_bytes,
+            requested: f.requested_bytes,
+            requested_signed: f.requested_signed.or(f.requested_bytes.map(|b| b as i64)),
+            free_bytes: f.free_bytes,
+            total_bytes: f.total_bytes,
+        };
+        e.add(
+            value,
+            f.refused_before_driver,
+            &f.explanation,
+            f.driver_message.as_deref(),
+        );
+        if let Some(bytes) = f.process_live_bytes {
+            let allocations = f.process_live_allocations.unwrap_or(0);
+            if e.live.is_none_or(|(b, _)| bytes > b) {
+                e.live = Some((bytes, allocations));
+            }
+        }
+        if let Some(rooms) = f.other_devices_with_room {
+            let m = e.rooms.get_or_insert_with(BTreeMap::new);
+            for r in rooms.into_iter().take(MAX_DEVICE_KEYS) {
+                let v = m.entry(r.ordinal).or_default();
+                *v = (*v).max(r.free_bytes);
+            }
         }
     }
 

@@ -1,13 +1,15 @@
 //! What changed between two runs: `seedance-analyze diff A B`.
 //!
 //! Both sides are summarized into [`Report`]s and compared by key: errors by (function,
-//! CUresult), calls by function, repaired calls by repair kind (the reports' `repairs`),
-//! records of event kinds the analyzer does not know by kind, problems by their `key`. The
-//! result is a [`DiffReport`], versioned like the summary report (`report_version`).
+//! CUresult), calls by function, launch and allocation faults by (kind, function, check)
+//! (the reports' `launch_fault` and `alloc_fault` problems), repaired calls by repair kind
+//! (the reports' `repairs`), records of event kinds the analyzer does not know by kind,
+//! problems by their `key`. The result is a [`DiffReport`], versioned like the summary
+//! report (`report_version`).
 
 use crate::fmt;
 use crate::render_text::{push_wrapped, Table};
-use crate::report::{Report, Severity, REPORT_VERSION};
+use crate::report::{ProblemKind, Report, Severity, REPORT_VERSION};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,6 +72,25 @@ pub struct KindChange {
     pub count_b: u64,
 }
 
+/// The launch or allocation faults of one (kind, function, check) on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultChange {
+    /// `launch_fault` or `alloc_fault`.
+    pub kind: String,
+    /// Function.
+    pub function: String,
+    /// The check that failed.
+    pub check: String,
+    /// Failed calls in A (the problem's `count`).
+    pub count_a: u64,
+    /// Failed calls in B.
+    pub count_b: u64,
+    /// Processes with the fault in A.
+    pub processes_a: u64,
+    /// Processes with the fault in B.
+    pub processes_b: u64,
+}
+
 /// A problem present on one side only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProblemChange {
@@ -97,6 +118,14 @@ pub struct DiffReport {
     pub changed_errors: Vec<ErrorChange>,
     /// Functions whose call count differs, largest absolute change first.
     pub call_shifts: Vec<CallShift>,
+    /// Launch and allocation faults, by (kind, function, check), that B has and A does not,
+    /// most failed calls first.
+    pub new_faults: Vec<FaultChange>,
+    /// Those that A has and B does not, most failed calls first.
+    pub resolved_faults: Vec<FaultChange>,
+    /// Those on both sides with different numbers of failed calls or processes, largest
+    /// change first.
+    pub fault_changes: Vec<FaultChange>,
     /// Repair kinds with calls repaired in B and none in A, most calls first.
     pub new_repairs: Vec<KindChange>,
     /// Repair kinds in A whose count of repaired calls differs in B, by kind.
@@ -240,6 +269,8 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
             .then_with(|| x.function.cmp(&y.function))
     });
 
+    let (new_faults, resolved_faults, fault_changes) = fault_diff(a, b);
+
     let repairs = |r: &Report| -> BTreeMap<String, u64> {
         r.repairs
             .by_kind
@@ -274,6 +305,9 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
         disappeared_errors: disappeared,
         changed_errors: changed,
         call_shifts: shifts,
+        new_faults,
+        resolved_faults,
+        fault_changes,
         new_repairs,
         repair_changes,
         new_event_kinds,
@@ -281,6 +315,67 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
         new_problems,
         resolved_problems,
     }
+}
+
+/// (kind, function, check) -> (failed calls, processes), from the `launch_fault` and
+/// `alloc_fault` problems.
+fn faults(r: &Report) -> BTreeMap<(String, String, String), (u64, u64)> {
+    let mut m = BTreeMap::new();
+    for p in &r.problems {
+        let kind = match p.kind {
+            ProblemKind::LaunchFault => "launch_fault",
+            ProblemKind::AllocFault => "alloc_fault",
+            _ => continue,
+        };
+        let function = p
+            .functions
+            .first()
+            .map(|f| f.name.clone())
+            .unwrap_or_default();
+        let check = p.check.clone().unwrap_or_default();
+        let e: &mut (u64, u64) = m.entry((kind.to_string(), function, check)).or_default();
+        e.0 += p.count;
+        e.1 += p.processes;
+    }
+    m
+}
+
+/// New, resolved and changed launch and allocation faults.
+fn fault_diff(a: &Report, b: &Report) -> (Vec<FaultChange>, Vec<FaultChange>, Vec<FaultChange>) {
+    let fa = faults(a);
+    let fb = faults(b);
+    let keys: BTreeSet<&(String, String, String)> = fa.keys().chain(fb.keys()).collect();
+    let (mut new, mut resolved, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    for k in keys {
+        let x = fa.get(k).copied();
+        let y = fb.get(k).copied();
+        let (ca, pa) = x.unwrap_or((0, 0));
+        let (cb, pb) = y.unwrap_or((0, 0));
+        let c = FaultChange {
+            kind: k.0.clone(),
+            function: k.1.clone(),
+            check: k.2.clone(),
+            count_a: ca,
+            count_b: cb,
+            processes_a: pa,
+            processes_b: pb,
+        };
+        match (x, y) {
+            (None, Some(_)) => new.push(c),
+            (Some(_), None) => resolved.push(c),
+            (Some(_), Some(_)) if (ca, pa) != (cb, pb) => changed.push(c),
+            _ => {}
+        }
+    }
+    let key = |c: &FaultChange| (c.kind.clone(), c.function.clone(), c.check.clone());
+    new.sort_by(|x, y| y.count_b.cmp(&x.count_b).then_with(|| key(x).cmp(&key(y))));
+    resolved.sort_by(|x, y| y.count_a.cmp(&x.count_a).then_with(|| key(x).cmp(&key(y))));
+    changed.sort_by(|x, y| {
+        let dx = x.count_a.abs_diff(x.count_b);
+        let dy = y.count_a.abs_diff(y.count_b);
+        dy.cmp(&dx).then_with(|| key(x).cmp(&key(y)))
+    });
+    (new, resolved, changed)
 }
 
 /// Kinds B has and A does not (most first), and kinds of A whose count differs (by kind).
@@ -384,6 +479,39 @@ pub fn render_text(d: &DiffReport) -> String {
                 "  * a side has processes without an exit summary: their calls are not counted\n",
             );
         }
+    }
+
+    if !(d.new_faults.is_empty() && d.resolved_faults.is_empty() && d.fault_changes.is_empty()) {
+        out.push_str("\nLAUNCH AND ALLOCATION FAULTS (failed calls by function and check)\n");
+        let mut t = Table::new(&[
+            "KIND",
+            "FUNCTION",
+            "CHECK",
+            "CHANGE",
+            ">A",
+            ">B",
+            ">PROCESSES A",
+            ">PROCESSES B",
+        ]);
+        for (list, what) in [
+            (&d.new_faults, "new in B"),
+            (&d.resolved_faults, "gone in B"),
+            (&d.fault_changes, "changed"),
+        ] {
+            for c in list {
+                t.row(vec![
+                    c.kind.clone(),
+                    c.function.clone(),
+                    c.check.clone(),
+                    what.to_string(),
+                    fmt::count(c.count_a),
+                    fmt::count(c.count_b),
+                    fmt::count(c.processes_a),
+                    fmt::count(c.processes_b),
+                ]);
+            }
+        }
+        out.push_str(&t.render("  "));
     }
 
     let kinds = |out: &mut String,

@@ -393,6 +393,11 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             requested_ordinal: Some(ord),
             processes_repaired: Some(a.repaired),
             explanations,
+            check: None,
+            unit: None,
+            values: Vec::new(),
+            driver_messages: Vec::new(),
+            processes_refused: None,
         });
     }
 }

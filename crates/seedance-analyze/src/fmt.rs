@@ -60,7 +60,7 @@ pub(crate) fn count(n: u64) -> String {
 
 /// `512 B`, `1.5 KiB`, `141.0 GiB`.
 pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if n < 1024 {
         return format!("{n} B");
     }
@@ -71,6 +71,25 @@ pub(crate) fn bytes(n: u64) -> String {
         u += 1;
     }
     format!("{v:.1} {}", UNITS[u])
+}
+
+/// [`bytes`] followed by the exact number: `2.0 GiB (2,147,483,648 bytes)`; `512 B` below
+/// 1 KiB.
+pub(crate) fn bytes_exact(n: u64) -> String {
+    if n < 1024 {
+        bytes(n)
+    } else {
+        format!("{} ({} bytes)", bytes(n), count(n))
+    }
+}
+
+/// `-4,096`, `12`.
+pub(crate) fn signed(n: i64) -> String {
+    if n < 0 {
+        format!("-{}", count(n.unsigned_abs()))
+    } else {
+        count(n as u64)
+    }
 }
 
 /// `13.0` for a driver version of 13000, `12.8` for 12080.
@@ -119,6 +138,11 @@ mod tests {
         assert_eq!(count(1_234_567), "1,234,567");
         assert_eq!(count(12), "12");
         assert_eq!(bytes(150_754_820_096), "140.4 GiB");
+        assert_eq!(bytes(u64::MAX - 4095), "16.0 EiB");
+        assert_eq!(bytes_exact(2 << 30), "2.0 GiB (2,147,483,648 bytes)");
+        assert_eq!(bytes_exact(0), "0 B");
+        assert_eq!(signed(-4096), "-4,096");
+        assert_eq!(signed(i64::MIN), "-9,223,372,036,854,775,808");
         assert_eq!(duration(185_000_000_000), "3m 05s");
         assert_eq!(duration(1_500_000_000), "1.5 s");
         assert_eq!(driver_version(13000), "13.0");

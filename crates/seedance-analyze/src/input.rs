@@ -11,11 +11,14 @@
 //!
 //! [`parse_line`] parses in two steps: one pass into borrowed fields (the envelope, the
 //! `event` kind and the `call_failed` fields, which are most of a big trace), then, only for
-//! the rare kinds (`session_start`, `exit_summary`, `device_fault`, `device_fallback`), a
-//! second pass into the lenient types of [`crate::records`].
+//! the rare kinds (`session_start`, `exit_summary`, `device_fault`, `device_fallback`,
+//! `launch_fault`, `alloc_fault`), a second pass into the lenient types of
+//! [`crate::records`].
 
 use crate::aggregate::Aggregate;
-use crate::records::{DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, SessionInfo};
+use crate::records::{
+    AllocFaultInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, LaunchFaultInfo, SessionInfo,
+};
 use crate::Error;
 use flate2::read::MultiGzDecoder;
 use rayon::prelude::*;
@@ -151,6 +154,10 @@ pub enum Line<'a> {
     DeviceFault(Head, Box<DeviceFaultInfo>),
     /// A `device_fallback` record (schema 2).
     DeviceFallback(Head, Box<DeviceFallbackInfo>),
+    /// A `launch_fault` record (schema 3).
+    LaunchFault(Head, Box<LaunchFaultInfo>),
+    /// An `alloc_fault` record (schema 3).
+    AllocFault(Head, Box<AllocFaultInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -165,6 +172,8 @@ impl Line<'_> {
             | Line::ExitSummary(h, _)
             | Line::DeviceFault(h, _)
             | Line::DeviceFallback(h, _)
+            | Line::LaunchFault(h, _)
+            | Line::AllocFault(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -188,12 +197,14 @@ fn head_of(
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 5] = [
+pub const KNOWN_KINDS: [&str; 7] = [
     "session_start",
     "call_failed",
     "exit_summary",
     "device_fault",
     "device_fallback",
+    "launch_fault",
+    "alloc_fault",
 ];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
@@ -295,6 +306,14 @@ fn classify<'a>(
         "device_fallback" => match serde_json::from_slice::<DeviceFallbackInfo>(line) {
             Ok(s) => Line::DeviceFallback(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "device_fallback"),
+        },
+        "launch_fault" => match serde_json::from_slice::<LaunchFaultInfo>(line) {
+            Ok(s) => Line::LaunchFault(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "launch_fault"),
+        },
+        "alloc_fault" => match serde_json::from_slice::<AllocFaultInfo>(line) {
+            Ok(s) => Line::AllocFault(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "alloc_fault"),
         },
         _ => Line::Unknown(head, kind),
     }

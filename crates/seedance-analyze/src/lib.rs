@@ -25,6 +25,7 @@
 pub mod aggregate;
 pub mod diff;
 pub mod explain;
+mod explained;
 mod faults;
 mod fmt;
 pub mod input;

@@ -9,9 +9,11 @@
 //! Errors that the shim explained as device faults (a `device_fault` record of the same
 //! process, function and result) are left out of the `cuda_error` problems: they are the
 //! `device_fault` problems of [`crate::faults`], and the `cuda_error` problem of the same
-//! result, if errors remain, says how many it left to them.
+//! result, if errors remain, says how many it left to them. Launch and allocation faults
+//! (schema 3) likewise: the errors they account for (see [`crate::explained`]) are the
+//! `launch_fault` and `alloc_fault` problems'.
 
-use crate::aggregate::{Aggregate, Examples, MAX_EXAMPLES};
+use crate::aggregate::{Aggregate, Examples, ExplainedKind, MAX_EXAMPLES};
 use crate::explain;
 use crate::fmt;
 use crate::report::{host_label, ArgExample, NameCount, Problem, ProblemKind, Proc, Severity};
@@ -80,8 +82,9 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         fallbacks: BTreeMap<String, u64>,
     }
     let mut by_result: BTreeMap<&str, Acc> = BTreeMap::new();
-    // Errors left to the device_fault problems, by result.
+    // Errors left to the device_fault, launch_fault and alloc_fault problems, by result.
     let mut to_faults: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut to_explained: BTreeMap<(&str, ExplainedKind), u64> = BTreeMap::new();
     for p in procs {
         for (f, (_, _, by)) in &p.by_function {
             for (r, n) in by {
@@ -93,6 +96,18 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     *to_faults.entry(r).or_default() += n;
                     continue;
                 }
+                let mut n = *n;
+                for (kind, k) in p.explained_errors(f, r) {
+                    let k = k.min(n);
+                    if k > 0 {
+                        *to_explained.entry((r, kind)).or_default() += k;
+                        n -= k;
+                    }
+                }
+                if n == 0 {
+                    continue;
+                }
+                let n = &n;
                 let a = by_result.entry(r).or_insert_with(|| Acc {
                     count: 0,
                     functions: BTreeMap::new(),
@@ -250,6 +265,23 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 plural(*n, "problem", "problems")
             ));
         }
+        for kind in [ExplainedKind::Launch, ExplainedKind::Alloc] {
+            if let Some(n) = to_explained.get(&(result, kind)) {
+                let (what, whats) = match kind {
+                    ExplainedKind::Launch => ("a launch fault", "launch faults"),
+                    ExplainedKind::Alloc => ("an allocation fault", "allocation faults"),
+                };
+                context.push(format!(
+                    "{} more {} with this result {} {}, counted in the {} {} instead",
+                    fmt::count(*n),
+                    plural(*n, "error", "errors"),
+                    plural(*n, "was", "were"),
+                    plural(*n, what, whats),
+                    kind.event(),
+                    plural(*n, "problem", "problems")
+                ));
+            }
+        }
         let name_code = match a.code {
             Some(c) if c.to_string() != result => format!("{result} ({c})"),
             _ => result.to_string(),
@@ -290,6 +322,11 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             requested_ordinal: None,
             processes_repaired: None,
             explanations: Vec::new(),
+            check: None,
+            unit: None,
+            values: Vec::new(),
+            driver_messages: Vec::new(),
+            processes_refused: None,
         });
     }
 }
@@ -358,6 +395,11 @@ pub(crate) fn simple_problem(
         requested_ordinal: None,
         processes_repaired: None,
         explanations: Vec::new(),
+        check: None,
+        unit: None,
+        values: Vec::new(),
+        driver_messages: Vec::new(),
+        processes_refused: None,
     }
 }
 
@@ -519,7 +561,8 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
                 "The process was killed (OOM killer, SIGKILL, a job or pod time limit, a crash in \
                  native code) or was still running when the traces were collected: check the job's \
                  exit status and `dmesg` for the OOM killer.",
-                "Its call counts are unknown; its errors are counted from its call_failed records.",
+                "Its call counts are unknown; its errors are counted from its call_failed records \
+                 and its fault records (at least one failed call each).",
             ],
         ));
     }

@@ -1,13 +1,14 @@
 //! The fields of the known event kinds that the analyzer uses, read leniently.
 //!
-//! These mirror `seedance_trace::{SessionStart, ExitSummary, DeviceFault, DeviceFallback}`
-//! (and the `seedance_topology::Topology` of a schema-2 session start) field for field
-//! (names and types), but every field has a default: a trace written before a field existed,
-//! or by a shim that left one out, still reads, and fields added later are ignored. The
-//! exceptions are the ordinals of `device_fault` and `device_fallback`, without which the
-//! record says nothing: a record lacking them is malformed. The trace crate's own types
-//! stay the definition of what the shim writes; a test checks that records built from them
-//! read here.
+//! These mirror `seedance_trace::{SessionStart, ExitSummary, DeviceFault, DeviceFallback,
+//! LaunchFault, AllocFault}` (and the `seedance_topology::Topology` of a schema-2 session
+//! start) field for field (names and types), but every field has a default: a trace written
+//! before a field existed, or by a shim that left one out, still reads, and fields added
+//! later are ignored. The exceptions are the fields without which the record says nothing:
+//! the ordinals of `device_fault` and `device_fallback`, and the function, result and check
+//! of `launch_fault` and `alloc_fault`; a record lacking them is malformed. The trace
+//! crate's own types stay the definition of what the shim writes; a test checks that records
+//! built from them read here.
 
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
@@ -192,6 +193,110 @@ pub struct DeviceFallbackInfo {
     /// The shim's announcement, as printed on stderr.
     #[serde(default)]
     pub explanation: String,
+}
+
+/// The `launch_fault` event (schema 3, see `seedance_trace::LaunchFault`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct LaunchFaultInfo {
+    /// Exported symbol of the call (required).
+    pub function: String,
+    /// What the program got, as a number (required).
+    pub result: u32,
+    /// The result's name, when known.
+    #[serde(default)]
+    pub result_name: Option<String>,
+    /// Which limit: `block_dim`, `threads_per_block`, `func_max_threads`, `grid_dim`,
+    /// `zero_dim`, `shared_memory`, `cluster_dim`, `cooperative_grid`, `no_context`,
+    /// `stream_context`, `destroyed_context`, `unknown`, ... (required).
+    pub check: String,
+    /// The limit in force, in the check's unit (threads, blocks or bytes).
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// The value the launch asked for, in the same unit.
+    #[serde(default)]
+    pub requested: Option<u64>,
+    /// Ordinal of the current context's device.
+    #[serde(default)]
+    pub device: Option<i32>,
+    /// Grid dimensions, blocks (`None` when absent or not three numbers).
+    #[serde(default, deserialize_with = "lenient")]
+    pub grid: Option<[u32; 3]>,
+    /// Block dimensions, threads (`None` when absent or not three numbers).
+    #[serde(default, deserialize_with = "lenient")]
+    pub block: Option<[u32; 3]>,
+    /// Dynamic shared memory per block, bytes.
+    #[serde(default)]
+    pub shared_mem_bytes: Option<u32>,
+    /// The shim refused the launch before the driver saw it (`SEEDANCE_VALIDATE=pre`).
+    #[serde(default)]
+    pub refused_before_driver: bool,
+    /// The shim's explanation, as printed on stderr.
+    #[serde(default)]
+    pub explanation: String,
+    /// The driver's own message for the failure, when it logged one.
+    #[serde(default)]
+    pub driver_message: Option<String>,
+}
+
+/// The `alloc_fault` event (schema 3, see `seedance_trace::AllocFault`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct AllocFaultInfo {
+    /// Exported symbol of the call (required).
+    pub function: String,
+    /// What the program got, as a number (required).
+    pub result: u32,
+    /// The result's name, when known.
+    #[serde(default)]
+    pub result_name: Option<String>,
+    /// `zero_size`, `exceeds_total`, `granularity`, `out_of_memory`, `unknown`, ...
+    /// (required).
+    pub check: String,
+    /// Bytes requested.
+    #[serde(default)]
+    pub requested_bytes: Option<u64>,
+    /// The same size read as signed (negative when a negative size wrapped).
+    #[serde(default)]
+    pub requested_signed: Option<i64>,
+    /// The limit broken, bytes: total memory, granularity or free memory.
+    #[serde(default)]
+    pub limit_bytes: Option<u64>,
+    /// Ordinal of the device (`None` for pinned host memory).
+    #[serde(default)]
+    pub device: Option<i32>,
+    /// Free bytes at the moment of the failure.
+    #[serde(default)]
+    pub free_bytes: Option<u64>,
+    /// Total bytes of the device (host: `MemTotal`).
+    #[serde(default)]
+    pub total_bytes: Option<u64>,
+    /// Bytes in the process's own live allocations on the device.
+    #[serde(default)]
+    pub process_live_bytes: Option<u64>,
+    /// Number of those allocations.
+    #[serde(default)]
+    pub process_live_allocations: Option<u64>,
+    /// Other visible devices with room (NVML); `None` when unknown or not readable.
+    #[serde(default, deserialize_with = "lenient")]
+    pub other_devices_with_room: Option<Vec<DeviceRoomInfo>>,
+    /// The shim refused the allocation before the driver saw it (`SEEDANCE_VALIDATE=pre`).
+    #[serde(default)]
+    pub refused_before_driver: bool,
+    /// The shim's explanation, as printed on stderr.
+    #[serde(default)]
+    pub explanation: String,
+    /// The driver's own message for the failure, when it logged one.
+    #[serde(default)]
+    pub driver_message: Option<String>,
+}
+
+/// A device with room for a failed allocation (see `seedance_trace::DeviceRoom`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct DeviceRoomInfo {
+    /// CUDA ordinal.
+    pub ordinal: i32,
+    /// Free memory, bytes.
+    pub free_bytes: u64,
 }
 
 /// One device of a `session_start` (see `seedance_trace::DeviceInfo`).

@@ -3,12 +3,13 @@
 //! can be attached to a ticket or opened offline.
 //!
 //! Charts: errors over time (stacked by CUresult), calls and errors per function, a
-//! timeline of the processes, the repairs of the fix mode, and the session topology (hosts,
+//! timeline of the processes, the repairs of the fix mode, the launch and allocation faults
+//! the shim explained (schema 3), and the session topology (hosts,
 //! their devices with their physical identity when the traces have it, and the processes
 //! that saw them). Every string from the traces is HTML-escaped.
 
 use crate::fmt;
-use crate::report::{ProcessStatus, Report, UNKNOWN_HOST};
+use crate::report::{Problem, ProblemKind, ProcessStatus, Report, UNKNOWN_HOST};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -115,6 +116,7 @@ pub fn render(r: &Report) -> String {
 
     problems(&mut h, r);
     section(&mut h, "Repairs", |h| repairs(h, r));
+    section(&mut h, "Launch and allocation faults", |h| explained(h, r));
     section(&mut h, "Errors over time", |h| errors_chart(h, r));
     section(&mut h, "Calls per function", |h| functions_chart(h, r));
     section(&mut h, "Process timeline", |h| timeline_chart(h, r));
@@ -175,8 +177,18 @@ fn problems(h: &mut String, r: &Report) {
                 fmt::count(e.count)
             );
         }
+        for v in &p.values {
+            let _ = write!(
+                h,
+                "<li>value: {}</li>",
+                escape(&crate::explained::value_text(p, v))
+            );
+        }
         for e in &p.explanations {
             let _ = write!(h, "<li>shim said: <q>{}</q></li>", escape(e));
+        }
+        for e in &p.driver_messages {
+            let _ = write!(h, "<li>driver said: <q>{}</q></li>", escape(e));
         }
         for c in &p.context {
             let _ = write!(h, "<li class=\"muted\">{}</li>", escape(c));
@@ -231,6 +243,51 @@ fn repairs(h: &mut String, r: &Report) {
     }
 }
 
+/// The `launch_fault` and `alloc_fault` problems as one table, most errors first.
+fn explained(h: &mut String, r: &Report) {
+    let mut rows: Vec<&Problem> = r
+        .problems
+        .iter()
+        .filter(|p| matches!(p.kind, ProblemKind::LaunchFault | ProblemKind::AllocFault))
+        .collect();
+    if rows.is_empty() {
+        h.push_str("<p>No launch or allocation faults.</p>\n");
+        return;
+    }
+    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+    let errors: u64 = rows.iter().map(|p| p.count).sum();
+    let _ = write!(
+        h,
+        "<p>{} failed {} explained by the shim (launch_fault and alloc_fault records), in {} {}.</p>",
+        fmt::count(errors),
+        if errors == 1 { "call" } else { "calls" },
+        rows.len(),
+        if rows.len() == 1 { "kind of fault" } else { "kinds of fault" }
+    );
+    h.push_str("<table class=\"sortable\" id=\"explained-faults\"><thead><tr><th>Kind</th><th>Function</th><th>Check</th><th>Result</th><th class=\"n\">Errors</th><th class=\"n\">Processes</th><th>Values</th><th>Shim said</th></tr></thead><tbody>\n");
+    for p in rows {
+        let values: Vec<String> = p
+            .values
+            .iter()
+            .map(|v| escape(&crate::explained::value_text(p, v)))
+            .collect();
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            if p.kind == ProblemKind::LaunchFault { "launch" } else { "allocation" },
+            escape(p.functions.first().map(|f| f.name.as_str()).unwrap_or("-")),
+            escape(p.check.as_deref().unwrap_or("-")),
+            escape(p.result.as_deref().unwrap_or("-")),
+            p.count,
+            fmt::count(p.count),
+            fmt::count(p.processes),
+            if values.is_empty() { "-".to_string() } else { values.join("<br>") },
+            escape(p.explanations.first().map(String::as_str).unwrap_or("-"))
+        );
+    }
+    h.push_str("</tbody></table>\n");
+}
+
 fn legend(h: &mut String, items: &[(String, &str)]) {
     h.push_str("<div class=\"legend\">");
     for (name, colour) in items {
@@ -246,7 +303,7 @@ fn legend(h: &mut String, items: &[(String, &str)]) {
 fn errors_chart(h: &mut String, r: &Report) {
     let t = &r.errors_over_time;
     if t.buckets.is_empty() {
-        h.push_str("<p>No call_failed records.</p>\n");
+        h.push_str("<p>No failed calls recorded (call_failed or fault records).</p>\n");
         return;
     }
     // Colours for the most frequent results.

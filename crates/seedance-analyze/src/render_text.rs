@@ -159,8 +159,18 @@ pub fn render(r: &Report) -> String {
                 &format!("{} {} ({}x)", e.function, e.args, fmt::count(e.count)),
             );
         }
+        for v in &p.values {
+            push_wrapped(
+                &mut out,
+                &label("value:"),
+                &crate::explained::value_text(p, v),
+            );
+        }
         for e in &p.explanations {
             push_wrapped(&mut out, &label("shim said:"), e);
+        }
+        for e in &p.driver_messages {
+            push_wrapped(&mut out, &label("driver:"), e);
         }
         for c in &p.context {
             push_wrapped(&mut out, &label("context:"), c);

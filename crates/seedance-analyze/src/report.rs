@@ -12,8 +12,9 @@
 //! every list has a fixed order, given on its field, so that equal input gives byte-equal
 //! output.
 
-use crate::aggregate::{Aggregate, ProcessAgg, Timeline};
+use crate::aggregate::{Aggregate, ExplainedKind, ProcessAgg, Timeline};
 use crate::explain;
+use crate::explained;
 use crate::faults;
 use crate::fmt;
 use crate::problems;
@@ -30,8 +31,14 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `cuda_error` problem no longer counts the errors its `device_fault` problems explain;
 /// processes' `device_faults`, `repairs`, `fallbacks`, `topology`; devices' topology
 /// fields; in the diff, `new_repairs`/`repair_changes` count repaired calls by repair kind
-/// and the unknown event kinds moved to `new_event_kinds`/`event_kind_changes`.
-pub const REPORT_VERSION: u32 = 2;
+/// and the unknown event kinds moved to `new_event_kinds`/`event_kind_changes`. 3 = launch
+/// and allocation faults (trace schema 3): problems of kinds `launch_fault` and
+/// `alloc_fault`, with `check`, `unit`, `values`, `driver_messages`, `processes_refused`; a
+/// `cuda_error` problem no longer counts the errors those problems explain; processes'
+/// `launch_faults` and `alloc_faults`; `errors_over_time` counts the fault records
+/// (`device_fault`, `launch_fault`, `alloc_fault`) besides `call_failed`; in the diff,
+/// `new_faults`, `resolved_faults` and `fault_changes`.
+pub const REPORT_VERSION: u32 = 3;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,7 +59,7 @@ pub struct Report {
     pub devices: Vec<DeviceReport>,
     /// One entry per hooked function seen, most errors first, then most calls, then name.
     pub functions: Vec<FunctionReport>,
-    /// Errors over time, from `call_failed` records.
+    /// Errors over time, from `call_failed` records and the fault records.
     pub errors_over_time: ErrorsOverTime,
     /// What the fix mode repaired (trace schema 2; `device_fallback` records of older
     /// traces count too).
@@ -252,6 +259,12 @@ pub enum ProblemKind {
     /// CUDA's device numbering differs from nvidia-smi's in a way that matters, or
     /// `CUDA_DEVICE_ORDER` has a value the driver does not know (`order_warning`).
     DeviceOrder,
+    /// Kernel launches that failed (or were refused) over a limit the shim named
+    /// (`launch_fault` records), per function and check.
+    LaunchFault,
+    /// Allocations that failed (or were refused) for a reason the shim named
+    /// (`alloc_fault` records), per function and check.
+    AllocFault,
 }
 
 /// A name and a count.
@@ -315,9 +328,51 @@ pub struct Problem {
     /// Of `processes`, those where every such fault was repaired by a fallback, for
     /// `device_fault` problems.
     pub processes_repaired: Option<u64>,
-    /// The shim's own explanations (`device_fault` records), distinct, most processes
-    /// first (at most 5).
+    /// The shim's own explanations (`device_fault`, `launch_fault`, `alloc_fault`
+    /// records), distinct, most processes first (at most 5).
     pub explanations: Vec<String>,
+    /// The check that failed, for `launch_fault` and `alloc_fault` problems
+    /// (`threads_per_block`, `out_of_memory`, ...).
+    pub check: Option<String>,
+    /// The unit of the values' `limit` and `requested` (`threads`, `blocks`, `bytes`), for
+    /// `launch_fault` and `alloc_fault` problems whose check has one.
+    pub unit: Option<String>,
+    /// The values asked for and the limits broken, for `launch_fault` and `alloc_fault`
+    /// problems: distinct, most processes first (at most 10).
+    pub values: Vec<FaultValue>,
+    /// The driver's own messages for these failures (`driver_message`), distinct, most
+    /// processes first (at most 5).
+    pub driver_messages: Vec<String>,
+    /// Of `processes`, those where the shim refused such a call before it reached the
+    /// driver (`SEEDANCE_VALIDATE=pre`), for `launch_fault` and `alloc_fault` problems.
+    pub processes_refused: Option<u64>,
+}
+
+/// What one launch or allocation asked for, and the limit it broke.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultValue {
+    /// Ordinal of the device (`None`: no current context, pinned host memory, or unknown).
+    pub device: Option<i32>,
+    /// The limit in force (launches: in the problem's `unit`; allocations: bytes of total
+    /// memory, granularity or free memory, as the check says).
+    pub limit: Option<u64>,
+    /// The value asked for (allocations: bytes).
+    pub requested: Option<u64>,
+    /// Allocations: the requested size read as a signed number (negative when a negative
+    /// size was converted to `size_t`).
+    pub requested_signed: Option<i64>,
+    /// Allocations: free bytes at the moment of the failure.
+    pub free_bytes: Option<u64>,
+    /// Allocations: total bytes (of the device; of the host for pinned memory).
+    pub total_bytes: Option<u64>,
+    /// `out_of_memory`: whether the request was larger than the free memory (a genuine
+    /// shortage) or not (fragmentation, memory held back by an allocator); `None` when the
+    /// free memory is unknown, and for other checks.
+    pub shortage: Option<bool>,
+    /// Processes with a record of exactly these values.
+    pub processes: u64,
+    /// Records with exactly these values.
+    pub records: u64,
 }
 
 /// One host.
@@ -390,6 +445,23 @@ pub struct ProcessFault {
     /// A `device_fallback` of the same function and ordinal followed: the call was sent
     /// to another device.
     pub repaired: bool,
+}
+
+/// A launch or allocation fault of one process (schema 3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessExplained {
+    /// The function.
+    pub function: String,
+    /// The check that failed.
+    pub check: String,
+    /// The result (name, or number as a string).
+    pub result: String,
+    /// Records (one per distinct requested value).
+    pub records: u64,
+    /// Failed calls counted for it (see [`Problem::count`] of its problem).
+    pub errors: u64,
+    /// Some of the calls were refused by the shim before they reached the driver.
+    pub refused_before_driver: bool,
 }
 
 /// The session topology of one process, in short (schema 2).
@@ -479,6 +551,10 @@ pub struct ProcessReport {
     pub procaddr_unmatched: Vec<String>,
     /// Device faults (`device_fault` records), by function, ordinal and result.
     pub device_faults: Vec<ProcessFault>,
+    /// Launch faults (`launch_fault` records), by function, check and result.
+    pub launch_faults: Vec<ProcessExplained>,
+    /// Allocation faults (`alloc_fault` records), by function, check and result.
+    pub alloc_faults: Vec<ProcessExplained>,
     /// Calls repaired, by kind (see [`RepairKind::calls`]).
     pub repairs: BTreeMap<String, u64>,
     /// Fallbacks: requested ordinal (string key) -> chosen ordinal, from the exit summary
@@ -532,7 +608,9 @@ pub struct FunctionReport {
     pub processes_without_exit_summary: u64,
 }
 
-/// Errors over time, from `call_failed` records (records dropped by the shim are missing).
+/// Errors over time, from `call_failed` records and the fault records (`device_fault`,
+/// `launch_fault`, `alloc_fault`: one per record, the first failure of each distinct fault;
+/// records dropped by the shim are missing).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorsOverTime {
     /// Bucket width, nanoseconds (one second times a power of two, so that there are at
@@ -565,6 +643,9 @@ pub(crate) fn host_label(h: &Option<String>) -> String {
 /// Function -> (calls, errors, errors by result name or number).
 pub(crate) type ByFunction<'a> = BTreeMap<&'a str, (u64, u64, BTreeMap<Cow<'a, str>, u64>)>;
 
+/// A launch or allocation fault of a process: (kind, function, check, result number).
+pub(crate) type ExplainedKey<'a> = (ExplainedKind, &'a str, &'a str, u32);
+
 /// Per-process numbers, computed once.
 pub(crate) struct Proc<'a> {
     pub(crate) agg: &'a ProcessAgg,
@@ -575,6 +656,111 @@ pub(crate) struct Proc<'a> {
     pub(crate) errors_by_result: BTreeMap<String, u64>,
     /// Calls repaired, by kind (see [`RepairKind::calls`]).
     pub(crate) repairs: BTreeMap<String, u64>,
+    /// Failed calls counted for each launch or allocation fault (see [`explained_shares`]).
+    pub(crate) explained: BTreeMap<ExplainedKey<'a>, u64>,
+    /// The same summed per (function, result key as in `by_function`): the errors of the
+    /// `cuda_error` problems leave out, per kind.
+    pub(crate) explained_by_result: BTreeMap<(&'a str, String, ExplainedKind), u64>,
+}
+
+/// Splits `total` in proportion to `weights` (largest remainders, ties to the first).
+pub(crate) fn split(total: u64, weights: &[u64]) -> Vec<u64> {
+    let sum: u128 = weights.iter().map(|w| *w as u128).sum();
+    if sum == 0 {
+        return vec![0; weights.len()];
+    }
+    let exact: Vec<u128> = weights.iter().map(|w| total as u128 * *w as u128).collect();
+    let mut out: Vec<u64> = exact.iter().map(|e| (e / sum) as u64).collect();
+    let mut rest = total - out.iter().sum::<u64>();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(exact[i] % sum), i));
+    for i in order {
+        if rest == 0 {
+            break;
+        }
+        out[i] += 1;
+        rest -= 1;
+    }
+    out
+}
+
+/// The failed calls of each launch or allocation fault of a process, and per (function,
+/// result key) how many of the function's errors with that result they account for.
+///
+/// The shim writes one record per distinct (function, check, requested value) and no
+/// `call_failed` for the failures it explains, while failures it cannot explain stay
+/// `call_failed` records. So the explained failures of a (function, result) are its errors
+/// (exit summary) less its `call_failed` records, and at least one per record; without an
+/// exit summary, one per record. When several checks share a function and result, these
+/// failures are split in proportion to the checks' records (the exit summary counts by
+/// result only).
+fn explained_shares<'a>(
+    p: &'a ProcessAgg,
+    by_function: &ByFunction<'a>,
+) -> (
+    BTreeMap<ExplainedKey<'a>, u64>,
+    BTreeMap<(&'a str, String, ExplainedKind), u64>,
+) {
+    let mut shares = BTreeMap::new();
+    let mut by_result = BTreeMap::new();
+    let mut groups: BTreeMap<(&str, u32), Vec<(ExplainedKey, u64, String)>> = BTreeMap::new();
+    for ((kind, f, check, r), e) in &p.explained {
+        groups.entry((f.as_str(), *r)).or_default().push((
+            (*kind, f.as_str(), check.as_str(), *r),
+            e.records,
+            e.result_key(*r),
+        ));
+    }
+    for ((f, r), members) in groups {
+        let name = members[0].2.clone();
+        let matches = |k: &str| k == name || explain::code_of(k) == Some(r);
+        // The function's errors with this result, by the key they are counted under.
+        let counted: Vec<(&Cow<str>, u64)> = by_function
+            .get(f)
+            .map(|(_, _, by)| {
+                by.iter()
+                    .filter(|(k, n)| **n > 0 && matches(k))
+                    .map(|(k, n)| (k, *n))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let errors: u64 = counted.iter().map(|(_, n)| n).sum();
+        let records: u64 = members.iter().map(|m| m.1).sum();
+        let share = if p.exit.is_some() {
+            let plain: u64 = p
+                .failed
+                .get(f)
+                .map(|m| {
+                    m.iter()
+                        .filter(|(k, fl)| matches(k) || fl.code == r)
+                        .map(|(_, fl)| fl.count)
+                        .sum()
+                })
+                .unwrap_or(0);
+            errors.saturating_sub(plain).max(records).min(errors)
+        } else {
+            records.min(errors)
+        };
+        let weights: Vec<u64> = members.iter().map(|m| m.1).collect();
+        let mut per_kind: BTreeMap<ExplainedKind, u64> = BTreeMap::new();
+        for (m, n) in members.iter().zip(split(share, &weights)) {
+            shares.insert(m.0, n);
+            *per_kind.entry(m.0 .0).or_default() += n;
+        }
+        // Take the kinds' shares from the counted keys in order.
+        let mut left: Vec<(&Cow<str>, u64)> = counted;
+        for (kind, mut n) in per_kind {
+            for (k, avail) in left.iter_mut() {
+                let take = n.min(*avail);
+                if take > 0 {
+                    *by_result.entry((f, k.to_string(), kind)).or_default() += take;
+                    *avail -= take;
+                    n -= take;
+                }
+            }
+        }
+    }
+    (shares, by_result)
 }
 
 impl<'a> Proc<'a> {
@@ -610,6 +796,16 @@ impl<'a> Proc<'a> {
                     };
                     *e.2.entry(key).or_default() += fa.records;
                 }
+                // Launch and allocation faults likewise.
+                for ((_, f, _, result), ea) in &p.explained {
+                    let e = by_function.entry(f.as_str()).or_default();
+                    e.1 += ea.records;
+                    let key = match &ea.result_name {
+                        Some(n) => Cow::Borrowed(n.as_str()),
+                        None => Cow::Owned(result.to_string()),
+                    };
+                    *e.2.entry(key).or_default() += ea.records;
+                }
             }
         }
         let mut errors_by_result = BTreeMap::new();
@@ -633,6 +829,7 @@ impl<'a> Proc<'a> {
             let n = repairs.entry("device_fallback".to_string()).or_default();
             *n = (*n).max(p.fallback_events);
         }
+        let (explained, explained_by_result) = explained_shares(p, &by_function);
         Proc {
             agg: p,
             calls: p
@@ -643,6 +840,8 @@ impl<'a> Proc<'a> {
             by_function,
             errors_by_result,
             repairs,
+            explained,
+            explained_by_result,
         }
     }
 
@@ -662,6 +861,46 @@ impl<'a> Proc<'a> {
         self.agg.faults.iter().any(|((f, _, r), fa)| {
             f == function && (fa.result_key(*r) == result || code == Some(*r))
         })
+    }
+
+    /// Errors of `function` with the result counted under `result` that launch or
+    /// allocation faults account for, per kind.
+    pub(crate) fn explained_errors(
+        &self,
+        function: &str,
+        result: &str,
+    ) -> [(ExplainedKind, u64); 2] {
+        let get = |k| {
+            self.explained_by_result
+                .get(&(function, result.to_string(), k))
+                .copied()
+                .unwrap_or(0)
+        };
+        [
+            (ExplainedKind::Launch, get(ExplainedKind::Launch)),
+            (ExplainedKind::Alloc, get(ExplainedKind::Alloc)),
+        ]
+    }
+
+    /// The launch (or allocation) faults of this process as the report lists them.
+    fn explained_list(&self, kind: ExplainedKind) -> Vec<ProcessExplained> {
+        self.agg
+            .explained
+            .iter()
+            .filter(|((k, _, _, _), _)| *k == kind)
+            .map(|((k, f, check, r), ea)| ProcessExplained {
+                function: f.clone(),
+                check: check.clone(),
+                result: ea.result_key(*r),
+                records: ea.records,
+                errors: self
+                    .explained
+                    .get(&(*k, f.as_str(), check.as_str(), *r))
+                    .copied()
+                    .unwrap_or(0),
+                refused_before_driver: ea.refused > 0,
+            })
+            .collect()
     }
 
     /// Whether a `device_fallback` of `function` for `requested` follows in this process.
@@ -737,6 +976,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
     let mut problems = Vec::new();
     problems::cuda_problems(&procs, &mut problems);
     faults::device_fault_problems(&procs, &mut problems);
+    explained::explained_problems(&procs, &mut problems);
     faults::topology_problems(&procs, &mut problems);
     problems::other_problems(&agg, &procs, &mut problems);
     problems.sort_by(|a, b| {
@@ -878,6 +1118,8 @@ fn process_reports(procs: &[Proc]) -> Vec<ProcessReport> {
                         repaired: p.repaired(f, *o),
                     })
                     .collect(),
+                launch_faults: p.explained_list(ExplainedKind::Launch),
+                alloc_faults: p.explained_list(ExplainedKind::Alloc),
                 repairs: p.repairs.clone(),
                 fallbacks: p.fallback_map(),
                 topology: s

@@ -105,8 +105,11 @@ pub enum LaunchCheck {
     BlockDim,
     /// The block's thread count is over `MAX_THREADS_PER_BLOCK`.
     ThreadsPerBlock,
-    /// The block's thread count is over the kernel's own limit (register-limited kernels).
+    /// The block's thread count is over the kernel's own limit because of its registers.
     FuncMaxThreads,
+    /// The block's thread count is over the kernel's own limit set at compile time
+    /// (`__launch_bounds__` / `.maxntid`), not by its registers.
+    LaunchBounds,
     /// A grid dimension is over `MAX_GRID_DIM_X/Y/Z`.
     GridDim,
     /// Dynamic shared memory over the kernel's limit or the device's opt-in maximum.
@@ -133,6 +136,7 @@ impl LaunchCheck {
             LaunchCheck::BlockDim => "block_dim",
             LaunchCheck::ThreadsPerBlock => "threads_per_block",
             LaunchCheck::FuncMaxThreads => "func_max_threads",
+            LaunchCheck::LaunchBounds => "launch_bounds",
             LaunchCheck::GridDim => "grid_dim",
             LaunchCheck::SharedMemory => "shared_memory",
             LaunchCheck::ClusterDim => "cluster_dim",
@@ -145,8 +149,9 @@ impl LaunchCheck {
     }
 
     /// The `CUresult` the driver returns for this fault: `CUDA_ERROR_INVALID_VALUE` (1) for
-    /// dimensions and shared memory, `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` (701) for a
-    /// register-limited kernel, `CUDA_ERROR_INVALID_CLUSTER_SIZE` (912),
+    /// dimensions, shared memory and a `__launch_bounds__` limit,
+    /// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` (701) for a register-limited kernel (both
+    /// measured on an H200, driver 580.159), `CUDA_ERROR_INVALID_CLUSTER_SIZE` (912),
     /// `CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE` (720), `CUDA_ERROR_INVALID_CONTEXT` (201),
     /// `CUDA_ERROR_INVALID_HANDLE` (400), `CUDA_ERROR_CONTEXT_IS_DESTROYED` (709).
     pub fn driver_code(self) -> u32 {
@@ -156,6 +161,7 @@ impl LaunchCheck {
             | LaunchCheck::ThreadsPerBlock
             | LaunchCheck::GridDim
             | LaunchCheck::SharedMemory
+            | LaunchCheck::LaunchBounds
             | LaunchCheck::Unknown => 1,
             LaunchCheck::FuncMaxThreads => 701,
             LaunchCheck::ClusterDim => 912,
@@ -285,6 +291,31 @@ pub fn check_launch(
     }
     if let Some(max) = func.max_threads_per_block.map(u64::from) {
         if max > 0 && threads > max && (max_threads == 0 || max < max_threads) {
+            // Register-limited when a full-size block would not fit the 64 Ki registers a
+            // block may use (every GPU since compute capability 3.0); otherwise the limit was
+            // compiled in with __launch_bounds__, and the driver answers
+            // CUDA_ERROR_INVALID_VALUE instead of LAUNCH_OUT_OF_RESOURCES (measured on an
+            // H200: 192 registers and a limit of 256 -> 701; 10 registers and
+            // __launch_bounds__(256) -> 1).
+            const REGISTERS_PER_BLOCK: u64 = 65_536;
+            let full_block = if max_threads == 0 { 1024 } else { max_threads };
+            let register_limited = func
+                .num_regs
+                .is_none_or(|r| u64::from(r) * full_block > REGISTERS_PER_BLOCK);
+            if !register_limited {
+                return Some(finding(
+                    LaunchCheck::LaunchBounds,
+                    max,
+                    threads,
+                    format!(
+                        "block {} = {threads} threads, over this kernel's own limit of {max} \
+                         threads per block, compiled in with __launch_bounds__({max}) \
+                         (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); launch it with at most \
+                         {max} threads per block, or raise the bound in the kernel's source",
+                        dims(req.block)
+                    ),
+                ));
+            }
             let regs = func
                 .num_regs
                 .map(|r| format!(": it uses {r} registers per thread"))
@@ -714,6 +745,32 @@ mod tests {
     }
 
     #[test]
+    fn launch_bounds_limited_kernel_is_invalid_value() {
+        // Measured on an H200: __launch_bounds__(256) with 10 registers, block 512 -> 1.
+        let func = FuncLimits {
+            max_threads_per_block: Some(256),
+            num_regs: Some(10),
+            ..plain_func()
+        };
+        let f = check_launch(&req([1, 1, 1], [512, 1, 1], 0), &h200(), &func, None).unwrap();
+        assert_eq!(f.check, LaunchCheck::LaunchBounds);
+        assert_eq!(f.check.driver_code(), 1);
+        assert_eq!(
+            f.explanation,
+            "block (512,1,1) = 512 threads, over this kernel's own limit of 256 threads per \
+             block, compiled in with __launch_bounds__(256) (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); \
+             launch it with at most 256 threads per block, or raise the bound in the kernel's source"
+        );
+        // 192 registers x 1024 threads do not fit 64 Ki registers: register-limited -> 701.
+        let heavy = FuncLimits {
+            num_regs: Some(192),
+            ..func
+        };
+        let f = check_launch(&req([1, 1, 1], [288, 1, 1], 0), &h200(), &heavy, None).unwrap();
+        assert_eq!(f.check.driver_code(), 701);
+    }
+
+    #[test]
     fn register_limited_kernel() {
         let func = FuncLimits {
             max_threads_per_block: Some(256),
@@ -923,6 +980,7 @@ mod tests {
             (LaunchCheck::BlockDim, "block_dim", 1),
             (LaunchCheck::ThreadsPerBlock, "threads_per_block", 1),
             (LaunchCheck::FuncMaxThreads, "func_max_threads", 701),
+            (LaunchCheck::LaunchBounds, "launch_bounds", 1),
             (LaunchCheck::GridDim, "grid_dim", 1),
             (LaunchCheck::SharedMemory, "shared_memory", 1),
             (LaunchCheck::ClusterDim, "cluster_dim", 912),

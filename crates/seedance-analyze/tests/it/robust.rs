@@ -111,7 +111,7 @@ fn empty_and_blank_files() {
     let text = seedance_analyze::render_text::render(&r);
     assert!(text.contains("PROBLEMS\n  none found\n"), "{text}");
     let html = seedance_analyze::render_html::render(&r);
-    assert!(html.contains("No call_failed records."));
+    assert!(html.contains("No failed calls recorded"));
 }
 
 #[test]
