@@ -19,6 +19,7 @@ mod driver;
 mod driverlog;
 mod hooks;
 mod launch;
+mod metrics;
 mod names;
 mod platform;
 mod procaddr;

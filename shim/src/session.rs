@@ -239,6 +239,7 @@ fn announce(id: HookId, r: CUresult) -> bool {
 /// returns at once. Events meanwhile wait in the pending queue; a device fault that needs
 /// the topology, or the exit summary, waits for the thread.
 pub fn on_init(_r: CUresult) {
+    crate::metrics::start();
     let st = state();
     if st.trace.get().is_some() || config().trace_dir.is_none() {
         return;
@@ -388,11 +389,20 @@ pub fn shutdown() {
         return;
     }
     let Some(st) = STATE.get() else { return };
+    crate::metrics::write(&build_summary(st, 0));
     if st.trace.get().is_none() && st.pending.lock().is_empty() {
         return;
     }
     let Some(w) = trace() else { return };
     flush_pending(w);
+    let summary = build_summary(st, w.dropped());
+    w.emit(platform::thread_id(), Event::ExitSummary(summary));
+    w.close();
+}
+
+/// The counters as an exit summary (also what the metrics file shows). `dropped` is the
+/// writer's count of dropped records.
+fn build_summary(st: &State, dropped: u64) -> ExitSummary {
     let counts = Counters::global().snapshot();
     let mut functions: BTreeMap<String, FunctionStats> = BTreeMap::new();
     for id in HookId::ALL {
@@ -419,16 +429,28 @@ pub fn shutdown() {
         let stats = functions.entry(id.name().to_string()).or_default();
         *stats.errors_by_result.entry(key).or_insert(0) += n;
     }
-    let summary = ExitSummary {
+    ExitSummary {
         duration_ns: seedance_trace::writer::now_ns().saturating_sub(st.start_ns),
         functions,
-        dropped_records: w.dropped() + st.pending_dropped.load(Ordering::Relaxed),
+        dropped_records: dropped + st.pending_dropped.load(Ordering::Relaxed),
         procaddr_unmatched: st.unmatched.lock().iter().cloned().collect(),
         repairs: crate::devices::repairs(),
         fallbacks: crate::devices::fallbacks(),
+    }
+}
+
+/// The current counters as a summary, for the periodic metrics file; `None` before the
+/// session exists or in a forked child.
+pub fn current_summary() -> Option<ExitSummary> {
+    if FORKED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let st = STATE.get()?;
+    let dropped = match st.trace.get() {
+        Some(Some(w)) => w.dropped(),
+        _ => 0,
     };
-    w.emit(platform::thread_id(), Event::ExitSummary(summary));
-    w.close();
+    Some(build_summary(st, dropped))
 }
 
 /// Counts one failure of `id` with `code` for the exit summary; `true` the first time this

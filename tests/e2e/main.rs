@@ -5,6 +5,7 @@
 //! * `unused`: a program that never touches CUDA sees nothing of the shim; exit ordering.
 //! * `modes`: `SEEDANCE_MODE`, bad values, the library-path override and the stub library.
 //! * `failures`: what a failed call leaves in the trace and on stderr.
+//! * `metrics`: the Prometheus metrics file.
 //! * `process`: fork (the child only forwards) and exit paths.
 //! * `devices`: device ordinals explained and repaired (fallback to the next device).
 //! * `launch`: launches over a device or kernel limit, or without a usable context, explained.
@@ -15,6 +16,7 @@ mod devices;
 mod failures;
 mod launch;
 mod loading_paths;
+mod metrics;
 mod modes;
 mod process;
 mod rtld_next;

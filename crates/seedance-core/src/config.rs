@@ -79,6 +79,10 @@ pub struct RawConfig {
     pub min_free_memory: Option<String>,
     /// `SEEDANCE_NVML_LIB`.
     pub nvml_lib: Option<String>,
+    /// `SEEDANCE_METRICS_FILE`.
+    pub metrics_file: Option<String>,
+    /// `SEEDANCE_METRICS_INTERVAL`.
+    pub metrics_interval: Option<String>,
     /// `SEEDANCE_VALIDATE`.
     pub validate: Option<String>,
 }
@@ -96,6 +100,8 @@ impl RawConfig {
             exclude_devices: get("SEEDANCE_EXCLUDE_DEVICES"),
             min_free_memory: get("SEEDANCE_MIN_FREE_MEMORY"),
             nvml_lib: get("SEEDANCE_NVML_LIB"),
+            metrics_file: get("SEEDANCE_METRICS_FILE"),
+            metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
             validate: get("SEEDANCE_VALIDATE"),
         }
     }
@@ -129,6 +135,10 @@ pub struct Config {
     pub min_free_memory: Option<u64>,
     /// Path of `libnvidia-ml` to use instead of `libnvidia-ml.so.1` (default `None`).
     pub nvml_lib: Option<PathBuf>,
+    /// Prometheus text file to write the counters to (`%p` becomes the pid); default `None`.
+    pub metrics_file: Option<PathBuf>,
+    /// Seconds between metrics file writes (default 30; 0 writes only at exit).
+    pub metrics_interval_secs: u64,
     /// When launches and allocations are checked (default [`Validate::Post`]).
     pub validate: Validate,
 }
@@ -144,6 +154,8 @@ impl Default for Config {
             exclude_devices: None,
             min_free_memory: None,
             nvml_lib: None,
+            metrics_file: None,
+            metrics_interval_secs: 30,
             validate: Validate::Post,
         }
     }
@@ -198,6 +210,16 @@ impl Config {
             }
         }
         cfg.nvml_lib = non_empty_path(&raw.nvml_lib, "SEEDANCE_NVML_LIB", &mut warnings);
+        cfg.metrics_file =
+            non_empty_path(&raw.metrics_file, "SEEDANCE_METRICS_FILE", &mut warnings);
+        if let Some(i) = &raw.metrics_interval {
+            match i.trim().parse::<u64>() {
+                Ok(n) if n <= 86_400 => cfg.metrics_interval_secs = n,
+                _ => warnings.push(format!(
+                    "SEEDANCE_METRICS_INTERVAL={i:?} is not a number of seconds from 0 to 86400; using 30"
+                )),
+            }
+        }
         if let Some(v) = &raw.validate {
             match v.trim().to_ascii_lowercase().as_str() {
                 "post" | "" => cfg.validate = Validate::Post,
@@ -297,6 +319,29 @@ mod tests {
         ]));
         assert_eq!(cfg.trace_dir, Some(PathBuf::from("/tmp/t")));
         assert_eq!(cfg.libcuda, Some(PathBuf::from("/opt/x/libcuda.so.1")));
+    }
+
+    #[test]
+    fn metrics_values() {
+        let (cfg, w) = Config::from_raw(&raw(&[
+            (
+                "SEEDANCE_METRICS_FILE",
+                "/var/lib/node_exporter/seedance-%p.prom",
+            ),
+            ("SEEDANCE_METRICS_INTERVAL", "0"),
+        ]));
+        assert!(w.is_empty());
+        assert_eq!(
+            cfg.metrics_file,
+            Some(PathBuf::from("/var/lib/node_exporter/seedance-%p.prom"))
+        );
+        assert_eq!(cfg.metrics_interval_secs, 0);
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_METRICS_INTERVAL", "-1")]));
+        assert_eq!(cfg.metrics_interval_secs, 30);
+        assert_eq!(
+            w,
+            vec!["SEEDANCE_METRICS_INTERVAL=\"-1\" is not a number of seconds from 0 to 86400; using 30".to_string()]
+        );
     }
 
     #[test]

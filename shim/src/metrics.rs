@@ -1,0 +1,74 @@
+//! The Prometheus metrics file (`SEEDANCE_METRICS_FILE`): the exit summary's counters in the
+//! text exposition format, for node_exporter's textfile collector. Written atomically (a
+//! temporary file in the same directory, then `rename`), every `SEEDANCE_METRICS_INTERVAL`
+//! seconds from a background thread started by the first `cuInit`, and once more at exit.
+
+use crate::session;
+use once_cell::sync::OnceCell;
+use seedance_trace::ExitSummary;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The metrics file path with `%p` replaced by this process's id; `None` when unset.
+fn path() -> Option<PathBuf> {
+    let raw = session::config().metrics_file.as_ref()?;
+    let text = raw
+        .to_string_lossy()
+        .replace("%p", &std::process::id().to_string());
+    Some(PathBuf::from(text))
+}
+
+fn labels() -> Vec<(&'static str, String)> {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    vec![
+        ("pid", std::process::id().to_string()),
+        ("exe", exe),
+        ("host", host),
+    ]
+}
+
+/// Writes `summary` to the metrics file, if one is configured. Errors are announced once.
+pub fn write(summary: &ExitSummary) {
+    let Some(path) = path() else { return };
+    let text = seedance_trace::metrics::render_prometheus(
+        summary,
+        &labels(),
+        env!("CARGO_PKG_VERSION"),
+        session::config().mode.as_str(),
+    );
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let result = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path));
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        session::say_once(
+            "metrics",
+            &format!("cannot write the metrics file {}: {e}", path.display()),
+        );
+    }
+}
+
+/// Starts the periodic writer once (no-op without a metrics file or with an interval of 0).
+pub fn start() {
+    static STARTED: OnceCell<()> = OnceCell::new();
+    let cfg = session::config();
+    if cfg.metrics_file.is_none() || cfg.metrics_interval_secs == 0 {
+        return;
+    }
+    STARTED.get_or_init(|| {
+        let every = Duration::from_secs(cfg.metrics_interval_secs);
+        let _ = std::thread::Builder::new()
+            .name("seedance-metrics".into())
+            .spawn(move || loop {
+                std::thread::sleep(every);
+                if let Some(s) = session::current_summary() {
+                    let _ = std::panic::catch_unwind(|| write(&s));
+                }
+            });
+    });
+}
