@@ -128,6 +128,8 @@ enum Kind {
     DeviceFault,
     CudaVisibleDevicesInvalid,
     DeviceOrder,
+    LaunchFault,
+    AllocFault,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +153,25 @@ struct Problem {
     requested_ordinal: Option<i32>,
     processes_repaired: Option<u64>,
     explanations: Vec<String>,
+    check: Option<String>,
+    unit: Option<String>,
+    values: Vec<FaultValue>,
+    driver_messages: Vec<String>,
+    processes_refused: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultValue {
+    device: Option<i32>,
+    limit: Option<u64>,
+    requested: Option<u64>,
+    requested_signed: Option<i64>,
+    free_bytes: Option<u64>,
+    total_bytes: Option<u64>,
+    shortage: Option<bool>,
+    processes: u64,
+    records: u64,
 }
 
 #[derive(Deserialize)]
@@ -217,6 +238,8 @@ struct Process {
     other_events: u64,
     procaddr_unmatched: Vec<String>,
     device_faults: Vec<ProcessFault>,
+    launch_faults: Vec<ProcessExplained>,
+    alloc_faults: Vec<ProcessExplained>,
     repairs: BTreeMap<String, u64>,
     fallbacks: BTreeMap<String, i32>,
     topology: Option<ProcessTopology>,
@@ -245,6 +268,17 @@ struct ProcessFault {
     fault: String,
     result: String,
     repaired: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessExplained {
+    function: String,
+    check: String,
+    result: String,
+    records: u64,
+    errors: u64,
+    refused_before_driver: bool,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +352,9 @@ struct Diff {
     disappeared_errors: Vec<ErrorChange>,
     changed_errors: Vec<ErrorChange>,
     call_shifts: Vec<CallShift>,
+    new_faults: Vec<FaultChange>,
+    resolved_faults: Vec<FaultChange>,
+    fault_changes: Vec<FaultChange>,
     new_repairs: Vec<KindChange>,
     repair_changes: Vec<KindChange>,
     new_event_kinds: Vec<KindChange>,
@@ -359,6 +396,18 @@ struct CallShift {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct FaultChange {
+    kind: String,
+    function: String,
+    check: String,
+    count_a: u64,
+    count_b: u64,
+    processes_a: u64,
+    processes_b: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct KindChange {
     kind: String,
     count_a: u64,
@@ -388,6 +437,8 @@ fn summary_report_matches_the_documented_schema() {
         &["tests/fixtures/fleet"][..],
         &["tests/fixtures/after"],
         &["tests/fixtures/v2"],
+        &["tests/fixtures/v3"],
+        &["tests/fixtures/v3-after"],
         &["tests/fixtures/fleet/gpu-b/empty.jsonl"],
     ] {
         let mut args = vec!["summary", "--format", "json"];
@@ -395,7 +446,7 @@ fn summary_report_matches_the_documented_schema() {
         let (code, out, err) = run(&args);
         assert_eq!(code, 0, "{err}");
         let r: Report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{paths:?}: {e}"));
-        assert_eq!(r.report_version, 2);
+        assert_eq!(r.report_version, 3);
         // Keys are unique: diff compares problems by them.
         let keys: std::collections::BTreeSet<&str> =
             r.problems.iter().map(|p| p.key.as_str()).collect();
@@ -476,11 +527,64 @@ fn diff_report_matches_the_documented_schema() {
     ]);
     assert_eq!(code, 0, "{err}");
     let d: Diff = serde_json::from_str(&out).unwrap();
-    assert_eq!(d.report_version, 2);
+    assert_eq!(d.report_version, 3);
     assert_eq!(d.a.processes, 4);
     assert_eq!(d.b.processes, 3);
     assert_eq!(d.repair_changes[0].kind, "device_fallback");
     assert_eq!(d.new_event_kinds[0].kind, "sync_before_destroy");
+    assert!(d.new_faults.is_empty() && d.resolved_faults.is_empty() && d.fault_changes.is_empty());
+
+    let (code, out, err) = run(&[
+        "diff",
+        "--format",
+        "json",
+        "tests/fixtures/v3",
+        "tests/fixtures/v3-after",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let d: Diff = serde_json::from_str(&out).unwrap();
+    assert_eq!(d.new_faults.len(), 1);
+    assert_eq!(d.new_faults[0].check, "cooperative_grid");
+    assert!(!d.resolved_faults.is_empty() && !d.fault_changes.is_empty());
+}
+
+#[test]
+fn v3_report_values_through_the_contract_types() {
+    let (_, out, _) = run(&["summary", "--format", "json", "tests/fixtures/v3"]);
+    let r: Report = serde_json::from_str(&out).unwrap();
+    let launch: Vec<&Problem> = r
+        .problems
+        .iter()
+        .filter(|p| p.kind == Kind::LaunchFault)
+        .collect();
+    let alloc: Vec<&Problem> = r
+        .problems
+        .iter()
+        .filter(|p| p.kind == Kind::AllocFault)
+        .collect();
+    assert_eq!((launch.len(), alloc.len()), (5, 4));
+    for p in launch.iter().chain(&alloc) {
+        assert!(
+            p.check.is_some() && p.processes_refused.is_some(),
+            "{}",
+            p.title
+        );
+        assert_eq!(p.functions.len(), 1);
+        assert!(!p.explanations.is_empty());
+    }
+    let oom = alloc
+        .iter()
+        .find(|p| p.check.as_deref() == Some("out_of_memory"))
+        .unwrap();
+    assert_eq!(oom.unit.as_deref(), Some("bytes"));
+    let shortage: Vec<Option<bool>> = oom.values.iter().map(|v| v.shortage).collect();
+    assert_eq!(shortage, [Some(true), Some(false)]);
+    assert_eq!(oom.values[0].free_bytes, Some(2 << 30));
+    let p = r.processes.iter().find(|p| p.pid == 6001).unwrap();
+    assert_eq!(p.launch_faults.len(), 3);
+    assert_eq!(p.alloc_faults.len(), 2);
+    assert!(p.launch_faults.iter().any(|f| f.refused_before_driver));
+    assert_eq!(r.input.newer_schema_records, 4);
 }
 
 #[test]
@@ -505,6 +609,8 @@ fn fixtures_follow_the_trace_schema() {
         "tests/fixtures/fleet",
         "tests/fixtures/after",
         "tests/fixtures/v2",
+        "tests/fixtures/v3",
+        "tests/fixtures/v3-after",
     ] {
         let (files, _) =
             seedance_analyze::input::collect_files(&[super::crate_dir().join(dir)]).unwrap();
@@ -533,6 +639,8 @@ fn fixtures_follow_the_trace_schema() {
                     Line::ExitSummary(h, e) => format!("{h:?} {e:?}"),
                     Line::DeviceFault(h, e) => format!("{h:?} {e:?}"),
                     Line::DeviceFallback(h, e) => format!("{h:?} {e:?}"),
+                    Line::LaunchFault(h, e) => format!("{h:?} {e:?}"),
+                    Line::AllocFault(h, e) => format!("{h:?} {e:?}"),
                     other => panic!("{}: not read as a known record: {other:?}", f.display()),
                 };
                 let ours = parse_line(line.as_bytes());
@@ -551,6 +659,7 @@ fn fixtures_follow_the_trace_schema() {
         }
     }
     // 25 records of schema-1 kinds and 4 device_fallback records in the schema-1 fixtures,
-    // 7 records in the schema-2 ones.
-    assert_eq!(checked, 36);
+    // 7 records in the schema-2 ones, 31 of known kinds in the schema-3 ones (18 launch and
+    // allocation faults).
+    assert_eq!(checked, 67);
 }

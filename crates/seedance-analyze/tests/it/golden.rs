@@ -32,6 +32,40 @@ fn summary_v2_json() {
 }
 
 #[test]
+fn summary_v3_text() {
+    let (code, out, err) = run(&["summary", "tests/fixtures/v3"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v3.txt", &out);
+}
+
+#[test]
+fn summary_v3_json() {
+    let (code, out, err) = run(&["summary", "--format", "json", "tests/fixtures/v3"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v3.json", &out);
+}
+
+#[test]
+fn diff_v3_text() {
+    let (code, out, err) = run(&["diff", "tests/fixtures/v3", "tests/fixtures/v3-after"]);
+    assert_eq!(code, 0, "{err}");
+    golden("diff-v3.txt", &out);
+}
+
+#[test]
+fn diff_v3_json() {
+    let (code, out, err) = run(&[
+        "diff",
+        "--format",
+        "json",
+        "tests/fixtures/v3",
+        "tests/fixtures/v3-after",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    golden("diff-v3.json", &out);
+}
+
+#[test]
 fn diff_text() {
     let (code, out, err) = run(&["diff", "tests/fixtures/fleet", "tests/fixtures/after"]);
     assert_eq!(code, 0, "{err}");
@@ -62,7 +96,7 @@ fn summary(paths: &[&str]) -> Value {
 #[test]
 fn fleet_numbers() {
     let r = summary(&["tests/fixtures/fleet"]);
-    assert_eq!(r["report_version"], 2);
+    assert_eq!(r["report_version"], 3);
     let i = &r["input"];
     assert_eq!(i["files_seen"], 7);
     assert_eq!(i["files_read"], 4);
@@ -275,7 +309,7 @@ fn diff_numbers() {
     assert_eq!(launch["calls_b"], 60_450);
     assert_eq!(launch["delta"], 11_950);
     assert_eq!(launch["delta_pct"], 24.6);
-    assert_eq!(d["report_version"], 2);
+    assert_eq!(d["report_version"], 3);
     // Repairs by kind (calls repaired), no longer the unknown kinds.
     assert_eq!(d["new_repairs"], serde_json::json!([]));
     assert_eq!(
@@ -381,4 +415,277 @@ fn v2_html_has_repairs_and_topology() {
     assert!(out.contains("Exclusive_Process"));
     assert!(out.contains("NVML absent in 1 process ("));
     assert!(out.contains("shim said: <q>ordinal 1 requested"));
+}
+
+/// Sum of the errors the problems that count failed calls account for: every error is in
+/// exactly one of them (`cuda_error`, `launch_fault`, `alloc_fault`) when there are no
+/// device faults.
+fn error_problem_sum(r: &Value) -> u64 {
+    r["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            ["cuda_error", "launch_fault", "alloc_fault"].contains(&p["kind"].as_str().unwrap())
+        })
+        .map(|p| p["count"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn v3_numbers() {
+    let r = summary(&["tests/fixtures/v3"]);
+    let i = &r["input"];
+    assert_eq!(i["records_by_kind"]["launch_fault"], 8);
+    assert_eq!(i["records_by_kind"]["alloc_fault"], 5);
+    assert_eq!(
+        i["unknown_event_kinds"],
+        serde_json::json!({"graph_fault": 1})
+    );
+    // Only the schema-4 process's records are newer than the analyzer.
+    assert_eq!(i["newer_schema_records"], 4);
+    assert_eq!(i["truncated_lines"], 1);
+
+    // No double counting: every error is in one problem.
+    assert_eq!(r["overview"]["errors"], 62);
+    assert_eq!(error_problem_sum(&r), 62);
+
+    let problems = r["problems"].as_array().unwrap();
+    let p = |key: &str| {
+        problems
+            .iter()
+            .find(|p| p["key"] == key)
+            .unwrap_or_else(|| panic!("{key} missing: {problems:#?}"))
+    };
+    // pid 5001: 10 INVALID_VALUE errors of cuLaunchKernel, 2 call_failed records; the 8
+    // others are split 2:1 by records between threads_per_block and grid_dim (5 and 3);
+    // pid 5002 (no exit summary) and 6002 add one each.
+    let tpb = p("launch_fault/cuLaunchKernel/threads_per_block");
+    assert_eq!(tpb["severity"], "error");
+    assert_eq!(tpb["count"], 7);
+    assert_eq!(tpb["processes"], 3);
+    assert_eq!(tpb["hosts"], serde_json::json!(["gpu-e", "gpu-f"]));
+    assert_eq!(tpb["code"], 1);
+    assert_eq!(tpb["unit"], "threads");
+    assert_eq!(
+        (
+            tpb["values"][0]["requested"].as_u64(),
+            tpb["values"][0]["limit"].as_u64(),
+            tpb["values"][0]["processes"].as_u64()
+        ),
+        (Some(1056), Some(1024), Some(3))
+    );
+    assert_eq!(tpb["values"][1]["requested"], 2048);
+    assert_eq!(tpb["explanations"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        tpb["driver_messages"][0],
+        "[cuLaunchKernel] too many threads per block: 1056 > 1024"
+    );
+    assert_eq!(p("launch_fault/cuLaunchKernel/grid_dim")["count"], 3);
+    let plain = p("cuda_error/CUDA_ERROR_INVALID_VALUE");
+    assert_eq!(
+        plain["count"], 3,
+        "the 2 unexplained launches and cuGraphLaunch"
+    );
+    assert_eq!(
+        plain["functions"],
+        serde_json::json!([{"name": "cuLaunchKernel", "count": 2}, {"name": "cuGraphLaunch", "count": 1}])
+    );
+    let ctx: Vec<&str> = plain["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(ctx.contains(&"41 more errors with this result were launch faults, counted in the launch_fault problems instead"), "{ctx:?}");
+    assert!(ctx.contains(&"3 more errors with this result were allocation faults, counted in the alloc_fault problems instead"), "{ctx:?}");
+    // All OUT_OF_MEMORY errors are allocation faults: no cuda_error problem for them.
+    assert!(!problems
+        .iter()
+        .any(|p| p["key"] == "cuda_error/CUDA_ERROR_OUT_OF_MEMORY"));
+
+    let oom = p("alloc_fault/cuMemAlloc_v2/out_of_memory");
+    assert_eq!(
+        oom["count"], 4,
+        "3 from 5001's exit summary, 1 record of the killed 5002"
+    );
+    assert_eq!(oom["processes"], 2);
+    assert_eq!(oom["values"][0]["shortage"], true);
+    assert_eq!(oom["values"][0]["total_bytes"], 150_754_820_096u64);
+    assert_eq!(oom["values"][1]["shortage"], false);
+    let ctx = oom["context"].to_string();
+    assert!(
+        ctx.contains(
+            "a genuine shortage (the request was larger than the free memory) in 1 process"
+        ),
+        "{ctx}"
+    );
+    assert!(
+        ctx.contains("device 1 (136.0 GiB free) in 1 process"),
+        "{ctx}"
+    );
+    let neg = p("alloc_fault/cuMemAllocAsync/exceeds_total");
+    assert_eq!(neg["values"][0]["requested_signed"], -2048);
+    assert!(neg["title"].as_str().unwrap().contains("negative size"));
+    let smem = p("launch_fault/cuLaunchKernel_ptsz/shared_memory");
+    assert_eq!(
+        (smem["count"].as_u64(), smem["processes_refused"].as_u64()),
+        (Some(30), Some(1))
+    );
+    assert_eq!(smem["values"][0]["requested"], 102_400);
+    let ctx = p("launch_fault/cuLaunchKernel_ptsz/no_context");
+    assert_eq!(
+        (ctx["count"].as_u64(), ctx["unit"].as_str()),
+        (Some(10), None)
+    );
+    assert_eq!(ctx["values"], serde_json::json!([]));
+    let host = p("alloc_fault/cuMemHostAlloc/zero_size");
+    assert_eq!(host["values"][0]["device"], Value::Null);
+    assert_eq!(p("alloc_fault/cuMemCreate/granularity")["count"], 2);
+    assert_eq!(
+        p("launch_fault/cuLaunchKernel/unknown")["driver_messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Each process lists its faults with the errors counted for them.
+    let procs = r["processes"].as_array().unwrap();
+    let a = procs.iter().find(|p| p["pid"] == 5001).unwrap();
+    let counts: Vec<(&str, u64)> = a["launch_faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["check"].as_str().unwrap(), f["errors"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(counts, [("grid_dim", 3), ("threads_per_block", 5)]);
+    assert_eq!(a["alloc_faults"].as_array().unwrap().len(), 2);
+
+    // The fault records are in the errors over time.
+    let total: u64 = r["errors_over_time"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["errors"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 15, "13 fault records and 2 call_failed records");
+
+    // The other fixtures keep the invariant too (no device faults there... or, for v2, only
+    // device faults, which count processes).
+    for dir in [
+        "tests/fixtures/fleet",
+        "tests/fixtures/after",
+        "tests/fixtures/v3-after",
+    ] {
+        let r = summary(&[dir]);
+        assert_eq!(
+            error_problem_sum(&r),
+            r["overview"]["errors"].as_u64().unwrap(),
+            "{dir}"
+        );
+    }
+}
+
+#[test]
+fn v3_diff_by_function_and_check() {
+    let (code, out, _) = run(&[
+        "diff",
+        "--format",
+        "json",
+        "tests/fixtures/v3",
+        "tests/fixtures/v3-after",
+    ]);
+    assert_eq!(code, 0);
+    let d: Value = serde_json::from_str(&out).unwrap();
+    let keys = |field: &str| -> Vec<(String, u64, u64)> {
+        d[field]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    format!(
+                        "{}/{}/{}",
+                        c["kind"].as_str().unwrap(),
+                        c["function"].as_str().unwrap(),
+                        c["check"].as_str().unwrap()
+                    ),
+                    c["count_a"].as_u64().unwrap(),
+                    c["count_b"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        keys("new_faults"),
+        [(
+            "launch_fault/cuLaunchCooperativeKernel/cooperative_grid".to_string(),
+            0,
+            1
+        )]
+    );
+    assert_eq!(
+        keys("resolved_faults"),
+        [
+            (
+                "launch_fault/cuLaunchKernel_ptsz/no_context".to_string(),
+                10,
+                0
+            ),
+            (
+                "launch_fault/cuLaunchKernel/threads_per_block".to_string(),
+                7,
+                0
+            ),
+            ("alloc_fault/cuMemCreate/granularity".to_string(), 2, 0),
+            (
+                "alloc_fault/cuMemAllocAsync/exceeds_total".to_string(),
+                1,
+                0
+            ),
+            ("launch_fault/cuLaunchKernel/unknown".to_string(), 1, 0),
+        ]
+    );
+    assert_eq!(
+        keys("fault_changes"),
+        [
+            (
+                "launch_fault/cuLaunchKernel_ptsz/shared_memory".to_string(),
+                30,
+                12
+            ),
+            ("alloc_fault/cuMemAlloc_v2/out_of_memory".to_string(), 4, 1),
+            ("launch_fault/cuLaunchKernel/grid_dim".to_string(), 3, 2),
+        ]
+    );
+    let new: Vec<&str> = d["new_problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        new.iter()
+            .any(|t| t.starts_with("launch fault: cooperative grid")),
+        "{new:?}"
+    );
+}
+
+#[test]
+fn v3_html_has_the_faults_section() {
+    let (code, out, err) = run(&["summary", "--format", "html", "tests/fixtures/v3"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(
+        "<section id=\"launch-and-allocation-faults\"><h2>Launch and allocation faults</h2>"
+    ));
+    assert_eq!(out.matches("<tr><td>launch</td>").count(), 5);
+    assert_eq!(out.matches("<tr><td>allocation</td>").count(), 4);
+    assert!(out.contains("requested 1,056 threads, limit 1,024 threads (device 0; 3 processes)"));
+    assert!(out.contains("requested 18,446,744,073,709,549,568 bytes (-2,048 as a signed size"));
+    assert!(out.contains(
+        "driver said: <q>[cuLaunchKernel] too many threads per block: 1056 &gt; 1024</q>"
+    ));
+    let (_, fleet, _) = run(&["summary", "--format", "html", "tests/fixtures/fleet"]);
+    assert!(fleet.contains("<p>No launch or allocation faults.</p>"));
 }

@@ -414,3 +414,111 @@ fn html_output_file() {
     assert!(html.contains("CUDA_ERROR_INVALID_DEVICE"));
     assert!(html.contains("no exit summary (killed or still running)"));
 }
+
+/// The analyzer knows schema 3: its records are not "newer"; schema 4 records are, and
+/// their known kinds are still read.
+#[test]
+fn schema_3_is_known_and_4_is_newer() {
+    assert_eq!(seedance_analyze::aggregate::KNOWN_SCHEMA_VERSION, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let launch = |v: u32, seq: u64| {
+        format!(
+            r#"{{"v":{v},"seq":{seq},"ts_ns":{seq},"pid":12,"tid":12,"event":"launch_fault","function":"cuLaunchKernel","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","check":"block_dim","limit":64,"requested":65,"device":0,"grid":[1,1,1],"block":[1,1,65],"shared_mem_bytes":0,"refused_before_driver":false,"explanation":"block (1,1,65): blockDim.z = 65 is over device 0's limit of 64","driver_message":null,"later":{{"x":1}}}}"#
+        )
+    };
+    let p = write_trace(
+        dir.path(),
+        "v.jsonl",
+        &[
+            &session_start(12, 0, 1).replace(r#""v":1"#, r#""v":3"#),
+            &launch(3, 1),
+            &launch(4, 2).replace(r#""requested":65"#, r#""requested":66"#),
+            // Without its check, a launch fault says nothing: malformed.
+            r#"{"v":3,"seq":3,"ts_ns":3,"pid":12,"tid":12,"event":"launch_fault","function":"cuLaunchKernel","result":1}"#,
+            r#"{"v":3,"seq":4,"ts_ns":4,"pid":12,"tid":12,"event":"alloc_fault","check":"zero_size","result":1}"#,
+            // A field of the wrong shape that the analyzer reads leniently.
+            r#"{"v":3,"seq":5,"ts_ns":5,"pid":12,"tid":12,"event":"alloc_fault","function":"cuMemAlloc_v2","result":2,"check":"out_of_memory","requested_bytes":10,"other_devices_with_room":"lots"}"#,
+        ],
+        "",
+    );
+    let r = report(&[p]);
+    assert_eq!(r.input.newer_schema_records, 1);
+    assert_eq!(r.input.malformed_lines, 2);
+    assert_eq!(r.input.records_by_kind["launch_fault"], 2);
+    assert_eq!(r.input.records_by_kind["alloc_fault"], 1);
+    assert!(r.input.unknown_event_kinds.is_empty());
+    let newer = r
+        .problems
+        .iter()
+        .find(|p| p.kind == seedance_analyze::report::ProblemKind::NewerSchema)
+        .unwrap();
+    assert_eq!(newer.count, 1);
+    let f = r
+        .problems
+        .iter()
+        .find(|p| p.key == "launch_fault/cuLaunchKernel/block_dim")
+        .unwrap();
+    // No exit summary: one failed call per record.
+    assert_eq!((f.count, f.values.len()), (2, 2));
+    let oom = r
+        .problems
+        .iter()
+        .find(|p| p.key == "alloc_fault/cuMemAlloc_v2/out_of_memory")
+        .unwrap();
+    assert_eq!(oom.values[0].shortage, None, "free memory unknown");
+    // The result's name is missing: counted under the number, as the shim would.
+    assert_eq!(r.processes[0].errors_by_result["2"], 1);
+}
+
+/// Exit summaries that disagree with the fault records (a record for a function the summary
+/// does not list, more records than errors) neither panic nor count an error twice.
+#[test]
+fn fault_records_and_summary_disagreeing() {
+    let dir = tempfile::tempdir().unwrap();
+    let alloc = |seq: u64, bytes: u64| {
+        format!(
+            r#"{{"v":3,"seq":{seq},"ts_ns":{seq},"pid":13,"tid":13,"event":"alloc_fault","function":"cuMemAlloc_v2","result":2,"result_name":"CUDA_ERROR_OUT_OF_MEMORY","check":"out_of_memory","requested_bytes":{bytes},"requested_signed":{bytes},"limit_bytes":5,"device":0,"free_bytes":5,"total_bytes":100,"process_live_bytes":0,"process_live_allocations":0,"other_devices_with_room":[],"refused_before_driver":false,"explanation":"x","driver_message":null}}"#
+        )
+    };
+    let launch = r#"{"v":3,"seq":4,"ts_ns":4,"pid":13,"tid":13,"event":"launch_fault","function":"cuLaunchKernel","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","check":"grid_dim","limit":65535,"requested":65536,"device":0,"grid":[1,65536,1],"block":[1,1,1],"shared_mem_bytes":0,"refused_before_driver":false,"explanation":"y","driver_message":null}"#;
+    let p = write_trace(
+        dir.path(),
+        "d.jsonl",
+        &[
+            &session_start(13, 0, 1),
+            &alloc(1, 10),
+            &alloc(2, 20),
+            &alloc(3, 30),
+            launch,
+            // One OUT_OF_MEMORY error for three records; no cuLaunchKernel at all.
+            &exit_summary(13, 5, 9, "cuMemAlloc_v2", 4, 1, "CUDA_ERROR_OUT_OF_MEMORY"),
+        ],
+        "",
+    );
+    let r = report(&[p]);
+    assert_eq!(r.overview.errors, 1);
+    let counted: u64 = r
+        .problems
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.kind,
+                seedance_analyze::report::ProblemKind::CudaError
+                    | seedance_analyze::report::ProblemKind::LaunchFault
+                    | seedance_analyze::report::ProblemKind::AllocFault
+            )
+        })
+        .map(|p| p.count)
+        .sum();
+    assert_eq!(counted, 1);
+    let grid = r
+        .problems
+        .iter()
+        .find(|p| p.key == "launch_fault/cuLaunchKernel/grid_dim")
+        .unwrap();
+    assert_eq!((grid.count, grid.processes), (0, 1));
+    assert!(r
+        .problems
+        .iter()
+        .any(|p| p.key == "alloc_fault/cuMemAlloc_v2/out_of_memory" && p.count == 1));
+}
