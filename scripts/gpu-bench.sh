@@ -7,6 +7,7 @@
 #  - PyTorch training loop: small transformer, 300 AdamW steps;
 #  - cuInit time: without the shim, with it, and with it plus a trace (topology, NVML);
 #  - peak RSS of the launch-rate program without and with the shim.
+# BENCH_ONLY=init measures only the cuInit rows (cheap: use more rounds).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
@@ -22,13 +23,14 @@ mkdir -p "$work/traces"
 
 declare -A vals
 for r in $(seq "$rounds"); do
+  vals[init_base]+="$("$work/init_time") "
+  vals[init_shim]+="$(LD_PRELOAD="$shim" "$work/init_time") "
+  vals[init_trace]+="$(LD_PRELOAD="$shim" SEEDANCE_TRACE_DIR="$work/traces" "$work/init_time") "
+  [ "${BENCH_ONLY:-}" = init ] && continue
   vals[launch_base]+="$("$work/launch_rate" 200000) "
   vals[launch_shim]+="$(LD_PRELOAD="$shim" "$work/launch_rate" 200000) "
   vals[torch_base]+="$(python3 "$here/gpu/torch_bench.py" 300) "
   vals[torch_shim]+="$(LD_PRELOAD="$shim" python3 "$here/gpu/torch_bench.py" 300) "
-  vals[init_base]+="$("$work/init_time") "
-  vals[init_shim]+="$(LD_PRELOAD="$shim" "$work/init_time") "
-  vals[init_trace]+="$(LD_PRELOAD="$shim" SEEDANCE_TRACE_DIR="$work/traces" "$work/init_time") "
   vals[rss_base]+="$(python3 "$here/gpu/rss.py" "$work/launch_rate" 20000) "
   vals[rss_shim]+="$(LD_PRELOAD="$shim" python3 "$here/gpu/rss.py" "$work/launch_rate" 20000) "
 done
@@ -40,9 +42,11 @@ for line in open(sys.argv[1]):
     k, *xs = line.split()
     v[k] = statistics.median(float(x) for x in xs)
 print(f"{'measure':<34} {'without':>12} {'with':>12} {'ratio/added':>12}")
-print(f"{'launches/s (200k empty)':<34} {v['launch_base']:>12.0f} {v['launch_shim']:>12.0f} {v['launch_shim'] / v['launch_base']:>12.4f}")
-print(f"{'PyTorch steps/s (300 steps)':<34} {v['torch_base']:>12.2f} {v['torch_shim']:>12.2f} {v['torch_shim'] / v['torch_base']:>12.4f}")
+if "launch_base" in v:
+  print(f"{'launches/s (200k empty)':<34} {v['launch_base']:>12.0f} {v['launch_shim']:>12.0f} {v['launch_shim'] / v['launch_base']:>12.4f}")
+  print(f"{'PyTorch steps/s (300 steps)':<34} {v['torch_base']:>12.2f} {v['torch_shim']:>12.2f} {v['torch_shim'] / v['torch_base']:>12.4f}")
 print(f"{'cuInit us (shim, no trace)':<34} {v['init_base']:>12.1f} {v['init_shim']:>12.1f} {v['init_shim'] - v['init_base']:>+12.1f}")
 print(f"{'cuInit us (shim + trace + NVML)':<34} {v['init_base']:>12.1f} {v['init_trace']:>12.1f} {v['init_trace'] - v['init_base']:>+12.1f}")
-print(f"{'peak RSS KiB (launch_rate 20k)':<34} {v['rss_base']:>12.0f} {v['rss_shim']:>12.0f} {v['rss_shim'] - v['rss_base']:>+12.0f}")
+if "rss_base" in v:
+  print(f"{'peak RSS KiB (launch_rate 20k)':<34} {v['rss_base']:>12.0f} {v['rss_shim']:>12.0f} {v['rss_shim'] - v['rss_base']:>+12.0f}")
 PY
