@@ -26,7 +26,9 @@ pub(crate) fn unit(kind: ExplainedKind, check: &str) -> Option<&'static str> {
     match kind {
         ExplainedKind::Alloc => Some("bytes"),
         ExplainedKind::Launch => match check {
-            "block_dim" | "threads_per_block" | "func_max_threads" => Some("threads"),
+            "block_dim" | "threads_per_block" | "func_max_threads" | "launch_bounds" => {
+                Some("threads")
+            }
             "grid_dim" | "cooperative_grid" | "cluster_dim" => Some("blocks"),
             "shared_memory" => Some("bytes"),
             _ => None,
@@ -43,6 +45,9 @@ fn check_words(kind: ExplainedKind, check: &str, negative: bool) -> String {
         }
         (ExplainedKind::Launch, "func_max_threads") => {
             "more threads per block than the kernel allows (registers)"
+        }
+        (ExplainedKind::Launch, "launch_bounds") => {
+            "more threads per block than the kernel's __launch_bounds__ allow"
         }
         (ExplainedKind::Launch, "grid_dim") => "grid dimension over the device's limit",
         (ExplainedKind::Launch, "zero_dim") => "a grid or block dimension of 0",
@@ -92,6 +97,11 @@ fn remediation(kind: ExplainedKind, check: &str, facts: &Facts) -> Vec<String> {
              its own limit (cuFuncGetAttribute CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, or \
              cudaOccupancyMaxPotentialBlockSize), or build it with __launch_bounds__ or \
              -maxrregcount so that it uses fewer registers.",
+        ),
+        (ExplainedKind::Launch, "launch_bounds") => v.push(
+            "The kernel was compiled with __launch_bounds__ (or .maxntid) below this block \
+             size: launch it with at most that many threads per block, or raise the bound in \
+             its source and rebuild.",
         ),
         (ExplainedKind::Launch, "grid_dim") => v.push(
             "Keep gridDim.y and gridDim.z at most 65535: put the long extent in x (up to \
@@ -451,7 +461,7 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             })
             .collect();
         // Stable: the map's order breaks ties.
-        values.sort_by(|x, y| (y.processes, y.records).cmp(&(x.processes, x.records)));
+        values.sort_by_key(|v| std::cmp::Reverse((v.processes, v.records)));
         values.truncate(MAX_VALUES);
         let procs_word =
             |n: u64| format!("{} {}", fmt::count(n), plural(n, "process", "processes"));
@@ -538,7 +548,12 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 plural(a.errors, "error", "errors"),
                 processes_on_hosts(nprocs, a.hosts.len())
             ),
-            key: format!("{}/{function}/{check}", kind.event()),
+            key: format!(
+                "{}/{}/{}",
+                kind.event(),
+                key_part(function),
+                key_part(check)
+            ),
             code,
             result,
             count: a.errors,
@@ -562,6 +577,12 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             processes_refused: Some(a.refused),
         });
     }
+}
+
+/// A name as a part of a problem key: `%` and `/` written `%25` and `%2F`, so that keys of
+/// different (function, check) pairs never collide.
+fn key_part(s: &str) -> String {
+    s.replace('%', "%25").replace('/', "%2F")
 }
 
 /// Out of memory: whether the request was larger than the free memory.

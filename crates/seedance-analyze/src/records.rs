@@ -205,9 +205,9 @@ pub struct LaunchFaultInfo {
     /// The result's name, when known.
     #[serde(default)]
     pub result_name: Option<String>,
-    /// Which limit: `block_dim`, `threads_per_block`, `func_max_threads`, `grid_dim`,
-    /// `zero_dim`, `shared_memory`, `cluster_dim`, `cooperative_grid`, `no_context`,
-    /// `stream_context`, `destroyed_context`, `unknown`, ... (required).
+    /// Which limit: `block_dim`, `threads_per_block`, `func_max_threads`, `launch_bounds`,
+    /// `grid_dim`, `zero_dim`, `shared_memory`, `cluster_dim`, `cooperative_grid`,
+    /// `no_context`, `stream_context`, `destroyed_context`, `unknown`, ... (required).
     pub check: String,
     /// The limit in force, in the check's unit (threads, blocks or bytes).
     #[serde(default)]

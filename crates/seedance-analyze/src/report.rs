@@ -646,6 +646,10 @@ pub(crate) type ByFunction<'a> = BTreeMap<&'a str, (u64, u64, BTreeMap<Cow<'a, s
 /// A launch or allocation fault of a process: (kind, function, check, result number).
 pub(crate) type ExplainedKey<'a> = (ExplainedKind, &'a str, &'a str, u32);
 
+/// Errors a process's launch and allocation faults account for, by (function, result key
+/// as in [`ByFunction`], kind).
+pub(crate) type ExplainedByResult<'a> = BTreeMap<(&'a str, String, ExplainedKind), u64>;
+
 /// Per-process numbers, computed once.
 pub(crate) struct Proc<'a> {
     pub(crate) agg: &'a ProcessAgg,
@@ -660,7 +664,7 @@ pub(crate) struct Proc<'a> {
     pub(crate) explained: BTreeMap<ExplainedKey<'a>, u64>,
     /// The same summed per (function, result key as in `by_function`): the errors of the
     /// `cuda_error` problems leave out, per kind.
-    pub(crate) explained_by_result: BTreeMap<(&'a str, String, ExplainedKind), u64>,
+    pub(crate) explained_by_result: ExplainedByResult<'a>,
 }
 
 /// Splits `total` in proportion to `weights` (largest remainders, ties to the first).
@@ -697,13 +701,12 @@ pub(crate) fn split(total: u64, weights: &[u64]) -> Vec<u64> {
 fn explained_shares<'a>(
     p: &'a ProcessAgg,
     by_function: &ByFunction<'a>,
-) -> (
-    BTreeMap<ExplainedKey<'a>, u64>,
-    BTreeMap<(&'a str, String, ExplainedKind), u64>,
-) {
+) -> (BTreeMap<ExplainedKey<'a>, u64>, ExplainedByResult<'a>) {
     let mut shares = BTreeMap::new();
     let mut by_result = BTreeMap::new();
-    let mut groups: BTreeMap<(&str, u32), Vec<(ExplainedKey, u64, String)>> = BTreeMap::new();
+    // (function, result number) -> its faults: (key, records, result key).
+    type Member<'b> = (ExplainedKey<'b>, u64, String);
+    let mut groups: BTreeMap<(&str, u32), Vec<Member>> = BTreeMap::new();
     for ((kind, f, check, r), e) in &p.explained {
         groups.entry((f.as_str(), *r)).or_default().push((
             (*kind, f.as_str(), check.as_str(), *r),
@@ -711,19 +714,24 @@ fn explained_shares<'a>(
             e.result_key(*r),
         ));
     }
+    // Errors not yet given to a fault, by (function, result key): two groups can match one
+    // key (the same name written with different numbers), and share it.
+    let mut avail: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for (f, (_, _, by)) in by_function {
+        for (k, n) in by {
+            avail.insert((f, k.as_ref()), *n);
+        }
+    }
     for ((f, r), members) in groups {
         let name = members[0].2.clone();
         let matches = |k: &str| k == name || explain::code_of(k) == Some(r);
         // The function's errors with this result, by the key they are counted under.
-        let counted: Vec<(&Cow<str>, u64)> = by_function
-            .get(f)
-            .map(|(_, _, by)| {
-                by.iter()
-                    .filter(|(k, n)| **n > 0 && matches(k))
-                    .map(|(k, n)| (k, *n))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let counted: Vec<(&str, u64)> = avail
+            .range((f, "")..)
+            .take_while(|((ff, _), _)| *ff == f)
+            .filter(|((_, k), n)| **n > 0 && matches(k))
+            .map(|((_, k), n)| (*k, *n))
+            .collect();
         let errors: u64 = counted.iter().map(|(_, n)| n).sum();
         let records: u64 = members.iter().map(|m| m.1).sum();
         let share = if p.exit.is_some() {
@@ -748,13 +756,15 @@ fn explained_shares<'a>(
             *per_kind.entry(m.0 .0).or_default() += n;
         }
         // Take the kinds' shares from the counted keys in order.
-        let mut left: Vec<(&Cow<str>, u64)> = counted;
         for (kind, mut n) in per_kind {
-            for (k, avail) in left.iter_mut() {
-                let take = n.min(*avail);
+            for (k, _) in &counted {
+                let Some(left) = avail.get_mut(&(f, *k)) else {
+                    continue;
+                };
+                let take = n.min(*left);
                 if take > 0 {
                     *by_result.entry((f, k.to_string(), kind)).or_default() += take;
-                    *avail -= take;
+                    *left -= take;
                     n -= take;
                 }
             }
@@ -1377,5 +1387,22 @@ fn errors_over_time(t: &Timeline) -> ErrorsOverTime {
                 by_result: by.clone(),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn split_is_proportional_and_exact() {
+        assert_eq!(split(8, &[2, 1]), [5, 3]);
+        assert_eq!(split(3, &[1, 1]), [2, 1]);
+        assert_eq!(split(0, &[4, 1]), [0, 0]);
+        assert_eq!(split(7, &[0, 0]), [0, 0]);
+        assert_eq!(
+            split(u64::MAX, &[u64::MAX, 1]).iter().sum::<u64>(),
+            u64::MAX
+        );
     }
 }

@@ -543,8 +543,9 @@ fn diff_report_matches_the_documented_schema() {
     ]);
     assert_eq!(code, 0, "{err}");
     let d: Diff = serde_json::from_str(&out).unwrap();
-    assert_eq!(d.new_faults.len(), 1);
+    assert_eq!(d.new_faults.len(), 2);
     assert_eq!(d.new_faults[0].check, "cooperative_grid");
+    assert_eq!(d.new_faults[1].check, "launch_bounds");
     assert!(!d.resolved_faults.is_empty() && !d.fault_changes.is_empty());
 }
 
@@ -659,7 +660,7 @@ fn fixtures_follow_the_trace_schema() {
         }
     }
     // 25 records of schema-1 kinds and 4 device_fallback records in the schema-1 fixtures,
-    // 7 records in the schema-2 ones, 31 of known kinds in the schema-3 ones (18 launch and
+    // 7 records in the schema-2 ones, 32 of known kinds in the schema-3 ones (19 launch and
     // allocation faults).
-    assert_eq!(checked, 67);
+    assert_eq!(checked, 68);
 }

@@ -619,11 +619,18 @@ fn v3_diff_by_function_and_check() {
     };
     assert_eq!(
         keys("new_faults"),
-        [(
-            "launch_fault/cuLaunchCooperativeKernel/cooperative_grid".to_string(),
-            0,
-            1
-        )]
+        [
+            (
+                "launch_fault/cuLaunchCooperativeKernel/cooperative_grid".to_string(),
+                0,
+                1
+            ),
+            (
+                "launch_fault/cuLaunchKernel/launch_bounds".to_string(),
+                0,
+                1
+            ),
+        ]
     );
     assert_eq!(
         keys("resolved_faults"),

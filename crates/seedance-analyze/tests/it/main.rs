@@ -5,10 +5,14 @@
 //! - `contract`: the JSON reports read back with independent types that deny unknown fields.
 //! - `robust`: truncated, garbage, empty, gzip, oversized and non-trace input.
 //! - `explain`: the `explain` subcommand's output and exit codes.
-//! - `props`: property tests feeding arbitrary bytes to the line parser and reader.
+//! - `props`: property tests (a short fuzzing run): arbitrary bytes and near-valid records
+//!   with mutated fields fed to the line parser, the reader and the whole pipeline.
+//! - `browser`: the HTML report rendered in headless Chromium (required: the test fails
+//!   without it).
 //! - `bench`: an ignored throughput measurement (`cargo test --release -- --ignored bench`).
 
 mod bench;
+mod browser;
 mod contract;
 mod explain;
 mod golden;

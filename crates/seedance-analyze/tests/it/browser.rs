@@ -1,0 +1,321 @@
+//! The HTML report in a real browser: headless Chromium loads the `--format html` report of
+//! the fixtures, runs its script and dumps the DOM it built; every chart must be there as an
+//! SVG with the number of bars the JSON report calls for, every table with its rows, and the
+//! browser's log must hold no console message (the report logs nothing, so any is an error,
+//! such as an uncaught exception). A copy of a report with a broken script checks that this
+//! log check sees errors at all.
+//!
+//! Chromium is required: without it this test fails, saying to install it (Debian package
+//! `chromium`; `.ci/run` installs it). It takes a few seconds (the pages load in parallel).
+
+use super::run;
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest a page may take to load and dump.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn chromium() -> PathBuf {
+    let candidates = ["chromium", "chromium-browser", "google-chrome"];
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin")]) {
+        for c in candidates {
+            let p = dir.join(c);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "headless Chromium is needed to check the HTML report in a browser and was not found \
+         on PATH (tried {candidates:?}): install it (Debian/Ubuntu: apt-get install -y \
+         chromium); CI installs it in .ci/run"
+    );
+}
+
+/// What the browser made of one page.
+struct Page {
+    /// The DOM after the page's scripts ran (`--dump-dom`).
+    dom: String,
+    /// The browser's log (`--enable-logging=stderr --v=0`), console messages included.
+    log: String,
+}
+
+/// Loads `html` in headless Chromium with a fresh profile under `profile`.
+fn load(browser: &Path, html: &Path, profile: &Path) -> Page {
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", html.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", browser.display()));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "chromium did not finish {} within {TIMEOUT:?}",
+                html.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let dom = reader.join().unwrap();
+    let log = err_reader.join().unwrap();
+    assert!(
+        status.success(),
+        "chromium failed on {}: {status}\n{log}",
+        html.display()
+    );
+    Page { dom, log }
+}
+
+/// Lines of the browser's log that are console messages or uncaught exceptions.
+fn console_errors(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught"))
+        .collect()
+}
+
+/// The content of the element that starts with `open` (up to its `close`).
+fn element<'a>(dom: &'a str, open: &str, close: &str) -> &'a str {
+    let start = dom
+        .find(open)
+        .unwrap_or_else(|| panic!("{open} not in the DOM"));
+    let rest = &dom[start..];
+    let end = rest
+        .find(close)
+        .unwrap_or_else(|| panic!("{open} not closed"));
+    &rest[..end]
+}
+
+/// The SVG chart labelled `label`.
+fn chart<'a>(dom: &'a str, label: &str) -> &'a str {
+    let at = dom
+        .find(&format!("aria-label=\"{label}\""))
+        .unwrap_or_else(|| panic!("no chart {label:?} in the DOM"));
+    let start = dom[..at].rfind("<svg").unwrap();
+    element(&dom[start..], "<svg", "</svg>")
+}
+
+fn section<'a>(dom: &'a str, id: &str) -> &'a str {
+    element(dom, &format!("<section id=\"{id}\">"), "</section>")
+}
+
+fn rows(s: &str) -> usize {
+    let body = element(s, "<tbody>", "</tbody>");
+    body.matches("<tr>").count()
+}
+
+/// Checks the DOM of the report of `fixture` against its JSON report.
+fn check_report(fixture: &str, page: &Page, r: &Value) {
+    let errors = console_errors(&page.log);
+    assert!(
+        errors.is_empty(),
+        "{fixture}: the browser logged errors:\n{}",
+        errors.join("\n")
+    );
+    let dom = &page.dom;
+    assert!(
+        dom.contains("<title>seedance-analyze report</title>"),
+        "{fixture}: not the report:\n{dom}"
+    );
+    let len = |v: &Value| v.as_array().unwrap().len();
+
+    // Errors over time: one bar per result in each bucket (1-second buckets over less than
+    // a minute and at most six results: no slot is merged, no result is "other").
+    let buckets = r["errors_over_time"]["buckets"].as_array().unwrap();
+    let results: std::collections::BTreeSet<&str> = buckets
+        .iter()
+        .flat_map(|b| {
+            b["by_result"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| k.as_str())
+        })
+        .collect();
+    assert!(
+        results.len() <= 6 && !buckets.is_empty(),
+        "{fixture}: fixture too big for this test"
+    );
+    let bars: usize = buckets
+        .iter()
+        .map(|b| b["by_result"].as_object().unwrap().len())
+        .sum();
+    let c = chart(dom, "errors over time");
+    assert_eq!(
+        c.matches("<rect").count(),
+        bars,
+        "{fixture}: errors over time"
+    );
+    for res in &results {
+        assert!(c.contains(res), "{fixture}: {res} not in the errors chart");
+    }
+
+    // Calls per function: a calls bar and an errors bar per function.
+    let functions = r["functions"].as_array().unwrap();
+    let c = chart(dom, "calls per function");
+    assert_eq!(
+        c.matches("<rect").count(),
+        2 * functions.len().min(30),
+        "{fixture}: calls per function"
+    );
+    for f in functions {
+        assert!(
+            c.contains(f["function"].as_str().unwrap()),
+            "{fixture}: {f} not charted"
+        );
+    }
+
+    // Process timeline: one bar per process.
+    let c = chart(dom, "process timeline");
+    assert_eq!(
+        c.matches("<rect").count(),
+        len(&r["processes"]).min(100),
+        "{fixture}: timeline"
+    );
+    assert_eq!(dom.matches("<svg").count(), 3, "{fixture}: three charts");
+
+    // Tables and lists.
+    assert_eq!(
+        rows(section(dom, "processes")),
+        len(&r["processes"]),
+        "{fixture}: processes"
+    );
+    assert_eq!(
+        rows(section(dom, "functions")),
+        functions.len(),
+        "{fixture}: functions"
+    );
+    assert_eq!(
+        section(dom, "session-topology")
+            .matches("<tr><td><code>")
+            .count(),
+        len(&r["devices"]),
+        "{fixture}: devices"
+    );
+    assert_eq!(
+        section(dom, "problems")
+            .matches("<div class=\"problem ")
+            .count(),
+        len(&r["problems"]),
+        "{fixture}: problems"
+    );
+    let faults = r["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "launch_fault" || p["kind"] == "alloc_fault")
+        .count();
+    let s = section(dom, "launch-and-allocation-faults");
+    if faults == 0 {
+        assert!(s.contains("No launch or allocation faults."), "{fixture}");
+    } else {
+        assert_eq!(rows(s), faults, "{fixture}: faults table");
+    }
+    // The sorting script ran without error and left the tables sortable.
+    assert!(dom.contains("<table class=\"sortable\""), "{fixture}");
+}
+
+#[test]
+fn html_report_renders_in_chromium() {
+    let started = Instant::now();
+    let browser = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = ["fleet", "v2", "v3"];
+    let mut jobs: Vec<(String, PathBuf)> = Vec::new();
+    let mut reports: Vec<Value> = Vec::new();
+    for f in fixtures {
+        let html = dir.path().join(format!("{f}.html"));
+        let path = format!("tests/fixtures/{f}");
+        let (code, _, err) = run(&[
+            "summary",
+            "--format",
+            "html",
+            "-o",
+            html.to_str().unwrap(),
+            &path,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let (code, json, err) = run(&["summary", "--format", "json", &path]);
+        assert_eq!(code, 0, "{err}");
+        reports.push(serde_json::from_str(&json).unwrap());
+        jobs.push((f.to_string(), html));
+    }
+    // The control: the fleet report with a script that throws.
+    let broken = dir.path().join("broken.html");
+    let text = std::fs::read_to_string(&jobs[0].1).unwrap();
+    std::fs::write(
+        &broken,
+        text.replace(
+            "</body>",
+            "<script>seedanceNoSuchFunction();</script></body>",
+        ),
+    )
+    .unwrap();
+    jobs.push(("broken".to_string(), broken));
+
+    let pages: Vec<Page> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(name, html)| {
+                let profile = dir.path().join(format!("profile-{name}"));
+                let browser = &browser;
+                s.spawn(move || load(browser, html, &profile))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for ((f, r), page) in fixtures.iter().zip(&reports).zip(&pages) {
+        check_report(f, page, r);
+    }
+    let control = console_errors(&pages[3].log);
+    assert!(
+        control
+            .iter()
+            .any(|l| l.contains("Uncaught") && l.contains("seedanceNoSuchFunction")),
+        "the browser log shows no uncaught exception for the broken page, so the check above \
+         proves nothing:\n{}",
+        pages[3].log
+    );
+    eprintln!(
+        "chromium: {} pages in {:.1} s",
+        jobs.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
