@@ -208,7 +208,21 @@ pub const KNOWN_KINDS: [&str; 7] = [
 ];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
+///
+/// A `call_failed` record in the shim's usual shape is read by a hand-written scanner
+/// ([`crate::fast`]); every other line, and any line the scanner is unsure of, by serde.
 pub fn parse_line(line: &[u8]) -> Line<'_> {
+    let line = trim_ascii(line);
+    if line.first() == Some(&b'{') {
+        if let Some((head, c)) = crate::fast::call_failed(line) {
+            return Line::CallFailed(head, c);
+        }
+    }
+    parse_line_serde(line)
+}
+
+/// [`parse_line`] without the fast path: serde only.
+pub(crate) fn parse_line_serde(line: &[u8]) -> Line<'_> {
     let line = trim_ascii(line);
     if line.is_empty() {
         return Line::Blank;

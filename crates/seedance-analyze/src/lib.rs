@@ -26,6 +26,7 @@ pub mod aggregate;
 pub mod diff;
 pub mod explain;
 mod explained;
+mod fast;
 mod faults;
 mod fmt;
 pub mod input;
