@@ -11,7 +11,7 @@
 //! sequential reading.
 
 use crate::input::{CallFailedRef, Head, Line};
-use crate::records::{AllocFaultInfo, ExitInfo, LaunchFaultInfo, SessionInfo};
+use crate::records::{AllocFaultInfo, ExitInfo, LaunchFaultInfo, LifetimeFaultInfo, SessionInfo};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The highest trace schema version this analyzer was written for: it reads every kind and
@@ -19,8 +19,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// `newer_schema_records` (their known kinds and fields are still read). Deliberately not
 /// `seedance_trace::SCHEMA_VERSION`: the shim's version moves ahead when the schema grows,
 /// and this one only when the analyzer has learnt the new version.
-pub const KNOWN_SCHEMA_VERSION: u32 = 3;
+pub const KNOWN_SCHEMA_VERSION: u32 = 4;
 
+/// Result key of a `lifetime_fault` found before the call reached the driver.
+pub const NOT_CALLED: &str = "(not called)";
 /// Argument examples kept per (function, CUresult) and process.
 pub const MAX_EXAMPLES: usize = 5;
 /// Longer argument objects are not kept as examples.
@@ -246,6 +248,20 @@ pub struct FallbackAgg {
     pub records: u64,
 }
 
+/// The `lifetime_fault` records of one (kind, function) in one process (trace schema 4).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct LifetimeAgg {
+    /// The shim's explanations, distinct (at most [`MAX_FAULT_TEXTS`], the smallest).
+    pub explanations: BTreeSet<String>,
+    /// Results the program got, by key (name, else number; `(not called)` when the shim
+    /// found the hazard before the call reached the driver).
+    pub results: BTreeMap<String, u64>,
+    /// Some record said the fix mode repaired it.
+    pub repaired_flag: bool,
+    /// Records seen.
+    pub records: u64,
+}
+
 /// Which kind of explained call failure (trace schema 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ExplainedKind {
@@ -392,6 +408,12 @@ pub struct ProcessAgg {
     pub explained: BTreeMap<(ExplainedKind, String, String, u32), ExplainedAgg>,
     /// `launch_fault` and `alloc_fault` records in all.
     pub explained_events: u64,
+    /// `lifetime_fault` records by (kind, function) (schema 4).
+    pub lifetime_faults: BTreeMap<(String, String), LifetimeAgg>,
+    /// `lifetime_repair` records by (kind, function) (schema 4).
+    pub lifetime_repairs: BTreeMap<(String, String), u64>,
+    /// `lifetime_fault` and `lifetime_repair` records in all.
+    pub lifetime_events: u64,
 }
 
 impl ProcessAgg {
@@ -660,6 +682,24 @@ impl Aggregate {
                 let i = self.process(file, h.pid);
                 self.alloc_fault(i, &h, *f);
             }
+            Line::LifetimeFault(h, f) => {
+                self.counters.note_kind("lifetime_fault", false);
+                let i = self.process(file, h.pid);
+                self.lifetime_fault(i, &h, *f);
+            }
+            Line::LifetimeRepair(h, r) => {
+                self.counters.note_kind("lifetime_repair", false);
+                let i = self.process(file, h.pid);
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                p.lifetime_events += 1;
+                let key = (r.kind, r.function);
+                if p.lifetime_repairs.contains_key(&key)
+                    || p.lifetime_repairs.len() < MAX_DEVICE_KEYS
+                {
+                    *p.lifetime_repairs.entry(key).or_default() += 1;
+                }
+            }
             Line::Unknown(h, kind) => {
                 self.counters.note_kind(&kind, true);
                 let i = self.process(file, h.pid);
@@ -744,6 +784,35 @@ impl Aggregate {
             for r in rooms.into_iter().take(MAX_DEVICE_KEYS) {
                 let v = m.entry(r.ordinal).or_default();
                 *v = (*v).max(r.free_bytes);
+            }
+        }
+    }
+
+    fn lifetime_fault(&mut self, i: usize, h: &Head, f: LifetimeFaultInfo) {
+        let result = match (&f.result_name, f.result) {
+            (Some(n), _) => n.clone(),
+            (None, Some(r)) => r.to_string(),
+            (None, None) => NOT_CALLED.to_string(),
+        };
+        // Only hazards the program saw as an error count as errors over time.
+        if f.result.is_some_and(|r| r != 0) {
+            self.timeline.add(h.ts_ns, &result, 1);
+        }
+        let p = &mut self.processes[i];
+        p.touch(h);
+        p.lifetime_events += 1;
+        let key = (f.kind, f.function);
+        if !p.lifetime_faults.contains_key(&key) && p.lifetime_faults.len() >= MAX_DEVICE_KEYS {
+            return;
+        }
+        let e = p.lifetime_faults.entry(key).or_default();
+        e.records += 1;
+        e.repaired_flag |= f.repaired;
+        *e.results.entry(result).or_default() += 1;
+        if !f.explanation.is_empty() {
+            e.explanations.insert(f.explanation);
+            while e.explanations.len() > MAX_FAULT_TEXTS {
+                e.explanations.pop_last();
             }
         }
     }

@@ -2,6 +2,7 @@
 //!
 //! Both sides are summarized into [`Report`]s and compared by key: errors by (function,
 //! CUresult), calls by function, launch and allocation faults by (kind, function, check)
+//! and lifetime faults by fault kind
 //! (the reports' `launch_fault` and `alloc_fault` problems), repaired calls by repair kind
 //! (the reports' `repairs`), records of event kinds the analyzer does not know by kind,
 //! problems by their `key`. The result is a [`DiffReport`], versioned like the summary
@@ -75,7 +76,7 @@ pub struct KindChange {
 /// The launch or allocation faults of one (kind, function, check) on both sides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultChange {
-    /// `launch_fault` or `alloc_fault`.
+    /// `launch_fault`, `alloc_fault` or `lifetime_fault`.
     pub kind: String,
     /// Function.
     pub function: String,
@@ -325,8 +326,19 @@ fn faults(r: &Report) -> BTreeMap<(String, String, String), (u64, u64)> {
         let kind = match p.kind {
             ProblemKind::LaunchFault => "launch_fault",
             ProblemKind::AllocFault => "alloc_fault",
+            ProblemKind::LifetimeFault => "lifetime_fault",
             _ => continue,
         };
+        if p.kind == ProblemKind::LifetimeFault {
+            // One problem per fault kind: compared by kind, counted in processes.
+            let check = p.fault.clone().unwrap_or_default();
+            let e: &mut (u64, u64) = m
+                .entry((kind.to_string(), String::new(), check))
+                .or_default();
+            e.0 += p.count;
+            e.1 += p.processes;
+            continue;
+        }
         let function = p
             .functions
             .first()
@@ -482,7 +494,14 @@ pub fn render_text(d: &DiffReport) -> String {
     }
 
     if !(d.new_faults.is_empty() && d.resolved_faults.is_empty() && d.fault_changes.is_empty()) {
-        out.push_str("\nLAUNCH AND ALLOCATION FAULTS (failed calls by function and check)\n");
+        let lifetime = [&d.new_faults, &d.resolved_faults, &d.fault_changes]
+            .iter()
+            .any(|l| l.iter().any(|c| c.kind == "lifetime_fault"));
+        out.push_str(if lifetime {
+            "\nFAULTS (failed calls by function and check; lifetime faults: processes by fault kind)\n"
+        } else {
+            "\nLAUNCH AND ALLOCATION FAULTS (failed calls by function and check)\n"
+        });
         let mut t = Table::new(&[
             "KIND",
             "FUNCTION",
@@ -501,7 +520,11 @@ pub fn render_text(d: &DiffReport) -> String {
             for c in list {
                 t.row(vec![
                     c.kind.clone(),
-                    c.function.clone(),
+                    if c.function.is_empty() {
+                        "-".to_string()
+                    } else {
+                        c.function.clone()
+                    },
                     c.check.clone(),
                     what.to_string(),
                     fmt::count(c.count_a),

@@ -17,7 +17,8 @@
 
 use crate::aggregate::Aggregate;
 use crate::records::{
-    AllocFaultInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, LaunchFaultInfo, SessionInfo,
+    AllocFaultInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, LaunchFaultInfo,
+    LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo,
 };
 use crate::Error;
 use flate2::read::MultiGzDecoder;
@@ -158,6 +159,10 @@ pub enum Line<'a> {
     LaunchFault(Head, Box<LaunchFaultInfo>),
     /// An `alloc_fault` record (schema 3).
     AllocFault(Head, Box<AllocFaultInfo>),
+    /// A `lifetime_fault` record (schema 4).
+    LifetimeFault(Head, Box<LifetimeFaultInfo>),
+    /// A `lifetime_repair` record (schema 4).
+    LifetimeRepair(Head, Box<LifetimeRepairInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -174,6 +179,8 @@ impl Line<'_> {
             | Line::DeviceFallback(h, _)
             | Line::LaunchFault(h, _)
             | Line::AllocFault(h, _)
+            | Line::LifetimeFault(h, _)
+            | Line::LifetimeRepair(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -197,7 +204,7 @@ fn head_of(
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 7] = [
+pub const KNOWN_KINDS: [&str; 9] = [
     "session_start",
     "call_failed",
     "exit_summary",
@@ -205,6 +212,8 @@ pub const KNOWN_KINDS: [&str; 7] = [
     "device_fallback",
     "launch_fault",
     "alloc_fault",
+    "lifetime_fault",
+    "lifetime_repair",
 ];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
@@ -328,6 +337,14 @@ fn classify<'a>(
         "alloc_fault" => match serde_json::from_slice::<AllocFaultInfo>(line) {
             Ok(s) => Line::AllocFault(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "alloc_fault"),
+        },
+        "lifetime_fault" => match serde_json::from_slice::<LifetimeFaultInfo>(line) {
+            Ok(s) => Line::LifetimeFault(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "lifetime_fault"),
+        },
+        "lifetime_repair" => match serde_json::from_slice::<LifetimeRepairInfo>(line) {
+            Ok(s) => Line::LifetimeRepair(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "lifetime_repair"),
         },
         _ => Line::Unknown(head, kind),
     }

@@ -30,6 +30,7 @@ mod fast;
 mod faults;
 mod fmt;
 pub mod input;
+mod lifetime;
 mod problems;
 pub mod records;
 pub mod render_html;

@@ -11,7 +11,9 @@
 //! `device_fault` problems of [`crate::faults`], and the `cuda_error` problem of the same
 //! result, if errors remain, says how many it left to them. Launch and allocation faults
 //! (schema 3) likewise: the errors they account for (see [`crate::explained`]) are the
-//! `launch_fault` and `alloc_fault` problems'.
+//! `launch_fault` and `alloc_fault` problems'. Lifetime faults (schema 4) too: the errors of
+//! a (function, result) that a `lifetime_fault` of the same process names are the
+//! `lifetime_fault` problem's.
 
 use crate::aggregate::{Aggregate, Examples, ExplainedKind, MAX_EXAMPLES};
 use crate::explain;
@@ -84,6 +86,7 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     let mut by_result: BTreeMap<&str, Acc> = BTreeMap::new();
     // Errors left to the device_fault, launch_fault and alloc_fault problems, by result.
     let mut to_faults: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut to_lifetime: BTreeMap<&str, u64> = BTreeMap::new();
     let mut to_explained: BTreeMap<(&str, ExplainedKind), u64> = BTreeMap::new();
     for p in procs {
         for (f, (_, _, by)) in &p.by_function {
@@ -94,6 +97,10 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 let r: &str = r.as_ref();
                 if p.fault_covers(f, r) {
                     *to_faults.entry(r).or_default() += n;
+                    continue;
+                }
+                if p.lifetime_covers(f, r) {
+                    *to_lifetime.entry(r).or_default() += n;
                     continue;
                 }
                 let mut n = *n;
@@ -258,6 +265,16 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         if let Some(n) = to_faults.get(result) {
             context.push(format!(
                 "{} more {} with this result {} device faults, counted in the device_fault \
+                 {} instead",
+                fmt::count(*n),
+                plural(*n, "error", "errors"),
+                plural(*n, "was a", "were"),
+                plural(*n, "problem", "problems")
+            ));
+        }
+        if let Some(n) = to_lifetime.get(result) {
+            context.push(format!(
+                "{} more {} with this result {} lifetime faults, counted in the lifetime_fault \
                  {} instead",
                 fmt::count(*n),
                 plural(*n, "error", "errors"),

@@ -1,12 +1,13 @@
 //! The fields of the known event kinds that the analyzer uses, read leniently.
 //!
 //! These mirror `seedance_trace::{SessionStart, ExitSummary, DeviceFault, DeviceFallback,
-//! LaunchFault, AllocFault}` (and the `seedance_topology::Topology` of a schema-2 session
+//! LaunchFault, AllocFault, LifetimeFault, LifetimeRepair}` (and the `seedance_topology::Topology` of a schema-2 session
 //! start) field for field (names and types), but every field has a default: a trace written
 //! before a field existed, or by a shim that left one out, still reads, and fields added
 //! later are ignored. The exceptions are the fields without which the record says nothing:
 //! the ordinals of `device_fault` and `device_fallback`, and the function, result and check
-//! of `launch_fault` and `alloc_fault`; a record lacking them is malformed. The trace
+//! of `launch_fault` and `alloc_fault`, the function and kind of `lifetime_fault` and
+//! `lifetime_repair`; a record lacking them is malformed. The trace
 //! crate's own types stay the definition of what the shim writes; a test checks that records
 //! built from them read here.
 
@@ -329,6 +330,140 @@ pub struct ExitInfo {
     pub repairs: BTreeMap<String, u64>,
     /// Fallback choices at exit: requested ordinal (string) -> chosen ordinal (schema 2).
     pub fallbacks: BTreeMap<String, i32>,
+    /// Contexts alive at exit (schema 4; empty when absent or not readable).
+    #[serde(deserialize_with = "lenient_vec")]
+    pub live_contexts: Vec<LiveContextInfo>,
+    /// Memory never freed, per context (schema 4).
+    #[serde(deserialize_with = "lenient_vec")]
+    pub leaked_allocations: Vec<LeakedAllocationsInfo>,
+    /// Streams with work never synchronised (schema 4).
+    #[serde(deserialize_with = "lenient_vec")]
+    pub unsynchronized_streams: Vec<UnsynchronizedStreamInfo>,
+    /// Calls that got `CUDA_ERROR_DEINITIALIZED`, by function (schema 4).
+    #[serde(deserialize_with = "lenient_map")]
+    pub calls_after_deinit: BTreeMap<String, u64>,
+}
+
+/// Reads a list, giving an empty one instead of an error when it has the wrong shape.
+fn lenient_vec<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    Ok(lenient(d)?.unwrap_or_default())
+}
+
+/// Reads a map of counts, giving an empty one instead of an error when it has the wrong
+/// shape.
+fn lenient_map<'de, D>(d: D) -> Result<BTreeMap<String, u64>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    Ok(lenient(d)?.unwrap_or_default())
+}
+
+/// A context alive at exit (schema 4, see `seedance_trace::LiveContext`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct LiveContextInfo {
+    /// The context handle (hex).
+    pub context: String,
+    /// Its device, when known.
+    pub device: Option<i32>,
+    /// A device's primary context.
+    pub primary: bool,
+    /// 1 + earlier contexts with the same handle.
+    pub generation: u32,
+    /// Retains not released (1 for a created context).
+    pub retained: u32,
+}
+
+/// Memory never freed, per context (schema 4, see `seedance_trace::LeakedAllocations`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct LeakedAllocationsInfo {
+    /// The device (`None` for pinned host memory or when unknown).
+    pub device: Option<i32>,
+    /// The owning context (hex).
+    pub context: Option<String>,
+    /// The owning context is a primary context still retained at exit (not a leak: the
+    /// runtime keeps those until after the driver shut down).
+    pub primary_retained: bool,
+    /// Pinned host memory.
+    pub host: bool,
+    /// Allocations.
+    pub allocations: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// A stream with work never synchronised at exit (schema 4, see
+/// `seedance_trace::UnsynchronizedStream`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct UnsynchronizedStreamInfo {
+    /// The owning context (hex).
+    pub context: Option<String>,
+    /// The owning context is a primary context still retained at exit.
+    pub primary_retained: bool,
+    /// The stream handle (hex), `None` for a default stream.
+    pub stream: Option<String>,
+    /// For a default stream: `legacy` or `per_thread`.
+    pub default_stream: Option<String>,
+    /// Launches never synchronised.
+    pub launches: u64,
+    /// Asynchronous copies never synchronised.
+    pub copies: u64,
+}
+
+/// The `lifetime_fault` event (schema 4, see `seedance_trace::LifetimeFault`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct LifetimeFaultInfo {
+    /// Exported symbol of the call (required).
+    pub function: String,
+    /// `pending_work_at_destroy`, `use_after_destroy`, `pinned_memory_in_use`,
+    /// `device_memory_in_use`, ... (required).
+    pub kind: String,
+    /// What the program got; `None` when found before the call reached the driver.
+    #[serde(default)]
+    pub result: Option<u32>,
+    /// The result's name, when known.
+    #[serde(default)]
+    pub result_name: Option<String>,
+    /// The context concerned (hex).
+    #[serde(default)]
+    pub context: Option<String>,
+    /// The device of that context.
+    #[serde(default)]
+    pub device: Option<i32>,
+    /// `context`, `stream`, `event`, `device_memory` or `pinned_memory`.
+    #[serde(default)]
+    pub handle_kind: Option<String>,
+    /// The fix mode repaired it (a `lifetime_repair` follows).
+    #[serde(default)]
+    pub repaired: bool,
+    /// The shim's explanation, as printed on stderr.
+    #[serde(default)]
+    pub explanation: String,
+}
+
+/// The `lifetime_repair` event (schema 4, see `seedance_trace::LifetimeRepair`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct LifetimeRepairInfo {
+    /// Exported symbol of the call repaired (required).
+    pub function: String,
+    /// `synchronize_before_destroy`, `synchronize_before_free`, `already_released`,
+    /// `already_complete`, ... (required).
+    pub kind: String,
+    /// The context concerned (hex).
+    #[serde(default)]
+    pub context: Option<String>,
+    /// What the program got (0 = success).
+    #[serde(default)]
+    pub result: u32,
+    /// The shim's announcement, as printed on stderr.
+    #[serde(default)]
+    pub explanation: String,
 }
 
 /// Calls and errors of one function (see `seedance_trace::FunctionStats`).

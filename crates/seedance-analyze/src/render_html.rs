@@ -117,6 +117,9 @@ pub fn render(r: &Report) -> String {
     problems(&mut h, r);
     section(&mut h, "Repairs", |h| repairs(h, r));
     section(&mut h, "Launch and allocation faults", |h| explained(h, r));
+    if !r.process_health.is_empty() {
+        section(&mut h, "Process health", |h| process_health(h, r));
+    }
     section(&mut h, "Errors over time", |h| errors_chart(h, r));
     section(&mut h, "Calls per function", |h| functions_chart(h, r));
     section(&mut h, "Process timeline", |h| timeline_chart(h, r));
@@ -241,6 +244,33 @@ fn repairs(h: &mut String, r: &Report) {
         }
         h.push_str("</tbody></table>\n");
     }
+}
+
+/// What processes left behind at exit (trace schema 4), one row per process.
+fn process_health(h: &mut String, r: &Report) {
+    h.push_str("<p>What processes left behind at exit (resources of primary contexts still retained are not counted).</p>");
+    h.push_str("<table><thead><tr><th>Process</th><th>Host</th><th class=\"n\">Live contexts</th><th class=\"n\">Leaked allocations</th><th class=\"n\">Leaked bytes</th><th class=\"n\">Unsynchronised streams</th><th class=\"n\">Calls after deinit</th><th>Details</th></tr></thead><tbody>");
+    for p in &r.process_health {
+        let name = p
+            .executable
+            .as_deref()
+            .map(|e| e.rsplit('/').next().unwrap_or(e))
+            .unwrap_or("?");
+        let _ = write!(
+            h,
+            "<tr><td><code>{}</code> pid {}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            escape(name),
+            p.pid,
+            escape(p.hostname.as_deref().unwrap_or("(unknown)")),
+            fmt::count(p.live_contexts),
+            fmt::count(p.leaked_allocations),
+            fmt::bytes(p.leaked_bytes),
+            fmt::count(p.unsynchronized_streams),
+            fmt::count(p.calls_after_deinit),
+            escape(&crate::lifetime::health_words(p).join("; "))
+        );
+    }
+    h.push_str("</tbody></table>\n");
 }
 
 /// The `launch_fault` and `alloc_fault` problems as one table, most errors first.

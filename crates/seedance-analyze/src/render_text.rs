@@ -230,6 +230,42 @@ pub fn render(r: &Report) -> String {
         }
     }
 
+    if !r.process_health.is_empty() {
+        out.push_str("\nPROCESS HEALTH\n");
+        let mut t = Table::new(&[
+            "PROCESS",
+            "HOST",
+            ">LIVE CTX",
+            ">LEAKED ALLOCS",
+            ">LEAKED BYTES",
+            ">UNSYNCED STREAMS",
+            ">AFTER DEINIT",
+        ]);
+        for p in r.process_health.iter().take(MAX_ROWS) {
+            t.row(vec![
+                format!(
+                    "{} pid {}",
+                    p.executable.as_deref().map(basename).unwrap_or("?"),
+                    p.pid
+                ),
+                opt(&p.hostname),
+                fmt::count(p.live_contexts),
+                fmt::count(p.leaked_allocations),
+                fmt::bytes(p.leaked_bytes),
+                fmt::count(p.unsynchronized_streams),
+                fmt::count(p.calls_after_deinit),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+        more(&mut out, r.process_health.len(), "processes");
+        for p in r.process_health.iter().take(MAX_ROWS) {
+            let name = p.executable.as_deref().map(basename).unwrap_or("?");
+            for w in crate::lifetime::health_words(p) {
+                push_wrapped(&mut out, "  ", &format!("{name} pid {}: {w}", p.pid));
+            }
+        }
+    }
+
     out.push_str("\nHOSTS\n");
     let mut t = Table::new(&[
         "HOST",

@@ -17,6 +17,7 @@ use crate::explain;
 use crate::explained;
 use crate::faults;
 use crate::fmt;
+use crate::lifetime;
 use crate::problems;
 use crate::records::{DeviceEntry, SessionInfo, TopologyDevice};
 use serde::{Deserialize, Serialize};
@@ -37,8 +38,13 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `cuda_error` problem no longer counts the errors those problems explain; processes'
 /// `launch_faults` and `alloc_faults`; `errors_over_time` counts the fault records
 /// (`device_fault`, `launch_fault`, `alloc_fault`) besides `call_failed`; in the diff,
-/// `new_faults`, `resolved_faults` and `fault_changes`.
-pub const REPORT_VERSION: u32 = 3;
+/// `new_faults`, `resolved_faults` and `fault_changes`. 4 = lifetime faults (trace schema
+/// 4): problems of kind `lifetime_fault` (one per fault kind, with `fault`,
+/// `processes_repaired`, `functions` counting records, `explanations`); `process_health`
+/// (left out when empty); `repairs` counts the `lifetime_repair` kinds; in the diff,
+/// lifetime faults are compared by fault kind among the `*_faults` (kind `lifetime_fault`,
+/// `check` the fault kind, `function` empty).
+pub const REPORT_VERSION: u32 = 4;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +70,55 @@ pub struct Report {
     /// What the fix mode repaired (trace schema 2; `device_fallback` records of older
     /// traces count too).
     pub repairs: RepairsReport,
+    /// Processes whose exit summary shows contexts left alive, memory never freed, streams
+    /// never synchronised or calls after the driver shut down (trace schema 4), worst
+    /// first; left out when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub process_health: Vec<ProcessHealth>,
+}
+
+/// What one process left behind at exit (its exit summary, trace schema 4). Resources of
+/// a primary context still retained at exit are not counted (the CUDA runtime keeps those
+/// until after the driver shut down).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessHealth {
+    /// Trace file.
+    pub file: String,
+    /// Process id.
+    pub pid: u32,
+    /// Host name.
+    pub hostname: Option<String>,
+    /// Executable.
+    pub executable: Option<String>,
+    /// Contexts created (`cuCtxCreate`) and never destroyed.
+    pub live_contexts: u64,
+    /// Allocations never freed.
+    pub leaked_allocations: u64,
+    /// Bytes never freed.
+    pub leaked_bytes: u64,
+    /// The same per device (`device` `None` with `host` for pinned host memory).
+    pub leaks: Vec<DeviceLeak>,
+    /// Streams with work never synchronised.
+    pub unsynchronized_streams: u64,
+    /// Launches and copies on those streams.
+    pub unsynchronized_work: u64,
+    /// Calls made after the driver shut down (`CUDA_ERROR_DEINITIALIZED`).
+    pub calls_after_deinit: u64,
+    /// Those calls by function, most first.
+    pub calls_after_deinit_by_function: Vec<NameCount>,
+}
+
+/// Memory never freed on one device of one process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceLeak {
+    /// CUDA ordinal (`None` for pinned host memory or when unknown).
+    pub device: Option<i32>,
+    /// Pinned host memory.
+    pub host: bool,
+    /// Allocations.
+    pub allocations: u64,
+    /// Bytes.
+    pub bytes: u64,
 }
 
 /// What the fix mode repaired, over all processes.
@@ -265,6 +320,10 @@ pub enum ProblemKind {
     /// Allocations that failed (or were refused) for a reason the shim named
     /// (`alloc_fault` records), per function and check.
     AllocFault,
+    /// A context, stream, event or memory lifetime hazard (`lifetime_fault` records), per
+    /// fault kind; `warning` when a `lifetime_repair` of the same function repaired it in
+    /// every affected process, else `error`.
+    LifetimeFault,
 }
 
 /// A name and a count.
@@ -839,6 +898,17 @@ impl<'a> Proc<'a> {
             let n = repairs.entry("device_fallback".to_string()).or_default();
             *n = (*n).max(p.fallback_events);
         }
+        // The shim counts lifetime repairs in the exit summary's `repairs` too (every
+        // repaired call, the records only the first of each function): the records count
+        // only when they are more (no exit summary).
+        let mut lifetime: BTreeMap<&str, u64> = BTreeMap::new();
+        for ((kind, _), n) in &p.lifetime_repairs {
+            *lifetime.entry(kind).or_default() += n;
+        }
+        for (kind, n) in lifetime {
+            let e = repairs.entry(kind.to_string()).or_default();
+            *e = (*e).max(n);
+        }
         let (explained, explained_by_result) = explained_shares(p, &by_function);
         Proc {
             agg: p,
@@ -871,6 +941,16 @@ impl<'a> Proc<'a> {
         self.agg.faults.iter().any(|((f, _, r), fa)| {
             f == function && (fa.result_key(*r) == result || code == Some(*r))
         })
+    }
+
+    /// Whether a `lifetime_fault` of this process explains the errors of `function` with
+    /// the result counted under `result` (the shim writes one record per distinct function,
+    /// kind and context, and counts every such error in the exit summary).
+    pub(crate) fn lifetime_covers(&self, function: &str, result: &str) -> bool {
+        self.agg
+            .lifetime_faults
+            .iter()
+            .any(|((_, f), la)| f == function && la.results.contains_key(result))
     }
 
     /// Errors of `function` with the result counted under `result` that launch or
@@ -987,6 +1067,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
     problems::cuda_problems(&procs, &mut problems);
     faults::device_fault_problems(&procs, &mut problems);
     explained::explained_problems(&procs, &mut problems);
+    lifetime::lifetime_problems(&procs, &mut problems);
     faults::topology_problems(&procs, &mut problems);
     problems::other_problems(&agg, &procs, &mut problems);
     problems.sort_by(|a, b| {
@@ -1011,6 +1092,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
         functions,
         errors_over_time: errors_over_time(&agg.timeline),
         repairs,
+        process_health: lifetime::process_health(&procs),
     }
 }
 

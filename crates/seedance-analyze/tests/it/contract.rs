@@ -21,6 +21,44 @@ struct Report {
     functions: Vec<Function>,
     errors_over_time: ErrorsOverTime,
     repairs: Repairs,
+    #[serde(default)]
+    process_health: Vec<ProcessHealth>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct ProcessHealth {
+    file: String,
+    pid: u32,
+    hostname: Option<String>,
+    executable: Option<String>,
+    live_contexts: u64,
+    leaked_allocations: u64,
+    leaked_bytes: u64,
+    leaks: Vec<DeviceLeak>,
+    unsynchronized_streams: u64,
+    unsynchronized_work: u64,
+    calls_after_deinit: u64,
+    calls_after_deinit_by_function: Vec<NameCountC>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct DeviceLeak {
+    device: Option<i32>,
+    host: bool,
+    allocations: u64,
+    bytes: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct NameCountC {
+    name: String,
+    count: u64,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +168,7 @@ enum Kind {
     DeviceOrder,
     LaunchFault,
     AllocFault,
+    LifetimeFault,
 }
 
 #[derive(Deserialize)]
@@ -439,6 +478,8 @@ fn summary_report_matches_the_documented_schema() {
         &["tests/fixtures/v2"],
         &["tests/fixtures/v3"],
         &["tests/fixtures/v3-after"],
+        &["tests/fixtures/v4"],
+        &["tests/fixtures/v4-after"],
         &["tests/fixtures/fleet/gpu-b/empty.jsonl"],
     ] {
         let mut args = vec!["summary", "--format", "json"];
@@ -446,7 +487,7 @@ fn summary_report_matches_the_documented_schema() {
         let (code, out, err) = run(&args);
         assert_eq!(code, 0, "{err}");
         let r: Report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{paths:?}: {e}"));
-        assert_eq!(r.report_version, 3);
+        assert_eq!(r.report_version, 4);
         // Keys are unique: diff compares problems by them.
         let keys: std::collections::BTreeSet<&str> =
             r.problems.iter().map(|p| p.key.as_str()).collect();
@@ -527,7 +568,7 @@ fn diff_report_matches_the_documented_schema() {
     ]);
     assert_eq!(code, 0, "{err}");
     let d: Diff = serde_json::from_str(&out).unwrap();
-    assert_eq!(d.report_version, 3);
+    assert_eq!(d.report_version, 4);
     assert_eq!(d.a.processes, 4);
     assert_eq!(d.b.processes, 3);
     assert_eq!(d.repair_changes[0].kind, "device_fallback");
@@ -612,6 +653,8 @@ fn fixtures_follow_the_trace_schema() {
         "tests/fixtures/v2",
         "tests/fixtures/v3",
         "tests/fixtures/v3-after",
+        "tests/fixtures/v4",
+        "tests/fixtures/v4-after",
     ] {
         let (files, _) =
             seedance_analyze::input::collect_files(&[super::crate_dir().join(dir)]).unwrap();
@@ -642,6 +685,8 @@ fn fixtures_follow_the_trace_schema() {
                     Line::DeviceFallback(h, e) => format!("{h:?} {e:?}"),
                     Line::LaunchFault(h, e) => format!("{h:?} {e:?}"),
                     Line::AllocFault(h, e) => format!("{h:?} {e:?}"),
+                    Line::LifetimeFault(h, e) => format!("{h:?} {e:?}"),
+                    Line::LifetimeRepair(h, e) => format!("{h:?} {e:?}"),
                     other => panic!("{}: not read as a known record: {other:?}", f.display()),
                 };
                 let ours = parse_line(line.as_bytes());
@@ -661,6 +706,6 @@ fn fixtures_follow_the_trace_schema() {
     }
     // 25 records of schema-1 kinds and 4 device_fallback records in the schema-1 fixtures,
     // 7 records in the schema-2 ones, 32 of known kinds in the schema-3 ones (19 launch and
-    // allocation faults).
-    assert_eq!(checked, 68);
+    // allocation faults), 16 in the schema-4 ones (6 lifetime faults, 3 lifetime repairs).
+    assert_eq!(checked, 84);
 }

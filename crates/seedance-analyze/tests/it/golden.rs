@@ -96,7 +96,7 @@ fn summary(paths: &[&str]) -> Value {
 #[test]
 fn fleet_numbers() {
     let r = summary(&["tests/fixtures/fleet"]);
-    assert_eq!(r["report_version"], 3);
+    assert_eq!(r["report_version"], 4);
     let i = &r["input"];
     assert_eq!(i["files_seen"], 7);
     assert_eq!(i["files_read"], 4);
@@ -309,7 +309,7 @@ fn diff_numbers() {
     assert_eq!(launch["calls_b"], 60_450);
     assert_eq!(launch["delta"], 11_950);
     assert_eq!(launch["delta_pct"], 24.6);
-    assert_eq!(d["report_version"], 3);
+    assert_eq!(d["report_version"], 4);
     // Repairs by kind (calls repaired), no longer the unknown kinds.
     assert_eq!(d["new_repairs"], serde_json::json!([]));
     assert_eq!(
@@ -695,4 +695,131 @@ fn v3_html_has_the_faults_section() {
     ));
     let (_, fleet, _) = run(&["summary", "--format", "html", "tests/fixtures/fleet"]);
     assert!(fleet.contains("<p>No launch or allocation faults.</p>"));
+}
+
+#[test]
+fn summary_v4_text() {
+    let (code, out, err) = run(&["summary", "tests/fixtures/v4"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v4.txt", &out);
+}
+
+#[test]
+fn summary_v4_json() {
+    let (code, out, err) = run(&["summary", "--format", "json", "tests/fixtures/v4"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v4.json", &out);
+}
+
+#[test]
+fn diff_v4_text() {
+    let (code, out, err) = run(&["diff", "tests/fixtures/v4", "tests/fixtures/v4-after"]);
+    assert_eq!(code, 0, "{err}");
+    golden("diff-v4.txt", &out);
+}
+
+#[test]
+fn v4_numbers() {
+    let r = summary(&["tests/fixtures/v4"]);
+    assert_eq!(r["report_version"], 4);
+    let i = &r["input"];
+    assert_eq!(i["newer_schema_records"], 0);
+    assert_eq!(i["records_by_kind"]["lifetime_fault"], 5);
+    assert_eq!(i["records_by_kind"]["lifetime_repair"], 3);
+    let problems = r["problems"].as_array().unwrap();
+    let p = |key: &str| {
+        problems
+            .iter()
+            .find(|p| p["key"] == key)
+            .unwrap_or_else(|| panic!("no problem {key}"))
+    };
+    // Repaired in one of two processes: still an error.
+    let pending = p("lifetime_fault/pending_work_at_destroy");
+    assert_eq!(pending["severity"], "error");
+    assert_eq!(pending["processes"], 2);
+    assert_eq!(pending["processes_repaired"], 1);
+    assert_eq!(pending["explanations"].as_array().unwrap().len(), 2);
+    let uad = p("lifetime_fault/use_after_destroy");
+    assert_eq!(uad["severity"], "error");
+    assert_eq!(uad["functions"].as_array().unwrap().len(), 2);
+    // Repaired everywhere: a warning.
+    let pinned = p("lifetime_fault/pinned_memory_in_use");
+    assert_eq!(pinned["severity"], "warning");
+    assert_eq!(pinned["processes_repaired"], 1);
+    // The 709 the use after destroy got is the lifetime problem's, not a cuda_error's.
+    assert!(problems
+        .iter()
+        .all(|p| p["key"] != "cuda_error/CUDA_ERROR_CONTEXT_IS_DESTROYED"));
+    // Repairs: the exit summary's counts (which include the records'), and the records of
+    // the process without one; no double counting.
+    let rp = &r["repairs"];
+    assert_eq!(rp["calls_repaired"], 5);
+    assert_eq!(rp["processes"], 2);
+    let kind = |k: &str| {
+        rp["by_kind"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["kind"] == k)
+            .unwrap()["calls"]
+            .clone()
+    };
+    assert_eq!(kind("synchronize_before_destroy"), 3);
+    assert_eq!(kind("synchronize_before_free"), 1);
+    assert_eq!(kind("already_released"), 1);
+    // Process health: only 7001 left something behind; primary-retained leaks not counted.
+    let h = r["process_health"].as_array().unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0]["pid"], 7001);
+    assert_eq!(h[0]["live_contexts"], 1);
+    assert_eq!(h[0]["leaked_allocations"], 3);
+    assert_eq!(h[0]["leaked_bytes"], 805_306_368u64);
+    assert_eq!(h[0]["unsynchronized_streams"], 1);
+    assert_eq!(h[0]["unsynchronized_work"], 6);
+    assert_eq!(h[0]["calls_after_deinit"], 2);
+    // Older fixtures have no process health: the field is left out.
+    let old = summary(&["tests/fixtures/v3"]);
+    assert!(old.get("process_health").is_none());
+}
+
+#[test]
+fn v4_diff_by_fault_kind() {
+    let (code, out, err) = run(&[
+        "diff",
+        "--format",
+        "json",
+        "tests/fixtures/v4",
+        "tests/fixtures/v4-after",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let d: Value = serde_json::from_str(&out).unwrap();
+    let keys = |k: &str| -> Vec<(String, String)> {
+        d[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["kind"].as_str().unwrap().to_string(),
+                    c["check"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        keys("new_faults"),
+        vec![("lifetime_fault".into(), "device_memory_in_use".into())]
+    );
+    let resolved = keys("resolved_faults");
+    assert_eq!(resolved.len(), 3, "{resolved:?}");
+    assert!(resolved.contains(&("lifetime_fault".into(), "use_after_destroy".into())));
+}
+
+#[test]
+fn v4_html_has_process_health() {
+    let (code, out, err) = run(&["summary", "--format", "html", "tests/fixtures/v4"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("<section id=\"process-health\">"));
+    assert!(out.contains("768.0 MiB"));
+    let (_, old, _) = run(&["summary", "--format", "html", "tests/fixtures/v3"]);
+    assert!(!old.contains("process-health"));
 }

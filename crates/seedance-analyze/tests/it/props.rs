@@ -90,6 +90,8 @@ fn outcome(l: &Line) -> String {
         Line::DeviceFallback(..) => "device_fallback".into(),
         Line::LaunchFault(..) => "launch_fault".into(),
         Line::AllocFault(..) => "alloc_fault".into(),
+        Line::LifetimeFault(..) => "lifetime_fault".into(),
+        Line::LifetimeRepair(..) => "lifetime_repair".into(),
         Line::Unknown(_, k) => format!("unknown:{k}"),
     }
 }

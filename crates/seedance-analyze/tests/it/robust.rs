@@ -418,8 +418,8 @@ fn html_output_file() {
 /// The analyzer knows schema 3: its records are not "newer"; schema 4 records are, and
 /// their known kinds are still read.
 #[test]
-fn schema_3_is_known_and_4_is_newer() {
-    assert_eq!(seedance_analyze::aggregate::KNOWN_SCHEMA_VERSION, 3);
+fn schema_4_is_known_and_5_is_newer() {
+    assert_eq!(seedance_analyze::aggregate::KNOWN_SCHEMA_VERSION, 4);
     let dir = tempfile::tempdir().unwrap();
     let launch = |v: u32, seq: u64| {
         format!(
@@ -432,7 +432,7 @@ fn schema_3_is_known_and_4_is_newer() {
         &[
             &session_start(12, 0, 1).replace(r#""v":1"#, r#""v":3"#),
             &launch(3, 1),
-            &launch(4, 2).replace(r#""requested":65"#, r#""requested":66"#),
+            &launch(5, 2).replace(r#""requested":65"#, r#""requested":66"#),
             // Without its check, a launch fault says nothing: malformed.
             r#"{"v":3,"seq":3,"ts_ns":3,"pid":12,"tid":12,"event":"launch_fault","function":"cuLaunchKernel","result":1}"#,
             r#"{"v":3,"seq":4,"ts_ns":4,"pid":12,"tid":12,"event":"alloc_fault","check":"zero_size","result":1}"#,
@@ -521,4 +521,43 @@ fn fault_records_and_summary_disagreeing() {
         .problems
         .iter()
         .any(|p| p.key == "alloc_fault/cuMemAlloc_v2/out_of_memory" && p.count == 1));
+}
+
+#[test]
+fn lifetime_records_are_read_leniently() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write_trace(
+        dir.path(),
+        "l.jsonl",
+        &[
+            &session_start(21, 0, 1),
+            // Without its kind, a lifetime fault says nothing: malformed.
+            r#"{"v":4,"seq":1,"ts_ns":2,"pid":21,"tid":21,"event":"lifetime_fault","function":"cuCtxDestroy_v2"}"#,
+            r#"{"v":4,"seq":2,"ts_ns":3,"pid":21,"tid":21,"event":"lifetime_repair","kind":"already_released"}"#,
+            // Only the required fields, and a field from a later schema.
+            r#"{"v":4,"seq":3,"ts_ns":4,"pid":21,"tid":21,"event":"lifetime_fault","function":"cuEventSynchronize","kind":"event_after_reset","later":1}"#,
+            // A list of the wrong shape is read as empty; the rest of the summary is kept.
+            r#"{"v":4,"seq":4,"ts_ns":5,"pid":21,"tid":21,"event":"exit_summary","duration_ns":4,"functions":{"cuInit":{"calls":1,"errors":0,"errors_by_result":{}}},"dropped_records":0,"live_contexts":"many","leaked_allocations":[{"device":1,"allocations":2,"bytes":4096}],"calls_after_deinit":[1]}"#,
+        ],
+        "",
+    );
+    let r = report(&[p]);
+    assert_eq!(r.input.malformed_lines, 2);
+    assert_eq!(r.input.records_by_kind["lifetime_fault"], 1);
+    assert_eq!(r.input.newer_schema_records, 0);
+    let f = r
+        .problems
+        .iter()
+        .find(|p| p.key == "lifetime_fault/event_after_reset")
+        .unwrap();
+    assert_eq!(f.severity, Severity::Error);
+    assert_eq!(f.processes_repaired, Some(0));
+    assert_eq!(r.process_health.len(), 1);
+    let h = &r.process_health[0];
+    assert_eq!(
+        (h.live_contexts, h.leaked_allocations, h.leaked_bytes),
+        (0, 2, 4096)
+    );
+    assert_eq!(h.calls_after_deinit, 0);
+    assert_eq!(r.processes[0].calls, Some(1));
 }
