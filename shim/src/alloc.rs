@@ -56,6 +56,28 @@ const MAX_SEEN: usize = 4096;
 static SEEN: Lazy<Mutex<HashSet<(usize, AllocCheck, u64)>>> =
     Lazy::new(|| Mutex::new(HashSet::new()));
 
+/// The tracked live allocation at `addr` (for the lifetime checks).
+pub fn live_pointer(addr: CUdeviceptr) -> Option<seedance_core::live::Entry> {
+    POINTERS.get(addr)
+}
+
+/// Every tracked live allocation (cold: walks the whole table).
+pub fn live_pointers() -> Vec<seedance_core::live::Entry> {
+    POINTERS.entries()
+}
+
+/// Forgets an allocation the driver released implicitly (with its context).
+pub fn forget_pointer(addr: CUdeviceptr) {
+    POINTERS.forget(addr);
+}
+
+/// Records a new live allocation; an address the driver hands out again is no longer dead.
+#[inline(always)]
+fn record(addr: CUdeviceptr, bytes: u64) {
+    POINTERS.insert(addr, bytes, None);
+    crate::lifetime::note_device_alloc(addr);
+}
+
 fn total_mem(dev: CUdevice) -> Option<u64> {
     let Some(cell) = usize::try_from(dev).ok().and_then(|i| TOTALS.get(i)) else {
         return query::device_total_mem(dev);
@@ -429,7 +451,7 @@ pub unsafe fn fault_mem_alloc(
 #[inline(always)]
 pub unsafe fn ok_mem_alloc(_id: HookId, dptr: *mut CUdeviceptr, bytesize: usize) {
     // SAFETY: the driver wrote *dptr on success.
-    POINTERS.insert(unsafe { written(dptr) }, bytesize as u64, None);
+    record(unsafe { written(dptr) }, bytesize as u64);
 }
 
 fn pitch_bytes(width: usize, height: usize) -> u64 {
@@ -493,7 +515,7 @@ pub unsafe fn ok_mem_alloc_pitch(
 ) {
     // SAFETY: the driver wrote both on success.
     let (p, pitch) = unsafe { (written(dptr), written(p_pitch)) };
-    POINTERS.insert(p, pitch_bytes(pitch, height), None);
+    record(p, pitch_bytes(pitch, height));
 }
 
 /// After a failed `cuMemAllocAsync(_ptsz)`.
@@ -522,7 +544,7 @@ pub unsafe fn ok_mem_alloc_async(
     _stream: CUstream,
 ) {
     // SAFETY: the driver wrote *dptr on success.
-    POINTERS.insert(unsafe { written(dptr) }, bytesize as u64, None);
+    record(unsafe { written(dptr) }, bytesize as u64);
 }
 
 /// After a failed `cuMemAllocManaged`.
@@ -551,7 +573,7 @@ pub unsafe fn ok_mem_alloc_managed(
     _flags: c_uint,
 ) {
     // SAFETY: the driver wrote *dptr on success.
-    POINTERS.insert(unsafe { written(dptr) }, bytesize as u64, None);
+    record(unsafe { written(dptr) }, bytesize as u64);
 }
 
 /// After a failed `cuMemHostAlloc` (pinned host memory: zero size and host memory state).

@@ -8,7 +8,7 @@
 use crate::args::ArgVal;
 use crate::real::Slot;
 use crate::session;
-use crate::{alloc, launch};
+use crate::{alloc, launch, lifetime};
 use libc::{c_int, c_uint, c_void};
 use seedance_cuda::*;
 use std::ffi::CStr;
@@ -80,7 +80,8 @@ macro_rules! fault_check {
     };
 }
 
-/// For wrappers with an `ok(..)` clause: called after a success (allocation tracking).
+/// For wrappers with an `ok(..)` clause: called after a success (allocation and lifetime
+/// tracking).
 macro_rules! ok_note {
     ($id:expr, $r:expr, (), $args:tt) => {};
     ($id:expr, $r:expr, ($ok:path), ($($arg:ident),*)) => {
@@ -91,9 +92,22 @@ macro_rules! ok_note {
     };
 }
 
+/// How a wrapper counts its call: with a `count(..)` clause, that function counts it (with
+/// the arguments, so that it can record more in the same thread-local access: launches);
+/// without, [`session::count`].
+macro_rules! count_call {
+    ($id:expr, $r:expr, (), $args:tt) => {
+        session::count($id, $r)
+    };
+    ($id:expr, $r:expr, ($count:path), ($($arg:ident),*)) => {
+        // SAFETY: the program's own arguments, under the driver function's contract.
+        unsafe { $count($id, $r, $($arg),*) }
+    };
+}
+
 macro_rules! hook_table {
     (
-        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device $dev:ident : $kind:ident)? $(pre($pre:path))? $(fault($fault:path))? $(ok($ok:path))? $(after $after:path)? ; )* }
+        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device $dev:ident : $kind:ident)? $(pre($pre:path))? $(fault($fault:path))? $(ok($ok:path))? $(count($count:path))? $(after $after:path)? ; )* }
         custom { $( $csym:ident / $cbase:literal ; )* }
         unlisted { $( $usym:ident ; )* }
     ) => {
@@ -145,8 +159,11 @@ macro_rules! hook_table {
                 // SAFETY: arguments are passed through unchanged under the same contract.
                 let mut r = unsafe { f($($arg),*) };
                 if session::active() {
-                    session::count(HookId::$sym, r);
+                    count_call!(HookId::$sym, r, ($($count)?), ($($arg),*));
                     if r.0 != 0 {
+                        if r == CUresult::CUDA_ERROR_DEINITIALIZED {
+                            lifetime::after_deinit(HookId::$sym);
+                        }
                         let repaired: Option<CUresult> = device_fault!(
                             HookId::$sym, r, ($($dev $kind)?),
                             // SAFETY: same arguments, the device argument replaced by another
@@ -177,6 +194,7 @@ macro_rules! hook_table {
 
 type CUexecAffinityParam = c_void;
 type CUctxCreateParams = c_void;
+type HostPtr = *mut c_void;
 
 hook_table! {
     wrapped {
@@ -184,39 +202,65 @@ hook_table! {
         cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
         cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device ordinal: Ordinal;
         cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int);
-        cuCtxCreate_v2 / "cuCtxCreate" (pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) device dev: Handle;
-        cuCtxCreate_v3 / "cuCtxCreate" (pctx: *mut CUcontext, paramsArray: *mut CUexecAffinityParam, numParams: c_int, flags: c_uint, dev: CUdevice) device dev: Handle;
-        cuCtxCreate_v4 / "cuCtxCreate" (pctx: *mut CUcontext, ctxCreateParams: *mut CUctxCreateParams, flags: c_uint, dev: CUdevice) device dev: Handle;
-        cuCtxDestroy / "cuCtxDestroy" (ctx: CUcontext);
-        cuCtxDestroy_v2 / "cuCtxDestroy" (ctx: CUcontext);
-        cuDevicePrimaryCtxRetain / "cuDevicePrimaryCtxRetain" (pctx: *mut CUcontext, dev: CUdevice) device dev: Handle;
-        cuDevicePrimaryCtxRelease / "cuDevicePrimaryCtxRelease" (dev: CUdevice);
-        cuDevicePrimaryCtxRelease_v2 / "cuDevicePrimaryCtxRelease" (dev: CUdevice);
-        cuDevicePrimaryCtxReset / "cuDevicePrimaryCtxReset" (dev: CUdevice);
-        cuDevicePrimaryCtxReset_v2 / "cuDevicePrimaryCtxReset" (dev: CUdevice);
-        cuCtxSetCurrent / "cuCtxSetCurrent" (ctx: CUcontext);
-        cuCtxSynchronize / "cuCtxSynchronize" ();
-        cuCtxSynchronize_v2 / "cuCtxSynchronize" (ctx: CUcontext);
+        cuCtxCreate_v2 / "cuCtxCreate" (pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v2);
+        cuCtxCreate_v3 / "cuCtxCreate" (pctx: *mut CUcontext, paramsArray: *mut CUexecAffinityParam, numParams: c_int, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v3);
+        cuCtxCreate_v4 / "cuCtxCreate" (pctx: *mut CUcontext, ctxCreateParams: *mut CUctxCreateParams, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v4);
+        cuCtxDestroy / "cuCtxDestroy" (ctx: CUcontext) pre(lifetime::pre_ctx_destroy) fault(lifetime::fault_ctx) ok(lifetime::ok_ctx_destroy);
+        cuCtxDestroy_v2 / "cuCtxDestroy" (ctx: CUcontext) pre(lifetime::pre_ctx_destroy) fault(lifetime::fault_ctx) ok(lifetime::ok_ctx_destroy);
+        cuDevicePrimaryCtxRetain / "cuDevicePrimaryCtxRetain" (pctx: *mut CUcontext, dev: CUdevice) device dev: Handle ok(lifetime::ok_primary_retain);
+        cuDevicePrimaryCtxRelease / "cuDevicePrimaryCtxRelease" (dev: CUdevice) pre(lifetime::pre_primary_release) ok(lifetime::ok_primary_release);
+        cuDevicePrimaryCtxRelease_v2 / "cuDevicePrimaryCtxRelease" (dev: CUdevice) pre(lifetime::pre_primary_release) ok(lifetime::ok_primary_release);
+        cuDevicePrimaryCtxReset / "cuDevicePrimaryCtxReset" (dev: CUdevice) pre(lifetime::pre_primary_reset) ok(lifetime::ok_primary_reset);
+        cuDevicePrimaryCtxReset_v2 / "cuDevicePrimaryCtxReset" (dev: CUdevice) pre(lifetime::pre_primary_reset) ok(lifetime::ok_primary_reset);
+        cuCtxSetCurrent / "cuCtxSetCurrent" (ctx: CUcontext) fault(lifetime::fault_ctx) ok(lifetime::ok_ctx_current);
+        cuCtxPushCurrent / "cuCtxPushCurrent" (ctx: CUcontext) fault(lifetime::fault_ctx) ok(lifetime::ok_ctx_current);
+        cuCtxPushCurrent_v2 / "cuCtxPushCurrent" (ctx: CUcontext) fault(lifetime::fault_ctx) ok(lifetime::ok_ctx_current);
+        cuCtxPopCurrent / "cuCtxPopCurrent" (pctx: *mut CUcontext) ok(lifetime::ok_ctx_pop);
+        cuCtxPopCurrent_v2 / "cuCtxPopCurrent" (pctx: *mut CUcontext) ok(lifetime::ok_ctx_pop);
+        cuCtxSynchronize / "cuCtxSynchronize" () fault(lifetime::fault_ctx_synchronize) ok(lifetime::ok_ctx_synchronize);
+        cuCtxSynchronize_v2 / "cuCtxSynchronize" (ctx: CUcontext) fault(lifetime::fault_ctx) ok(lifetime::ok_ctx_synchronize_v2);
         cuMemAlloc_v2 / "cuMemAlloc" (dptr: *mut CUdeviceptr, bytesize: usize) pre(alloc::pre_mem_alloc) fault(alloc::fault_mem_alloc) ok(alloc::ok_mem_alloc);
         cuMemAllocPitch_v2 / "cuMemAllocPitch" (dptr: *mut CUdeviceptr, pPitch: *mut usize, WidthInBytes: usize, Height: usize, ElementSizeBytes: c_uint) pre(alloc::pre_mem_alloc_pitch) fault(alloc::fault_mem_alloc_pitch) ok(alloc::ok_mem_alloc_pitch);
         cuMemAllocAsync / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) fault(alloc::fault_mem_alloc_async) ok(alloc::ok_mem_alloc_async);
         cuMemAllocAsync_ptsz / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) fault(alloc::fault_mem_alloc_async) ok(alloc::ok_mem_alloc_async);
-        cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr) ok(alloc::ok_mem_free);
-        cuMemHostAlloc / "cuMemHostAlloc" (pp: *mut *mut c_void, bytesize: usize, Flags: c_uint) fault(alloc::fault_mem_host_alloc);
-        cuMemFreeHost / "cuMemFreeHost" (p: *mut c_void);
-        cuLaunchKernel / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel) fault(launch::fault_kernel);
-        cuLaunchKernel_ptsz / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel) fault(launch::fault_kernel);
-        cuLaunchKernelEx / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel_ex) fault(launch::fault_kernel_ex);
-        cuLaunchKernelEx_ptsz / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel_ex) fault(launch::fault_kernel_ex);
-        cuLaunchCooperativeKernel / "cuLaunchCooperativeKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void) pre(launch::pre_cooperative) fault(launch::fault_cooperative);
-        cuLaunchCooperativeKernel_ptsz / "cuLaunchCooperativeKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void) pre(launch::pre_cooperative) fault(launch::fault_cooperative);
+        cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr) pre(lifetime::pre_mem_free) fault(lifetime::fault_mem_free) ok(alloc::ok_mem_free);
+        cuMemHostAlloc / "cuMemHostAlloc" (pp: *mut *mut c_void, bytesize: usize, Flags: c_uint) fault(alloc::fault_mem_host_alloc) ok(lifetime::ok_mem_host_alloc);
+        cuMemAllocHost_v2 / "cuMemAllocHost" (pp: *mut *mut c_void, bytesize: usize) ok(lifetime::ok_mem_alloc_host);
+        cuMemFreeHost / "cuMemFreeHost" (p: HostPtr) pre(lifetime::pre_mem_free_host) fault(lifetime::fault_mem_free_host) ok(lifetime::ok_mem_free_host);
+        cuMemHostRegister / "cuMemHostRegister" (p: HostPtr, bytesize: usize, Flags: c_uint) ok(lifetime::ok_host_register);
+        cuMemHostRegister_v2 / "cuMemHostRegister" (p: HostPtr, bytesize: usize, Flags: c_uint) ok(lifetime::ok_host_register);
+        cuMemHostUnregister / "cuMemHostUnregister" (p: HostPtr) pre(lifetime::pre_host_unregister) fault(lifetime::fault_host_unregister) ok(lifetime::ok_host_unregister);
+        cuLaunchKernel / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel) fault(launch::fault_kernel) count(lifetime::count_launch_kernel);
+        cuLaunchKernel_ptsz / "cuLaunchKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel) fault(launch::fault_kernel) count(lifetime::count_launch_kernel);
+        cuLaunchKernelEx / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel_ex) fault(launch::fault_kernel_ex) count(lifetime::count_launch_kernel_ex);
+        cuLaunchKernelEx_ptsz / "cuLaunchKernelEx" (config: *const CUlaunchConfig, f: CUfunction, kernelParams: *mut *mut c_void, extra: *mut *mut c_void) pre(launch::pre_kernel_ex) fault(launch::fault_kernel_ex) count(lifetime::count_launch_kernel_ex);
+        cuLaunchCooperativeKernel / "cuLaunchCooperativeKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void) pre(launch::pre_cooperative) fault(launch::fault_cooperative) count(lifetime::count_launch_cooperative);
+        cuLaunchCooperativeKernel_ptsz / "cuLaunchCooperativeKernel" (f: CUfunction, gridDimX: c_uint, gridDimY: c_uint, gridDimZ: c_uint, blockDimX: c_uint, blockDimY: c_uint, blockDimZ: c_uint, sharedMemBytes: c_uint, hStream: CUstream, kernelParams: *mut *mut c_void) pre(launch::pre_cooperative) fault(launch::fault_cooperative) count(lifetime::count_launch_cooperative);
         cuMemAllocManaged / "cuMemAllocManaged" (dptr: *mut CUdeviceptr, bytesize: usize, flags: c_uint) fault(alloc::fault_mem_alloc_managed) ok(alloc::ok_mem_alloc_managed);
         cuMemCreate / "cuMemCreate" (handle: *mut CUmemGenericAllocationHandle, size: usize, prop: *const CUmemAllocationProp, flags: u64) pre(alloc::pre_mem_create) fault(alloc::fault_mem_create) ok(alloc::ok_mem_create);
         cuMemRelease / "cuMemRelease" (handle: CUmemGenericAllocationHandle) ok(alloc::ok_mem_release);
-        cuMemFreeAsync / "cuMemFreeAsync" (dptr: CUdeviceptr, hStream: CUstream) ok(alloc::ok_mem_free_async);
-        cuMemFreeAsync_ptsz / "cuMemFreeAsync" (dptr: CUdeviceptr, hStream: CUstream) ok(alloc::ok_mem_free_async);
-        cuStreamSynchronize / "cuStreamSynchronize" (hStream: CUstream);
-        cuStreamSynchronize_ptsz / "cuStreamSynchronize" (hStream: CUstream);
+        cuMemFreeAsync / "cuMemFreeAsync" (dptr: CUdeviceptr, hStream: CUstream) pre(lifetime::pre_mem_free_async) ok(alloc::ok_mem_free_async);
+        cuMemFreeAsync_ptsz / "cuMemFreeAsync" (dptr: CUdeviceptr, hStream: CUstream) pre(lifetime::pre_mem_free_async) ok(alloc::ok_mem_free_async);
+        cuStreamSynchronize / "cuStreamSynchronize" (hStream: CUstream) pre(lifetime::pre_stream_sync) fault(lifetime::fault_stream) ok(lifetime::ok_stream_sync);
+        cuStreamSynchronize_ptsz / "cuStreamSynchronize" (hStream: CUstream) pre(lifetime::pre_stream_sync) fault(lifetime::fault_stream) ok(lifetime::ok_stream_sync);
+        cuStreamCreate / "cuStreamCreate" (phStream: *mut CUstream, Flags: c_uint) ok(lifetime::ok_stream_create);
+        cuStreamCreateWithPriority / "cuStreamCreateWithPriority" (phStream: *mut CUstream, flags: c_uint, priority: c_int) ok(lifetime::ok_stream_create_priority);
+        cuStreamDestroy / "cuStreamDestroy" (hStream: CUstream) pre(lifetime::pre_stream_destroy) fault(lifetime::fault_stream) ok(lifetime::ok_stream_destroy);
+        cuStreamDestroy_v2 / "cuStreamDestroy" (hStream: CUstream) pre(lifetime::pre_stream_destroy) fault(lifetime::fault_stream) ok(lifetime::ok_stream_destroy);
+        cuStreamWaitEvent / "cuStreamWaitEvent" (hStream: CUstream, hEvent: CUevent, Flags: c_uint) fault(lifetime::fault_stream_wait_event);
+        cuStreamWaitEvent_ptsz / "cuStreamWaitEvent" (hStream: CUstream, hEvent: CUevent, Flags: c_uint) fault(lifetime::fault_stream_wait_event);
+        cuEventCreate / "cuEventCreate" (phEvent: *mut CUevent, Flags: c_uint) ok(lifetime::ok_event_create);
+        cuEventDestroy / "cuEventDestroy" (hEvent: CUevent) pre(lifetime::pre_event_destroy) fault(lifetime::fault_event) ok(lifetime::ok_event_destroy);
+        cuEventDestroy_v2 / "cuEventDestroy" (hEvent: CUevent) pre(lifetime::pre_event_destroy) fault(lifetime::fault_event) ok(lifetime::ok_event_destroy);
+        cuEventRecord / "cuEventRecord" (hEvent: CUevent, hStream: CUstream) fault(lifetime::fault_event_record) ok(lifetime::ok_event_record);
+        cuEventRecord_ptsz / "cuEventRecord" (hEvent: CUevent, hStream: CUstream) fault(lifetime::fault_event_record) ok(lifetime::ok_event_record);
+        cuEventSynchronize / "cuEventSynchronize" (hEvent: CUevent) pre(lifetime::pre_event_sync) fault(lifetime::fault_event) ok(lifetime::ok_event_sync);
+        cuMemcpyHtoDAsync_v2 / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy_htod) ok(lifetime::ok_copy_htod);
+        cuMemcpyHtoDAsync_v2_ptsz / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy_htod) ok(lifetime::ok_copy_htod);
+        cuMemcpyDtoHAsync_v2 / "cuMemcpyDtoHAsync" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy_dtoh) ok(lifetime::ok_copy_dtoh);
+        cuMemcpyDtoHAsync_v2_ptsz / "cuMemcpyDtoHAsync" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy_dtoh) ok(lifetime::ok_copy_dtoh);
+        cuMemcpyAsync / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy) ok(lifetime::ok_copy);
+        cuMemcpyAsync_ptsz / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy) ok(lifetime::ok_copy);
     }
     custom {
         cuGetProcAddress / "cuGetProcAddress";

@@ -19,6 +19,7 @@ mod driver;
 mod driverlog;
 mod hooks;
 mod launch;
+mod lifetime;
 mod metrics;
 mod names;
 mod platform;
@@ -42,6 +43,7 @@ extern "C" fn seedance_fini() {
     // The session record is built on a thread started by the first cuInit; finish it now,
     // while the driver and NVML libraries have not yet run their own destructors.
     session::settle();
+    session::settle_lifetimes();
     extern "C" {
         fn __cxa_atexit(
             f: extern "C" fn(*mut libc::c_void),

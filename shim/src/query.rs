@@ -1,6 +1,8 @@
-//! Direct calls to the real driver for the launch and allocation explanations (never
-//! through our wrappers, so they are not counted). Used on the failure path, before a call
-//! only with `SEEDANCE_VALIDATE=pre`, and once at initialisation (`cuLogsRegisterCallback`).
+//! Direct calls to the real driver for the launch and allocation explanations and for the
+//! lifetime checks and repairs (never through our wrappers, so they are not counted). Used
+//! on the failure path, before a call only with `SEEDANCE_VALIDATE=pre`, once at
+//! initialisation (`cuLogsRegisterCallback`), and by [`crate::lifetime`] at a context
+//! destroy or reset, a free of pinned or stream-ordered memory, and exit.
 //!
 //! Each entry point is looked up once, by name, in the library that holds the real
 //! `cuInit` (as [`crate::driver`] does), and remembered; an entry point the driver lacks
@@ -64,6 +66,12 @@ real_fns! {
     POINTER_GET_ATTRIBUTE = c"cuPointerGetAttribute";
     GRANULARITY = c"cuMemGetAllocationGranularity";
     LOGS_REGISTER = c"cuLogsRegisterCallback";
+    STREAM_QUERY = c"cuStreamQuery";
+    STREAM_SYNCHRONIZE = c"cuStreamSynchronize";
+    CTX_SYNCHRONIZE = c"cuCtxSynchronize";
+    CTX_PUSH = c"cuCtxPushCurrent_v2";
+    CTX_POP = c"cuCtxPopCurrent_v2";
+    PRIMARY_STATE = c"cuDevicePrimaryCtxGetState";
 }
 
 /// Reinterprets a looked-up address as the function type `F`.
@@ -235,4 +243,97 @@ pub fn logs_register(callback: LogsCallback) -> Option<CUresult> {
     // SAFETY: callback is a valid function for the life of the process; handle is a valid
     // out-pointer.
     Some(unsafe { f(callback, std::ptr::null_mut(), &mut handle) })
+}
+
+/// `cuStreamQuery(stream)`: `Ok(true)` while work is pending (`CUDA_ERROR_NOT_READY`),
+/// `Ok(false)` when idle, the driver's code otherwise.
+pub fn stream_busy(stream: CUstream) -> Result<bool, CUresult> {
+    type F = unsafe extern "C" fn(CUstream) -> CUresult;
+    let p = STREAM_QUERY.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuStreamQuery.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: the handle is only passed on.
+    match unsafe { f(stream) } {
+        CUresult::CUDA_SUCCESS => Ok(false),
+        CUresult::CUDA_ERROR_NOT_READY => Ok(true),
+        r => Err(r),
+    }
+}
+
+/// `cuStreamSynchronize(stream)` (the legacy-default-stream variant).
+pub fn stream_synchronize(stream: CUstream) -> Result<(), CUresult> {
+    type F = unsafe extern "C" fn(CUstream) -> CUresult;
+    let p = STREAM_SYNCHRONIZE
+        .get()
+        .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuStreamSynchronize.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: the handle is only passed on.
+    result(unsafe { f(stream) })
+}
+
+/// `cuCtxSynchronize()`: waits for the calling thread's current context.
+pub fn ctx_synchronize() -> Result<(), CUresult> {
+    type F = unsafe extern "C" fn() -> CUresult;
+    let p = CTX_SYNCHRONIZE
+        .get()
+        .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuCtxSynchronize, which takes no arguments.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: no arguments.
+    result(unsafe { f() })
+}
+
+/// Runs `f` with `ctx` current on the calling thread (`cuCtxPushCurrent_v2` and
+/// `cuCtxPopCurrent_v2` around it unless it is current already); the push's code if it
+/// fails.
+pub fn with_context<T>(ctx: usize, f: impl FnOnce() -> T) -> Result<T, CUresult> {
+    if ctx_get_current() == Ok(ctx) {
+        return Ok(f());
+    }
+    type Push = unsafe extern "C" fn(CUcontext) -> CUresult;
+    type Pop = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
+    let push = CTX_PUSH.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    let pop = CTX_POP.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: push and pop are cuCtxPushCurrent_v2 and cuCtxPopCurrent_v2.
+    let (push, pop): (Push, Pop) = unsafe { (typed(push), typed(pop)) };
+    // SAFETY: the handle is only passed on.
+    result(unsafe { push(ctx as CUcontext) })?;
+    let out = f();
+    let mut popped: CUcontext = std::ptr::null_mut();
+    // SAFETY: popped is a valid out-pointer.
+    let _ = unsafe { pop(&mut popped) };
+    Ok(out)
+}
+
+/// `cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_CONTEXT, ptr)`: the context of a live
+/// allocation; the driver's code for an address it no longer knows.
+pub fn pointer_context(ptr: CUdeviceptr) -> Result<usize, CUresult> {
+    type F = unsafe extern "C" fn(*mut c_void, c_int, CUdeviceptr) -> CUresult;
+    let p = POINTER_GET_ATTRIBUTE
+        .get()
+        .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuPointerGetAttribute.
+    let f: F = unsafe { typed(p) };
+    let mut c: CUcontext = std::ptr::null_mut();
+    // SAFETY: c is a CUcontext, the type of this attribute.
+    let r = unsafe {
+        f(
+            (&mut c as *mut CUcontext).cast(),
+            seedance_cuda::CU_POINTER_ATTRIBUTE_CONTEXT,
+            ptr,
+        )
+    };
+    result(r).map(|()| c as usize)
+}
+
+/// `cuDevicePrimaryCtxGetState(dev)`: whether the device's primary context is active.
+pub fn primary_active(dev: CUdevice) -> Result<bool, CUresult> {
+    type F = unsafe extern "C" fn(CUdevice, *mut libc::c_uint, *mut c_int) -> CUresult;
+    let p = PRIMARY_STATE.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuDevicePrimaryCtxGetState.
+    let f: F = unsafe { typed(p) };
+    let (mut flags, mut active): (libc::c_uint, c_int) = (0, 0);
+    // SAFETY: both are valid out-pointers.
+    result(unsafe { f(dev, &mut flags, &mut active) }).map(|()| active != 0)
 }

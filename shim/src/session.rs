@@ -59,6 +59,7 @@ pub fn config() -> &'static Config {
         for w in &warnings {
             eprintln!("seedance: {w}");
         }
+        crate::lifetime::configure(&cfg);
         let m = if cfg.mode == Mode::Off {
             MODE_OFF
         } else {
@@ -83,6 +84,7 @@ static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 extern "C" fn forked_child() {
     FORKED.store(true, Ordering::Relaxed);
     MODE.store(MODE_OFF, Ordering::Relaxed);
+    crate::lifetime::disable();
 }
 
 /// The parsed `SEEDANCE_EXCLUDE_DEVICES` selectors (bad entries announced once and skipped).
@@ -388,6 +390,9 @@ pub fn shutdown() {
     if FORKED.load(Ordering::Relaxed) {
         return;
     }
+    // The lifetime report (and its one stderr paragraph) comes first: it is printed
+    // whether or not a trace is written.
+    let _ = crate::lifetime::exit_report();
     let Some(st) = STATE.get() else { return };
     crate::metrics::write(&build_summary(st, 0));
     if st.trace.get().is_none() && st.pending.lock().is_empty() {
@@ -429,13 +434,31 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
         let stats = functions.entry(id.name().to_string()).or_default();
         *stats.errors_by_result.entry(key).or_insert(0) += n;
     }
-    ExitSummary {
+    let mut repairs = crate::devices::repairs();
+    repairs.extend(crate::lifetime::repairs());
+    let mut summary = ExitSummary {
         duration_ns: seedance_trace::writer::now_ns().saturating_sub(st.start_ns),
         functions,
         dropped_records: dropped + st.pending_dropped.load(Ordering::Relaxed),
         procaddr_unmatched: st.unmatched.lock().iter().cloned().collect(),
-        repairs: crate::devices::repairs(),
+        repairs,
         fallbacks: crate::devices::fallbacks(),
+        ..ExitSummary::default()
+    };
+    if let Some(r) = crate::lifetime::exit_report_if_ready() {
+        summary.live_contexts = r.live_contexts.clone();
+        summary.leaked_allocations = r.leaked_allocations.clone();
+        summary.unsynchronized_streams = r.unsynchronized_streams.clone();
+        summary.calls_after_deinit = r.calls_after_deinit.clone();
+    }
+    summary
+}
+
+/// At the library's `.fini_array` entry, while the driver is still up: lets the lifetime
+/// tracker confirm pending work and attribute live allocations for the exit report.
+pub fn settle_lifetimes() {
+    if !FORKED.load(Ordering::Relaxed) {
+        crate::lifetime::settle();
     }
 }
 

@@ -10,11 +10,14 @@
 //! * `devices`: device ordinals explained and repaired (fallback to the next device).
 //! * `launch`: launches over a device or kernel limit, or without a usable context, explained.
 //! * `alloc`: zero, wrapped and off-granularity sizes and out-of-memory, explained.
+//! * `lifetime`: destroy before synchronise, handles used after their context ended, pinned
+//!   memory freed under a copy, the exit report: explained, and repaired in `fix` mode.
 
 mod alloc;
 mod devices;
 mod failures;
 mod launch;
+mod lifetime;
 mod loading_paths;
 mod metrics;
 mod modes;

@@ -1,6 +1,6 @@
 /* Allocation faults (issue 4): each scenario named on the command line makes allocations
  * that fail for a reason the shim explains, then the legal one, and prints what the driver
- * returned for each. Exits 0 unless a setup call fails. */
+ * returned for each. Exits 0 unless a setup call fails; destroys its context first. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +29,7 @@ CUresult cuMemHostAlloc(void **, size_t, unsigned int);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                      unsigned long long);
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuCtxDestroy_v2(CUcontext);
 
 #define MIB ((size_t)1 << 20)
 #define SHOW(what, call) printf("%s -> %d\n", what, (int)(call))
@@ -68,5 +69,7 @@ int main(int argc, char **argv) {
         printf("unknown scenario %s\n", s);
         return 2;
     }
+    /* A tidy exit: the context's memory goes with it. */
+    if (cuCtxDestroy_v2(ctx)) return 1;
     return 0;
 }

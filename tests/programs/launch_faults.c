@@ -2,7 +2,7 @@
  * launches that break a device or kernel limit, then the legal launch, and prints what the
  * driver returned for each. Kernels are fake function handles: 0x1000 is an ordinary kernel,
  * 0x2000 a register-limited one (FAKE_CUDA_FUNC_MAX_THREADS). Exits 0 unless a setup call
- * fails. */
+ * fails; cleans up first (synchronise, destroy what it made), as a tidy program does. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +46,9 @@ CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, uns
                                    unsigned, unsigned, CUstream, void **);
 CUresult cuFuncSetAttribute(CUfunction, int, int);
 CUresult cuStreamCreate(CUstream *, unsigned int);
+CUresult cuStreamDestroy_v2(CUstream);
+CUresult cuCtxSynchronize(void);
+CUresult cuCtxDestroy_v2(CUcontext);
 
 #define KERNEL ((CUfunction)0x1000)
 #define HEAVY ((CUfunction)0x2000)
@@ -119,9 +122,11 @@ int main(int argc, char **argv) {
         SHOW("launch on a stream of another context", launch(KERNEL, 1, 1, 1, 32, 1, 1, 0, st));
         if (cuCtxSetCurrent(ctx)) return 1;
         SHOW("launch on it in its own context", launch(KERNEL, 1, 1, 1, 32, 1, 1, 0, st));
+        if (cuCtxSynchronize() || cuStreamDestroy_v2(st) || cuCtxDestroy_v2(other)) return 1;
     } else {
         printf("unknown scenario %s\n", s);
         return 2;
     }
+    if (cuCtxSynchronize() || cuCtxDestroy_v2(ctx)) return 1;
     return 0;
 }

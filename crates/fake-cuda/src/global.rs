@@ -5,8 +5,13 @@
 //! `CUDA_ERROR_NOT_INITIALIZED` before a successful `cuInit` (for [`call_driver`]), turns a
 //! panic into `CUDA_ERROR_UNKNOWN` instead of unwinding into C, and records the call
 //! ([`crate::log`]). A poisoned mutex is recovered with `into_inner`.
+//!
+//! With `FAKE_CUDA_DEINIT_AT_EXIT=1` the first successful `cuInit` registers an `atexit`
+//! handler that deinitialises the driver, as the real one does at process exit: atexit
+//! handlers registered before that `cuInit`, and library destructors, then get
+//! `CUDA_ERROR_DEINITIALIZED` (4) from every call that needs the driver.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -24,6 +29,8 @@ enum Init {
     Failed(CUresult),
     /// Initialised.
     Ready(Box<Driver>),
+    /// Shut down at exit (`FAKE_CUDA_DEINIT_AT_EXIT`).
+    Deinitialized,
 }
 
 static DRIVER: Mutex<Init> = Mutex::new(Init::Pending);
@@ -31,6 +38,8 @@ static STUB: OnceLock<bool> = OnceLock::new();
 
 thread_local! {
     static CURRENT: Cell<usize> = const { Cell::new(0) };
+    /// Contexts below the current one on the calling thread's stack (`cuCtxPushCurrent`).
+    static BELOW: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
 fn lock() -> MutexGuard<'static, Init> {
@@ -45,6 +54,35 @@ pub fn current() -> usize {
 /// Sets the calling thread's current context handle (0 clears it).
 pub fn set_current(ctx: usize) {
     let _ = CURRENT.try_with(|c| c.set(ctx));
+}
+
+/// `cuCtxPushCurrent`: `ctx` becomes current, the previous one goes on the stack.
+pub fn push_current(ctx: usize) {
+    let prev = current();
+    let _ = BELOW.try_with(|b| b.borrow_mut().push(prev));
+    set_current(ctx);
+}
+
+/// `cuCtxPopCurrent`: the current context comes off; the one below becomes current.
+/// Returns the context popped.
+pub fn pop_current() -> usize {
+    let popped = current();
+    let below = BELOW
+        .try_with(|b| b.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    set_current(below);
+    popped
+}
+
+/// Whether `FAKE_CUDA_DEINIT_AT_EXIT` asks for deinitialisation at exit.
+fn deinit_at_exit() -> bool {
+    std::env::var("FAKE_CUDA_DEINIT_AT_EXIT").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+extern "C" fn deinitialize() {
+    *lock() = Init::Deinitialized;
 }
 
 /// Whether `FAKE_CUDA_STUB` turned stub mode on (read once).
@@ -72,8 +110,14 @@ pub fn init(flags: u32) -> Result<(), CUresult> {
                 Err(e) => (Init::Failed(e), Err(e)),
             };
             *g = state;
+            if r.is_ok() && deinit_at_exit() {
+                // SAFETY: `deinitialize` is a valid handler for the life of the process (this
+                // library is not unloaded while the process exits).
+                unsafe { libc::atexit(deinitialize) };
+            }
             r
         }
+        Init::Deinitialized => Err(CUresult::CUDA_ERROR_DEINITIALIZED),
     }
 }
 
@@ -100,6 +144,14 @@ pub fn call(
     r
 }
 
+/// Runs `f` on the initialised driver without recording a call; `None` before `cuInit`.
+pub fn with_driver<T>(f: impl FnOnce(&Driver) -> T) -> Option<T> {
+    match &*lock() {
+        Init::Ready(d) => Some(f(d)),
+        _ => None,
+    }
+}
+
 /// Runs an entry point that needs `cuInit`, with the driver locked, then records it.
 pub fn call_driver(
     name: &str,
@@ -108,6 +160,7 @@ pub fn call_driver(
 ) -> CUresult {
     call(name, args, || match &mut *lock() {
         Init::Ready(d) => body(d),
+        Init::Deinitialized => Err(CUresult::CUDA_ERROR_DEINITIALIZED),
         _ => Err(CUresult::CUDA_ERROR_NOT_INITIALIZED),
     })
 }

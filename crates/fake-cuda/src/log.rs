@@ -67,6 +67,23 @@
 //! cuPointerGetAttribute attrib=A ptr=0xHEX
 //! cuLogsRegisterCallback
 //! cuLogsUnregisterCallback handle=0xHEX
+//! cuStreamCreateWithPriority flags=F priority=P
+//! cuStreamQuery stream=0xHEX                  (and cuStreamQuery_ptsz)
+//! cuStreamWaitEvent stream=0xHEX event=0xHEX flags=F   (and _ptsz)
+//! cuEventCreate flags=F
+//! cuEventDestroy_v2 event=0xHEX
+//! cuEventRecord event=0xHEX stream=0xHEX      (and cuEventRecord_ptsz)
+//! cuEventSynchronize event=0xHEX
+//! cuEventQuery event=0xHEX
+//! cuMemcpyHtoDAsync_v2 dst=0xHEX src=0xHEX bytes=N stream=0xHEX   (and _v2_ptsz, the
+//!     cuMemcpyDtoHAsync_v2 pair and cuMemcpyAsync(_ptsz); host addresses vary by run)
+//! cuMemcpyHtoD_v2 bytes=N                      (and cuMemcpyDtoH_v2)
+//! cuMemAllocHost_v2 bytes=N
+//! cuMemHostRegister_v2 ptr=0xHEX bytes=N flags=F
+//! cuMemHostUnregister ptr=0xHEX
+//! cuCtxPushCurrent_v2 ctx=0xHEX
+//! cuCtxPopCurrent_v2
+//! cuDevicePrimaryCtxGetState dev=D
 //! ```
 //!
 //! For example `cuMemAlloc_v2 bytes=1048576 -> 0` and

@@ -13,7 +13,11 @@
 //! | cuLaunchKernel, cuStreamSynchronize | flags & 2: `_ptsz`, else plain |
 //! | cuLaunchKernelEx | < 11060: version not sufficient; flags & 2: `_ptsz`, else plain |
 //! | cuMemAllocAsync, cuMemFreeAsync, cuLaunchCooperativeKernel | flags & 2: `_ptsz`, else plain |
-//! | cuStreamDestroy | >= 4000: `_v2`; below: version not sufficient |
+//! | cuStreamDestroy, cuEventDestroy, cuCtxPushCurrent, cuCtxPopCurrent | >= 4000: `_v2`; below: version not sufficient |
+//! | cuMemAllocHost, cuMemcpyHtoD, cuMemcpyDtoH | >= 3020: `_v2`; below: version not sufficient |
+//! | cuMemcpyHtoDAsync, cuMemcpyDtoHAsync | >= 3020: flags & 2: `_v2_ptsz`, else `_v2`; below: version not sufficient |
+//! | cuMemHostRegister | >= 6050: `_v2`; below: version not sufficient |
+//! | cuStreamQuery, cuStreamWaitEvent, cuEventRecord, cuMemcpyAsync | flags & 2: `_ptsz`, else plain |
 //! | cuLogsRegisterCallback, cuLogsUnregisterCallback | < 12090: version not sufficient; else plain |
 //! | every other exported base name | plain |
 //! | anything else (including suffixed names such as `cuMemAlloc_v2`) | not found |
@@ -61,6 +65,12 @@ const PLAIN: &[&str] = &[
     "cuPointerGetAttribute",
     "cuLogsRegisterCallback",
     "cuLogsUnregisterCallback",
+    "cuStreamCreateWithPriority",
+    "cuEventCreate",
+    "cuEventSynchronize",
+    "cuEventQuery",
+    "cuMemHostUnregister",
+    "cuDevicePrimaryCtxGetState",
 ];
 
 /// Every base name `cuGetProcAddress` knows.
@@ -111,6 +121,25 @@ pub const BASE_NAMES: &[&str] = &[
     "cuPointerGetAttribute",
     "cuLogsRegisterCallback",
     "cuLogsUnregisterCallback",
+    "cuStreamCreateWithPriority",
+    "cuStreamQuery",
+    "cuStreamWaitEvent",
+    "cuEventCreate",
+    "cuEventDestroy",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventQuery",
+    "cuMemcpyHtoDAsync",
+    "cuMemcpyDtoHAsync",
+    "cuMemcpyAsync",
+    "cuMemcpyHtoD",
+    "cuMemcpyDtoH",
+    "cuMemAllocHost",
+    "cuMemHostRegister",
+    "cuMemHostUnregister",
+    "cuCtxPushCurrent",
+    "cuCtxPopCurrent",
+    "cuDevicePrimaryCtxGetState",
 ];
 
 fn at_least(version: i32, min: i32, name: &'static str, older: Lookup) -> Lookup {
@@ -171,6 +200,21 @@ pub fn select(base: &str, cuda_version: i32, flags: u64) -> Lookup {
             "cuLaunchCooperativeKernel",
         ),
         "cuStreamDestroy" => at_least(v, 4000, "cuStreamDestroy_v2", Old),
+        "cuEventDestroy" => at_least(v, 4000, "cuEventDestroy_v2", Old),
+        "cuCtxPushCurrent" => at_least(v, 4000, "cuCtxPushCurrent_v2", Old),
+        "cuCtxPopCurrent" => at_least(v, 4000, "cuCtxPopCurrent_v2", Old),
+        "cuMemAllocHost" => at_least(v, 3020, "cuMemAllocHost_v2", Old),
+        "cuMemcpyHtoD" => at_least(v, 3020, "cuMemcpyHtoD_v2", Old),
+        "cuMemcpyDtoH" => at_least(v, 3020, "cuMemcpyDtoH_v2", Old),
+        "cuMemcpyHtoDAsync" if v < 3020 => Old,
+        "cuMemcpyHtoDAsync" => stream("cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyHtoDAsync_v2"),
+        "cuMemcpyDtoHAsync" if v < 3020 => Old,
+        "cuMemcpyDtoHAsync" => stream("cuMemcpyDtoHAsync_v2_ptsz", "cuMemcpyDtoHAsync_v2"),
+        "cuMemHostRegister" => at_least(v, 6050, "cuMemHostRegister_v2", Old),
+        "cuStreamQuery" => stream("cuStreamQuery_ptsz", "cuStreamQuery"),
+        "cuStreamWaitEvent" => stream("cuStreamWaitEvent_ptsz", "cuStreamWaitEvent"),
+        "cuEventRecord" => stream("cuEventRecord_ptsz", "cuEventRecord"),
+        "cuMemcpyAsync" => stream("cuMemcpyAsync_ptsz", "cuMemcpyAsync"),
         "cuLogsRegisterCallback" | "cuLogsUnregisterCallback" if v < 12090 => Old,
         _ => PLAIN
             .iter()
@@ -276,6 +320,37 @@ mod tests {
     }
 
     #[test]
+    fn lifetime_entry_points() {
+        assert_eq!(
+            select("cuMemcpyHtoDAsync", 13000, 2),
+            Found("cuMemcpyHtoDAsync_v2_ptsz")
+        );
+        assert_eq!(
+            select("cuMemcpyDtoHAsync", 4000, 0),
+            Found("cuMemcpyDtoHAsync_v2")
+        );
+        assert_eq!(select("cuMemcpyHtoDAsync", 3000, 0), Old);
+        assert_eq!(
+            select("cuEventRecord", 7000, 2),
+            Found("cuEventRecord_ptsz")
+        );
+        assert_eq!(
+            select("cuEventDestroy", 4000, 0),
+            Found("cuEventDestroy_v2")
+        );
+        assert_eq!(select("cuCtxPopCurrent", 3999, 0), Old);
+        assert_eq!(
+            select("cuMemHostRegister", 12000, 0),
+            Found("cuMemHostRegister_v2")
+        );
+        assert_eq!(select("cuMemHostRegister", 6000, 0), Old);
+        assert_eq!(
+            select("cuEventSynchronize", 1000, 2),
+            Found("cuEventSynchronize")
+        );
+    }
+
+    #[test]
     fn launch_kernel_ex_needs_11060() {
         assert_eq!(
             select("cuLaunchKernelEx", 11060, 0),
@@ -302,7 +377,7 @@ mod tests {
 
     #[test]
     fn every_base_name_resolves_to_an_export() {
-        assert_eq!(BASE_NAMES.len(), 46);
+        assert_eq!(BASE_NAMES.len(), 65);
         for &base in BASE_NAMES {
             for v in [1000, 3020, 4000, 11000, 11040, 11060, 12000, 12050, 13000] {
                 for flags in [0, 1, 2] {

@@ -22,14 +22,26 @@
 //!   size from the device named in the allocation properties, and give it back at
 //!   `cuMemRelease`.
 //! * Kernels: per-handle settings from `cuFuncSetAttribute` (see [`crate::launch`]).
+//! * Asynchrony: launches and asynchronous copies wait in per-stream queues
+//!   ([`crate::queue`]) until a synchronisation runs them; a copy reads its source then.
+//!   Device memory that copies touch is backed by real bytes (allocations up to
+//!   [`MAX_BACKED`]), so a program can read back what reached the device. Destroying,
+//!   resetting or releasing a context discards its queued work.
+//! * Events (`cuEventCreate`) get handles `EVENT_HANDLE_BASE + n * 0x100`, belong to the
+//!   current context, and mark a position in a stream's queue when recorded.
+//! * Pinned host memory (`cuMemHostAlloc`, `cuMemAllocHost`) is real memory owned by the
+//!   current context; `cuMemFreeHost` fills it with [`POISON`] and keeps it (never released),
+//!   so a queued copy that reads it afterwards gets the poison instead of crashing. It dies
+//!   with its context. Registered ranges (`cuMemHostRegister`) are the program's memory.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use seedance_cuda::{CUdevice, CUdeviceptr, CUresult};
 
 use crate::config::Topology;
 use crate::device::Device;
 use crate::launch::{FuncLimits, FuncSettings, LaunchLimits};
+use crate::queue::{default_queue, Op, Queue, QueueKey, Side};
 
 /// First context handle value.
 pub const CTX_HANDLE_BASE: usize = 0x5eed_c000_0000;
@@ -45,6 +57,13 @@ pub const STREAM_HANDLE_BASE: usize = 0x5eed_5000_0000;
 pub const PHYSICAL_HANDLE_BASE: u64 = 0x6000_0000;
 /// Granularity of `cuMemCreate` sizes (`cuMemGetAllocationGranularity`), bytes: 2 MiB.
 pub const PHYSICAL_GRANULARITY: u64 = 2 << 20;
+/// First event handle value.
+pub const EVENT_HANDLE_BASE: usize = 0x5eed_e000_0000;
+/// Largest allocation whose bytes are kept for copies; copies into larger ones are
+/// dropped and reads from them give zeros.
+pub const MAX_BACKED: u64 = 64 << 20;
+/// What freed pinned memory is filled with.
+pub const POISON: u8 = 0xdb;
 
 /// What the driver knows about one context, live or destroyed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +89,12 @@ struct Alloc {
     bytes: u64,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    ctx: usize,
+    mark: Option<(QueueKey, u64)>,
+}
+
 /// The initialised driver.
 #[derive(Debug)]
 pub struct Driver {
@@ -79,7 +104,14 @@ pub struct Driver {
     next_ctx: usize,
     allocs: HashMap<CUdeviceptr, Alloc>,
     next_offset: u64,
-    host: HashSet<usize>,
+    host: HashMap<usize, (usize, usize)>,
+    dead_host: HashSet<usize>,
+    quarantine: HashSet<usize>,
+    registered: BTreeMap<usize, (usize, usize)>,
+    queues: HashMap<QueueKey, Queue>,
+    events: HashMap<usize, Event>,
+    next_event: usize,
+    backing: HashMap<CUdeviceptr, Vec<u8>>,
     streams: HashMap<usize, usize>,
     next_stream: usize,
     physical: HashMap<u64, (usize, u64)>,
@@ -102,7 +134,14 @@ impl Driver {
             next_ctx: 0,
             allocs: HashMap::new(),
             next_offset: 0,
-            host: HashSet::new(),
+            host: HashMap::new(),
+            dead_host: HashSet::new(),
+            quarantine: HashSet::new(),
+            registered: BTreeMap::new(),
+            queues: HashMap::new(),
+            events: HashMap::new(),
+            next_event: 0,
+            backing: HashMap::new(),
             streams: HashMap::new(),
             next_stream: 0,
             physical: HashMap::new(),
@@ -189,11 +228,26 @@ impl Driver {
         }
     }
 
-    /// Marks a context destroyed and frees its allocations.
+    /// Marks a context destroyed, discards its queued work and frees its allocations,
+    /// pinned host memory and registrations.
     fn kill(&mut self, ctx: usize) {
         if let Some(r) = self.contexts.get_mut(&ctx) {
             r.alive = false;
         }
+        for key in self.queues_of(ctx) {
+            self.queues.remove(&key);
+        }
+        let pinned: Vec<usize> = self
+            .host
+            .iter()
+            .filter(|(_, &(_, c))| c == ctx)
+            .map(|(&p, _)| p)
+            .collect();
+        for p in pinned {
+            self.host.remove(&p);
+            self.dead_host.insert(p);
+        }
+        self.registered.retain(|_, &mut (_, c)| c != ctx);
         let dead: Vec<CUdeviceptr> = self
             .allocs
             .iter()
@@ -298,6 +352,7 @@ impl Driver {
     }
 
     fn release_alloc(&mut self, addr: CUdeviceptr) -> bool {
+        self.backing.remove(&addr);
         match self.allocs.remove(&addr) {
             Some(a) => {
                 let dev = &mut self.devices[a.device];
@@ -310,11 +365,16 @@ impl Driver {
 
     /// `cuMemFree`: 0 is a no-op; otherwise 201/709 without a live context, and
     /// `CUDA_ERROR_INVALID_VALUE` for an address that is not a live allocation's start.
+    /// Like the real driver, the free first waits for the work queued in the allocation's
+    /// context (an implicit synchronisation).
     pub fn mem_free(&mut self, ctx: usize, addr: CUdeviceptr) -> Result<(), CUresult> {
         if addr == 0 {
             return Ok(());
         }
         self.ctx_device(ctx)?;
+        if let Some(a) = self.allocs.get(&addr).copied() {
+            self.sync_context(a.ctx);
+        }
         if self.release_alloc(addr) {
             Ok(())
         } else {
@@ -380,12 +440,19 @@ impl Driver {
         Ok(h)
     }
 
-    /// `cuStreamDestroy`: `CUDA_ERROR_INVALID_HANDLE` for an unknown stream.
+    /// `cuStreamDestroy`: `CUDA_ERROR_INVALID_HANDLE` for an unknown stream,
+    /// `CUDA_ERROR_CONTEXT_IS_DESTROYED` for one whose context was destroyed (the handle is
+    /// forgotten either way). Work still queued on it completes first, as the real driver
+    /// finishes it on its own.
     pub fn stream_destroy(&mut self, stream: usize) -> Result<(), CUresult> {
-        self.streams
+        let ctx = self
+            .streams
             .remove(&stream)
-            .map(|_| ())
-            .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)
+            .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)?;
+        self.ctx_device(ctx)?;
+        self.run_queue(stream, u64::MAX, 0);
+        self.queues.remove(&stream);
+        Ok(())
     }
 
     /// The context of `stream` as seen from a thread whose current context is `current`:
@@ -432,14 +499,339 @@ impl Driver {
         self.funcs.entry(f).or_default()
     }
 
-    /// Records a pinned host allocation.
-    pub fn host_insert(&mut self, p: usize) {
-        self.host.insert(p);
+    /// Records a pinned host allocation of `bytes` made in context `ctx`.
+    pub fn host_insert(&mut self, p: usize, bytes: usize, ctx: usize) {
+        self.quarantine.remove(&p);
+        self.dead_host.remove(&p);
+        self.host.insert(p, (bytes, ctx));
     }
 
     /// Forgets a pinned host allocation; `false` if it was not one.
     pub fn host_remove(&mut self, p: usize) -> bool {
-        self.host.remove(&p)
+        self.host.remove(&p).is_some()
+    }
+
+    /// `cuMemFreeHost`: a live block is forgotten and its size returned (the caller
+    /// poisons it; it is never released, see the module documentation). Anything else fails
+    /// like `cuMemFree`: 201/709 without a live current context, else `INVALID_VALUE`.
+    /// Queued copies are not waited for.
+    pub fn host_free(&mut self, p: usize, current: usize) -> Result<usize, CUresult> {
+        if let Some((bytes, _)) = self.host.remove(&p) {
+            self.quarantine.insert(p);
+            return Ok(bytes);
+        }
+        self.ctx_device(current)?;
+        Err(CUresult::CUDA_ERROR_INVALID_VALUE)
+    }
+
+    /// Whether `p` was pinned memory of a context since destroyed.
+    pub fn host_died(&self, p: usize) -> bool {
+        self.dead_host.contains(&p)
+    }
+
+    /// `cuMemHostRegister`: `[p, p + bytes)` in context `current`;
+    /// `CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (712) when it overlaps a registration.
+    pub fn host_register(
+        &mut self,
+        p: usize,
+        bytes: usize,
+        current: usize,
+    ) -> Result<(), CUresult> {
+        self.ctx_device(current)?;
+        if p == 0 || bytes == 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+        }
+        let end = p.saturating_add(bytes);
+        let overlaps = self
+            .registered
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&lo, &(n, _))| lo.saturating_add(n) > p);
+        if overlaps {
+            return Err(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+        }
+        self.registered.insert(p, (bytes, current));
+        Ok(())
+    }
+
+    /// `cuMemHostUnregister`: `CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED` (713) unless `p`
+    /// starts a registration. Queued copies are not waited for.
+    pub fn host_unregister(&mut self, p: usize) -> Result<(), CUresult> {
+        self.registered
+            .remove(&p)
+            .map(|_| ())
+            .ok_or(CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+    }
+
+    fn queues_of(&self, ctx: usize) -> Vec<QueueKey> {
+        let mut keys: Vec<QueueKey> = self
+            .streams
+            .iter()
+            .filter(|(_, &c)| c == ctx)
+            .map(|(&s, _)| s)
+            .collect();
+        keys.push(default_queue(ctx));
+        keys
+    }
+
+    /// The queue work on `stream` goes to, from a thread whose current context is
+    /// `current`: the checks of [`Driver::launch_stream`].
+    pub fn submit_queue(&self, stream: usize, current: usize) -> Result<QueueKey, CUresult> {
+        self.launch_stream(stream, current)?;
+        Ok(if stream <= 2 {
+            default_queue(current)
+        } else {
+            stream
+        })
+    }
+
+    /// The queue a synchronize or query of `stream` waits on, and its context: a created
+    /// stream needs no current context (709 when its own was destroyed); an unknown handle
+    /// or a default stream need a live current context (201/709), then an unknown handle is
+    /// `INVALID_HANDLE`.
+    pub fn target_queue(
+        &self,
+        stream: usize,
+        current: usize,
+    ) -> Result<(QueueKey, usize), CUresult> {
+        if stream > 2 {
+            if let Some(&ctx) = self.streams.get(&stream) {
+                self.ctx_device(ctx)?;
+                return Ok((stream, ctx));
+            }
+        }
+        self.ctx_device(current)?;
+        if stream > 2 {
+            return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+        }
+        Ok((default_queue(current), current))
+    }
+
+    /// Appends `op` to queue `key`.
+    pub fn enqueue(&mut self, key: QueueKey, op: Op) {
+        self.queues.entry(key).or_default().push(op);
+    }
+
+    /// Whether work is still queued on `key`.
+    pub fn queue_busy(&self, key: QueueKey) -> bool {
+        self.queues.get(&key).is_some_and(Queue::busy)
+    }
+
+    /// Runs queue `key` up to position `upto`.
+    fn run_queue(&mut self, key: QueueKey, upto: u64, depth: u32) {
+        let ops = match self.queues.get_mut(&key) {
+            Some(q) => q.take_upto(upto),
+            None => return,
+        };
+        for op in ops {
+            match op {
+                Op::Launches(_) => {}
+                Op::Copy { dst, src, bytes } => self.copy_now(dst, src, bytes),
+                Op::Wait { queue, upto } if depth < 16 => self.run_queue(queue, upto, depth + 1),
+                Op::Wait { .. } => {}
+            }
+        }
+    }
+
+    /// Runs everything queued on `key` (`cuStreamSynchronize`).
+    pub fn sync_queue(&mut self, key: QueueKey) {
+        self.run_queue(key, u64::MAX, 0);
+    }
+
+    /// Runs everything queued in context `ctx` (`cuCtxSynchronize`).
+    pub fn sync_context(&mut self, ctx: usize) {
+        for key in self.queues_of(ctx) {
+            self.run_queue(key, u64::MAX, 0);
+        }
+    }
+
+    /// Classifies an address of a unified-addressing copy.
+    pub fn side(&self, addr: u64) -> Side {
+        if self.alloc_containing(addr).is_some() {
+            Side::Device(addr)
+        } else {
+            Side::Host(addr as usize)
+        }
+    }
+
+    /// Checks that a copy of `bytes` between these sides is possible now: a device side
+    /// must lie inside one live allocation, a host side must be non-null.
+    pub fn check_copy(&self, dst: Side, src: Side, bytes: usize) -> Result<(), CUresult> {
+        for side in [dst, src] {
+            match side {
+                Side::Host(0) if bytes > 0 => return Err(CUresult::CUDA_ERROR_INVALID_VALUE),
+                Side::Host(_) => {}
+                Side::Device(a) => {
+                    let (start, len) = self
+                        .alloc_span(a)
+                        .ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
+                    if a - start + bytes as u64 > len {
+                        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn alloc_span(&self, addr: u64) -> Option<(u64, u64)> {
+        self.allocs
+            .iter()
+            .find(|(&start, a)| addr >= start && addr - start < a.bytes.max(1))
+            .map(|(&start, a)| (start, a.bytes))
+    }
+
+    /// The bytes of device memory at `addr`, for reading back in tests (`None` if not
+    /// allocated or never written).
+    pub fn device_bytes(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+        let (start, _) = self.alloc_span(addr)?;
+        let b = self.backing.get(&start)?;
+        let off = (addr - start) as usize;
+        b.get(off..off + len).map(<[u8]>::to_vec)
+    }
+
+    fn read_side(&self, side: Side, bytes: usize) -> Vec<u8> {
+        match side {
+            Side::Host(p) => {
+                let mut v = vec![0u8; bytes];
+                // SAFETY: the program gave this host address to a copy of `bytes` bytes and
+                // must keep it valid until the copy completes (the driver's contract);
+                // pinned memory it freed early is never released (poisoned instead).
+                unsafe { std::ptr::copy_nonoverlapping(p as *const u8, v.as_mut_ptr(), bytes) };
+                v
+            }
+            Side::Device(a) => {
+                let mut v = vec![0u8; bytes];
+                if let Some((start, _)) = self.alloc_span(a) {
+                    if let Some(b) = self.backing.get(&start) {
+                        let off = (a - start) as usize;
+                        let n = bytes.min(b.len().saturating_sub(off));
+                        v[..n].copy_from_slice(&b[off..off + n]);
+                    }
+                }
+                v
+            }
+        }
+    }
+
+    fn write_side(&mut self, side: Side, data: &[u8]) {
+        match side {
+            Side::Host(p) => {
+                // SAFETY: as in `read_side`: the program's destination buffer of this size.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p as *mut u8, data.len()) };
+            }
+            Side::Device(a) => {
+                let Some((start, len)) = self.alloc_span(a) else {
+                    return;
+                };
+                if len > MAX_BACKED {
+                    return;
+                }
+                let b = self
+                    .backing
+                    .entry(start)
+                    .or_insert_with(|| vec![0; len as usize]);
+                let off = (a - start) as usize;
+                let n = data.len().min(b.len().saturating_sub(off));
+                b[off..off + n].copy_from_slice(&data[..n]);
+            }
+        }
+    }
+
+    /// Performs a copy now (a queued copy running, or a synchronous copy). A device side
+    /// freed meanwhile reads zeros and drops writes.
+    pub fn copy_now(&mut self, dst: Side, src: Side, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let data = self.read_side(src, bytes);
+        self.write_side(dst, &data);
+    }
+
+    /// `cuEventCreate` in context `current`.
+    pub fn event_create(&mut self, current: usize) -> Result<usize, CUresult> {
+        self.ctx_device(current)?;
+        self.next_event += 1;
+        let h = EVENT_HANDLE_BASE + self.next_event * CTX_HANDLE_STEP;
+        self.events.insert(
+            h,
+            Event {
+                ctx: current,
+                mark: None,
+            },
+        );
+        Ok(h)
+    }
+
+    fn event(&self, e: usize) -> Result<Event, CUresult> {
+        let ev = *self
+            .events
+            .get(&e)
+            .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)?;
+        self.ctx_device(ev.ctx)?;
+        Ok(ev)
+    }
+
+    /// `cuEventDestroy`: `INVALID_HANDLE` for an unknown event, `CONTEXT_IS_DESTROYED` for
+    /// one whose context was destroyed (forgotten either way).
+    pub fn event_destroy(&mut self, e: usize) -> Result<(), CUresult> {
+        let r = self.event(e).map(|_| ());
+        self.events.remove(&e);
+        r
+    }
+
+    /// `cuEventRecord(e, stream)`: the event marks the end of the work queued on the stream
+    /// so far; the stream must belong to the event's context (`INVALID_HANDLE`).
+    pub fn event_record(
+        &mut self,
+        e: usize,
+        stream: usize,
+        current: usize,
+    ) -> Result<(), CUresult> {
+        let ev = self.event(e)?;
+        let (key, ctx) = self.target_queue(stream, current)?;
+        if ctx != ev.ctx {
+            return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+        }
+        let pos = self.queues.get(&key).map_or(0, |q| q.submitted);
+        if let Some(x) = self.events.get_mut(&e) {
+            x.mark = Some((key, pos));
+        }
+        Ok(())
+    }
+
+    /// `cuEventSynchronize`: runs the event's stream up to its mark.
+    pub fn event_sync(&mut self, e: usize) -> Result<(), CUresult> {
+        if let Some((key, upto)) = self.event(e)?.mark {
+            self.run_queue(key, upto, 0);
+        }
+        Ok(())
+    }
+
+    /// `cuEventQuery`: `CUDA_ERROR_NOT_READY` (600) until the work it marks has run.
+    pub fn event_query(&self, e: usize) -> Result<(), CUresult> {
+        if let Some((key, upto)) = self.event(e)?.mark {
+            if self.queues.get(&key).is_some_and(|q| q.completed < upto) {
+                return Err(CUresult::CUDA_ERROR_NOT_READY);
+            }
+        }
+        Ok(())
+    }
+
+    /// `cuStreamWaitEvent(stream, e)`: work queued on `stream` afterwards runs after the
+    /// event's work.
+    pub fn stream_wait_event(
+        &mut self,
+        stream: usize,
+        e: usize,
+        current: usize,
+    ) -> Result<(), CUresult> {
+        let ev = self.event(e)?;
+        let key = self.submit_queue(stream, current)?;
+        if let Some((queue, upto)) = ev.mark {
+            self.enqueue(key, Op::Wait { queue, upto });
+        }
+        Ok(())
     }
 }
 
@@ -675,7 +1067,7 @@ mod tests {
         assert_eq!(d.ctx_destroy(a), Ok(()));
         assert_eq!(d.stream_ctx(s, b), Err(E_DESTROYED));
         assert_eq!(d.launch_stream(s, b), Err(E_DESTROYED));
-        assert_eq!(d.stream_destroy(s), Ok(()));
+        assert_eq!(d.stream_destroy(s), Err(E_DESTROYED));
         assert_eq!(
             d.stream_destroy(s),
             Err(CUresult::CUDA_ERROR_INVALID_HANDLE)
@@ -695,8 +1087,122 @@ mod tests {
     #[test]
     fn host_allocations() {
         let mut d = driver(&[1]);
-        d.host_insert(0x1000);
+        d.host_insert(0x1000, 64, 0);
         assert!(d.host_remove(0x1000));
         assert!(!d.host_remove(0x1000));
+        let c = d.ctx_create(0).expect("ctx");
+        d.host_insert(0x2000, 64, c);
+        assert_eq!(d.host_free(0x2000, c), Ok(64));
+        assert_eq!(d.host_free(0x2000, c), Err(E_VALUE));
+        assert_eq!(d.host_free(0x2000, 0), Err(E_CTX));
+        d.host_insert(0x3000, 64, c);
+        assert_eq!(d.host_register(0x9000, 100, c), Ok(()));
+        assert_eq!(
+            d.host_register(0x9050, 10, c),
+            Err(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+        );
+        assert_eq!(
+            d.host_register(0x8ff0, 0x11, c),
+            Err(CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+        );
+        assert_eq!(d.host_register(0x9064, 4, c), Ok(()));
+        assert_eq!(d.host_unregister(0x9064), Ok(()));
+        assert_eq!(
+            d.host_unregister(0x9001),
+            Err(CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+        );
+        assert_eq!(d.ctx_destroy(c), Ok(()));
+        assert!(d.host_died(0x3000));
+        assert_eq!(
+            d.host_unregister(0x9000),
+            Err(CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+        );
+        assert_eq!(d.host_free(0x3000, c), Err(E_DESTROYED));
+    }
+
+    #[test]
+    fn queued_work_runs_on_synchronisation_and_is_lost_with_its_context() {
+        let mut d = driver(&[10_000]);
+        let c = d.ctx_create(0).expect("ctx");
+        let s = d.stream_create(c).expect("stream");
+        let dev = d.mem_alloc(c, 64).expect("alloc");
+        let src = [7u8; 16];
+        let mut dst = vec![0u8; 16];
+        let key = d.submit_queue(s, c).expect("queue");
+        assert_eq!(key, s);
+        assert_eq!(
+            d.check_copy(Side::Device(dev + 60), Side::Host(1), 8),
+            Err(E_VALUE)
+        );
+        assert_eq!(
+            d.check_copy(Side::Device(dev), Side::Host(0), 8),
+            Err(E_VALUE)
+        );
+        d.enqueue(key, Op::Launches(1));
+        d.enqueue(
+            key,
+            Op::Copy {
+                dst: Side::Device(dev + 8),
+                src: Side::Host(src.as_ptr() as usize),
+                bytes: 16,
+            },
+        );
+        assert!(d.queue_busy(s));
+        assert_eq!(d.device_bytes(dev + 8, 16), None);
+        // An event recorded now marks both ops; a later launch is not covered.
+        let e = d.event_create(c).expect("event");
+        assert_eq!(d.event_record(e, s, c), Ok(()));
+        d.enqueue(key, Op::Launches(1));
+        assert_eq!(d.event_query(e), Err(CUresult::CUDA_ERROR_NOT_READY));
+        assert_eq!(d.event_sync(e), Ok(()));
+        assert_eq!(d.event_query(e), Ok(()));
+        assert_eq!(d.device_bytes(dev + 8, 16), Some(vec![7; 16]));
+        assert!(d.queue_busy(s));
+        d.sync_queue(s);
+        assert!(!d.queue_busy(s));
+        // Device to host through the default stream, run by a context synchronize.
+        let q0 = d.submit_queue(0, c).expect("default");
+        assert_eq!(q0, crate::queue::default_queue(c));
+        d.enqueue(
+            q0,
+            Op::Copy {
+                dst: Side::Host(dst.as_mut_ptr() as usize),
+                src: Side::Device(dev + 8),
+                bytes: 16,
+            },
+        );
+        d.sync_context(c);
+        assert_eq!(dst, vec![7; 16]);
+        assert_eq!(d.side(dev + 3), Side::Device(dev + 3));
+        assert_eq!(d.side(0x1234), Side::Host(0x1234));
+        // A wait on the event from another stream.
+        let s2 = d.stream_create(c).expect("stream");
+        assert_eq!(d.event_record(e, s, c), Ok(()));
+        d.enqueue(s, Op::Launches(2));
+        assert_eq!(d.event_record(e, s, c), Ok(()));
+        assert_eq!(d.stream_wait_event(s2, e, c), Ok(()));
+        d.sync_queue(s2);
+        assert!(!d.queue_busy(s));
+        // cuMemFree waits for the context's queues.
+        d.enqueue(s, Op::Launches(1));
+        assert_eq!(d.mem_free(c, dev), Ok(()));
+        assert!(!d.queue_busy(s));
+        // Destroying the context loses what is queued.
+        let dev2 = d.mem_alloc(c, 64).expect("alloc");
+        d.enqueue(
+            s,
+            Op::Copy {
+                dst: Side::Device(dev2),
+                src: Side::Host(src.as_ptr() as usize),
+                bytes: 16,
+            },
+        );
+        assert_eq!(d.ctx_destroy(c), Ok(()));
+        assert!(!d.queue_busy(s));
+        assert_eq!(d.target_queue(s, 0), Err(E_DESTROYED));
+        assert_eq!(d.event_sync(e), Err(E_DESTROYED));
+        assert_eq!(d.event_destroy(e), Err(E_DESTROYED));
+        assert_eq!(d.event_destroy(e), Err(CUresult::CUDA_ERROR_INVALID_HANDLE));
+        assert_eq!(d.target_queue(0x1234_5600, 0), Err(E_CTX));
     }
 }

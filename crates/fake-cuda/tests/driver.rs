@@ -182,6 +182,8 @@ fn child() {
         "unavailable" => unavailable(&cu),
         "kernels" => kernels(&cu),
         "memory_extras" => memory_extras(&cu),
+        "asynchrony" => asynchrony(&cu),
+        "deinit" => deinit(&cu),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -1012,7 +1014,7 @@ fn kernels(cu: &Cuda) {
         assert_eq!(cu.f::<FnCtx>("cuCtxDestroy_v2")(ctx), 0);
         assert_eq!(get_ctx(s, &mut owner), 709);
         assert_eq!(launch(plain, 1, 1, 1, 32, 1, 1, 0, s, np, np), 709);
-        assert_eq!(cu.f::<FnCtx>("cuStreamDestroy_v2")(s), 0);
+        assert_eq!(cu.f::<FnCtx>("cuStreamDestroy_v2")(s), 709);
         assert_eq!(get_ctx(s, &mut owner), 400);
         assert_eq!(cu.f::<FnCtx>("cuLogsUnregisterCallback")(handle), 0);
         assert_eq!(cu.f::<FnCtx>("cuLogsUnregisterCallback")(handle), 1);
@@ -1094,4 +1096,165 @@ fn managed_physical_memory_and_pointer_attributes() {
             ("FAKE_CUDA_TOTAL_MEM", "41943040"),
         ],
     );
+}
+
+type FnEventCreate = unsafe extern "C" fn(*mut Ptr, c_uint) -> R;
+type FnAlloc2 = unsafe extern "C" fn(*mut Ptr, usize) -> R;
+type FnTwo = unsafe extern "C" fn(Ptr, Ptr) -> R;
+type FnWait = unsafe extern "C" fn(Ptr, Ptr, c_uint) -> R;
+type FnHtoDAsync = unsafe extern "C" fn(u64, *const c_void, usize, Ptr) -> R;
+type FnDtoHAsync = unsafe extern "C" fn(*mut c_void, u64, usize, Ptr) -> R;
+type FnDtoH = unsafe extern "C" fn(*mut c_void, u64, usize) -> R;
+type FnRegister = unsafe extern "C" fn(Ptr, usize, c_uint) -> R;
+type FnPrimaryState = unsafe extern "C" fn(c_int, *mut c_uint, *mut c_int) -> R;
+
+fn asynchrony(cu: &Cuda) {
+    // SAFETY: (whole scenario) pointers to live locals and buffers of the sizes passed.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        let mut ctx: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut ctx, 0, 0), 0);
+        let mut s: Ptr = std::ptr::null_mut();
+        let create = cu.f::<FnStreamCreate>("cuStreamCreate");
+        assert_eq!(create(&mut s, 0), 0);
+        let mut dev = 0u64;
+        assert_eq!(cu.f::<FnAlloc>("cuMemAlloc_v2")(&mut dev, 64), 0);
+        let mut pinned: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnAlloc2>("cuMemAllocHost_v2")(&mut pinned, 64), 0);
+        std::ptr::write_bytes(pinned.cast::<u8>(), 0x5a, 64);
+        let htod = cu.f::<FnHtoDAsync>("cuMemcpyHtoDAsync_v2");
+        let dtoh = cu.f::<FnDtoHAsync>("cuMemcpyDtoHAsync_v2");
+        let query = cu.f::<FnCtx>("cuStreamQuery");
+        let sync = cu.f::<FnCtx>("cuStreamSynchronize");
+        assert_eq!(query(s), 0);
+        assert_eq!(htod(dev, pinned, 64, s), 0);
+        assert_eq!(htod(dev + 32, pinned, 64, s), 1, "past the allocation");
+        assert_eq!(query(s), 600);
+        // Freed before the copy ran: the device gets the poison.
+        assert_eq!(cu.f::<FnCtx>("cuMemFreeHost")(pinned), 0);
+        assert_eq!(sync(s), 0);
+        assert_eq!(query(s), 0);
+        let mut back = [0u8; 64];
+        assert_eq!(
+            cu.f::<FnDtoH>("cuMemcpyDtoH_v2")(back.as_mut_ptr().cast(), dev, 64),
+            0
+        );
+        assert_eq!(back, [0xdb; 64]);
+        // A good copy, read back asynchronously; an event marks it.
+        let src = [3u8; 16];
+        let mut ev: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnEventCreate>("cuEventCreate")(&mut ev, 0), 0);
+        assert_eq!(cu.f::<FnEventCreate>("cuEventCreate")(&mut ev, 8), 1);
+        assert_eq!(cu.f::<FnEventCreate>("cuEventCreate")(&mut ev, 2), 0);
+        assert_eq!(htod(dev, src.as_ptr().cast(), 16, s), 0);
+        let mut out = [0u8; 16];
+        assert_eq!(dtoh(out.as_mut_ptr().cast(), dev, 16, s), 0);
+        assert_eq!(cu.f::<FnTwo>("cuEventRecord")(ev, s), 0);
+        assert_eq!(cu.f::<FnCtx>("cuEventQuery")(ev), 600);
+        assert_eq!(out, [0; 16]);
+        let mut s2: Ptr = std::ptr::null_mut();
+        assert_eq!(create(&mut s2, 1), 0);
+        assert_eq!(cu.f::<FnWait>("cuStreamWaitEvent")(s2, ev, 0), 0);
+        assert_eq!(cu.f::<FnWait>("cuStreamWaitEvent")(s2, ev, 7), 1);
+        assert_eq!(sync(s2), 0);
+        assert_eq!(out, [3; 16]);
+        assert_eq!(cu.f::<FnCtx>("cuEventQuery")(ev), 0);
+        assert_eq!(cu.f::<FnCtx>("cuEventSynchronize")(ev), 0);
+        // Registered memory, unregistered and overwritten before the copy ran.
+        let mut buf = vec![9u8; 32];
+        let reg = cu.f::<FnRegister>("cuMemHostRegister_v2");
+        assert_eq!(reg(buf.as_mut_ptr().cast(), 32, 0), 0);
+        assert_eq!(reg(buf.as_mut_ptr().add(8).cast(), 4, 0), 712);
+        assert_eq!(htod(dev, buf.as_ptr().add(8).cast(), 8, s), 0);
+        assert_eq!(
+            cu.f::<FnCtx>("cuMemHostUnregister")(buf.as_mut_ptr().cast()),
+            0
+        );
+        assert_eq!(
+            cu.f::<FnCtx>("cuMemHostUnregister")(buf.as_mut_ptr().cast()),
+            713
+        );
+        buf.fill(1);
+        assert_eq!(cu.f::<FnVoid>("cuCtxSynchronize")(), 0);
+        assert_eq!(
+            cu.f::<FnDtoH>("cuMemcpyDtoH_v2")(back.as_mut_ptr().cast(), dev, 8),
+            0
+        );
+        assert_eq!(back[..8], [1; 8]);
+        // Push and pop.
+        let mut other: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut other, 0, 1), 0);
+        let push = cu.f::<FnCtx>("cuCtxPushCurrent_v2");
+        let pop = cu.f::<FnCtxOut>("cuCtxPopCurrent_v2");
+        let mut cur: Ptr = std::ptr::null_mut();
+        assert_eq!(push(ctx), 0);
+        assert_eq!(cu.f::<FnCtxOut>("cuCtxGetCurrent")(&mut cur), 0);
+        assert_eq!(cur, ctx);
+        assert_eq!(pop(&mut cur), 0);
+        assert_eq!(cur, ctx);
+        assert_eq!(cu.f::<FnCtxOut>("cuCtxGetCurrent")(&mut cur), 0);
+        assert_eq!(cur, other);
+        assert_eq!(pop(std::ptr::null_mut()), 0);
+        assert_eq!(pop(&mut cur), 201);
+        assert_eq!(push(std::ptr::null_mut()), 1);
+        assert_eq!(push(ctx), 0);
+        // Destroying the context with work queued loses it; its handles report 709.
+        let src2 = [4u8; 16];
+        assert_eq!(htod(dev, src2.as_ptr().cast(), 16, s), 0);
+        assert_eq!(cu.f::<FnCtx>("cuCtxDestroy_v2")(ctx), 0);
+        assert_eq!(sync(s), 709);
+        assert_eq!(query(s), 709);
+        assert_eq!(cu.f::<FnCtx>("cuEventDestroy_v2")(ev), 709);
+        assert_eq!(cu.f::<FnCtx>("cuEventDestroy_v2")(ev), 400);
+        assert_eq!(cu.f::<FnTwo>("cuEventRecord")(0x1234 as Ptr, s), 400);
+        // Primary context state.
+        let state = cu.f::<FnPrimaryState>("cuDevicePrimaryCtxGetState");
+        let (mut flags, mut active) = (9u32, 9i32);
+        assert_eq!(state(0, &mut flags, &mut active), 0);
+        assert_eq!((flags, active), (0, 0));
+        let mut p: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnRetain>("cuDevicePrimaryCtxRetain")(&mut p, 0), 0);
+        assert_eq!(state(0, &mut flags, &mut active), 0);
+        assert_eq!(active, 1);
+        assert_eq!(state(7, &mut flags, &mut active), 101);
+    }
+}
+
+#[test]
+fn queued_work_copies_events_and_context_stack() {
+    run_scenario("asynchrony", &[("FAKE_CUDA_DEVICE_COUNT", "2")]);
+}
+
+extern "C" fn late_free() {
+    // Runs after the fake driver's own exit handler (registered later, so run earlier).
+    let cu = Cuda::open();
+    // SAFETY: cuMemFree_v2 takes a plain address.
+    let r = unsafe { cu.f::<FnFree>("cuMemFree_v2")(0x7000_0000_0000) };
+    println!("late cuMemFree_v2 -> {r}");
+}
+
+fn deinit(cu: &Cuda) {
+    // SAFETY: late_free is a valid handler for the rest of the process.
+    unsafe { libc::atexit(late_free) };
+    // SAFETY: pointers to live locals.
+    unsafe {
+        assert_eq!(cu.f::<FnInit>("cuInit")(0), 0);
+        let mut ctx: Ptr = std::ptr::null_mut();
+        assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut ctx, 0, 0), 0);
+        let mut p = 0u64;
+        assert_eq!(cu.f::<FnAlloc>("cuMemAlloc_v2")(&mut p, 64), 0);
+    }
+}
+
+#[test]
+fn deinitialised_at_exit_when_asked() {
+    let out = run_scenario("deinit", &[("FAKE_CUDA_DEINIT_AT_EXIT", "1")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("late cuMemFree_v2 -> 4"), "{text}");
+    // Without it the driver stays up (the free may still fail for want of a current
+    // context on the exiting thread, but not with 4).
+    let out = run_scenario("deinit", &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("late cuMemFree_v2 -> "), "{text}");
+    assert!(!text.contains("late cuMemFree_v2 -> 4"), "{text}");
 }

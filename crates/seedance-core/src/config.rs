@@ -85,6 +85,8 @@ pub struct RawConfig {
     pub metrics_interval: Option<String>,
     /// `SEEDANCE_VALIDATE`.
     pub validate: Option<String>,
+    /// `SEEDANCE_LIFETIME`.
+    pub lifetime: Option<String>,
 }
 
 impl RawConfig {
@@ -103,6 +105,7 @@ impl RawConfig {
             metrics_file: get("SEEDANCE_METRICS_FILE"),
             metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
             validate: get("SEEDANCE_VALIDATE"),
+            lifetime: get("SEEDANCE_LIFETIME"),
         }
     }
 
@@ -141,6 +144,10 @@ pub struct Config {
     pub metrics_interval_secs: u64,
     /// When launches and allocations are checked (default [`Validate::Post`]).
     pub validate: Validate,
+    /// Track the lifetimes of contexts, streams, events and pinned memory and the work
+    /// pending on each stream, to explain (and in `fix` mode prevent) destroy-before-sync,
+    /// use after destroy and frees of memory that copies still use (default `true`).
+    pub lifetime: bool,
 }
 
 impl Default for Config {
@@ -157,6 +164,7 @@ impl Default for Config {
             metrics_file: None,
             metrics_interval_secs: 30,
             validate: Validate::Post,
+            lifetime: true,
         }
     }
 }
@@ -227,6 +235,14 @@ impl Config {
                 "off" | "0" => cfg.validate = Validate::Off,
                 _ => warnings.push(format!(
                     "SEEDANCE_VALIDATE={v:?} is not one of pre, post, off; using post"
+                )),
+            }
+        }
+        if let Some(l) = &raw.lifetime {
+            match parse_bool(l) {
+                Some(b) => cfg.lifetime = b,
+                None => warnings.push(format!(
+                    "SEEDANCE_LIFETIME={l:?} is not a boolean (1/0, true/false, yes/no, on/off); using on"
                 )),
             }
         }
@@ -392,6 +408,20 @@ mod tests {
             ]
         );
         assert_eq!(Validate::Pre.as_str(), "pre");
+    }
+
+    #[test]
+    fn lifetime_values() {
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_LIFETIME", "off")]));
+        assert!(w.is_empty());
+        assert!(!cfg.lifetime);
+        assert!(Config::default().lifetime);
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_LIFETIME", "later")]));
+        assert!(cfg.lifetime);
+        assert_eq!(
+            w,
+            vec!["SEEDANCE_LIFETIME=\"later\" is not a boolean (1/0, true/false, yes/no, on/off); using on".to_string()]
+        );
     }
 
     proptest! {

@@ -5,19 +5,20 @@
 //! only it writes (a plain load and store, no locked read-modify-write). A thread's first
 //! count takes a shard from a free list, or leaks a new one, and registers it; when the
 //! thread exits its shard goes back to the free list with its counts intact, so totals never
-//! lose a count. Totals are the sum over all shards ever registered.
+//! lose a count. Totals are the sum over all shards ever registered. The shard pointer lives
+//! in the thread's shared state ([`crate::thread`]), with the pending-work shard, so that a
+//! launch counts both with one thread-local access ([`crate::work::count_launch`]).
 //!
 //! Counts made while a thread's local storage is being torn down go to a shared fallback
 //! shard with atomic adds.
 
 use parking_lot::Mutex;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most functions (hooked ABI variants) the counters can track; ids are `0..MAX_FUNCTIONS`.
 pub const MAX_FUNCTIONS: usize = 96;
 
-struct Shard {
+pub(crate) struct Shard {
     calls: [AtomicU64; MAX_FUNCTIONS],
     errors: [AtomicU64; MAX_FUNCTIONS],
 }
@@ -53,18 +54,9 @@ static GLOBAL: Counters = Counters {
     fallback: Shard::new(),
 };
 
-struct Local(Cell<Option<&'static Shard>>);
-
-impl Drop for Local {
-    fn drop(&mut self) {
-        if let Some(s) = self.0.take() {
-            GLOBAL.free.lock().push(s);
-        }
-    }
-}
-
-thread_local! {
-    static LOCAL: Local = const { Local(Cell::new(None)) };
+/// Hands an exited thread's shard back for reuse.
+pub(crate) fn release(s: &'static Shard) {
+    GLOBAL.free.lock().push(s);
 }
 
 #[inline(always)]
@@ -80,7 +72,7 @@ impl Counters {
     }
 
     #[cold]
-    fn register(&'static self) -> &'static Shard {
+    pub(crate) fn register(&'static self) -> &'static Shard {
         let reused = self.free.lock().pop();
         reused.unwrap_or_else(|| {
             let s: &'static Shard = Box::leak(Box::new(Shard::new()));
@@ -91,19 +83,32 @@ impl Counters {
 
     #[inline(always)]
     fn with_shard(&'static self, f: impl Fn(&Shard, bool)) {
-        let done = LOCAL.try_with(|l| {
-            let shard = match l.0.get() {
-                Some(s) => s,
-                None => {
-                    let s = self.register();
-                    l.0.set(Some(s));
-                    s
-                }
-            };
-            f(shard, true)
-        });
-        if done.is_err() {
-            f(&self.fallback, false);
+        let scope = ();
+        match crate::thread::state(&scope) {
+            Some(l) => f(self.shard_of(l), true),
+            None => f(&self.fallback, false),
+        }
+    }
+
+    /// The thread's shard, registering one on first use.
+    #[inline(always)]
+    pub(crate) fn shard_of(&'static self, l: &crate::thread::ThreadState) -> &'static Shard {
+        match l.counters.get() {
+            Some(s) => s,
+            None => {
+                let s = self.register();
+                l.counters.set(Some(s));
+                s
+            }
+        }
+    }
+
+    /// Counts one call in the calling thread's own shard (its single writer).
+    #[inline(always)]
+    pub(crate) fn bump_owned(s: &Shard, id: usize, failed: bool) {
+        bump(&s.calls[id]);
+        if failed {
+            bump(&s.errors[id]);
         }
     }
 
@@ -116,10 +121,7 @@ impl Counters {
         }
         self.with_shard(|s, owned| {
             if owned {
-                bump(&s.calls[id]);
-                if failed {
-                    bump(&s.errors[id]);
-                }
+                Counters::bump_owned(s, id, failed);
             } else {
                 s.calls[id].fetch_add(1, Ordering::Relaxed);
                 if failed {
@@ -127,6 +129,16 @@ impl Counters {
                 }
             }
         });
+    }
+
+    /// Counts a call made while the thread's local storage is being torn down.
+    pub(crate) fn record_shared(&'static self, id: usize, failed: bool) {
+        if id < MAX_FUNCTIONS {
+            self.fallback.calls[id].fetch_add(1, Ordering::Relaxed);
+            if failed {
+                self.fallback.errors[id].fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Totals for every id, summed over all threads (a consistent total only once the

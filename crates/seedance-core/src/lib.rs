@@ -1,11 +1,12 @@
 //! Everything in seedance-fix that decides, with no FFI: configuration, modes, the
 //! per-function call counters, the device-fallback policy, and the launch and allocation
-//! checks ([`launch`], [`alloc`], [`live`]).
+//! checks ([`launch`], [`alloc`], [`live`]), and the lifetimes of contexts, streams, events
+//! and pinned memory with the work pending on each stream ([`lifetime`], [`work`]).
 //!
 //! The shim converts raw driver arguments into plain values and asks this crate what to
 //! do; this crate never touches a raw pointer, so all of it is unit-testable without a
 //! driver. Hot-path pieces ([`counters`]) take no lock and allocate nothing after a
-//! thread's first call.
+//! thread's first call; so do the launch and copy counters of [`work`].
 #![deny(missing_docs)]
 
 pub mod alloc;
@@ -14,8 +15,11 @@ pub mod config;
 pub mod counters;
 pub mod fallback;
 pub mod launch;
+pub mod lifetime;
 pub mod live;
 pub mod tally;
+mod thread;
+pub mod work;
 
 pub use config::{Config, Mode, RawConfig, Validate};
 pub use counters::Counters;

@@ -131,6 +131,28 @@ impl<const N: usize> LiveTable<N> {
         None
     }
 
+    /// The allocation at `key`, `None` when it is not tracked. Lock-free; the same probe
+    /// as [`Self::remove`].
+    #[inline]
+    pub fn get(&self, key: u64) -> Option<Entry> {
+        if key == EMPTY || key == GONE {
+            return None;
+        }
+        let start = Self::start(key);
+        for i in 0..MAX_PROBE.min(N) {
+            let s = self.slot(start, i);
+            let k = s.key.load(Ordering::Acquire);
+            if k == key {
+                let v = s.value.load(Ordering::Acquire);
+                return (v != 0).then(|| decode(key, v));
+            }
+            if k == EMPTY {
+                return None;
+            }
+        }
+        None
+    }
+
     /// [`Self::remove`] without building the entry (the success path of a free).
     #[inline(always)]
     pub fn forget(&self, key: u64) {
@@ -205,6 +227,9 @@ mod tests {
             })
         );
         assert_eq!(t.remove(0x7000_0000_1000), None);
+        assert_eq!(t.get(0x7000_0000_1000), None);
+        assert_eq!(t.get(0x7000_0000_0000).map(|e| e.bytes), Some(4096));
+        assert_eq!(t.get(0), None);
         assert_eq!(t.entries().len(), 1);
         // A stale entry with the same key (its free was never seen) is reported once, and
         // the next free removes one of the two.

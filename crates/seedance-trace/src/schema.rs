@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 ///
 /// History: 1 = session_start, call_failed, exit_summary. 2 = device_fault, device_fallback,
 /// session_start.topology, exit_summary.repairs and .fallbacks. 3 = launch_fault,
-/// alloc_fault.
-pub const SCHEMA_VERSION: u32 = 3;
+/// alloc_fault. 4 = lifetime_fault, lifetime_repair, exit_summary.live_contexts,
+/// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// One line of the trace: the envelope fields and one event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +49,170 @@ pub enum Event {
     LaunchFault(LaunchFault),
     /// A failed (or refused) allocation, explained (schema 3).
     AllocFault(AllocFault),
+    /// A context, stream, event or memory lifetime hazard, explained (schema 4).
+    LifetimeFault(LifetimeFault),
+    /// A lifetime hazard repaired by the fix mode (schema 4).
+    LifetimeRepair(LifetimeRepair),
+}
+
+/// Where and when a lifetime call happened (schema 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifetimeSite {
+    /// Exported symbol of the call (`cuCtxCreate_v2`, `cuStreamCreate`, ...).
+    pub function: String,
+    /// Kernel thread id of the caller.
+    pub tid: u64,
+    /// Wall-clock time, nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    /// Sequence number among the lifetime calls the shim recorded in the process, from 1.
+    pub seq: u64,
+}
+
+/// How and where a context ended (schema 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextEnd {
+    /// `destroyed` (`cuCtxDestroy`), `reset` (`cuDevicePrimaryCtxReset`) or `released` (the
+    /// last `cuDevicePrimaryCtxRelease`).
+    pub how: String,
+    /// The call that ended it.
+    pub site: LifetimeSite,
+    /// Launches still unfinished when it ended (lost); 0 when everything was synchronised.
+    pub lost_launches: u64,
+    /// Asynchronous copies still unfinished when it ended (lost).
+    pub lost_copies: u64,
+}
+
+/// Work pending on one stream (schema 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamPending {
+    /// The stream handle (hex), `None` for a default stream.
+    pub stream: Option<String>,
+    /// For a default stream: `legacy` or `per_thread`.
+    pub default_stream: Option<String>,
+    /// Kernel launches submitted since the stream was last synchronised.
+    pub launches: u64,
+    /// Asynchronous copies submitted since then.
+    pub copies: u64,
+    /// Where the stream was created, when the shim saw it.
+    pub created: Option<LifetimeSite>,
+}
+
+/// A range of memory (schema 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryRange {
+    /// First byte (hex).
+    pub address: String,
+    /// Length, bytes.
+    pub bytes: u64,
+}
+
+/// The `lifetime_fault` event: a context, stream, event or memory lifetime hazard. Written
+/// once per distinct (function, kind, context).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LifetimeFault {
+    /// Exported symbol of the call (`cuCtxDestroy_v2`, `cuStreamSynchronize`,
+    /// `cuMemFreeHost`, ...).
+    pub function: String,
+    /// `pending_work_at_destroy`, `use_after_destroy`, `pinned_memory_in_use` or
+    /// `device_memory_in_use`.
+    pub kind: String,
+    /// What the program got, as a number; `None` when the hazard was found before the call
+    /// reached the driver (a destroy or free with pending work).
+    pub result: Option<u32>,
+    /// The CUresult name, when known.
+    pub result_name: Option<String>,
+    /// The context concerned (hex).
+    pub context: Option<String>,
+    /// The `CUdevice` of that context, when known.
+    pub device: Option<i32>,
+    /// The context's generation: 1 + earlier contexts the driver gave the same handle.
+    pub generation: Option<u32>,
+    /// The handle the call used (hex), for `use_after_destroy`.
+    pub handle: Option<String>,
+    /// `context`, `stream`, `event`, `device_memory` or `pinned_memory`.
+    pub handle_kind: Option<String>,
+    /// Where that handle was created, when the shim saw it.
+    pub created: Option<LifetimeSite>,
+    /// How and where the context ended, for `use_after_destroy`.
+    pub ended: Option<ContextEnd>,
+    /// Streams with unfinished work (`pending_work_at_destroy`, `*_memory_in_use`).
+    pub streams: Vec<StreamPending>,
+    /// The memory freed, for `*_memory_in_use`.
+    pub range: Option<MemoryRange>,
+    /// `true` when the fix mode repaired it (a `lifetime_repair` follows).
+    pub repaired: bool,
+    /// The explanation, as printed on stderr (after `seedance: <function>: `).
+    pub explanation: String,
+}
+
+/// The `lifetime_repair` event: what the fix mode did about a lifetime hazard. Written once
+/// per distinct (function, kind); every repair is counted in the exit summary's `repairs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifetimeRepair {
+    /// Exported symbol of the call repaired.
+    pub function: String,
+    /// `synchronize_before_destroy` (the context was synchronised before it was destroyed
+    /// or reset), `synchronize_before_free` (the streams using the memory were
+    /// synchronised before the free), `already_released` (a free or destroy of a handle the
+    /// driver released with its context returned success without reaching the driver) or
+    /// `already_complete` (a synchronize of a handle whose work all completed before its
+    /// context ended returned success without reaching the driver).
+    pub kind: String,
+    /// The context concerned (hex).
+    pub context: Option<String>,
+    /// The streams synchronised (hex; `default` for a default stream).
+    pub streams: Vec<String>,
+    /// What the program got (0 = success).
+    pub result: u32,
+    /// The announcement, as printed on stderr.
+    pub explanation: String,
+}
+
+/// A context alive at exit (schema 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveContext {
+    /// The context handle (hex).
+    pub context: String,
+    /// Its `CUdevice`, when known.
+    pub device: Option<i32>,
+    /// A device's primary context.
+    pub primary: bool,
+    /// 1 + earlier contexts with the same handle.
+    pub generation: u32,
+    /// For a primary context, retains not released; 1 for a created context.
+    pub retained: u32,
+    /// The call that made it.
+    pub created: LifetimeSite,
+}
+
+/// Memory never freed, per context (schema 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeakedAllocations {
+    /// The `CUdevice` (`None` for pinned host memory or when unknown).
+    pub device: Option<i32>,
+    /// The owning context (hex), when known.
+    pub context: Option<String>,
+    /// The owning context is a primary context still retained at exit (the CUDA runtime
+    /// keeps those until after the driver shut down: not a problem).
+    pub primary_retained: bool,
+    /// Pinned host memory (`cuMemHostAlloc`, `cuMemAllocHost`, `cuMemHostRegister`).
+    pub host: bool,
+    /// Allocations.
+    pub allocations: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// A stream with work never synchronised at exit (schema 4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnsynchronizedStream {
+    /// The owning context (hex), when known.
+    pub context: Option<String>,
+    /// The owning context is a primary context still retained at exit.
+    pub primary_retained: bool,
+    /// The work.
+    #[serde(flatten)]
+    pub work: StreamPending,
 }
 
 /// The `device_fault` event: a call asked for a device it cannot have. Written once per
@@ -268,6 +433,21 @@ pub struct ExitSummary {
     /// ordinal (schema 2).
     #[serde(default)]
     pub fallbacks: BTreeMap<String, i32>,
+    /// Contexts still alive at exit (schema 4).
+    #[serde(default)]
+    pub live_contexts: Vec<LiveContext>,
+    /// Device and pinned host memory never freed, per context (schema 4).
+    #[serde(default)]
+    pub leaked_allocations: Vec<LeakedAllocations>,
+    /// Streams with work never synchronised (schema 4).
+    #[serde(default)]
+    pub unsynchronized_streams: Vec<UnsynchronizedStream>,
+    /// Calls that got `CUDA_ERROR_DEINITIALIZED` (4), by function: made after the driver
+    /// shut down, from static destructors or atexit handlers. The runtime's own final
+    /// `cuDevicePrimaryCtxRelease(_v2)`, which gets 4 in every healthy runtime program, is
+    /// not listed (schema 4).
+    #[serde(default)]
+    pub calls_after_deinit: BTreeMap<String, u64>,
 }
 
 /// Call statistics of one function, in the exit summary.
@@ -308,7 +488,7 @@ mod tests {
         let line = serde_json::to_string(&sample()).unwrap();
         assert_eq!(
             line,
-            r#"{"v":3,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
+            r#"{"v":4,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
         );
     }
 
@@ -358,6 +538,76 @@ mod tests {
         assert!(line.contains(r#""requested_signed":-4096"#), "{line}");
         assert!(line.contains(r#""other_devices_with_room":[{"ordinal":1,"free_bytes":2}]"#));
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), alloc);
+    }
+
+    #[test]
+    fn lifetime_events_round_trip() {
+        let site = LifetimeSite {
+            function: "cuCtxDestroy_v2".into(),
+            tid: 7,
+            ts_ns: 9,
+            seq: 3,
+        };
+        let fault = Event::LifetimeFault(LifetimeFault {
+            function: "cuStreamSynchronize".into(),
+            kind: "use_after_destroy".into(),
+            result: Some(709),
+            result_name: Some("CUDA_ERROR_CONTEXT_IS_DESTROYED".into()),
+            context: Some("0x5eedc0000100".into()),
+            device: Some(0),
+            generation: Some(1),
+            handle: Some("0x5eed50000100".into()),
+            handle_kind: Some("stream".into()),
+            created: None,
+            ended: Some(ContextEnd {
+                how: "destroyed".into(),
+                site: site.clone(),
+                lost_launches: 0,
+                lost_copies: 0,
+            }),
+            streams: vec![],
+            range: None,
+            repaired: false,
+            explanation: "x".into(),
+        });
+        let line = serde_json::to_string(&fault).unwrap();
+        assert!(line.starts_with(r#"{"event":"lifetime_fault","function":"cuStreamSynchronize""#));
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), fault);
+        let repair = Event::LifetimeRepair(LifetimeRepair {
+            function: "cuCtxDestroy_v2".into(),
+            kind: "synchronize_before_destroy".into(),
+            context: Some("0x1".into()),
+            streams: vec!["0x5eed50000100".into(), "default".into()],
+            result: 0,
+            explanation: "fix".into(),
+        });
+        let line = serde_json::to_string(&repair).unwrap();
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), repair);
+        let mut summary = ExitSummary::default();
+        summary.unsynchronized_streams.push(UnsynchronizedStream {
+            context: Some("0x1".into()),
+            primary_retained: false,
+            work: StreamPending {
+                stream: None,
+                default_stream: Some("legacy".into()),
+                launches: 2,
+                copies: 0,
+                created: None,
+            },
+        });
+        summary.calls_after_deinit.insert("cuMemFree_v2".into(), 1);
+        let line = serde_json::to_string(&Event::ExitSummary(summary.clone())).unwrap();
+        assert!(line.contains(r#""unsynchronized_streams":[{"context":"0x1","primary_retained":false,"stream":null,"default_stream":"legacy","launches":2"#), "{line}");
+        assert_eq!(
+            serde_json::from_str::<Event>(&line).unwrap(),
+            Event::ExitSummary(summary)
+        );
+        // A schema-3 summary (no lifetime fields) still reads.
+        let old = r#"{"event":"exit_summary","duration_ns":1,"functions":{},"dropped_records":0}"#;
+        let Event::ExitSummary(s) = serde_json::from_str::<Event>(old).unwrap() else {
+            panic!()
+        };
+        assert!(s.live_contexts.is_empty() && s.calls_after_deinit.is_empty());
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! Contexts: `cuCtxCreate_v2/_v3/_v4`, `cuCtxDestroy(_v2)`, the primary-context calls,
-//! `cuCtxSetCurrent`, `cuCtxGetCurrent`, `cuCtxGetDevice`, `cuCtxSynchronize(_v2)`.
+//! Contexts: `cuCtxCreate_v2/_v3/_v4`, `cuCtxDestroy(_v2)`, the primary-context calls
+//! (with `cuDevicePrimaryCtxGetState`), `cuCtxSetCurrent`, `cuCtxGetCurrent`,
+//! `cuCtxPushCurrent_v2`, `cuCtxPopCurrent_v2`, `cuCtxGetDevice`, `cuCtxSynchronize(_v2)`
+//! (which runs the context's queued work).
 //!
-//! The current context is per thread. Creating a context makes it current on the calling
+//! The current context is per thread, the top of a per-thread stack. Creating a context makes it current on the calling
 //! thread; destroying the calling thread's current context clears it. Other threads that
 //! still have a destroyed context current get `CUDA_ERROR_CONTEXT_IS_DESTROYED`.
 //!
@@ -11,11 +13,12 @@
 //! `FAKE_CUDA_CTX_OOM`); the current context is then left unchanged.
 
 use std::ffi::{c_int, c_uint};
+use std::ptr::NonNull;
 
 use seedance_cuda::{CUcontext, CUdevice, CUresult, Opaque};
 
 use super::non_null;
-use crate::global::{call_driver, current, set_current};
+use crate::global::{call_driver, current, pop_current, push_current, set_current};
 use crate::state::Driver;
 
 /// Context creation flags the driver accepts (`CU_CTX_FLAGS_MASK`).
@@ -280,7 +283,8 @@ pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
     })
 }
 
-/// `cuCtxSynchronize(void)`: success when a live context is current, else 201/709.
+/// `cuCtxSynchronize(void)`: runs the current context's queued work; 201/709 without a
+/// live current context.
 ///
 /// # Safety
 ///
@@ -288,7 +292,10 @@ pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     call_driver("cuCtxSynchronize", String::new, |d| {
-        d.ctx_device(current()).map(|_| ())
+        let ctx = current();
+        d.ctx_device(ctx)?;
+        d.sync_context(ctx);
+        Ok(())
     })
 }
 
@@ -306,7 +313,83 @@ pub unsafe extern "C" fn cuCtxSynchronize_v2(ctx: CUcontext) -> CUresult {
         || format!("ctx={h:#x}"),
         |d| {
             let target = if h == 0 { current() } else { h };
-            d.ctx_device(target).map(|_| ())
+            d.ctx_device(target)?;
+            d.sync_context(target);
+            Ok(())
+        },
+    )
+}
+
+/// `cuCtxPushCurrent_v2(CUcontext ctx)`: `ctx` becomes current on the calling thread, above
+/// the previous one; null is `INVALID_VALUE`, an unknown handle 201, a destroyed one 709.
+///
+/// # Safety
+///
+/// None: the handle is only compared, never dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
+    let h = ctx as usize;
+    call_driver(
+        "cuCtxPushCurrent_v2",
+        || format!("ctx={h:#x}"),
+        |d| {
+            if h == 0 {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            d.ctx_device(h)?;
+            push_current(h);
+            Ok(())
+        },
+    )
+}
+
+/// `cuCtxPopCurrent_v2(CUcontext *pctx)`: takes the current context off the calling
+/// thread's stack (written to `pctx` unless null); the one below becomes current. 201 when
+/// none is current.
+///
+/// # Safety
+///
+/// `pctx` must be null or valid for writing one `CUcontext`.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
+    call_driver("cuCtxPopCurrent_v2", String::new, |_| {
+        if current() == 0 {
+            return Err(CUresult::CUDA_ERROR_INVALID_CONTEXT);
+        }
+        let popped = pop_current();
+        if let Some(p) = NonNull::new(pctx) {
+            // SAFETY: non-null, and the caller guarantees it points to a writable CUcontext.
+            unsafe { p.as_ptr().write(popped as CUcontext) };
+        }
+        Ok(())
+    })
+}
+
+/// `cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)`: flags 0;
+/// active 1 while the primary context exists (retained and not reset).
+///
+/// # Safety
+///
+/// `flags` and `active` must each be null or valid for writing one value.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
+    dev: CUdevice,
+    flags: *mut c_uint,
+    active: *mut c_int,
+) -> CUresult {
+    call_driver(
+        "cuDevicePrimaryCtxGetState",
+        || format!("dev={dev}"),
+        |d| {
+            non_null(&[flags.cast(), active.cast()])?;
+            d.ordinal(dev)?;
+            let on = d.primary_state(dev).is_some();
+            // SAFETY: both non-null, and the caller guarantees they are writable.
+            unsafe {
+                flags.write(0);
+                active.write(c_int::from(on));
+            }
+            Ok(())
         },
     )
 }

@@ -1,6 +1,7 @@
 //! Launches and stream synchronisation: `cuLaunchKernel(_ptsz)`, `cuLaunchKernelEx(_ptsz)`,
-//! `cuLaunchCooperativeKernel(_ptsz)`, `cuStreamSynchronize(_ptsz)`. Launches only
-//! validate; nothing runs. A refused launch leaves a message for the log callbacks
+//! `cuLaunchCooperativeKernel(_ptsz)`, `cuStreamSynchronize(_ptsz)`. A launch validates and
+//! is queued on its stream (nothing runs on a device); a synchronize runs the stream's
+//! queue ([`crate::queue`]). A refused launch leaves a message for the log callbacks
 //! ([`crate::logs`]).
 
 use std::ffi::{c_uint, c_void};
@@ -18,7 +19,7 @@ const MAX_ATTRS: usize = 64;
 /// Checks one launch against the current context's device and the kernel's limits.
 fn validate(
     name: &str,
-    d: &Driver,
+    d: &mut Driver,
     f: CUfunction,
     stream: CUstream,
     dims: Option<&LaunchDims>,
@@ -26,6 +27,7 @@ fn validate(
     extra: *mut *mut c_void,
 ) -> Result<(), CUresult> {
     let device = d.launch_stream(stream as usize, current())?;
+    let queue = d.submit_queue(stream as usize, current())?;
     let dims = dims.ok_or(CUresult::CUDA_ERROR_INVALID_VALUE)?;
     if f.is_null() {
         return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
@@ -39,7 +41,9 @@ fn validate(
     check_detailed(&limits, &func, dims).map_err(|(code, message)| {
         logs::set_pending(name, &message);
         code
-    })
+    })?;
+    d.enqueue(queue, crate::queue::Op::Launches(1));
+    Ok(())
 }
 
 fn dims_text(dims: &LaunchDims) -> String {
@@ -317,12 +321,18 @@ fn stream_synchronize(name: &str, stream: CUstream) -> CUresult {
     call_driver(
         name,
         || format!("stream={:#x}", stream as usize),
-        |d| d.ctx_device(current()).map(|_| ()),
+        |d| {
+            let (queue, _) = d.target_queue(stream as usize, current())?;
+            d.sync_queue(queue);
+            Ok(())
+        },
     )
 }
 
-/// `cuStreamSynchronize(CUstream hStream)`: success when a live context is current, else
-/// 201/709. The stream is not checked.
+/// `cuStreamSynchronize(CUstream hStream)`: runs the stream's queued work. A created
+/// stream needs no current context (709 when its own was destroyed); the default streams
+/// and unknown handles need a live current context (201/709), then an unknown handle is
+/// `INVALID_HANDLE`.
 ///
 /// # Safety
 ///

@@ -1,9 +1,11 @@
 //! Memory: `cuMemAlloc_v2`, `cuMemAllocPitch_v2`, `cuMemAllocAsync(_ptsz)`,
 //! `cuMemAllocManaged`, `cuMemFree_v2`, `cuMemFreeAsync(_ptsz)`, `cuMemGetInfo_v2`,
-//! `cuMemHostAlloc`, `cuMemFreeHost`, `cuMemCreate`, `cuMemRelease`,
-//! `cuMemGetAllocationGranularity`, `cuPointerGetAttribute`.
+//! `cuMemHostAlloc`, `cuMemAllocHost_v2`, `cuMemFreeHost`, `cuMemHostRegister_v2`,
+//! `cuMemHostUnregister`, `cuMemCreate`, `cuMemRelease`, `cuMemGetAllocationGranularity`,
+//! `cuPointerGetAttribute`.
 //!
-//! Device memory is accounting only (see [`crate::state`]); host memory is real (`malloc`).
+//! Device memory is accounting, plus the bytes copies put there (see [`crate::state`]);
+//! pinned host memory is real (`malloc`), poisoned and kept when freed.
 //! A failed `cuMemAlloc_v2` leaves a message for the log callbacks ([`crate::logs`]).
 
 use std::ffi::{c_int, c_uint, c_void};
@@ -17,7 +19,7 @@ use seedance_cuda::{
 use super::non_null;
 use crate::global::{call_driver, current};
 use crate::logs;
-use crate::state::{Driver, PHYSICAL_GRANULARITY};
+use crate::state::{Driver, PHYSICAL_GRANULARITY, POISON};
 
 /// Flags `cuMemAllocManaged` accepts: `CU_MEM_ATTACH_GLOBAL` (1) or `CU_MEM_ATTACH_HOST` (2).
 pub const MANAGED_FLAGS: [c_uint; 2] = [1, 2];
@@ -390,9 +392,37 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
     })
 }
 
+/// Shared body of `cuMemHostAlloc` and `cuMemAllocHost_v2`.
+///
+/// # Safety
+///
+/// `pp` must be null or valid for writing one pointer.
+unsafe fn host_alloc(
+    d: &mut Driver,
+    pp: *mut *mut c_void,
+    bytesize: usize,
+    flags: c_uint,
+) -> Result<(), CUresult> {
+    non_null(&[pp.cast()])?;
+    let ctx = current();
+    d.ctx_device(ctx)?;
+    if bytesize == 0 || flags & !HOST_ALLOC_FLAGS != 0 {
+        return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+    }
+    // SAFETY: malloc has no preconditions; a null result is handled below.
+    let p = unsafe { libc::malloc(bytesize) };
+    if p.is_null() {
+        return Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    d.host_insert(p as usize, bytesize, ctx);
+    // SAFETY: non-null, and the caller guarantees it points to a writable pointer.
+    unsafe { pp.write(p) };
+    Ok(())
+}
+
 /// `cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)`: really allocates with
-/// `malloc`. Needs a current context (201); 0 bytes or unknown flags are `INVALID_VALUE`;
-/// `malloc` failure is `OUT_OF_MEMORY`.
+/// `malloc`, owned by the current context. Needs a current context (201); 0 bytes or
+/// unknown flags are `INVALID_VALUE`; `malloc` failure is `OUT_OF_MEMORY`.
 ///
 /// # Safety
 ///
@@ -406,27 +436,76 @@ pub unsafe extern "C" fn cuMemHostAlloc(
     call_driver(
         "cuMemHostAlloc",
         || format!("bytes={bytesize} flags={flags}"),
+        // SAFETY: forwarded caller contract.
+        |d| unsafe { host_alloc(d, pp, bytesize, flags) },
+    )
+}
+
+/// `cuMemAllocHost_v2(void **pp, size_t bytesize)`: `cuMemHostAlloc` with flags 0.
+///
+/// # Safety
+///
+/// `pp` must be null or valid for writing one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
+    call_driver(
+        "cuMemAllocHost_v2",
+        || format!("bytes={bytesize}"),
+        // SAFETY: forwarded caller contract.
+        |d| unsafe { host_alloc(d, pp, bytesize, 0) },
+    )
+}
+
+/// Flags `cuMemHostRegister_v2` accepts: PORTABLE (1), DEVICEMAP (2), IOMEMORY (4),
+/// READ_ONLY (8).
+pub const HOST_REGISTER_FLAGS: c_uint = 0xf;
+
+/// `cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)`: registers the
+/// program's range in the current context (201/709 without one); null, 0 bytes or unknown
+/// flags are `INVALID_VALUE`, an overlap with a registration
+/// `HOST_MEMORY_ALREADY_REGISTERED` (712).
+///
+/// # Safety
+///
+/// None: the range is only recorded (read by copies later).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostRegister_v2(
+    p: *mut c_void,
+    bytesize: usize,
+    flags: c_uint,
+) -> CUresult {
+    call_driver(
+        "cuMemHostRegister_v2",
+        || format!("ptr={:#x} bytes={bytesize} flags={flags}", p as usize),
         |d| {
-            non_null(&[pp.cast()])?;
-            d.ctx_device(current())?;
-            if bytesize == 0 || flags & !HOST_ALLOC_FLAGS != 0 {
+            if flags & !HOST_REGISTER_FLAGS != 0 {
                 return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
             }
-            // SAFETY: malloc has no preconditions; a null result is handled below.
-            let p = unsafe { libc::malloc(bytesize) };
-            if p.is_null() {
-                return Err(CUresult::CUDA_ERROR_OUT_OF_MEMORY);
-            }
-            d.host_insert(p as usize);
-            // SAFETY: non-null, and the caller guarantees it points to a writable pointer.
-            unsafe { pp.write(p) };
-            Ok(())
+            d.host_register(p as usize, bytesize, current())
         },
     )
 }
 
-/// `cuMemFreeHost(void *p)`: frees a `cuMemHostAlloc` block; any other pointer (null
-/// included) is `INVALID_VALUE` and left alone.
+/// `cuMemHostUnregister(void *p)`: `HOST_MEMORY_NOT_REGISTERED` (713) unless `p` starts a
+/// registration. Queued copies that read or write the range are not waited for.
+///
+/// # Safety
+///
+/// None: the address is only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
+    call_driver(
+        "cuMemHostUnregister",
+        || format!("ptr={:#x}", p as usize),
+        |d| d.host_unregister(p as usize),
+    )
+}
+
+/// `cuMemFreeHost(void *p)`: frees a `cuMemHostAlloc` block: it is filled with
+/// [`POISON`] at once and never released, so copies still queued that read it get the
+/// poison (as a real DMA engine would read freed memory). Queued copies are not waited for.
+/// Any other pointer fails like `cuMemFree`: 201/709 without a live current context, else
+/// `INVALID_VALUE`.
 ///
 /// # Safety
 ///
@@ -437,13 +516,10 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
         "cuMemFreeHost",
         || format!("ptr={:#x}", p as usize),
         |d| {
-            if !d.host_remove(p as usize) {
-                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
-            }
-            // SAFETY: `p` was returned by `malloc` in `cuMemHostAlloc` and was still recorded as
-            // live, so it has not been freed yet; the record is gone now, so it cannot be freed
-            // twice through us.
-            unsafe { libc::free(p) };
+            let bytes = d.host_free(p as usize, current())?;
+            // SAFETY: `p` is a live `malloc` block of `bytes` bytes from `host_alloc`, just
+            // forgotten; it is never passed to `free`, so it stays writable.
+            unsafe { std::ptr::write_bytes(p.cast::<u8>(), POISON, bytes) };
             Ok(())
         },
     )

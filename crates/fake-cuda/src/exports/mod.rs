@@ -11,7 +11,9 @@ use std::ffi::{c_char, c_void};
 use seedance_cuda::CUresult;
 
 pub mod context;
+pub mod copy;
 pub mod device;
+pub mod event;
 pub mod function;
 pub mod init;
 pub mod launch;
@@ -21,7 +23,9 @@ pub mod procaddr;
 pub mod stream;
 
 pub use context::*;
+pub use copy::*;
 pub use device::*;
+pub use event::*;
 pub use function::*;
 pub use init::*;
 pub use launch::*;
@@ -107,6 +111,31 @@ export_table![
     cuPointerGetAttribute,
     cuLogsRegisterCallback,
     cuLogsUnregisterCallback,
+    cuStreamCreateWithPriority,
+    cuStreamQuery,
+    cuStreamQuery_ptsz,
+    cuStreamWaitEvent,
+    cuStreamWaitEvent_ptsz,
+    cuEventCreate,
+    cuEventDestroy_v2,
+    cuEventRecord,
+    cuEventRecord_ptsz,
+    cuEventSynchronize,
+    cuEventQuery,
+    cuMemcpyHtoDAsync_v2,
+    cuMemcpyHtoDAsync_v2_ptsz,
+    cuMemcpyDtoHAsync_v2,
+    cuMemcpyDtoHAsync_v2_ptsz,
+    cuMemcpyAsync,
+    cuMemcpyAsync_ptsz,
+    cuMemcpyHtoD_v2,
+    cuMemcpyDtoH_v2,
+    cuMemAllocHost_v2,
+    cuMemHostRegister_v2,
+    cuMemHostUnregister,
+    cuCtxPushCurrent_v2,
+    cuCtxPopCurrent_v2,
+    cuDevicePrimaryCtxGetState,
 ];
 
 /// `Err(CUDA_ERROR_INVALID_VALUE)` when any of the pointers is null.
@@ -148,7 +177,7 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 60);
+        assert_eq!(EXPORTED.len(), 85);
         for name in EXPORTED {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }

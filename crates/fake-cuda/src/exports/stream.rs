@@ -1,9 +1,11 @@
-//! Streams: `cuStreamCreate`, `cuStreamDestroy_v2`, `cuStreamGetCtx`. A stream belongs to
-//! the context current when it was created (see [`crate::state`]).
+//! Streams: `cuStreamCreate`, `cuStreamCreateWithPriority`, `cuStreamDestroy_v2`,
+//! `cuStreamGetCtx`, `cuStreamQuery(_ptsz)`, `cuStreamWaitEvent(_ptsz)`. A stream belongs to
+//! the context current when it was created; work queued on it runs when it is synchronised
+//! (see [`crate::state`] and [`crate::queue`]).
 
-use std::ffi::c_uint;
+use std::ffi::{c_int, c_uint};
 
-use seedance_cuda::{CUcontext, CUresult, CUstream};
+use seedance_cuda::{CUcontext, CUevent, CUresult, CUstream};
 
 use super::non_null;
 use crate::global::{call_driver, current};
@@ -35,7 +37,36 @@ pub unsafe extern "C" fn cuStreamCreate(ph_stream: *mut CUstream, flags: c_uint)
     )
 }
 
-/// `cuStreamDestroy_v2(CUstream hStream)`: `INVALID_HANDLE` for a stream that is not live.
+/// `cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)`: as
+/// `cuStreamCreate`; the priority is accepted and ignored.
+///
+/// # Safety
+///
+/// `ph_stream` must be null or valid for writing one `CUstream`.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamCreateWithPriority(
+    ph_stream: *mut CUstream,
+    flags: c_uint,
+    priority: c_int,
+) -> CUresult {
+    call_driver(
+        "cuStreamCreateWithPriority",
+        || format!("flags={flags} priority={priority}"),
+        |d| {
+            non_null(&[ph_stream.cast()])?;
+            if flags & !STREAM_FLAGS != 0 {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            let h = d.stream_create(current())?;
+            // SAFETY: non-null, and the caller guarantees it points to a writable CUstream.
+            unsafe { ph_stream.write(h as CUstream) };
+            Ok(())
+        },
+    )
+}
+
+/// `cuStreamDestroy_v2(CUstream hStream)`: `INVALID_HANDLE` for a stream that is not live,
+/// `CONTEXT_IS_DESTROYED` for one whose context was destroyed. Queued work runs first.
 ///
 /// # Safety
 ///
@@ -70,4 +101,88 @@ pub unsafe extern "C" fn cuStreamGetCtx(h_stream: CUstream, pctx: *mut CUcontext
             Ok(())
         },
     )
+}
+
+fn stream_query(name: &str, stream: CUstream) -> CUresult {
+    call_driver(
+        name,
+        || format!("stream={:#x}", stream as usize),
+        |d| {
+            let (key, _) = d.target_queue(stream as usize, current())?;
+            if d.queue_busy(key) {
+                Err(CUresult::CUDA_ERROR_NOT_READY)
+            } else {
+                Ok(())
+            }
+        },
+    )
+}
+
+/// `cuStreamQuery(CUstream hStream)`: `CUDA_ERROR_NOT_READY` (600) while work is queued,
+/// else success; the handle checks of `cuStreamSynchronize`.
+///
+/// # Safety
+///
+/// None: the handle is only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamQuery(h_stream: CUstream) -> CUresult {
+    stream_query("cuStreamQuery", h_stream)
+}
+
+/// `cuStreamQuery_ptsz`: the per-thread-default-stream variant.
+///
+/// # Safety
+///
+/// None: the handle is only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamQuery_ptsz(h_stream: CUstream) -> CUresult {
+    stream_query("cuStreamQuery_ptsz", h_stream)
+}
+
+fn stream_wait_event(name: &str, stream: CUstream, event: CUevent, flags: c_uint) -> CUresult {
+    call_driver(
+        name,
+        || {
+            format!(
+                "stream={:#x} event={:#x} flags={flags}",
+                stream as usize, event as usize
+            )
+        },
+        |d| {
+            if flags > 1 {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            d.stream_wait_event(stream as usize, event as usize, current())
+        },
+    )
+}
+
+/// `cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)`: work queued
+/// on the stream afterwards runs after the work the event marks. Flags 0 or 1
+/// (`CU_EVENT_WAIT_EXTERNAL`), else `INVALID_VALUE`.
+///
+/// # Safety
+///
+/// None: the handles are only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamWaitEvent(
+    h_stream: CUstream,
+    h_event: CUevent,
+    flags: c_uint,
+) -> CUresult {
+    stream_wait_event("cuStreamWaitEvent", h_stream, h_event, flags)
+}
+
+/// `cuStreamWaitEvent_ptsz`: the per-thread-default-stream variant.
+///
+/// # Safety
+///
+/// None: the handles are only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamWaitEvent_ptsz(
+    h_stream: CUstream,
+    h_event: CUevent,
+    flags: c_uint,
+) -> CUresult {
+    stream_wait_event("cuStreamWaitEvent_ptsz", h_stream, h_event, flags)
 }

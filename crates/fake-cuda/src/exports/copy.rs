@@ -1,0 +1,192 @@
+//! Copies: `cuMemcpyHtoDAsync_v2(_ptsz)`, `cuMemcpyDtoHAsync_v2(_ptsz)`,
+//! `cuMemcpyAsync(_ptsz)` queue a copy on a stream (it runs, reading its source, when the
+//! stream is synchronised: see [`crate::queue`]); `cuMemcpyHtoD_v2` and `cuMemcpyDtoH_v2`
+//! first run everything queued in the current context, then copy at once.
+//!
+//! A device side must lie inside one live allocation (`INVALID_VALUE` otherwise); a host
+//! side must be non-null. Device memory keeps the bytes copied into it.
+
+use std::ffi::c_void;
+
+use seedance_cuda::{CUdeviceptr, CUresult, CUstream};
+
+use crate::global::{call_driver, current};
+use crate::queue::{Op, Side};
+
+fn copy_async(name: &str, dst: Side, src: Side, bytes: usize, stream: CUstream) -> CUresult {
+    let show = |s: Side| match s {
+        Side::Host(p) => format!("{p:#x}"),
+        Side::Device(a) => format!("{a:#x}"),
+    };
+    call_driver(
+        name,
+        || {
+            format!(
+                "dst={} src={} bytes={bytes} stream={:#x}",
+                show(dst),
+                show(src),
+                stream as usize
+            )
+        },
+        |d| {
+            let key = d.submit_queue(stream as usize, current())?;
+            d.check_copy(dst, src, bytes)?;
+            if bytes > 0 {
+                d.enqueue(key, Op::Copy { dst, src, bytes });
+            }
+            Ok(())
+        },
+    )
+}
+
+/// `cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+/// CUstream hStream)`.
+///
+/// # Safety
+///
+/// `src_host` must stay valid for reading `byte_count` bytes until the copy runs.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
+    dst_device: CUdeviceptr,
+    src_host: *const c_void,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    let (dst, src) = (Side::Device(dst_device), Side::Host(src_host as usize));
+    copy_async("cuMemcpyHtoDAsync_v2", dst, src, byte_count, h_stream)
+}
+
+/// `cuMemcpyHtoDAsync_v2_ptsz`: the per-thread-default-stream variant.
+///
+/// # Safety
+///
+/// As [`cuMemcpyHtoDAsync_v2`].
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2_ptsz(
+    dst_device: CUdeviceptr,
+    src_host: *const c_void,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    let (dst, src) = (Side::Device(dst_device), Side::Host(src_host as usize));
+    copy_async("cuMemcpyHtoDAsync_v2_ptsz", dst, src, byte_count, h_stream)
+}
+
+/// `cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+/// CUstream hStream)`.
+///
+/// # Safety
+///
+/// `dst_host` must stay valid for writing `byte_count` bytes until the copy runs.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
+    dst_host: *mut c_void,
+    src_device: CUdeviceptr,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    let (dst, src) = (Side::Host(dst_host as usize), Side::Device(src_device));
+    copy_async("cuMemcpyDtoHAsync_v2", dst, src, byte_count, h_stream)
+}
+
+/// `cuMemcpyDtoHAsync_v2_ptsz`: the per-thread-default-stream variant.
+///
+/// # Safety
+///
+/// As [`cuMemcpyDtoHAsync_v2`].
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2_ptsz(
+    dst_host: *mut c_void,
+    src_device: CUdeviceptr,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    let (dst, src) = (Side::Host(dst_host as usize), Side::Device(src_device));
+    copy_async("cuMemcpyDtoHAsync_v2_ptsz", dst, src, byte_count, h_stream)
+}
+
+fn unified(name: &str, dst: CUdeviceptr, src: CUdeviceptr, bytes: usize, s: CUstream) -> CUresult {
+    // Which side is device memory is decided against the live allocations now.
+    let sides = crate::global::with_driver(|d| (d.side(dst), d.side(src)));
+    let (dst, src) = sides.unwrap_or((Side::Host(dst as usize), Side::Host(src as usize)));
+    copy_async(name, dst, src, bytes, s)
+}
+
+/// `cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)`:
+/// unified addressing; an address inside a live allocation is device memory, anything else
+/// host memory.
+///
+/// # Safety
+///
+/// Host addresses must stay valid for `byte_count` bytes until the copy runs.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyAsync(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    unified("cuMemcpyAsync", dst, src, byte_count, h_stream)
+}
+
+/// `cuMemcpyAsync_ptsz`: the per-thread-default-stream variant.
+///
+/// # Safety
+///
+/// As [`cuMemcpyAsync`].
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyAsync_ptsz(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    unified("cuMemcpyAsync_ptsz", dst, src, byte_count, h_stream)
+}
+
+fn copy_sync(name: &str, dst: Side, src: Side, bytes: usize) -> CUresult {
+    call_driver(
+        name,
+        || format!("bytes={bytes}"),
+        |d| {
+            let ctx = current();
+            d.ctx_device(ctx)?;
+            d.sync_context(ctx);
+            d.check_copy(dst, src, bytes)?;
+            d.copy_now(dst, src, bytes);
+            Ok(())
+        },
+    )
+}
+
+/// `cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)`:
+/// synchronous; runs the current context's queued work first.
+///
+/// # Safety
+///
+/// `src_host` must be valid for reading `byte_count` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(
+    dst_device: CUdeviceptr,
+    src_host: *const c_void,
+    byte_count: usize,
+) -> CUresult {
+    let (dst, src) = (Side::Device(dst_device), Side::Host(src_host as usize));
+    copy_sync("cuMemcpyHtoD_v2", dst, src, byte_count)
+}
+
+/// `cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)`: synchronous;
+/// runs the current context's queued work first.
+///
+/// # Safety
+///
+/// `dst_host` must be valid for writing `byte_count` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoH_v2(
+    dst_host: *mut c_void,
+    src_device: CUdeviceptr,
+    byte_count: usize,
+) -> CUresult {
+    let (dst, src) = (Side::Host(dst_host as usize), Side::Device(src_device));
+    copy_sync("cuMemcpyDtoH_v2", dst, src, byte_count)
+}

@@ -1,0 +1,789 @@
+//! Work submitted to each stream, counted on the success path of every launch and
+//! asynchronous copy without a lock, an allocation or a system call.
+//!
+//! Each thread owns a [`Shard`]: a small open-addressing table of stream slots (cumulative
+//! launch and copy counts per stream key), a ring of its most recent asynchronous copies
+//! (with their address ranges), and a direct-mapped table of its most recent event records.
+//! Only the owning thread writes a shard, with plain loads and stores of relaxed atomics;
+//! other threads read it at the few moments that need the numbers (a context destroy or
+//! reset, a free of pinned or device memory, a synchronize, exit), under the lifetime
+//! tracker's lock ([`crate::lifetime`]). A thread's first launch takes a shard from a free
+//! list, or leaks a new one (about 20 KiB); when the thread exits its shard goes back with
+//! its counts intact, so nothing is lost and shard ids stay stable.
+//!
+//! Counts are cumulative and never reset. What is "since the last synchronisation" is the
+//! difference from a baseline the tracker stores per (stream key, shard) when the stream,
+//! its context or a recorded event is synchronised. A stream key is the stream handle for a
+//! created stream, and for the default streams the current context with a tag in the low
+//! bits ([`stream_key`]); the calling thread's current context is kept here
+//! ([`set_current_context`]) by the shim's context hooks, so a launch on the default stream
+//! costs no driver query.
+//!
+//! Exactness: per shard the counts are exact. Across threads, a launch made while another
+//! thread is taking a baseline may land on either side of it; and a copy record is
+//! overwritten after [`COPIES`] newer copies on the same thread. The shim therefore confirms
+//! with the driver (`cuStreamQuery`) before it reports or repairs anything.
+
+use crate::counters::{Counters, MAX_FUNCTIONS};
+use crate::thread::ThreadState;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Stream slots per thread (a power of two).
+pub const SLOTS: usize = 128;
+/// Slots examined from a key's home slot before the key is counted as untracked.
+pub const PROBE: usize = 8;
+/// Asynchronous copies remembered per thread (a power of two).
+pub const COPIES: usize = 256;
+/// Event records remembered per thread (a power of two), direct-mapped by event handle.
+pub const EVENTS: usize = 64;
+
+const LEGACY_TAG: u64 = 1;
+const PER_THREAD_TAG: u64 = 2;
+const TAG_MASK: u64 = 3;
+
+/// The key pending work on `stream` is counted under, for a thread whose current context is
+/// `ctx`. `per_thread` is true for the `_ptsz` entry points, where stream 0 means the
+/// per-thread default stream.
+///
+/// Created streams are keyed by their handle (a pointer, aligned, so its two low bits are
+/// clear). The legacy default stream (0, or `CU_STREAM_LEGACY` = 1) is keyed by the context
+/// handle with tag 1, the per-thread default stream (`CU_STREAM_PER_THREAD` = 2, or 0 in a
+/// `_ptsz` call) by the context handle with tag 2; both are per thread's current context.
+#[inline(always)]
+pub fn stream_key(stream: usize, ctx: usize, per_thread: bool) -> u64 {
+    if stream > 2 {
+        return stream as u64;
+    }
+    let tag = if stream == 2 || (stream == 0 && per_thread) {
+        PER_THREAD_TAG
+    } else {
+        LEGACY_TAG
+    };
+    (ctx as u64 & !TAG_MASK) | tag
+}
+
+/// What a stream key stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// A created stream, by handle.
+    Stream(u64),
+    /// The legacy default stream of the context with this handle (0 = unknown context).
+    Legacy(u64),
+    /// The per-thread default stream of the context with this handle, for the thread that
+    /// owns the shard.
+    PerThread(u64),
+}
+
+/// Decodes a key made by [`stream_key`].
+pub fn key_kind(key: u64) -> KeyKind {
+    match key & TAG_MASK {
+        LEGACY_TAG => KeyKind::Legacy(key & !TAG_MASK),
+        PER_THREAD_TAG => KeyKind::PerThread(key & !TAG_MASK),
+        _ => KeyKind::Stream(key),
+    }
+}
+
+/// The context handle a default-stream key belongs to; `None` for a created stream.
+pub fn key_context(key: u64) -> Option<u64> {
+    match key_kind(key) {
+        KeyKind::Stream(_) => None,
+        KeyKind::Legacy(c) | KeyKind::PerThread(c) => Some(c),
+    }
+}
+
+/// Launches and copies, cumulative or since a baseline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Kernel launches.
+    pub launches: u64,
+    /// Asynchronous copies.
+    pub copies: u64,
+}
+
+impl Counts {
+    /// `self - base`, saturating (a baseline is never above the count it was taken from).
+    pub fn since(self, base: Counts) -> Counts {
+        Counts {
+            launches: self.launches.saturating_sub(base.launches),
+            copies: self.copies.saturating_sub(base.copies),
+        }
+    }
+
+    /// Whether both are zero.
+    pub fn is_zero(self) -> bool {
+        self.launches == 0 && self.copies == 0
+    }
+}
+
+/// Which sides of a copy are host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyKind {
+    /// `cuMemcpyHtoDAsync`: the source is host memory, the destination device memory.
+    HostToDevice,
+    /// `cuMemcpyDtoHAsync`: the source is device memory, the destination host memory.
+    DeviceToHost,
+    /// `cuMemcpyAsync` (unified addressing): either side may be either.
+    Unified,
+}
+
+impl CopyKind {
+    fn code(self) -> u64 {
+        match self {
+            CopyKind::HostToDevice => 1,
+            CopyKind::DeviceToHost => 2,
+            CopyKind::Unified => 3,
+        }
+    }
+
+    fn from_code(c: u64) -> Option<CopyKind> {
+        match c {
+            1 => Some(CopyKind::HostToDevice),
+            2 => Some(CopyKind::DeviceToHost),
+            3 => Some(CopyKind::Unified),
+            _ => None,
+        }
+    }
+}
+
+/// One asynchronous copy as submitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyRecord {
+    /// Stream key.
+    pub key: u64,
+    /// The shard's cumulative copy count on this key after this copy: the copy is pending
+    /// while the key's baseline for this shard is below it.
+    pub ordinal: u64,
+    /// Destination address.
+    pub dst: u64,
+    /// Source address.
+    pub src: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Which sides are host memory.
+    pub kind: CopyKind,
+}
+
+fn overlaps(a: u64, len: u64, lo: u64, hi: u64) -> bool {
+    len > 0 && a < hi && a.saturating_add(len) > lo
+}
+
+impl CopyRecord {
+    /// Whether the host side of the copy (for a unified copy, either side) overlaps
+    /// `[lo, hi)`.
+    pub fn touches_host(&self, lo: u64, hi: u64) -> bool {
+        match self.kind {
+            CopyKind::HostToDevice => overlaps(self.src, self.bytes, lo, hi),
+            CopyKind::DeviceToHost => overlaps(self.dst, self.bytes, lo, hi),
+            CopyKind::Unified => {
+                overlaps(self.src, self.bytes, lo, hi) || overlaps(self.dst, self.bytes, lo, hi)
+            }
+        }
+    }
+
+    /// Whether the device side of the copy (for a unified copy, either side) overlaps
+    /// `[lo, hi)`.
+    pub fn touches_device(&self, lo: u64, hi: u64) -> bool {
+        match self.kind {
+            CopyKind::HostToDevice => overlaps(self.dst, self.bytes, lo, hi),
+            CopyKind::DeviceToHost => overlaps(self.src, self.bytes, lo, hi),
+            CopyKind::Unified => {
+                overlaps(self.src, self.bytes, lo, hi) || overlaps(self.dst, self.bytes, lo, hi)
+            }
+        }
+    }
+}
+
+/// The last record of an event on one thread: the stream it was recorded on and that
+/// thread's counts on the stream at that moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventMark {
+    /// Process-wide order of records (a later record of the same event supersedes).
+    pub seq: u64,
+    /// Event handle.
+    pub event: u64,
+    /// Stream key.
+    pub key: u64,
+    /// The recording thread's cumulative counts on the key when the event was recorded.
+    pub counts: Counts,
+}
+
+struct CopySlot {
+    /// 0 while being written; otherwise the ring position + 1 of the record held.
+    stamp: AtomicU64,
+    key: AtomicU64,
+    ordinal: AtomicU64,
+    dst: AtomicU64,
+    src: AtomicU64,
+    bytes: AtomicU64,
+    kind: AtomicU64,
+}
+
+struct EventSlot {
+    seq: AtomicU64,
+    event: AtomicU64,
+    key: AtomicU64,
+    launches: AtomicU64,
+    copies: AtomicU64,
+}
+
+/// One thread's pending-work counters (see the module documentation).
+pub struct Shard {
+    id: u32,
+    /// Stream slots as parallel arrays (a launch touches one key and one count).
+    keys: [AtomicU64; SLOTS],
+    launches: [AtomicU64; SLOTS],
+    copy_counts: [AtomicU64; SLOTS],
+    copy_head: AtomicU64,
+    copies: [CopySlot; COPIES],
+    events: [EventSlot; EVENTS],
+    untracked: AtomicU64,
+}
+
+#[inline(always)]
+fn bump(a: &AtomicU64) -> u64 {
+    // Single writer per shard: a plain load and store, no locked read-modify-write.
+    let v = a.load(Ordering::Relaxed).wrapping_add(1);
+    a.store(v, Ordering::Relaxed);
+    v
+}
+
+#[inline(always)]
+fn home(key: u64, n: usize) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - n.trailing_zeros())) as usize
+}
+
+/// Process-wide order of event records.
+static EVENT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+impl Shard {
+    /// An empty shard with id `id` (ids index the tracker's baselines).
+    pub fn new(id: u32) -> Shard {
+        Shard {
+            id,
+            keys: [const { AtomicU64::new(0) }; SLOTS],
+            launches: [const { AtomicU64::new(0) }; SLOTS],
+            copy_counts: [const { AtomicU64::new(0) }; SLOTS],
+            copy_head: AtomicU64::new(0),
+            copies: [const {
+                CopySlot {
+                    stamp: AtomicU64::new(0),
+                    key: AtomicU64::new(0),
+                    ordinal: AtomicU64::new(0),
+                    dst: AtomicU64::new(0),
+                    src: AtomicU64::new(0),
+                    bytes: AtomicU64::new(0),
+                    kind: AtomicU64::new(0),
+                }
+            }; COPIES],
+            events: [const {
+                EventSlot {
+                    seq: AtomicU64::new(0),
+                    event: AtomicU64::new(0),
+                    key: AtomicU64::new(0),
+                    launches: AtomicU64::new(0),
+                    copies: AtomicU64::new(0),
+                }
+            }; EVENTS],
+            untracked: AtomicU64::new(0),
+        }
+    }
+
+    /// This shard's id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The slot of `key`, claiming a free one on first use; `None` (counted) when the
+    /// probe window is full. Owner thread only. The home slot is checked inline, the rest
+    /// of the probe out of line.
+    #[inline(always)]
+    fn slot(&self, key: u64) -> Option<usize> {
+        let h = home(key, SLOTS);
+        if self.keys[h].load(Ordering::Relaxed) == key {
+            return Some(h);
+        }
+        self.slot_slow(key, h)
+    }
+
+    #[inline(never)]
+    fn slot_slow(&self, key: u64, h: usize) -> Option<usize> {
+        for i in 0..PROBE {
+            let j = (h + i) & (SLOTS - 1);
+            let k = self.keys[j].load(Ordering::Relaxed);
+            if k == key {
+                return Some(j);
+            }
+            if k == 0 {
+                self.keys[j].store(key, Ordering::Release);
+                return Some(j);
+            }
+        }
+        self.untracked.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// The slot of `key` if this shard has one (any thread).
+    fn find(&self, key: u64) -> Option<usize> {
+        let h = home(key, SLOTS);
+        for i in 0..PROBE {
+            let j = (h + i) & (SLOTS - 1);
+            match self.keys[j].load(Ordering::Acquire) {
+                k if k == key => return Some(j),
+                0 => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Counts one launch on `key`. Owner thread only. The hot path: a hash, one compare
+    /// and one increment when the key is in its home slot.
+    #[inline(always)]
+    pub fn add_launch(&self, key: u64) {
+        let h = home(key, SLOTS);
+        if self.keys[h].load(Ordering::Relaxed) == key {
+            bump(&self.launches[h]);
+        } else {
+            self.add_launch_slow(key, h);
+        }
+    }
+
+    #[inline(never)]
+    fn add_launch_slow(&self, key: u64, h: usize) {
+        if let Some(j) = self.slot_slow(key, h) {
+            bump(&self.launches[j]);
+        }
+    }
+
+    /// Counts one asynchronous copy on `key` and remembers its ranges; returns `true` when
+    /// it is this shard's first copy on `key`. Owner thread only.
+    pub fn add_copy(&self, key: u64, dst: u64, src: u64, bytes: u64, kind: CopyKind) -> bool {
+        let Some(j) = self.slot(key) else {
+            return false;
+        };
+        let ordinal = bump(&self.copy_counts[j]);
+        let pos = bump(&self.copy_head);
+        let c = &self.copies[((pos - 1) as usize) & (COPIES - 1)];
+        // A seqlock per record: readers accept it only if the stamp is the same non-zero
+        // value before and after reading the fields.
+        c.stamp.store(0, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        c.key.store(key, Ordering::Relaxed);
+        c.ordinal.store(ordinal, Ordering::Relaxed);
+        c.dst.store(dst, Ordering::Relaxed);
+        c.src.store(src, Ordering::Relaxed);
+        c.bytes.store(bytes, Ordering::Relaxed);
+        c.kind.store(kind.code(), Ordering::Relaxed);
+        c.stamp.store(pos, Ordering::Release);
+        ordinal == 1
+    }
+
+    /// Remembers that `event` was recorded on `key` now (this thread's counts on the key
+    /// at this moment). Owner thread only.
+    pub fn add_event_record(&self, event: u64, key: u64) {
+        let counts = self.counts(key).unwrap_or_default();
+        let e = &self.events[home(event, EVENTS)];
+        let seq = EVENT_SEQ.fetch_add(1, Ordering::Relaxed);
+        e.seq.store(0, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        e.event.store(event, Ordering::Relaxed);
+        e.key.store(key, Ordering::Relaxed);
+        e.launches.store(counts.launches, Ordering::Relaxed);
+        e.copies.store(counts.copies, Ordering::Relaxed);
+        e.seq.store(seq, Ordering::Release);
+    }
+
+    /// This shard's cumulative counts on `key`, `None` if it never used the key.
+    pub fn counts(&self, key: u64) -> Option<Counts> {
+        self.find(key).map(|j| self.counts_at(j))
+    }
+
+    fn counts_at(&self, j: usize) -> Counts {
+        Counts {
+            launches: self.launches[j].load(Ordering::Relaxed),
+            copies: self.copy_counts[j].load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every key this shard has used, with its cumulative counts.
+    pub fn keys(&self) -> Vec<(u64, Counts)> {
+        (0..SLOTS)
+            .filter_map(|j| {
+                let k = self.keys[j].load(Ordering::Acquire);
+                (k != 0).then(|| (k, self.counts_at(j)))
+            })
+            .collect()
+    }
+
+    /// The copies still in the ring, oldest overwritten first; a record being written at
+    /// this moment is skipped.
+    pub fn copy_records(&self) -> Vec<CopyRecord> {
+        self.copies
+            .iter()
+            .filter_map(|c| {
+                let stamp = c.stamp.load(Ordering::Acquire);
+                if stamp == 0 {
+                    return None;
+                }
+                let r = CopyRecord {
+                    key: c.key.load(Ordering::Relaxed),
+                    ordinal: c.ordinal.load(Ordering::Relaxed),
+                    dst: c.dst.load(Ordering::Relaxed),
+                    src: c.src.load(Ordering::Relaxed),
+                    bytes: c.bytes.load(Ordering::Relaxed),
+                    kind: CopyKind::from_code(c.kind.load(Ordering::Relaxed))?,
+                };
+                std::sync::atomic::fence(Ordering::Acquire);
+                (c.stamp.load(Ordering::Relaxed) == stamp).then_some(r)
+            })
+            .collect()
+    }
+
+    /// This shard's last record of `event`, if still remembered.
+    pub fn event_mark(&self, event: u64) -> Option<EventMark> {
+        let e = &self.events[home(event, EVENTS)];
+        let seq = e.seq.load(Ordering::Acquire);
+        if seq == 0 || e.event.load(Ordering::Relaxed) != event {
+            return None;
+        }
+        let m = EventMark {
+            seq,
+            event,
+            key: e.key.load(Ordering::Relaxed),
+            counts: Counts {
+                launches: e.launches.load(Ordering::Relaxed),
+                copies: e.copies.load(Ordering::Relaxed),
+            },
+        };
+        std::sync::atomic::fence(Ordering::Acquire);
+        (e.seq.load(Ordering::Relaxed) == seq && e.event.load(Ordering::Relaxed) == event)
+            .then_some(m)
+    }
+
+    /// Launches and copies that found no free stream slot.
+    pub fn untracked(&self) -> u64 {
+        self.untracked.load(Ordering::Relaxed)
+    }
+}
+
+/// Every shard ever handed out, and those whose thread has exited.
+static ALL: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
+static FREE: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
+/// Calls made while a thread's local storage was being torn down.
+static UNTRACKED: AtomicU64 = AtomicU64::new(0);
+
+/// Set once copies have been made on two different stream keys (by any threads): before
+/// that, no copy can be pending on a stream other than the one a free is ordered on.
+static MULTI_STREAM_COPIES: AtomicBool = AtomicBool::new(false);
+static FIRST_COPY_KEY: AtomicU64 = AtomicU64::new(0);
+
+/// Hands an exited thread's shard back for reuse.
+pub(crate) fn release(s: &'static Shard) {
+    FREE.lock().push(s);
+}
+
+#[cold]
+fn register() -> &'static Shard {
+    if let Some(s) = FREE.lock().pop() {
+        return s;
+    }
+    let mut all = ALL.lock();
+    let s: &'static Shard = Box::leak(Box::new(Shard::new(all.len() as u32)));
+    all.push(s);
+    s
+}
+
+#[inline(always)]
+fn shard_of(l: &ThreadState) -> &'static Shard {
+    match l.work.get() {
+        Some(s) => s,
+        None => {
+            let s = register();
+            l.work.set(Some(s));
+            s
+        }
+    }
+}
+
+#[inline(always)]
+fn with_local(f: impl FnOnce(&'static Shard, usize)) {
+    let done = crate::thread::with(|l| f(shard_of(l), l.ctx.get()));
+    if done.is_none() {
+        UNTRACKED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Records the calling thread's current context (after `cuCtxSetCurrent`, `cuCtxCreate`,
+/// `cuCtxPushCurrent`, `cuCtxPopCurrent`, ...).
+pub fn set_current_context(ctx: usize) {
+    let _ = crate::thread::with(|l| {
+        l.ctx.set(ctx);
+        for (s, k) in l.default_keys.iter().enumerate() {
+            k.set(stream_key(s, ctx, false));
+        }
+    });
+}
+
+/// The calling thread's current context as last recorded, 0 for none or unknown.
+pub fn current_context() -> usize {
+    crate::thread::with(|l| l.ctx.get()).unwrap_or(0)
+}
+
+/// Counts a successful launch on `stream` by the calling thread.
+#[inline(always)]
+pub fn note_launch(stream: usize, per_thread: bool) {
+    with_local(|s, ctx| s.add_launch(stream_key(stream, ctx, per_thread)));
+}
+
+/// Counts one call of function `id` (as [`Counters::record`]) and, when it succeeded and
+/// `track` is set, one launch on `stream`, with a single thread-local access. The hot path
+/// of every kernel launch.
+#[inline(always)]
+pub fn count_launch(id: usize, failed: bool, stream: usize, per_thread: bool, track: bool) {
+    if id >= MAX_FUNCTIONS {
+        return;
+    }
+    let scope = ();
+    match crate::thread::state(&scope) {
+        Some(l) => {
+            Counters::bump_owned(Counters::global().shard_of(l), id, failed);
+            if track && !failed {
+                let key = if stream > 2 {
+                    stream as u64
+                } else {
+                    // Stream 0 in a `_ptsz` call is the per-thread default stream (key 2).
+                    let i = if per_thread && stream == 0 { 2 } else { stream };
+                    l.default_keys[i].get()
+                };
+                shard_of(l).add_launch(key);
+            }
+        }
+        None => Counters::global().record_shared(id, failed),
+    }
+}
+
+/// Counts a successful asynchronous copy on `stream` by the calling thread.
+#[inline]
+pub fn note_copy(stream: usize, per_thread: bool, dst: u64, src: u64, bytes: u64, kind: CopyKind) {
+    with_local(|s, ctx| {
+        let key = stream_key(stream, ctx, per_thread);
+        if s.add_copy(key, dst, src, bytes, kind) {
+            first_copy_on(key);
+        }
+    });
+}
+
+#[cold]
+fn first_copy_on(key: u64) {
+    if let Err(first) = FIRST_COPY_KEY.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+    {
+        if first != key {
+            MULTI_STREAM_COPIES.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether copies have been made on more than one stream key (a cheap filter for the
+/// checks that look for copies on other streams).
+#[inline(always)]
+pub fn copies_on_several_streams() -> bool {
+    MULTI_STREAM_COPIES.load(Ordering::Relaxed)
+}
+
+/// Records a successful `cuEventRecord(event, stream)` by the calling thread.
+pub fn note_event_record(event: u64, stream: usize, per_thread: bool) {
+    with_local(|s, ctx| s.add_event_record(event, stream_key(stream, ctx, per_thread)));
+}
+
+/// The stream key the calling thread's `stream` argument stands for.
+pub fn key_for(stream: usize, per_thread: bool) -> u64 {
+    stream_key(stream, current_context(), per_thread)
+}
+
+/// The id of the calling thread's shard, creating it if needed (`None` during thread exit).
+pub fn own_shard_id() -> Option<u32> {
+    let mut id = None;
+    with_local(|s, _| id = Some(s.id()));
+    id
+}
+
+/// Every shard (for the tracker's read moments).
+pub fn shards() -> Vec<&'static Shard> {
+    ALL.lock().clone()
+}
+
+/// Launches and copies not counted: no free stream slot, or made during thread exit.
+pub fn untracked() -> u64 {
+    UNTRACKED.load(Ordering::Relaxed) + ALL.lock().iter().map(|s| s.untracked()).sum::<u64>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert_eq!(
+            stream_key(0x5eed_5000_0100, 0x1000, false),
+            0x5eed_5000_0100
+        );
+        assert_eq!(stream_key(0, 0x1000, false), 0x1001);
+        assert_eq!(stream_key(1, 0x1000, true), 0x1001);
+        assert_eq!(stream_key(0, 0x1000, true), 0x1002);
+        assert_eq!(stream_key(2, 0x1000, false), 0x1002);
+        assert_eq!(stream_key(0, 0, false), 1);
+        assert_eq!(key_kind(0x1001), KeyKind::Legacy(0x1000));
+        assert_eq!(key_kind(0x1002), KeyKind::PerThread(0x1000));
+        assert_eq!(key_kind(0x2000), KeyKind::Stream(0x2000));
+        assert_eq!(key_context(0x1002), Some(0x1000));
+        assert_eq!(key_context(0x2000), None);
+    }
+
+    #[test]
+    fn counts_copies_and_events() {
+        let s = Box::new(Shard::new(7));
+        assert_eq!(s.id(), 7);
+        assert_eq!(s.counts(0x100), None);
+        s.add_launch(0x100);
+        s.add_launch(0x100);
+        assert!(s.add_copy(0x100, 0x7000, 0x1000, 64, CopyKind::HostToDevice));
+        assert!(!s.add_copy(0x100, 0x2000, 0x7000, 16, CopyKind::DeviceToHost));
+        s.add_launch(0x201);
+        assert_eq!(
+            s.counts(0x100),
+            Some(Counts {
+                launches: 2,
+                copies: 2
+            })
+        );
+        assert_eq!(s.keys().len(), 2);
+        let copies = s.copy_records();
+        assert_eq!(copies.len(), 2);
+        let c = copies.iter().find(|c| c.ordinal == 1).unwrap();
+        assert_eq!((c.dst, c.src, c.bytes), (0x7000, 0x1000, 64));
+        assert!(c.touches_host(0x1000, 0x1001));
+        assert!(c.touches_host(0x103f, 0x2000));
+        assert!(!c.touches_host(0x1040, 0x2000));
+        assert!(c.touches_device(0x7000, 0x7001));
+        assert!(!c.touches_device(0x1000, 0x1040));
+        let u = CopyRecord {
+            kind: CopyKind::Unified,
+            ..*c
+        };
+        assert!(u.touches_device(0x1000, 0x1001) && u.touches_host(0x7000, 0x7001));
+        s.add_event_record(0xe0, 0x100);
+        s.add_launch(0x100);
+        let m = s.event_mark(0xe0).unwrap();
+        assert_eq!(
+            m.counts,
+            Counts {
+                launches: 2,
+                copies: 2
+            }
+        );
+        assert_eq!(m.key, 0x100);
+        assert_eq!(s.event_mark(0xe1), None);
+        let later = {
+            s.add_event_record(0xe0, 0x100);
+            s.event_mark(0xe0).unwrap()
+        };
+        assert!(later.seq > m.seq);
+        assert_eq!(later.counts.launches, 3);
+    }
+
+    #[test]
+    fn ring_keeps_the_newest_copies() {
+        let s = Box::new(Shard::new(0));
+        for i in 0..(COPIES as u64 + 10) {
+            s.add_copy(0x100, 0x7000 + i, 0x1000, 1, CopyKind::HostToDevice);
+        }
+        let r = s.copy_records();
+        assert_eq!(r.len(), COPIES);
+        assert_eq!(r.iter().map(|c| c.ordinal).min(), Some(11));
+        assert_eq!(r.iter().map(|c| c.ordinal).max(), Some(COPIES as u64 + 10));
+    }
+
+    #[test]
+    fn full_probe_window_is_untracked() {
+        let s = Box::new(Shard::new(0));
+        // More keys than slots: some land in full windows.
+        for k in 1..=(SLOTS as u64 * 2) {
+            s.add_launch(k << 8);
+        }
+        let tracked = s.keys().len() as u64;
+        assert_eq!(tracked + s.untracked(), SLOTS as u64 * 2);
+        assert!(tracked <= SLOTS as u64);
+    }
+
+    #[test]
+    fn thread_local_shards_are_exact_and_recycled() {
+        let key = stream_key(0, 0xabc000, false);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    set_current_context(0xabc000);
+                    assert_eq!(current_context(), 0xabc000);
+                    for _ in 0..1000 {
+                        note_launch(0, false);
+                    }
+                    note_copy(0, false, 0x7000, 0x1000, 8, CopyKind::HostToDevice);
+                    note_event_record(0xe0, 0, false);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let total =
+            shards()
+                .iter()
+                .filter_map(|s| s.counts(key))
+                .fold(Counts::default(), |a, c| Counts {
+                    launches: a.launches + c.launches,
+                    copies: a.copies + c.copies,
+                });
+        assert_eq!(
+            total,
+            Counts {
+                launches: 4000,
+                copies: 4
+            }
+        );
+        assert!(shards().iter().filter_map(|s| s.event_mark(0xe0)).count() >= 1);
+        // A new thread reuses a shard and keeps adding to it.
+        std::thread::spawn(move || {
+            set_current_context(0xabc000);
+            note_launch(1, false);
+        })
+        .join()
+        .unwrap();
+        let after: u64 = shards()
+            .iter()
+            .filter_map(|s| s.counts(key))
+            .map(|c| c.launches)
+            .sum();
+        assert_eq!(after, 4001);
+        // A launch counted with its call: the call counter and the stream, one access.
+        std::thread::spawn(move || {
+            set_current_context(0xabc000);
+            count_launch(89, false, 0, false, true);
+            count_launch(89, false, 0, true, true);
+            count_launch(89, true, 0, false, true);
+            count_launch(89, false, 0, false, false);
+        })
+        .join()
+        .unwrap();
+        let launches = |k: u64| -> u64 {
+            shards()
+                .iter()
+                .filter_map(|s| s.counts(k))
+                .map(|c| c.launches)
+                .sum()
+        };
+        assert_eq!(launches(key), 4002);
+        assert_eq!(launches(stream_key(0, 0xabc000, true)), 1);
+        let c = crate::counters::Counters::global().snapshot()[89];
+        assert_eq!((c.calls, c.errors), (4, 1));
+    }
+}

@@ -1,0 +1,456 @@
+//! Context lifetime and asynchronous safety (issue 5), on the fake driver, whose launches
+//! and copies wait in their stream until something synchronises it and whose context
+//! destroy loses queued work. Each scenario of `tests/programs/lifetime.c` runs without the
+//! shim (the damage: an error code, corrupted data), in `fix` mode (explained and repaired:
+//! data intact, no error) and in `observe` mode (explained, nothing changed).
+
+use seedance_e2e::{assert_forwarded_unchanged, Finished, Run};
+use serde_json::Value;
+
+fn run(scenario: &str, shim: bool) -> Run {
+    Run::new("lifetime", shim).arg(scenario)
+}
+
+fn plain(scenario: &str) -> Finished {
+    let r = run(scenario, false).finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stdout());
+    assert_eq!(r.stderr(), "");
+    r
+}
+
+fn fixed(scenario: &str) -> Finished {
+    let r = run(scenario, true).finish();
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "{}\n{}",
+        r.stdout(),
+        r.stderr()
+    );
+    r
+}
+
+/// Observe mode: the program sees exactly what it sees without the shim, every call reaches
+/// the driver unchanged, and the hazard is explained.
+fn observed(scenario: &str) -> Finished {
+    let base = plain(scenario);
+    let r = run(scenario, true).env("SEEDANCE_MODE", "observe").finish();
+    assert_eq!(r.stdout(), base.stdout());
+    assert_forwarded_unchanged(&base.driver_calls, &r.driver_calls);
+    assert!(r.events("lifetime_repair").is_empty());
+    assert!(r
+        .events("lifetime_fault")
+        .iter()
+        .all(|f| f["repaired"] == false));
+    r
+}
+
+fn faults<'a>(r: &'a Finished, kind: &str) -> Vec<&'a Value> {
+    r.events("lifetime_fault")
+        .into_iter()
+        .filter(|f| f["kind"] == kind)
+        .collect()
+}
+
+fn calls(r: &Finished, prefix: &str) -> Vec<String> {
+    r.driver_calls
+        .iter()
+        .filter(|l| l.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+fn repairs(r: &Finished) -> Value {
+    r.events("exit_summary")[0]["repairs"].clone()
+}
+
+#[test]
+fn destroy_before_sync_is_synchronised_first() {
+    let before = plain("destroy_before_sync");
+    assert!(before
+        .stdout()
+        .contains("cuStreamSynchronize after the destroy -> 709\n"));
+    assert!(before.stdout().contains("results: corrupted"));
+
+    let r = fixed("destroy_before_sync");
+    assert_eq!(
+        r.stdout(),
+        "cuLaunchKernel on the stream -> 0\ncuMemcpyHtoDAsync -> 0\ncuMemcpyDtoHAsync -> 0\n\
+         cuCtxDestroy before synchronising -> 0\ncuStreamSynchronize after the destroy -> 0\n\
+         results: intact\n"
+    );
+    let err = r.stderr();
+    assert!(err.starts_with("seedance: cuCtxDestroy_v2: destroying context 0x5eedc0000100 (device 0, generation 1, made by cuCtxCreate_v2 on thread "), "{err}");
+    assert!(err.contains(
+        "while its streams still have unfinished work (1 launch and 2 copies submitted since \
+         they were last synchronised: stream 0x5eed50000100 (made by cuStreamCreate on thread"
+    ));
+    assert!(err.contains("fix: the shim synchronised the context first (cuCtxSynchronize)"));
+    // The later synchronize of the dead stream: its work had completed, so it is done.
+    assert!(err.contains("seedance: cuStreamSynchronize: stream 0x5eed50000100"));
+    assert!(err.contains("fix: all its work completed before the context ended; returned CUDA_SUCCESS without calling the driver"));
+    // The driver saw the repair before the destroy, and never saw the dead synchronize.
+    let order: Vec<String> = r
+        .driver_calls
+        .iter()
+        .filter(|l| l.starts_with("cuCtx") && !l.starts_with("cuCtxGet"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "cuCtxCreate_v2 flags=0 dev=0 -> 0",
+            "cuCtxSynchronize -> 0",
+            "cuCtxDestroy_v2 ctx=0x5eedc0000100 -> 0"
+        ]
+    );
+    assert!(calls(&r, "cuStreamSynchronize").is_empty());
+
+    let f = &faults(&r, "pending_work_at_destroy")[0];
+    assert_eq!(f["function"], "cuCtxDestroy_v2");
+    assert_eq!(f["result"], Value::Null);
+    assert_eq!(f["context"], "0x5eedc0000100");
+    assert_eq!(f["device"], 0);
+    assert_eq!(f["generation"], 1);
+    assert_eq!(f["repaired"], true);
+    assert_eq!(f["streams"][0]["stream"], "0x5eed50000100");
+    assert_eq!(f["streams"][0]["launches"], 1);
+    assert_eq!(f["streams"][0]["copies"], 2);
+    assert_eq!(f["streams"][0]["created"]["function"], "cuStreamCreate");
+    assert!(f["streams"][0]["created"]["seq"].as_u64().unwrap() > 0);
+    let u = &faults(&r, "use_after_destroy")[0];
+    assert_eq!(u["function"], "cuStreamSynchronize");
+    assert_eq!(u["handle_kind"], "stream");
+    assert_eq!(u["ended"]["how"], "destroyed");
+    assert_eq!(u["ended"]["site"]["function"], "cuCtxDestroy_v2");
+    assert_eq!(u["ended"]["lost_launches"], 0);
+    let kinds: Vec<&Value> = r
+        .events("lifetime_repair")
+        .iter()
+        .map(|e| &e["kind"])
+        .collect();
+    assert_eq!(kinds, ["synchronize_before_destroy", "already_complete"]);
+    assert_eq!(
+        repairs(&r),
+        serde_json::json!({"already_complete": 1, "synchronize_before_destroy": 1})
+    );
+}
+
+#[test]
+fn destroy_before_sync_observed() {
+    let r = observed("destroy_before_sync");
+    assert!(r.stdout().contains("results: corrupted"));
+    let err = r.stderr();
+    assert!(err.contains("the work is abandoned: its results are lost"));
+    assert!(err.contains(
+        "seedance: cuStreamSynchronize: CUDA_ERROR_CONTEXT_IS_DESTROYED (709): stream \
+         0x5eed50000100"
+    ));
+    assert!(err.contains("with 1 launch and 2 copies still unfinished (lost)"));
+    let u = &faults(&r, "use_after_destroy")[0];
+    assert_eq!(u["result"], 709);
+    assert_eq!(u["ended"]["lost_copies"], 2);
+    assert!(r.events("call_failed").is_empty());
+    assert_eq!(r.summary_count("cuStreamSynchronize"), (1, 1));
+}
+
+#[test]
+fn event_and_stream_destroyed_after_a_reset_are_already_released() {
+    let before = plain("event_after_reset");
+    assert_eq!(
+        before.stdout(),
+        "cuDevicePrimaryCtxReset -> 0\ncuEventDestroy after the reset -> 709\n\
+         cuStreamDestroy after the reset -> 709\n"
+    );
+    let r = fixed("event_after_reset");
+    assert_eq!(
+        r.stdout(),
+        "cuDevicePrimaryCtxReset -> 0\ncuEventDestroy after the reset -> 0\n\
+         cuStreamDestroy after the reset -> 0\n"
+    );
+    assert!(calls(&r, "cuEventDestroy").is_empty());
+    assert!(calls(&r, "cuStreamDestroy").is_empty());
+    let f = &faults(&r, "use_after_destroy");
+    assert_eq!(f.len(), 2);
+    assert_eq!(f[0]["function"], "cuEventDestroy_v2");
+    assert_eq!(f[0]["handle_kind"], "event");
+    assert_eq!(f[0]["result"], 0);
+    assert_eq!(f[0]["created"]["function"], "cuEventCreate");
+    assert_eq!(f[0]["ended"]["how"], "reset");
+    assert_eq!(
+        f[0]["ended"]["site"]["function"],
+        "cuDevicePrimaryCtxReset_v2"
+    );
+    assert!(r
+        .stderr()
+        .contains("belonged to context 0x5eedc0000100 (device 0, primary, generation 1"));
+    assert_eq!(repairs(&r), serde_json::json!({"already_released": 2}));
+    // In the exit summary: nothing left alive (the primary context was reset).
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(s["live_contexts"], serde_json::json!([]));
+
+    let o = observed("event_after_reset");
+    assert!(o.stderr().contains(
+        "seedance: cuEventDestroy_v2: CUDA_ERROR_CONTEXT_IS_DESTROYED (709): event 0x5eede0000100"
+    ));
+}
+
+#[test]
+fn atexit_frees_after_the_context_is_gone() {
+    let before = plain("atexit_free");
+    assert_eq!(
+        before.stdout(),
+        "cuCtxDestroy -> 0\natexit cuMemFree -> 201\natexit cuStreamDestroy -> 709\n\
+         atexit cuEventDestroy -> 709\n"
+    );
+    let r = fixed("atexit_free");
+    assert_eq!(
+        r.stdout(),
+        "cuCtxDestroy -> 0\natexit cuMemFree -> 0\natexit cuStreamDestroy -> 0\n\
+         atexit cuEventDestroy -> 0\n"
+    );
+    assert!(calls(&r, "cuMemFree_v2").is_empty());
+    let kinds: Vec<&Value> = faults(&r, "use_after_destroy")
+        .iter()
+        .map(|f| &f["handle_kind"])
+        .collect();
+    assert_eq!(kinds, ["device_memory", "stream", "event"]);
+    assert!(r.stderr().contains(
+        "seedance: cuMemFree_v2: device memory 0x700000000000 belonged to context \
+         0x5eedc0000100"
+    ));
+    assert!(r
+        .stderr()
+        .contains("which was destroyed by cuCtxDestroy_v2 on thread"));
+    // Nothing at exit: the memory, stream and event died with their context.
+    assert!(!r.stderr().contains("at exit:"), "{}", r.stderr());
+
+    let o = observed("atexit_free");
+    assert!(o.stderr().contains(
+        "seedance: cuMemFree_v2: CUDA_ERROR_INVALID_CONTEXT (201): device memory \
+         0x700000000000 belonged to context"
+    ));
+    assert_eq!(faults(&o, "use_after_destroy").len(), 3);
+}
+
+fn pinned(scenario: &str) {
+    let before = plain(scenario);
+    assert!(
+        before.stdout().contains("device copy: corrupted (")
+            && before.stdout().contains("first 0xdb)"),
+        "{}",
+        before.stdout()
+    );
+    let r = fixed(scenario);
+    assert!(
+        r.stdout().ends_with("device copy: intact\n"),
+        "{}",
+        r.stdout()
+    );
+    let f = &faults(&r, "pinned_memory_in_use")[0];
+    assert_eq!(f["function"], "cuMemFreeHost");
+    assert_eq!(f["range"]["bytes"], 4096);
+    assert_eq!(f["streams"][0]["copies"], 1);
+    assert_eq!(f["repaired"], true);
+    let rep = &r.events("lifetime_repair")[0];
+    assert_eq!(rep["kind"], "synchronize_before_free");
+    assert_eq!(rep["streams"], serde_json::json!(["0x5eed50000100"]));
+    // The driver waited for the stream before the free.
+    let i = r
+        .driver_calls
+        .iter()
+        .position(|l| l == "cuStreamSynchronize stream=0x5eed50000100 -> 0")
+        .expect("synchronised");
+    let j = r
+        .driver_calls
+        .iter()
+        .position(|l| l.starts_with("cuMemFreeHost"))
+        .unwrap();
+    assert!(i < j);
+    let err = r.stderr();
+    assert!(err.starts_with("seedance: cuMemFreeHost: freeing pinned host memory 0x"));
+    assert!(err.contains("(4.0 KiB (4096 bytes), made by cuMemHostAlloc on thread"));
+    assert!(err.contains("1 copy); fix: the shim waited for those streams first"));
+
+    let o = observed(scenario);
+    assert!(o.stdout().contains("device copy: corrupted"));
+    assert!(o
+        .stderr()
+        .contains("the copies may read freed or reused memory"));
+}
+
+#[test]
+fn pinned_memory_freed_while_a_copy_reads_it() {
+    pinned("pinned_free");
+}
+
+#[test]
+fn pinned_memory_freed_while_a_copy_reads_inside_it() {
+    pinned("pinned_free_interior");
+}
+
+#[test]
+fn registered_memory_unregistered_and_reused_while_a_copy_reads_it() {
+    let before = plain("unregister_reuse");
+    assert!(before
+        .stdout()
+        .contains("device copy: corrupted (256 of 256 bytes wrong, first 0x55)"));
+    let r = fixed("unregister_reuse");
+    assert!(r.stdout().ends_with("device copy: intact\n"));
+    let f = &faults(&r, "pinned_memory_in_use")[0];
+    assert_eq!(f["function"], "cuMemHostUnregister");
+    assert!(r
+        .stderr()
+        .contains("seedance: cuMemHostUnregister: unregistering pinned host memory 0x"));
+    assert!(r
+        .stderr()
+        .contains("made by cuMemHostRegister_v2 on thread"));
+    let o = observed("unregister_reuse");
+    assert!(o.stdout().contains("first 0x55"));
+}
+
+#[test]
+fn allocation_from_before_a_reset_is_already_released_and_the_new_context_works() {
+    let before = plain("alloc_reset_alloc");
+    assert!(before
+        .stdout()
+        .ends_with("cuMemFree of the allocation from before the reset -> 1\n"));
+    let r = fixed("alloc_reset_alloc");
+    assert_eq!(
+        r.stdout(),
+        "cuMemAlloc -> 0\ncuDevicePrimaryCtxReset -> 0\nnew primary context: new handle\n\
+         cuMemAlloc in the new context -> 0\ncuLaunchKernel in the new context -> 0\n\
+         cuCtxSynchronize -> 0\ncuMemFree of the new allocation -> 0\n\
+         cuMemFree of the allocation from before the reset -> 0\n"
+    );
+    assert_eq!(
+        calls(&r, "cuMemFree_v2"),
+        ["cuMemFree_v2 ptr=0x700000001000 -> 0"]
+    );
+    let f = &faults(&r, "use_after_destroy")[0];
+    assert_eq!(f["handle_kind"], "device_memory");
+    assert_eq!(f["handle"], "0x700000000000");
+    assert_eq!(f["ended"]["how"], "reset");
+    // The new primary context is a new incarnation; nothing from the old one lingers.
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(s["live_contexts"].as_array().unwrap().len(), 1);
+    assert_eq!(s["live_contexts"][0]["context"], "0x5eedc0000200");
+    assert_eq!(s["live_contexts"][0]["primary"], true);
+    // A runtime-owned primary context at exit is not worth a paragraph.
+    assert!(!r.stderr().contains("at exit:"), "{}", r.stderr());
+    let o = observed("alloc_reset_alloc");
+    assert!(o.stderr().contains(
+        "seedance: cuMemFree_v2: CUDA_ERROR_INVALID_VALUE (1): device memory 0x700000000000"
+    ));
+}
+
+#[test]
+fn stream_ordered_free_waits_for_copies_on_other_streams() {
+    let r = fixed("free_async");
+    let f = &faults(&r, "device_memory_in_use")[0];
+    assert_eq!(f["function"], "cuMemFreeAsync");
+    assert_eq!(f["range"]["address"], "0x700000000000");
+    assert_eq!(f["streams"][0]["stream"], "0x5eed50000100");
+    let i = r
+        .driver_calls
+        .iter()
+        .position(|l| l == "cuStreamSynchronize stream=0x5eed50000100 -> 0")
+        .expect("stream a synchronised");
+    let j = r
+        .driver_calls
+        .iter()
+        .position(|l| l.starts_with("cuMemFreeAsync"))
+        .unwrap();
+    assert!(i < j);
+    let o = observed("free_async");
+    assert!(o
+        .stderr()
+        .contains("seedance: cuMemFreeAsync: freeing device memory 0x700000000000 (4.0 KiB"));
+}
+
+#[test]
+fn a_clean_program_sees_nothing() {
+    let base = plain("clean");
+    let r = fixed("clean");
+    assert_eq!(r.stdout(), base.stdout());
+    assert_eq!(r.stderr(), "");
+    assert_forwarded_unchanged(&base.driver_calls, &r.driver_calls);
+    assert!(r.events("lifetime_fault").is_empty());
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(s["live_contexts"], serde_json::json!([]));
+    assert_eq!(s["leaked_allocations"], serde_json::json!([]));
+    assert_eq!(s["unsynchronized_streams"], serde_json::json!([]));
+    assert_eq!(s["calls_after_deinit"], serde_json::json!({}));
+    assert_eq!(s["repairs"], serde_json::json!({}));
+}
+
+#[test]
+fn exit_report_names_what_was_left_behind() {
+    let r = fixed("leave");
+    let err = r.stderr();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with(
+        "seedance: at exit: 1 context still alive (context 0x5eedc0000100 (device 0, \
+         generation 1, made by cuCtxCreate_v2 on thread"
+    ));
+    assert!(err.contains(
+        "1 allocation of device memory of device 0 never freed (4.0 KiB (4096 bytes)); 1 \
+         allocation of pinned host memory never freed (512 bytes); work never synchronised \
+         (stream 0x5eed50000100 (made by cuStreamCreate on thread"
+    ));
+    assert!(err.contains("): 1 launch). Release CUDA resources before exit"));
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(s["live_contexts"][0]["context"], "0x5eedc0000100");
+    assert_eq!(s["live_contexts"][0]["primary"], false);
+    let leaks = s["leaked_allocations"].as_array().unwrap();
+    assert_eq!(leaks.len(), 2);
+    assert_eq!(leaks[0]["device"], 0);
+    assert_eq!(leaks[0]["context"], "0x5eedc0000100");
+    assert_eq!(leaks[0]["bytes"], 4096);
+    assert_eq!(leaks[1]["host"], true);
+    assert_eq!(leaks[1]["bytes"], 512);
+    let u = &s["unsynchronized_streams"][0];
+    assert_eq!(u["stream"], "0x5eed50000100");
+    assert_eq!(u["launches"], 1);
+    assert_eq!(u["context"], "0x5eedc0000100");
+    assert_eq!(u["primary_retained"], false);
+}
+
+#[test]
+fn calls_after_deinitialisation_are_counted_but_not_the_runtime_teardown() {
+    let r = run("after_deinit", true)
+        .env("FAKE_CUDA_DEINIT_AT_EXIT", "1")
+        .finish();
+    assert_eq!(
+        r.stdout(),
+        "exiting\natexit cuMemFree after deinit -> 4\n\
+         atexit cuDevicePrimaryCtxRelease after deinit -> 4\n"
+    );
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(
+        s["calls_after_deinit"],
+        serde_json::json!({"cuMemFree_v2": 1})
+    );
+    let err = r.stderr();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(
+        "seedance: at exit: 1 call after CUDA was deinitialised (CUDA_ERROR_DEINITIALIZED: \
+         cuMemFree_v2 x1)"
+    ));
+    // The primary context the runtime never released and its memory are not mentioned.
+    assert!(!err.contains("context still alive") && !err.contains("never freed"));
+    assert_eq!(s["live_contexts"][0]["primary"], true);
+}
+
+#[test]
+fn lifetime_tracking_off_changes_nothing() {
+    let base = plain("destroy_before_sync");
+    let r = run("destroy_before_sync", true)
+        .env("SEEDANCE_LIFETIME", "off")
+        .finish();
+    assert_eq!(r.stdout(), base.stdout());
+    assert!(r.events("lifetime_fault").is_empty());
+    assert!(!r.stderr().contains("destroying context"));
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(s["live_contexts"], serde_json::json!([]));
+}

@@ -1,0 +1,294 @@
+/* Context lifetime and asynchronous safety (issue 5): each scenario named on the command
+ * line makes one classic mistake and prints what every call returned and whether the data
+ * came through. Against the fake driver, launches and copies wait in their stream until
+ * something synchronises it, a copy reads its source only then, and destroying a context
+ * loses its queued work. Exits 0 unless a setup call fails. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUfunc_st *CUfunction;
+typedef unsigned long long CUdeviceptr;
+
+CUresult cuInit(unsigned int);
+CUresult cuDeviceGet(CUdevice *, int);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemHostAlloc(void **, size_t, unsigned int);
+CUresult cuMemAllocHost_v2(void **, size_t);
+CUresult cuMemFreeHost(void *);
+CUresult cuMemHostRegister_v2(void *, size_t, unsigned int);
+CUresult cuMemHostUnregister(void *);
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
+CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
+CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuStreamCreate(CUstream *, unsigned int);
+CUresult cuStreamDestroy_v2(CUstream);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned int);
+CUresult cuEventDestroy_v2(CUevent);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+
+#define KERNEL ((CUfunction)0x1000)
+#define N 4096
+#define SHOW(what, call) printf("%s -> %d\n", what, (int)(call))
+#define SETUP(call)                                                                        \
+    do {                                                                                   \
+        if ((call) != 0) {                                                                 \
+            printf("setup failed: %s\n", #call);                                           \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static void check(const char *what, const unsigned char *buf, size_t n, unsigned char want) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += buf[i] != want;
+    if (bad == 0)
+        printf("%s: intact\n", what);
+    else
+        printf("%s: corrupted (%zu of %zu bytes wrong, first 0x%02x)\n", what, bad, n, buf[0]);
+}
+
+static CUcontext created(void) {
+    CUdevice dev;
+    CUcontext ctx;
+    SETUP(cuDeviceGet(&dev, 0));
+    SETUP(cuCtxCreate_v2(&ctx, 0, dev));
+    return ctx;
+}
+
+/* A runtime teardown before the work finished: results are copied back on a stream, the
+ * context is destroyed, then the stream is synchronised. */
+static void destroy_before_sync(void) {
+    CUcontext ctx = created();
+    CUstream s;
+    CUdeviceptr d;
+    unsigned char *src = malloc(N), *dst = malloc(N);
+    memset(src, 0x11, N);
+    memset(dst, 0, N);
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuMemHostRegister_v2(src, N, 0));
+    SETUP(cuMemHostRegister_v2(dst, N, 0));
+    SETUP(cuStreamCreate(&s, 0));
+    SHOW("cuLaunchKernel on the stream", cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+    SHOW("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync_v2(d, src, N, s));
+    SHOW("cuMemcpyDtoHAsync", cuMemcpyDtoHAsync_v2(dst, d, N, s));
+    SHOW("cuCtxDestroy before synchronising", cuCtxDestroy_v2(ctx));
+    SHOW("cuStreamSynchronize after the destroy", cuStreamSynchronize(s));
+    check("results", dst, N, 0x11);
+}
+
+/* An event outlives a reset of the primary context (cudaDeviceReset), then is destroyed. */
+static void event_after_reset(void) {
+    CUdevice dev;
+    CUcontext p;
+    CUevent e;
+    CUstream s;
+    SETUP(cuDeviceGet(&dev, 0));
+    SETUP(cuDevicePrimaryCtxRetain(&p, dev));
+    SETUP(cuCtxSetCurrent(p));
+    SETUP(cuEventCreate(&e, 0));
+    SETUP(cuStreamCreate(&s, 0));
+    SETUP(cuEventRecord(e, s));
+    SETUP(cuStreamSynchronize(s));
+    SHOW("cuDevicePrimaryCtxReset", cuDevicePrimaryCtxReset_v2(dev));
+    SHOW("cuEventDestroy after the reset", cuEventDestroy_v2(e));
+    SHOW("cuStreamDestroy after the reset", cuStreamDestroy_v2(s));
+}
+
+static CUdeviceptr late_mem;
+static CUstream late_stream;
+static CUevent late_event;
+
+static void late_cleanup(void) {
+    SHOW("atexit cuMemFree", cuMemFree_v2(late_mem));
+    SHOW("atexit cuStreamDestroy", cuStreamDestroy_v2(late_stream));
+    SHOW("atexit cuEventDestroy", cuEventDestroy_v2(late_event));
+    fflush(stdout);
+}
+
+/* Static-destructor style cleanup after the context is gone. */
+static void atexit_free(void) {
+    CUcontext ctx = created();
+    SETUP(cuMemAlloc_v2(&late_mem, N));
+    SETUP(cuStreamCreate(&late_stream, 0));
+    SETUP(cuEventCreate(&late_event, 0));
+    atexit(late_cleanup);
+    SHOW("cuCtxDestroy", cuCtxDestroy_v2(ctx));
+}
+
+static void deinit_cleanup(void) {
+    SHOW("atexit cuMemFree after deinit", cuMemFree_v2(late_mem));
+    SHOW("atexit cuDevicePrimaryCtxRelease after deinit", cuDevicePrimaryCtxRelease_v2(0));
+    fflush(stdout);
+}
+
+/* Calls after the driver shut down (FAKE_CUDA_DEINIT_AT_EXIT=1): the handler is registered
+ * before cuInit, so it runs after the driver's own exit handler. */
+static void after_deinit(void) {
+    CUcontext p;
+    atexit(deinit_cleanup);
+    SETUP(cuInit(0));
+    SETUP(cuDevicePrimaryCtxRetain(&p, 0));
+    SETUP(cuCtxSetCurrent(p));
+    SETUP(cuMemAlloc_v2(&late_mem, N));
+    printf("exiting\n");
+}
+
+/* Pinned memory freed while a copy from it is still queued; `offset` copies from inside
+ * the block. */
+static void pinned_free(size_t offset, size_t n) {
+    CUcontext ctx = created();
+    CUstream s;
+    CUdeviceptr d;
+    unsigned char *p, out[N];
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuMemHostAlloc((void **)&p, N, 0));
+    memset(p, 0x22, N);
+    SETUP(cuStreamCreate(&s, 0));
+    SHOW("cuMemcpyHtoDAsync from pinned memory", cuMemcpyHtoDAsync_v2(d, p + offset, n, s));
+    SHOW("cuMemFreeHost before synchronising", cuMemFreeHost(p));
+    SHOW("cuStreamSynchronize", cuStreamSynchronize(s));
+    SETUP(cuMemcpyDtoH_v2(out, d, n));
+    check("device copy", out, n, 0x22);
+    SETUP(cuStreamDestroy_v2(s));
+    SETUP(cuCtxDestroy_v2(ctx));
+}
+
+/* Registered memory unregistered and reused while a copy from it is queued. */
+static void unregister_reuse(void) {
+    CUcontext ctx = created();
+    CUstream s;
+    CUdeviceptr d;
+    unsigned char *buf = malloc(N), out[N];
+    memset(buf, 0x44, N);
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuStreamCreate(&s, 0));
+    SETUP(cuMemHostRegister_v2(buf, N, 0));
+    SHOW("cuMemcpyHtoDAsync from registered memory", cuMemcpyHtoDAsync_v2(d, buf + 64, 256, s));
+    SHOW("cuMemHostUnregister before synchronising", cuMemHostUnregister(buf));
+    memset(buf, 0x55, N); /* the buffer is reused */
+    SHOW("cuStreamSynchronize", cuStreamSynchronize(s));
+    SETUP(cuMemcpyDtoH_v2(out, d, 256));
+    check("device copy", out, 256, 0x44);
+    SETUP(cuStreamDestroy_v2(s));
+    SETUP(cuCtxDestroy_v2(ctx));
+}
+
+/* Memory of a primary context that was reset, freed after the runtime made a new one. */
+static void alloc_reset_alloc(void) {
+    CUdevice dev;
+    CUcontext p, q;
+    CUdeviceptr a, b;
+    SETUP(cuDeviceGet(&dev, 0));
+    SETUP(cuDevicePrimaryCtxRetain(&p, dev));
+    SETUP(cuCtxSetCurrent(p));
+    SHOW("cuMemAlloc", cuMemAlloc_v2(&a, N));
+    SHOW("cuDevicePrimaryCtxReset", cuDevicePrimaryCtxReset_v2(dev));
+    /* What the runtime does on its next call: retain the primary context again. */
+    SETUP(cuDevicePrimaryCtxRetain(&q, dev));
+    SETUP(cuCtxSetCurrent(q));
+    printf("new primary context: %s\n", q != p ? "new handle" : "same handle");
+    SHOW("cuMemAlloc in the new context", cuMemAlloc_v2(&b, N));
+    SHOW("cuLaunchKernel in the new context", cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    SHOW("cuCtxSynchronize", cuCtxSynchronize());
+    SHOW("cuMemFree of the new allocation", cuMemFree_v2(b));
+    SHOW("cuMemFree of the allocation from before the reset", cuMemFree_v2(a));
+}
+
+/* A stream-ordered free on one stream while a copy into the memory waits on another. */
+static void free_async(void) {
+    CUcontext ctx = created();
+    CUstream a, b;
+    CUdeviceptr d, e;
+    unsigned char src[256];
+    memset(src, 0x77, sizeof src);
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuMemAlloc_v2(&e, N));
+    SETUP(cuStreamCreate(&a, 0));
+    SETUP(cuStreamCreate(&b, 0));
+    SHOW("cuMemcpyHtoDAsync on stream a", cuMemcpyHtoDAsync_v2(d, src, sizeof src, a));
+    SHOW("cuMemcpyHtoDAsync on stream b", cuMemcpyHtoDAsync_v2(e, src, sizeof src, b));
+    SHOW("cuMemFreeAsync on stream b", cuMemFreeAsync(d, b));
+    SHOW("cuStreamSynchronize a", cuStreamSynchronize(a));
+    SHOW("cuStreamSynchronize b", cuStreamSynchronize(b));
+    SETUP(cuStreamDestroy_v2(a));
+    SETUP(cuStreamDestroy_v2(b));
+    SETUP(cuCtxDestroy_v2(ctx));
+}
+
+/* Exits with a context, memory and unsynchronised work left behind. */
+static void leave(void) {
+    CUstream s;
+    CUdeviceptr d;
+    void *p;
+    (void)created();
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuMemHostAlloc(&p, 512, 0));
+    SETUP(cuStreamCreate(&s, 0));
+    SHOW("cuLaunchKernel", cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+}
+
+/* The same work done right: synchronised, released in order. */
+static void clean(void) {
+    CUcontext ctx = created();
+    CUstream s;
+    CUevent e;
+    CUdeviceptr d;
+    unsigned char *p, out[N];
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuMemAllocHost_v2((void **)&p, N));
+    memset(p, 0x66, N);
+    SETUP(cuStreamCreate(&s, 0));
+    SETUP(cuEventCreate(&e, 0));
+    SHOW("cuLaunchKernel", cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+    SHOW("cuMemcpyHtoDAsync", cuMemcpyHtoDAsync_v2(d, p, N, s));
+    SHOW("cuEventRecord", cuEventRecord(e, s));
+    SHOW("cuStreamSynchronize", cuStreamSynchronize(s));
+    SHOW("cuMemFreeHost", cuMemFreeHost(p));
+    SETUP(cuMemcpyDtoH_v2(out, d, N));
+    check("device copy", out, N, 0x66);
+    SHOW("cuEventDestroy", cuEventDestroy_v2(e));
+    SHOW("cuStreamDestroy", cuStreamDestroy_v2(s));
+    SHOW("cuMemFree", cuMemFree_v2(d));
+    SHOW("cuCtxDestroy", cuCtxDestroy_v2(ctx));
+}
+
+int main(int argc, char **argv) {
+    const char *s = argc > 1 ? argv[1] : "";
+    if (strcmp(s, "after_deinit") == 0) {
+        after_deinit();
+        return 0;
+    }
+    SETUP(cuInit(0));
+    if (strcmp(s, "destroy_before_sync") == 0) destroy_before_sync();
+    else if (strcmp(s, "event_after_reset") == 0) event_after_reset();
+    else if (strcmp(s, "atexit_free") == 0) atexit_free();
+    else if (strcmp(s, "pinned_free") == 0) pinned_free(0, N);
+    else if (strcmp(s, "pinned_free_interior") == 0) pinned_free(1024, 512);
+    else if (strcmp(s, "unregister_reuse") == 0) unregister_reuse();
+    else if (strcmp(s, "alloc_reset_alloc") == 0) alloc_reset_alloc();
+    else if (strcmp(s, "clean") == 0) clean();
+    else if (strcmp(s, "free_async") == 0) free_async();
+    else if (strcmp(s, "leave") == 0) leave();
+    else {
+        printf("unknown scenario %s\n", s);
+        return 2;
+    }
+    return 0;
+}
