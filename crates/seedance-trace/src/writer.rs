@@ -16,12 +16,15 @@ use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, NonBlockingBuilder, WorkerGuard};
 
 /// Lines the writer queue holds before it starts dropping (each line is one record).
 pub const QUEUE_LINES: usize = 65_536;
+
+/// Longest [`TraceWriter::close`] waits for queued lines to reach the file.
+pub const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Why a trace file could not be opened.
 #[derive(Debug)]
@@ -111,20 +114,47 @@ pub struct TraceWriter {
     seq: AtomicU64,
     pid: u32,
     guard: Mutex<Option<WorkerGuard>>,
+    /// Lines the writer thread has written to the file.
+    written: Arc<AtomicU64>,
+}
+
+/// The trace file as the writer thread sees it: counts the lines it writes, so that
+/// [`TraceWriter::close`] can wait until every queued line is on disk.
+struct CountingFile {
+    file: File,
+    lines: Arc<AtomicU64>,
+}
+
+impl Write for CountingFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        let newlines = buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        self.lines.fetch_add(newlines, Ordering::Release);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 impl TraceWriter {
     /// Starts the writer thread for `file`. The thread is named `seedance-trace`.
     pub fn start(file: TraceFile) -> TraceWriter {
+        let written = Arc::new(AtomicU64::new(0));
         let (sink, guard) = NonBlockingBuilder::default()
             .lossy(true)
             .buffered_lines_limit(QUEUE_LINES)
             .thread_name("seedance-trace")
-            .finish(file.file);
+            .finish(CountingFile {
+                file: file.file,
+                lines: Arc::clone(&written),
+            });
         let dropped = sink.error_counter();
         TraceWriter {
             sink,
             dropped,
+            written,
             serialize_errors: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             pid: std::process::id(),
@@ -162,8 +192,21 @@ impl TraceWriter {
     }
 
     /// Flushes every queued line to the file and stops the writer thread (waits at most
-    /// about one second). Later [`emit`](Self::emit) calls are dropped. Idempotent.
+    /// [`CLOSE_WAIT`] for the queue to drain). Later [`emit`](Self::emit) calls are dropped. Idempotent.
     pub fn close(&self) {
+        // tracing-appender's guard waits at most one second for its thread to drain the
+        // queue; on a loaded machine that is not always enough (seen in CI with 32 busy
+        // threads in another process). Wait here, up to CLOSE_WAIT, until every line that
+        // was queued and not dropped has been written.
+        let deadline = std::time::Instant::now() + CLOSE_WAIT;
+        loop {
+            let queued = self.seq.load(Ordering::Relaxed);
+            let done = self.written.load(Ordering::Acquire) + self.dropped();
+            if done >= queued || std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let guard = match self.guard.lock() {
             Ok(mut g) => g.take(),
             Err(p) => p.into_inner().take(),
