@@ -1,0 +1,209 @@
+//! Launch and copy hooks: the per-thread pending-work counts (the hot path).
+
+use super::*;
+
+/// Counts a `cuLaunchKernel(_ptsz)` call and, when it succeeded, one launch on its stream,
+/// in one thread-local access.
+///
+/// # Safety
+/// None: the arguments are not dereferenced.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn count_launch_kernel(
+    id: HookId,
+    r: CUresult,
+    _f: CUfunction,
+    _gx: c_uint,
+    _gy: c_uint,
+    _gz: c_uint,
+    _bx: c_uint,
+    _by: c_uint,
+    _bz: c_uint,
+    _shmem: c_uint,
+    stream: CUstream,
+    _params: *mut *mut c_void,
+    _extra: *mut *mut c_void,
+) {
+    work::count_launch(
+        id as usize,
+        r.0 != 0,
+        stream as usize,
+        is_per_thread(id),
+        on(),
+    );
+}
+
+/// Counts a `cuLaunchCooperativeKernel(_ptsz)` call (and the launch).
+///
+/// # Safety
+/// None: the arguments are not dereferenced.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub unsafe fn count_launch_cooperative(
+    id: HookId,
+    r: CUresult,
+    _f: CUfunction,
+    _gx: c_uint,
+    _gy: c_uint,
+    _gz: c_uint,
+    _bx: c_uint,
+    _by: c_uint,
+    _bz: c_uint,
+    _shmem: c_uint,
+    stream: CUstream,
+    _params: *mut *mut c_void,
+) {
+    work::count_launch(
+        id as usize,
+        r.0 != 0,
+        stream as usize,
+        is_per_thread(id),
+        on(),
+    );
+}
+
+/// Counts a `cuLaunchKernelEx(_ptsz)` call (and the launch).
+///
+/// # Safety
+/// `config` is null or valid when the launch succeeded (the driver accepted it).
+#[inline(always)]
+pub unsafe fn count_launch_kernel_ex(
+    id: HookId,
+    r: CUresult,
+    config: *const CUlaunchConfig,
+    _f: CUfunction,
+    _params: *mut *mut c_void,
+    _extra: *mut *mut c_void,
+) {
+    let stream = if r.0 == 0 {
+        // SAFETY: the driver accepted the config, so it is null or valid.
+        unsafe { config.as_ref() }.map_or(0, |c| c.h_stream as usize)
+    } else {
+        0
+    };
+    work::count_launch(id as usize, r.0 != 0, stream, is_per_thread(id), on());
+}
+
+/// After a successful `cuMemcpyHtoDAsync_v2(_ptsz)`.
+///
+/// # Safety
+/// None: the addresses are only recorded.
+#[inline]
+pub unsafe fn ok_copy_htod(
+    id: HookId,
+    dst: CUdeviceptr,
+    src: *const c_void,
+    bytes: usize,
+    stream: CUstream,
+) {
+    if on() {
+        let k = CopyKind::HostToDevice;
+        work::note_copy(
+            stream as usize,
+            is_per_thread(id),
+            dst,
+            src as u64,
+            bytes as u64,
+            k,
+        );
+    }
+}
+
+/// After a successful `cuMemcpyDtoHAsync_v2(_ptsz)`.
+///
+/// # Safety
+/// None: the addresses are only recorded.
+#[inline]
+pub unsafe fn ok_copy_dtoh(
+    id: HookId,
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) {
+    if on() {
+        let k = CopyKind::DeviceToHost;
+        work::note_copy(
+            stream as usize,
+            is_per_thread(id),
+            dst as u64,
+            src,
+            bytes as u64,
+            k,
+        );
+    }
+}
+
+/// After a successful `cuMemcpyAsync(_ptsz)` (unified addresses: either side may be host
+/// memory).
+///
+/// # Safety
+/// None: the addresses are only recorded.
+#[inline]
+pub unsafe fn ok_copy(
+    id: HookId,
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) {
+    if on() {
+        let k = CopyKind::Unified;
+        work::note_copy(
+            stream as usize,
+            is_per_thread(id),
+            dst,
+            src,
+            bytes as u64,
+            k,
+        );
+    }
+}
+
+/// After a failed `cuMemcpyHtoDAsync_v2(_ptsz)`.
+///
+/// # Safety
+/// None: the addresses are not dereferenced.
+pub unsafe fn fault_copy_htod(
+    id: HookId,
+    r: CUresult,
+    _dst: CUdeviceptr,
+    _src: *const c_void,
+    _bytes: usize,
+    stream: CUstream,
+) -> bool {
+    on() && cold(|| explain_stream(id, r, stream))
+}
+
+/// After a failed `cuMemcpyDtoHAsync_v2(_ptsz)`.
+///
+/// # Safety
+/// None: the addresses are not dereferenced.
+pub unsafe fn fault_copy_dtoh(
+    id: HookId,
+    r: CUresult,
+    _dst: *mut c_void,
+    _src: CUdeviceptr,
+    _bytes: usize,
+    stream: CUstream,
+) -> bool {
+    on() && cold(|| explain_stream(id, r, stream))
+}
+
+/// After a failed `cuMemcpyAsync(_ptsz)`.
+///
+/// # Safety
+/// None: the addresses are not dereferenced.
+pub unsafe fn fault_copy(
+    id: HookId,
+    r: CUresult,
+    _dst: CUdeviceptr,
+    _src: CUdeviceptr,
+    _bytes: usize,
+    stream: CUstream,
+) -> bool {
+    on() && cold(|| explain_stream(id, r, stream))
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory.

@@ -1,0 +1,385 @@
+//! Memory hooks: device frees of dead memory, pinned allocation, registration and release.
+
+use super::*;
+
+/// A new device allocation at `addr`: if the driver handed out an address that died with
+/// an earlier context, it is alive again. One relaxed load unless some context ended with
+/// allocations in it.
+#[inline(always)]
+pub fn note_device_alloc(addr: CUdeviceptr) {
+    if ANY_DEAD.load(Ordering::Relaxed) {
+        revived(addr);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn revived(addr: CUdeviceptr) {
+    if on() && DEAD.remove(addr).is_some() {
+        cold(|| {
+            TRACKER.lock().forget_dead_device(addr);
+        });
+    }
+}
+
+/// Before `cuMemFree_v2`: in fix mode, memory that died with its context is already
+/// released. One relaxed load unless some context ended with allocations in it.
+///
+/// # Safety
+/// None: the address is only a key.
+#[inline(always)]
+pub unsafe fn pre_mem_free(id: HookId, dptr: CUdeviceptr) -> Option<CUresult> {
+    if !ANY_DEAD.load(Ordering::Relaxed) {
+        return None;
+    }
+    dead_free(id, dptr)
+}
+
+#[cold]
+#[inline(never)]
+fn dead_free(id: HookId, dptr: CUdeviceptr) -> Option<CUresult> {
+    if !on() {
+        return None;
+    }
+    DEAD.get(dptr)?;
+    cold(|| {
+        let dead = TRACKER.lock().dead_device(dptr).cloned()?;
+        let r = skip_dead(id, HandleKind::DeviceMemory, dptr, Some(dead.ctx), None);
+        if r.is_some() {
+            DEAD.forget(dptr);
+            TRACKER.lock().forget_dead_device(dptr);
+        }
+        r
+    })
+}
+
+/// After a failed `cuMemFree_v2`: memory of an ended context, or an ended current context.
+///
+/// # Safety
+/// None: the address is only a key.
+pub unsafe fn fault_mem_free(id: HookId, r: CUresult, dptr: CUdeviceptr) -> bool {
+    if !on() || !matches!(r.0, 1 | 201 | 709) {
+        return false;
+    }
+    cold(|| {
+        let dead = TRACKER.lock().dead_device(dptr).cloned();
+        match dead {
+            Some(d) => explain_dead(
+                id,
+                r,
+                HandleKind::DeviceMemory,
+                dptr,
+                Some(d.ctx),
+                None,
+                None,
+            ),
+            None => explain_current(id, r),
+        }
+    })
+}
+
+fn pinned_added(id: HookId, lo: u64, bytes: u64, kind: PinnedKind) {
+    if lo == 0 || bytes == 0 {
+        return;
+    }
+    let mut t = TRACKER.lock();
+    let ctx = current_context_id(&t);
+    let created = site(&mut t, id);
+    t.pinned_added(Pinned {
+        lo,
+        bytes,
+        kind,
+        ctx,
+        created,
+    });
+}
+
+/// After a successful `cuMemHostAlloc`.
+///
+/// # Safety
+/// `pp` is null or the out-pointer the driver just wrote.
+pub unsafe fn ok_mem_host_alloc(id: HookId, pp: *mut *mut c_void, bytes: usize, _flags: c_uint) {
+    if on() {
+        // SAFETY: the driver wrote *pp on success.
+        let p = unsafe { written(pp) } as u64;
+        cold(|| pinned_added(id, p, bytes as u64, PinnedKind::Allocated));
+    }
+}
+
+/// After a successful `cuMemAllocHost_v2`.
+///
+/// # Safety
+/// `pp` is null or the out-pointer the driver just wrote.
+pub unsafe fn ok_mem_alloc_host(id: HookId, pp: *mut *mut c_void, bytes: usize) {
+    if on() {
+        // SAFETY: the driver wrote *pp on success.
+        let p = unsafe { written(pp) } as u64;
+        cold(|| pinned_added(id, p, bytes as u64, PinnedKind::Allocated));
+    }
+}
+
+/// After a successful `cuMemHostRegister(_v2)`.
+///
+/// # Safety
+/// None: the range is only recorded.
+pub unsafe fn ok_host_register(id: HookId, p: *mut c_void, bytes: usize, _flags: c_uint) {
+    if on() {
+        cold(|| pinned_added(id, p as u64, bytes as u64, PinnedKind::Registered));
+    }
+}
+
+/// Host memory `[lo, lo + bytes)` is about to be freed or unregistered: copies still
+/// running that read or write it are explained and, in fix mode, waited for.
+fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
+    let (pinned, dead) = {
+        let t = TRACKER.lock();
+        (t.pinned(lo).cloned(), t.dead_pinned(lo).cloned())
+    };
+    if let Some(d) = dead {
+        let r = skip_dead(id, HandleKind::PinnedMemory, lo, Some(d.ctx), None);
+        if r.is_some() {
+            TRACKER.lock().forget_dead_pinned(lo);
+        }
+        return r;
+    }
+    let p = pinned?;
+    let hi = lo.saturating_add(p.bytes);
+    let shards = work::shards();
+    let (pending, orphans) = {
+        let mut t = TRACKER.lock();
+        learn_keys(&mut t, &shards);
+        let mut pending = t.pending(&shards, |_| true);
+        for q in &mut pending {
+            q.copies.retain(|c| c.touches_host(lo, hi));
+        }
+        pending.retain(|q| !q.copies.is_empty());
+        (pending, t.orphans_touching_host(lo, hi))
+    };
+    let running: Vec<Pending> = pending.into_iter().filter(still_running).collect();
+    if running.is_empty() && orphans.is_empty() {
+        return None;
+    }
+    let mut synced = Vec::new();
+    let mut ok = true;
+    if fix() {
+        for q in &running {
+            let r = match key_kind(q.key) {
+                KeyKind::Stream(h) => query::stream_synchronize(h as CUstream),
+                KeyKind::Legacy(c) | KeyKind::PerThread(c) => {
+                    query::with_context(c as usize, query::ctx_synchronize).and_then(|r| r)
+                }
+            };
+            ok &= r.is_ok();
+            synced.push(match key_kind(q.key) {
+                KeyKind::Stream(h) => hex(h),
+                _ => "default".to_string(),
+            });
+        }
+        let ctxs: HashSet<u32> = orphans.iter().map(|(c, _)| *c).collect();
+        for cid in ctxs {
+            let h = TRACKER.lock().context(cid).map(|c| c.handle);
+            if let Some(h) = h {
+                let r = query::with_context(h as usize, query::ctx_synchronize).and_then(|r| r);
+                ok &= r.is_ok();
+                synced.push(hex(h));
+                TRACKER.lock().context_synchronized(cid);
+            }
+        }
+    }
+    let repaired = fix() && ok;
+    let mut t = TRACKER.lock();
+    let mut streams: Vec<StreamWork> = running
+        .iter()
+        .map(|q| {
+            let mut w = stream_work(&t, q);
+            // Only the copies that touch the range matter here.
+            w.counts = Counts {
+                launches: 0,
+                copies: q.copies.len() as u64,
+            };
+            w
+        })
+        .collect();
+    if !orphans.is_empty() {
+        streams.push(StreamWork {
+            stream: Some(orphans[0].1.key),
+            per_thread: false,
+            counts: Counts {
+                launches: 0,
+                copies: orphans.len() as u64,
+            },
+            created: None,
+        });
+    }
+    if repaired {
+        let keys: HashSet<u64> = running.iter().map(|q| q.key).collect();
+        t.retire(&shards, |k| keys.contains(&k));
+    }
+    let ctx = p.ctx.and_then(|c| t.context(c).cloned());
+    drop(t);
+    let explanation = explain_pinned_in_use(what, (lo, p.bytes), Some(&p), &streams, repaired);
+    report(Finding {
+        id,
+        kind: "pinned_memory_in_use",
+        result: None,
+        ctx: ctx.as_ref(),
+        handle: None,
+        streams,
+        range: Some((lo, p.bytes)),
+        repair: repaired.then_some(("synchronize_before_free", synced)),
+        explanation,
+    });
+    None
+}
+
+/// Before `cuMemFreeHost`.
+///
+/// # Safety
+/// None: the address is only a key.
+pub unsafe fn pre_mem_free_host(id: HookId, p: *mut c_void) -> Option<CUresult> {
+    if !on() {
+        return None;
+    }
+    cold(|| before_host_release(id, "freeing", p as u64))
+}
+
+/// After a successful `cuMemFreeHost`.
+///
+/// # Safety
+/// None: the address is only a key.
+pub unsafe fn ok_mem_free_host(_id: HookId, p: *mut c_void) {
+    if on() {
+        cold(|| {
+            TRACKER.lock().pinned_removed(p as u64);
+        });
+    }
+}
+
+fn explain_dead_pinned(id: HookId, r: CUresult, p: u64) -> bool {
+    let dead = TRACKER.lock().dead_pinned(p).cloned();
+    match dead {
+        Some(d) => explain_dead(id, r, HandleKind::PinnedMemory, p, Some(d.ctx), None, None),
+        None => explain_current(id, r),
+    }
+}
+
+/// After a failed `cuMemFreeHost`.
+///
+/// # Safety
+/// None: the address is only a key.
+pub unsafe fn fault_mem_free_host(id: HookId, r: CUresult, p: *mut c_void) -> bool {
+    on() && matches!(r.0, 1 | 201 | 709) && cold(|| explain_dead_pinned(id, r, p as u64))
+}
+
+/// Before `cuMemHostUnregister`.
+///
+/// # Safety
+/// None: the address is only a key.
+pub unsafe fn pre_host_unregister(id: HookId, p: *mut c_void) -> Option<CUresult> {
+    if !on() {
+        return None;
+    }
+    cold(|| before_host_release(id, "unregistering", p as u64))
+}
+
+/// After a successful `cuMemHostUnregister`.
+///
+/// # Safety
+/// None: the address is only a key.
+pub unsafe fn ok_host_unregister(_id: HookId, p: *mut c_void) {
+    if on() {
+        cold(|| {
+            TRACKER.lock().pinned_removed(p as u64);
+        });
+    }
+}
+
+/// After a failed `cuMemHostUnregister`.
+///
+/// # Safety
+/// None: the address is only a key.
+pub unsafe fn fault_host_unregister(id: HookId, r: CUresult, p: *mut c_void) -> bool {
+    on() && matches!(r.0, 201 | 709 | 713) && cold(|| explain_dead_pinned(id, r, p as u64))
+}
+
+/// Before `cuMemFreeAsync(_ptsz)`: the free is ordered on its own stream only; copies on
+/// other streams that still use the memory are explained and, in fix mode, waited for.
+/// Nothing to do (one relaxed load) until copies have been made on two streams.
+///
+/// # Safety
+/// None: the address is only a key.
+#[inline]
+pub unsafe fn pre_mem_free_async(
+    id: HookId,
+    dptr: CUdeviceptr,
+    stream: CUstream,
+) -> Option<CUresult> {
+    if !on() || !work::copies_on_several_streams() {
+        return None;
+    }
+    cold(|| before_device_free(id, dptr, stream))
+}
+
+fn before_device_free(id: HookId, dptr: CUdeviceptr, stream: CUstream) -> Option<CUresult> {
+    let bytes = alloc::live_pointer(dptr).map(|e| e.bytes);
+    let hi = dptr.saturating_add(bytes.unwrap_or(1));
+    let own = work::key_for(stream as usize, is_per_thread(id));
+    let shards = work::shards();
+    let pending = {
+        let t = TRACKER.lock();
+        let mut pending = t.pending(&shards, |k| k != own);
+        for q in &mut pending {
+            q.copies.retain(|c| c.touches_device(dptr, hi));
+        }
+        pending.retain(|q| !q.copies.is_empty());
+        pending
+    };
+    let running: Vec<Pending> = pending.into_iter().filter(still_running).collect();
+    if running.is_empty() {
+        return None;
+    }
+    let mut synced = Vec::new();
+    let mut ok = true;
+    if fix() {
+        for q in &running {
+            let r = match key_kind(q.key) {
+                KeyKind::Stream(h) => query::stream_synchronize(h as CUstream),
+                KeyKind::Legacy(c) | KeyKind::PerThread(c) => {
+                    query::with_context(c as usize, query::ctx_synchronize).and_then(|r| r)
+                }
+            };
+            ok &= r.is_ok();
+            synced.push(match key_kind(q.key) {
+                KeyKind::Stream(h) => hex(h),
+                _ => "default".to_string(),
+            });
+        }
+    }
+    let repaired = fix() && ok;
+    let mut t = TRACKER.lock();
+    let streams: Vec<StreamWork> = running.iter().map(|q| stream_work(&t, q)).collect();
+    if repaired {
+        let keys: HashSet<u64> = running.iter().map(|q| q.key).collect();
+        t.retire(&shards, |k| keys.contains(&k));
+    }
+    let ctx = t
+        .key_owner(running[0].key)
+        .and_then(|c| t.context(c).cloned());
+    drop(t);
+    let explanation = explain_device_in_use(dptr, bytes, &streams, repaired);
+    report(Finding {
+        id,
+        kind: "device_memory_in_use",
+        result: None,
+        ctx: ctx.as_ref(),
+        handle: None,
+        streams,
+        range: Some((dptr, bytes.unwrap_or(0))),
+        repair: repaired.then_some(("synchronize_before_free", synced)),
+        explanation,
+    });
+    None
+}
+
+// ---------------------------------------------------------------------------------------
+// Exit.

@@ -1,0 +1,289 @@
+//! Stream and event hooks: create, destroy, synchronize, record, wait.
+
+use super::*;
+
+fn created_stream(id: HookId, ph: *mut CUstream) {
+    // SAFETY: the driver wrote *ph on success.
+    let h = unsafe { written(ph) } as u64;
+    let mut t = TRACKER.lock();
+    let ctx = current_context_id(&t);
+    let s = site(&mut t, id);
+    // A handle the driver hands out again starts from nothing.
+    let shards = work::shards();
+    t.retire(&shards, |k| k == h);
+    t.stream_created(h, ctx, s);
+}
+
+/// After a successful `cuStreamCreate`.
+///
+/// # Safety
+/// `ph` is null or the out-pointer the driver just wrote.
+pub unsafe fn ok_stream_create(id: HookId, ph: *mut CUstream, _flags: c_uint) {
+    if on() {
+        cold(|| created_stream(id, ph));
+    }
+}
+
+/// After a successful `cuStreamCreateWithPriority`.
+///
+/// # Safety
+/// `ph` is null or the out-pointer the driver just wrote.
+pub unsafe fn ok_stream_create_priority(
+    id: HookId,
+    ph: *mut CUstream,
+    _flags: c_uint,
+    _priority: c_int,
+) {
+    if on() {
+        cold(|| created_stream(id, ph));
+    }
+}
+
+/// Before `cuStreamDestroy(_v2)`: a stream of an ended context is already gone (fix mode
+/// answers for the driver); copies still running on a live stream are remembered with its
+/// context (the driver finishes them after the destroy).
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn pre_stream_destroy(id: HookId, stream: CUstream) -> Option<CUresult> {
+    if !on() {
+        return None;
+    }
+    cold(|| {
+        let h = stream as u64;
+        let owned = TRACKER.lock().stream(h).cloned()?;
+        if TRACKER.lock().ended(owned.ctx).is_some() {
+            let r = skip_dead(id, HandleKind::Stream, h, owned.ctx, Some(owned.created));
+            if r.is_some() {
+                TRACKER.lock().stream_forgotten(h);
+            }
+            return r;
+        }
+        let shards = work::shards();
+        let pending = TRACKER.lock().pending(&shards, |k| k == h);
+        let copies: Vec<_> = pending
+            .into_iter()
+            .filter(|p| !p.copies.is_empty() && still_running(p))
+            .flat_map(|p| p.copies)
+            .collect();
+        if let (Some(ctx), false) = (owned.ctx, copies.is_empty()) {
+            TRACKER.lock().orphan(ctx, &copies);
+        }
+        None
+    })
+}
+
+/// After a successful `cuStreamDestroy(_v2)`.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn ok_stream_destroy(_id: HookId, stream: CUstream) {
+    if on() {
+        cold(|| {
+            let h = stream as u64;
+            let shards = work::shards();
+            let mut t = TRACKER.lock();
+            t.retire(&shards, |k| k == h);
+            t.stream_forgotten(h);
+        });
+    }
+}
+
+/// After a failed call that takes a stream.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn fault_stream(id: HookId, r: CUresult, stream: CUstream) -> bool {
+    on() && cold(|| explain_stream(id, r, stream))
+}
+
+/// Before `cuStreamSynchronize(_ptsz)`: in fix mode, a stream whose context ended after
+/// all its work completed is synchronised already.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn pre_stream_sync(id: HookId, stream: CUstream) -> Option<CUresult> {
+    if !on() || (stream as usize) <= 2 {
+        return None;
+    }
+    cold(|| complete_already(id, HandleKind::Stream, stream as u64))
+}
+
+fn complete_already(id: HookId, kind: HandleKind, h: u64) -> Option<CUresult> {
+    if !fix() {
+        return None;
+    }
+    let owned = {
+        let t = TRACKER.lock();
+        match kind {
+            HandleKind::Stream => t.stream(h).cloned(),
+            _ => t.event(h).cloned(),
+        }
+    }?;
+    let drained = TRACKER
+        .lock()
+        .ended(owned.ctx)
+        .and_then(|c| c.end.as_ref())
+        .is_some_and(|e| e.lost.is_zero());
+    if !drained {
+        return None;
+    }
+    explain_dead(
+        id,
+        CUresult::CUDA_SUCCESS,
+        kind,
+        h,
+        owned.ctx,
+        Some(owned.created),
+        Some("already_complete"),
+    )
+    .then_some(CUresult::CUDA_SUCCESS)
+}
+
+fn synchronized_stream(id: HookId, stream: CUstream) {
+    let s = stream as usize;
+    let key = work::key_for(s, is_per_thread(id));
+    let shards = work::shards();
+    let mut t = TRACKER.lock();
+    match key_kind(key) {
+        KeyKind::PerThread(_) => {
+            let own = work::own_shard_id();
+            if let Some(sh) = shards.iter().find(|x| Some(x.id()) == own) {
+                t.retire_in(sh, key);
+            }
+        }
+        _ => t.retire(&shards, |k| k == key),
+    }
+}
+
+/// After a successful `cuStreamSynchronize(_ptsz)`: the stream's work is done.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn ok_stream_sync(id: HookId, stream: CUstream) {
+    if on() {
+        cold(|| synchronized_stream(id, stream));
+    }
+}
+
+/// After a failed `cuStreamWaitEvent(_ptsz)`.
+///
+/// # Safety
+/// None: the handles are only keys.
+pub unsafe fn fault_stream_wait_event(
+    id: HookId,
+    r: CUresult,
+    stream: CUstream,
+    event: CUevent,
+    _flags: c_uint,
+) -> bool {
+    on() && cold(|| explain_event(id, r, event) || explain_stream(id, r, stream))
+}
+
+/// After a successful `cuEventCreate`.
+///
+/// # Safety
+/// `ph` is null or the out-pointer the driver just wrote.
+pub unsafe fn ok_event_create(id: HookId, ph: *mut CUevent, _flags: c_uint) {
+    if on() {
+        cold(|| {
+            // SAFETY: the driver wrote *ph on success.
+            let h = unsafe { written(ph) } as u64;
+            let mut t = TRACKER.lock();
+            let ctx = current_context_id(&t);
+            let s = site(&mut t, id);
+            t.event_created(h, ctx, s);
+        });
+    }
+}
+
+/// Before `cuEventDestroy(_v2)`: an event of an ended context is already gone.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn pre_event_destroy(id: HookId, event: CUevent) -> Option<CUresult> {
+    if !on() {
+        return None;
+    }
+    cold(|| {
+        let h = event as u64;
+        let owned = TRACKER.lock().event(h).cloned()?;
+        TRACKER.lock().ended(owned.ctx)?;
+        let r = skip_dead(id, HandleKind::Event, h, owned.ctx, Some(owned.created));
+        if r.is_some() {
+            TRACKER.lock().event_forgotten(h);
+        }
+        r
+    })
+}
+
+/// After a successful `cuEventDestroy(_v2)`.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn ok_event_destroy(_id: HookId, event: CUevent) {
+    if on() {
+        cold(|| {
+            TRACKER.lock().event_forgotten(event as u64);
+        });
+    }
+}
+
+/// After a failed call that takes an event.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn fault_event(id: HookId, r: CUresult, event: CUevent) -> bool {
+    on() && cold(|| explain_event(id, r, event))
+}
+
+/// After a successful `cuEventRecord(_ptsz)`: remembers what the event covers (lock-free).
+///
+/// # Safety
+/// None: the handles are only keys.
+pub unsafe fn ok_event_record(id: HookId, event: CUevent, stream: CUstream) {
+    if on() {
+        work::note_event_record(event as u64, stream as usize, is_per_thread(id));
+    }
+}
+
+/// After a failed `cuEventRecord(_ptsz)`.
+///
+/// # Safety
+/// None: the handles are only keys.
+pub unsafe fn fault_event_record(
+    id: HookId,
+    r: CUresult,
+    event: CUevent,
+    stream: CUstream,
+) -> bool {
+    on() && cold(|| explain_event(id, r, event) || explain_stream(id, r, stream))
+}
+
+/// Before `cuEventSynchronize`: in fix mode, an event whose context ended after all its
+/// work completed is complete already.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn pre_event_sync(id: HookId, event: CUevent) -> Option<CUresult> {
+    if !on() {
+        return None;
+    }
+    cold(|| complete_already(id, HandleKind::Event, event as u64))
+}
+
+/// After a successful `cuEventSynchronize`: the work the event covered is done.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn ok_event_sync(_id: HookId, event: CUevent) {
+    if on() {
+        cold(|| {
+            let shards = work::shards();
+            TRACKER.lock().retire_event(&shards, event as u64);
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Launches and copies (hot paths).
