@@ -10,7 +10,7 @@
 //! every entry point and every thread agree.
 
 use crate::hooks::HookId;
-use crate::{driver, session, topo};
+use crate::{query, session, topo};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::fallback::{Candidate, OrdinalMap, Unusable};
@@ -104,7 +104,7 @@ fn handle(
 ) -> CUresult {
     let requested = match target {
         Target::Ordinal(o) => o,
-        Target::Handle(h) => driver::ordinal_of(h).unwrap_or(h),
+        Target::Handle(h) => query::ordinal_of(h).unwrap_or(h),
     };
     session::tally_error(id, r);
     let topology = topo::get();
@@ -152,7 +152,7 @@ fn handle(
         };
         let new_target = match target {
             Target::Ordinal(_) => Target::Ordinal(chosen),
-            Target::Handle(_) => match driver::device_handle(chosen) {
+            Target::Handle(_) => match query::device_handle(chosen) {
                 Some(h) => Target::Handle(h),
                 None => return r,
             },

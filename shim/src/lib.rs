@@ -15,7 +15,6 @@
 mod alloc;
 mod args;
 mod devices;
-mod driver;
 mod driverlog;
 mod hooks;
 mod launch;

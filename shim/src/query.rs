@@ -1,11 +1,13 @@
-//! Direct calls to the real driver for the launch and allocation explanations and for the
-//! lifetime checks and repairs (never through our wrappers, so they are not counted). Used
-//! on the failure path, before a call only with `SEEDANCE_VALIDATE=pre`, once at
-//! initialisation (`cuLogsRegisterCallback`), and by [`crate::lifetime`] at a context
-//! destroy or reset, a free of pinned or stream-ordered memory, and exit.
+//! Direct calls to the real driver made by the shim itself (never through our wrappers, so
+//! they are not counted): the device list for the session record, the topology and the
+//! device-fault explanations; the launch and allocation explanations; the lifetime checks
+//! and repairs. Used on the failure path, before a call only with `SEEDANCE_VALIDATE=pre`,
+//! once at initialisation (session record, `cuLogsRegisterCallback`), and by
+//! [`crate::lifetime`] at a context destroy or reset, a free of pinned or stream-ordered
+//! memory, and exit.
 //!
 //! Each entry point is looked up once, by name, in the library that holds the real
-//! `cuInit` (as [`crate::driver`] does), and remembered; an entry point the driver lacks
+//! `cuInit`, and remembered; an entry point the driver lacks
 //! (an older driver) makes its query return `None`, so the explanation leaves that fact out.
 
 use crate::hooks::slots;
@@ -59,6 +61,9 @@ real_fns! {
     CTX_GET_CURRENT = c"cuCtxGetCurrent";
     STREAM_GET_CTX = c"cuStreamGetCtx";
     DEVICE_GET_ATTRIBUTE = c"cuDeviceGetAttribute";
+    DEVICE_GET_NAME = c"cuDeviceGetName";
+    DEVICE_GET_PCI_BUS_ID = c"cuDeviceGetPCIBusId";
+    DEVICE_GET_UUID = c"cuDeviceGetUuid_v2";
     DEVICE_TOTAL_MEM = c"cuDeviceTotalMem_v2";
     FUNC_GET_ATTRIBUTE = c"cuFuncGetAttribute";
     OCCUPANCY = c"cuOccupancyMaxActiveBlocksPerMultiprocessor";
@@ -336,4 +341,124 @@ pub fn primary_active(dev: CUdevice) -> Result<bool, CUresult> {
     let (mut flags, mut active): (libc::c_uint, c_int) = (0, 0);
     // SAFETY: both are valid out-pointers.
     result(unsafe { f(dev, &mut flags, &mut active) }).map(|()| active != 0)
+}
+
+/// What the driver says about one visible device.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceFacts {
+    /// CUDA ordinal.
+    pub ordinal: i32,
+    /// `cuDeviceGetName`.
+    pub name: Option<String>,
+    /// `cuDeviceGetPCIBusId`, lower-cased (`0000:1a:00.0`).
+    pub pci_bus_id: Option<String>,
+    /// `cuDeviceGetUuid_v2`, as `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    pub uuid: Option<String>,
+    /// `cuDeviceTotalMem_v2`, bytes.
+    pub total_mem_bytes: Option<u64>,
+    /// `CU_DEVICE_ATTRIBUTE_COMPUTE_MODE`: 0 default, 2 prohibited, 3 exclusive process.
+    pub compute_mode: Option<i32>,
+}
+
+/// `cuDeviceGetCount` through the real driver; `None` if it fails (e.g. before `cuInit`).
+pub fn device_count() -> Option<i32> {
+    type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
+    let p = slots::cuDeviceGetCount.get();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the slot holds the driver's cuDeviceGetCount.
+    let f: F = unsafe { typed(p) };
+    let mut n: c_int = 0;
+    // SAFETY: n is a valid out-pointer.
+    unsafe { f(&mut n) }.is_success().then_some(n)
+}
+
+/// `cuDeviceGet` through the real driver.
+pub fn device_handle(ordinal: i32) -> Option<CUdevice> {
+    type F = unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult;
+    let p = slots::cuDeviceGet.get();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the slot holds the driver's cuDeviceGet.
+    let f: F = unsafe { typed(p) };
+    let mut d: CUdevice = 0;
+    // SAFETY: d is a valid out-pointer.
+    unsafe { f(&mut d, ordinal) }.is_success().then_some(d)
+}
+
+/// The ordinal of a `CUdevice` handle: the ordinal whose `cuDeviceGet` returns it. On every
+/// driver we know the handle equals the ordinal; this does not rely on it.
+pub fn ordinal_of(handle: CUdevice) -> Option<i32> {
+    let n = device_count()?;
+    (0..n).find(|&o| device_handle(o) == Some(handle))
+}
+
+/// `cuDriverGetVersion` through the real driver.
+pub fn driver_version() -> Option<i32> {
+    type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
+    let p = slots::cuDriverGetVersion.get();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the slot holds the driver's cuDriverGetVersion.
+    let f: F = unsafe { typed(p) };
+    let mut v: c_int = 0;
+    // SAFETY: v is a valid out-pointer.
+    unsafe { f(&mut v) }.is_success().then_some(v)
+}
+
+/// A `(char *buf, int len, CUdevice)` text query (`cuDeviceGetName`, `cuDeviceGetPCIBusId`).
+fn device_text(f: &RealFn, dev: CUdevice) -> Option<String> {
+    type F = unsafe extern "C" fn(*mut libc::c_char, c_int, CUdevice) -> CUresult;
+    let p = f.get()?;
+    // SAFETY: p is one of the two text queries, whose signature F spells.
+    let f: F = unsafe { typed(p) };
+    let mut buf = [0 as libc::c_char; 256];
+    // SAFETY: buf is writable for 256 bytes and we pass that length.
+    if !unsafe { f(buf.as_mut_ptr(), buf.len() as c_int, dev) }.is_success() {
+        return None;
+    }
+    buf[255] = 0;
+    // SAFETY: buf is NUL-terminated (forced above).
+    Some(
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// `cuDeviceGetUuid_v2(dev)` in the `GPU-...` form nvidia-smi and `CUDA_VISIBLE_DEVICES` use.
+fn device_uuid(dev: CUdevice) -> Option<String> {
+    type F = unsafe extern "C" fn(*mut [u8; 16], CUdevice) -> CUresult;
+    let p = DEVICE_GET_UUID.get()?;
+    // SAFETY: p is cuDeviceGetUuid_v2 (CUuuid is 16 bytes).
+    let f: F = unsafe { typed(p) };
+    let mut u = [0u8; 16];
+    // SAFETY: u is 16 writable bytes.
+    unsafe { f(&mut u, dev) }
+        .is_success()
+        .then(|| seedance_topology::model::format_uuid(&u))
+}
+
+/// Facts about every visible device; empty if the driver is not initialised.
+pub fn devices() -> Vec<DeviceFacts> {
+    let Some(n) = device_count() else {
+        return Vec::new();
+    };
+    (0..n)
+        .filter_map(|ordinal| {
+            let dev = device_handle(ordinal)?;
+            Some(DeviceFacts {
+                ordinal,
+                name: device_text(&DEVICE_GET_NAME, dev),
+                pci_bus_id: device_text(&DEVICE_GET_PCI_BUS_ID, dev)
+                    .map(|s| s.to_ascii_lowercase()),
+                uuid: device_uuid(dev),
+                total_mem_bytes: device_total_mem(dev),
+                compute_mode: device_attribute(seedance_cuda::attr::COMPUTE_MODE, dev),
+            })
+        })
+        .collect()
 }

@@ -353,7 +353,7 @@ fn hostname() -> Option<String> {
 
 fn session_start(host: String) -> SessionStart {
     let init = slots::cuInit.get();
-    let devices = crate::driver::devices();
+    let devices = crate::query::devices();
     SessionStart {
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: config().mode.as_str().to_string(),
@@ -364,7 +364,7 @@ fn session_start(host: String) -> SessionStart {
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         hostname: Some(host),
-        driver_version: crate::driver::driver_version(),
+        driver_version: crate::query::driver_version(),
         libcuda_path: if init.is_null() {
             None
         } else {

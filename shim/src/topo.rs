@@ -3,7 +3,7 @@
 //! `CUDA_VISIBLE_DEVICES` / `CUDA_DEVICE_ORDER`. Taken once, at the first device fault or
 //! when the trace starts, whichever comes first; never for a program that needs neither.
 
-use crate::{driver, session};
+use crate::{query, session};
 use once_cell::sync::OnceCell;
 use seedance_core::fallback::Candidate;
 use seedance_topology::{explain, DriverDevice, NvmlSnapshot, Topology};
@@ -14,7 +14,7 @@ static TOPOLOGY: OnceCell<Topology> = OnceCell::new();
 pub fn get() -> &'static Topology {
     TOPOLOGY.get_or_init(|| {
         let cfg = session::config();
-        let driver: Vec<DriverDevice> = driver::devices()
+        let driver: Vec<DriverDevice> = query::devices()
             .into_iter()
             .map(|d| DriverDevice {
                 ordinal: d.ordinal,
