@@ -12,6 +12,10 @@
 //! * `alloc`: zero, wrapped and off-granularity sizes and out-of-memory, explained.
 //! * `lifetime`: destroy before synchronise, handles used after their context ended, pinned
 //!   memory freed under a copy, the exit report: explained, and repaired in `fix` mode.
+//! * `signals`: SIGTERM, SIGINT, SIGKILL, `exit()` from another thread and `_exit`: the
+//!   trace written before the end stays readable.
+//! * `secure`: a setuid process (`AT_SECURE`) ignores every `SEEDANCE_*` variable.
+//! * `memcheck`: the test programs under valgrind memcheck with the shim preloaded.
 
 mod alloc;
 mod devices;
@@ -19,8 +23,11 @@ mod failures;
 mod launch;
 mod lifetime;
 mod loading_paths;
+mod memcheck;
 mod metrics;
 mod modes;
 mod process;
 mod rtld_next;
+mod secure;
+mod signals;
 mod unused;
