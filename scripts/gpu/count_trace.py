@@ -1,5 +1,5 @@
 """Prints 'launches allocs calls errors' summed from the exit_summary of every trace file in a
-directory (launches: cuLaunchKernel*, allocs: cuMemAlloc*), or 'none' without a summary."""
+directory (launches: cuLaunchKernel*, allocs: cuMemAlloc* and cuMemCreate), or 'none' without a summary."""
 import json
 import pathlib
 import sys
@@ -18,7 +18,7 @@ for path in pathlib.Path(sys.argv[1]).glob("*.jsonl"):
             errors += st["errors"]
             if name.startswith("cuLaunchKernel"):
                 launches += st["calls"]
-            if name.startswith("cuMemAlloc"):
+            if name.startswith("cuMemAlloc") or name == "cuMemCreate":
                 allocs += st["calls"]
         if rec.get("procaddr_unmatched"):
             print("unmatched:", ",".join(rec["procaddr_unmatched"]), file=sys.stderr)
