@@ -1,0 +1,353 @@
+//! Texts for lifetime faults: a destroy or reset with work still pending, a handle used
+//! after its context ended, pinned or device memory freed under pending work, and the exit
+//! paragraph. Pure functions of tracker data, tested without a driver.
+
+use super::{Context, EndKind, Pinned, Site};
+use crate::alloc::show;
+use crate::work::Counts;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One stream in an explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamWork {
+    /// The stream handle, or `None` for a default stream.
+    pub stream: Option<u64>,
+    /// For a default stream: `true` for the per-thread one.
+    pub per_thread: bool,
+    /// Launches and copies since its last synchronisation.
+    pub counts: Counts,
+    /// Where it was created, when known.
+    pub created: Option<Site>,
+}
+
+impl StreamWork {
+    /// `stream 0x5eed50000100 (made by cuStreamCreate on thread 7 (lifetime call #3)): 1
+    /// launch and 2 copies`.
+    pub fn describe(&self) -> String {
+        let name = match self.stream {
+            Some(h) => format!("stream {h:#x}"),
+            None if self.per_thread => "the per-thread default stream".to_string(),
+            None => "the default stream".to_string(),
+        };
+        let made = self
+            .created
+            .as_ref()
+            .map(|s| format!(" (made by {})", s.describe()))
+            .unwrap_or_default();
+        format!("{name}{made}: {}", counted(self.counts))
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `1 launch and 2 copies`, `1 copy`, `3 launches` (`no work` for none).
+pub fn counted(c: Counts) -> String {
+    match (c.launches, c.copies) {
+        (0, 0) => "no work".to_string(),
+        (l, 0) => plural(l, "launch", "launches"),
+        (0, n) => plural(n, "copy", "copies"),
+        (l, n) => format!(
+            "{} and {}",
+            plural(l, "launch", "launches"),
+            plural(n, "copy", "copies")
+        ),
+    }
+}
+
+fn total(streams: &[StreamWork]) -> Counts {
+    streams.iter().fold(Counts::default(), |a, s| Counts {
+        launches: a.launches + s.counts.launches,
+        copies: a.copies + s.counts.copies,
+    })
+}
+
+/// A context about to be destroyed, reset or released with work its streams have not
+/// finished (`cuStreamQuery` said so). `repaired`: the shim synchronised it first.
+pub fn explain_pending_at_end(
+    how: EndKind,
+    ctx: &Context,
+    streams: &[StreamWork],
+    repaired: bool,
+) -> String {
+    let verb = match how {
+        EndKind::Destroyed => "destroying",
+        EndKind::Reset => "resetting",
+        EndKind::Released => "releasing the last reference to",
+    };
+    let list: Vec<String> = streams.iter().map(StreamWork::describe).collect();
+    let mut s = format!(
+        "{verb} {} while its streams still have unfinished work ({} submitted since they were \
+         last synchronised: {}); ",
+        ctx.describe(),
+        counted(total(streams)),
+        list.join("; ")
+    );
+    if repaired {
+        s.push_str(
+            "fix: the shim synchronised the context first (cuCtxSynchronize), so the work \
+             completed; ",
+        );
+    } else {
+        s.push_str(
+            "the work is abandoned: its results are lost and later calls on these streams get \
+             CUDA_ERROR_CONTEXT_IS_DESTROYED (709) or CUDA_ERROR_INVALID_HANDLE (400); ",
+        );
+    }
+    s.push_str(
+        "synchronise before tearing a context down (cuCtxSynchronize / cudaDeviceSynchronize, \
+         or cuStreamSynchronize on each stream)",
+    );
+    s
+}
+
+/// What kind of handle a call used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandleKind {
+    /// A `CUcontext`.
+    Context,
+    /// A `CUstream`.
+    Stream,
+    /// A `CUevent`.
+    Event,
+    /// A device address.
+    DeviceMemory,
+    /// A pinned host address.
+    PinnedMemory,
+}
+
+impl HandleKind {
+    /// `context`, `stream`, `event`, `device memory`, `pinned memory`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandleKind::Context => "context",
+            HandleKind::Stream => "stream",
+            HandleKind::Event => "event",
+            HandleKind::DeviceMemory => "device memory",
+            HandleKind::PinnedMemory => "pinned memory",
+        }
+    }
+}
+
+/// A call with a handle whose context is gone. `repaired`: in fix mode the shim answered a
+/// free or destroy itself (the driver already released the handle with its context), or a
+/// synchronize of a handle whose work had all completed before the context ended.
+pub fn explain_dead_handle(
+    kind: HandleKind,
+    handle: u64,
+    created: Option<&Site>,
+    ctx: &Context,
+    repaired: Option<&str>,
+) -> String {
+    let end = ctx.end.as_ref();
+    let how = end.map_or("ended", |e| e.how.as_str());
+    let made = created
+        .map(|s| format!(", made by {},", s.describe()))
+        .unwrap_or_default();
+    let mut s = if kind == HandleKind::Context {
+        format!("{} was already {how}", ctx.describe())
+    } else {
+        format!(
+            "{} {handle:#x}{made} belonged to {}, which was {how}",
+            kind.as_str(),
+            ctx.describe()
+        )
+    };
+    if let Some(e) = end {
+        let _ = write!(s, " by {}", e.site.describe());
+        if !e.lost.is_zero() {
+            let _ = write!(s, " with {} still unfinished (lost)", counted(e.lost));
+        }
+    }
+    s.push_str("; ");
+    match (kind, repaired) {
+        (_, Some(what)) => {
+            let _ = write!(s, "fix: {what}; ");
+        }
+        (HandleKind::Context, None) => {}
+        _ => {
+            let _ = write!(
+                s,
+                "the driver released the {} with its context; ",
+                kind.as_str()
+            );
+        }
+    }
+    s.push_str(match kind {
+        HandleKind::Context => {
+            "do not use a context after destroying or resetting it; retain or create a new one"
+        }
+        _ => {
+            "release handles before their context (destroy streams and events, free memory, then \
+             destroy the context or reset the device), and do not call CUDA from static \
+             destructors or atexit handlers that run after the runtime tore the context down"
+        }
+    });
+    s
+}
+
+/// A free or unregister of host memory that copies not yet finished still read or write
+/// (`what` names the call's effect: "freeing", "unregistering").
+pub fn explain_pinned_in_use(
+    what: &str,
+    range: (u64, u64),
+    pinned: Option<&Pinned>,
+    streams: &[StreamWork],
+    repaired: bool,
+) -> String {
+    let (lo, bytes) = range;
+    let made = pinned
+        .map(|p| format!(", made by {}", p.created.describe()))
+        .unwrap_or_default();
+    let list: Vec<String> = streams.iter().map(StreamWork::describe).collect();
+    let mut s = format!(
+        "{what} pinned host memory {lo:#x} ({}{made}) while asynchronous copies that read or \
+         write it have not finished ({}); ",
+        show(bytes),
+        list.join("; ")
+    );
+    if repaired {
+        s.push_str(
+            "fix: the shim waited for those streams first (cuStreamSynchronize), so the copies \
+             completed with the data intact; ",
+        );
+    } else {
+        s.push_str(
+            "the copies may read freed or reused memory (corrupted data) or write into memory \
+             that belongs to something else; ",
+        );
+    }
+    s.push_str(
+        "synchronise the stream (or record an event after the copy and synchronise it) before \
+         freeing or reusing the buffer",
+    );
+    s
+}
+
+/// A stream-ordered free of device memory that copies on other streams still use.
+pub fn explain_device_in_use(
+    addr: u64,
+    bytes: Option<u64>,
+    streams: &[StreamWork],
+    repaired: bool,
+) -> String {
+    let list: Vec<String> = streams.iter().map(StreamWork::describe).collect();
+    let size = bytes.map(|b| format!(" ({})", show(b))).unwrap_or_default();
+    let mut s = format!(
+        "freeing device memory {addr:#x}{size} on one stream while asynchronous copies on other \
+         streams still use it ({}); the free is ordered only on its own stream; ",
+        list.join("; ")
+    );
+    if repaired {
+        s.push_str("fix: the shim waited for those streams first (cuStreamSynchronize); ");
+    }
+    s.push_str(
+        "make the freeing stream wait for the others (cuEventRecord + cuStreamWaitEvent) before \
+         the free",
+    );
+    s
+}
+
+/// Leaked memory of one context, for the exit report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leak {
+    /// The owning context, when known (for pinned host memory: the context current when
+    /// it was allocated).
+    pub ctx: Option<u32>,
+    /// `true` for pinned host memory.
+    pub host: bool,
+    /// Allocations.
+    pub allocations: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// What the exit report found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExitFindings {
+    /// Contexts alive at exit.
+    pub live: Vec<Context>,
+    /// Memory never freed, per context.
+    pub leaks: Vec<Leak>,
+    /// Streams with work never synchronised: (context id, stream work).
+    pub unsynchronized: Vec<(Option<u32>, StreamWork)>,
+    /// Calls that got `CUDA_ERROR_DEINITIALIZED`, by function (the runtime's own
+    /// `cuDevicePrimaryCtxRelease` at teardown excluded).
+    pub after_deinit: BTreeMap<String, u64>,
+}
+
+/// The one stderr paragraph at exit, `None` when nothing is worth saying. State that
+/// belongs to a primary context still retained at exit is left out: the CUDA runtime keeps
+/// its primary contexts (and a caching allocator's memory, and its streams) until its own
+/// teardown, which comes after the driver's (measured on an H200, driver 580.159), so a
+/// healthy runtime program always exits that way. It stays in the trace.
+pub fn exit_paragraph(f: &ExitFindings, ctx: impl Fn(u32) -> Option<Context>) -> Option<String> {
+    // Memory whose context the driver could not name at exit (it had shut down already)
+    // counts as the runtime's when every live context is a retained primary context.
+    let only_primaries = !f.live.is_empty() && f.live.iter().all(|c| c.primary);
+    let runtime_owned = |id: Option<u32>| match id {
+        Some(i) => ctx(i).is_some_and(|c| c.primary && c.end.is_none()),
+        None => only_primaries,
+    };
+    let mut parts = Vec::new();
+    let live: Vec<&Context> = f.live.iter().filter(|c| !c.primary).collect();
+    if !live.is_empty() {
+        let list: Vec<String> = live.iter().map(|c| c.describe()).collect();
+        parts.push(format!(
+            "{} still alive ({})",
+            plural(live.len() as u64, "context", "contexts"),
+            list.join("; ")
+        ));
+    }
+    for l in f.leaks.iter().filter(|l| !runtime_owned(l.ctx)) {
+        let whose = match (l.host, l.ctx.and_then(&ctx)) {
+            (true, _) => "pinned host memory".to_string(),
+            (false, Some(c)) => format!(
+                "device memory of {}",
+                c.device.map_or_else(
+                    || format!("context {:#x}", c.handle),
+                    |d| format!("device {d}")
+                )
+            ),
+            (false, None) => "device memory".to_string(),
+        };
+        parts.push(format!(
+            "{} of {whose} never freed ({})",
+            plural(l.allocations, "allocation", "allocations"),
+            show(l.bytes)
+        ));
+    }
+    let unsynced: Vec<String> = f
+        .unsynchronized
+        .iter()
+        .filter(|(c, _)| !runtime_owned(*c))
+        .map(|(_, w)| w.describe())
+        .collect();
+    if !unsynced.is_empty() {
+        parts.push(format!("work never synchronised ({})", unsynced.join("; ")));
+    }
+    if !f.after_deinit.is_empty() {
+        let n: u64 = f.after_deinit.values().sum();
+        let list: Vec<String> = f
+            .after_deinit
+            .iter()
+            .map(|(k, v)| format!("{k} x{v}"))
+            .collect();
+        parts.push(format!(
+            "{} after CUDA was deinitialised (CUDA_ERROR_DEINITIALIZED: {}): they ran from \
+             static destructors or atexit handlers after the driver shut down, and did nothing",
+            plural(n, "call", "calls"),
+            list.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "at exit: {}. Release CUDA resources before exit (free memory, destroy streams, events \
+         and contexts, synchronise outstanding work), before the runtime and driver tear down",
+        parts.join("; ")
+    ))
+}

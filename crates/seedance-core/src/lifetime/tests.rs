@@ -1,0 +1,306 @@
+//! Unit tests of the tracker and its explanations.
+
+use super::*;
+use crate::work::{stream_key, CopyKind};
+
+fn site(t: &mut Tracker, f: &'static str) -> Site {
+    t.site(f, 100, 1)
+}
+
+#[test]
+fn contexts_primary_generations_and_ends() {
+    let mut t = Tracker::new();
+    let s = site(&mut t, "cuCtxCreate_v2");
+    assert_eq!(s.seq, 1);
+    let a = t.context_created(0x1000, Some(0), s).unwrap();
+    let s = site(&mut t, "cuDevicePrimaryCtxRetain");
+    let p = t.primary_retained(0x2000, Some(1), s).unwrap();
+    let s = site(&mut t, "cuDevicePrimaryCtxRetain");
+    assert_eq!(t.primary_retained(0x2000, Some(1), s), Some(p));
+    assert_eq!(t.context(p).unwrap().retained, 2);
+    assert_eq!(t.live_primary(1).map(|c| c.id), Some(p));
+    t.primary_released(p);
+    assert_eq!(t.context(p).unwrap().retained, 1);
+    let s = site(&mut t, "cuStreamCreate");
+    t.stream_created(0x5000, Some(p), s);
+    let s = site(&mut t, "cuEventCreate");
+    t.event_created(0x6000, Some(p), s);
+    let created = site(&mut t, "cuMemHostAlloc");
+    t.pinned_added(Pinned {
+        lo: 0x9000,
+        bytes: 4096,
+        kind: PinnedKind::Allocated,
+        ctx: Some(p),
+        created,
+    });
+    let end = site(&mut t, "cuDevicePrimaryCtxReset_v2");
+    t.context_ended(
+        p,
+        EndKind::Reset,
+        end.clone(),
+        Counts::default(),
+        &[(0x7000, 512)],
+    );
+    assert!(t.live_context(0x2000).is_none());
+    assert_eq!(t.ended(t.stream(0x5000).unwrap().ctx).unwrap().id, p);
+    assert_eq!(t.ended(t.event(0x6000).unwrap().ctx).unwrap().id, p);
+    assert_eq!(
+        t.dead_device(0x7000),
+        Some(&DeadMemory { bytes: 512, ctx: p })
+    );
+    assert!(t.pinned(0x9000).is_none());
+    assert_eq!(t.dead_pinned(0x9000).map(|d| d.ctx), Some(p));
+    // The primary context comes back at the same handle: a new incarnation.
+    let s = site(&mut t, "cuDevicePrimaryCtxRetain");
+    let p2 = t.primary_retained(0x2000, Some(1), s).unwrap();
+    assert_ne!(p, p2);
+    assert_eq!(t.context(p2).unwrap().generation, 2);
+    assert_eq!(t.latest_context(0x2000).unwrap().id, p2);
+    // The old stream is still recognised as dead.
+    assert!(t.ended(t.stream(0x5000).unwrap().ctx).is_some());
+    assert_eq!(t.live_contexts().len(), 2);
+    assert_eq!(t.context(a).unwrap().generation, 1);
+    // Handing the address out again forgets the dead allocation.
+    assert!(t.forget_dead_device(0x7000).is_some());
+    assert!(t.dead_device(0x7000).is_none());
+    let e = t.context(p).unwrap().end.clone().unwrap();
+    assert_eq!(e.site, end);
+}
+
+#[test]
+fn pending_work_and_baselines() {
+    let mut t = Tracker::new();
+    let s = site(&mut t, "cuCtxCreate_v2");
+    let c = t.context_created(0x1000, Some(0), s).unwrap();
+    let s = site(&mut t, "cuStreamCreate");
+    t.stream_created(0x5000, Some(c), s);
+    let a = Box::new(Shard::new(0));
+    let b = Box::new(Shard::new(1));
+    let legacy = stream_key(0, 0x1000, false);
+    a.add_launch(0x5000);
+    a.add_copy(0x5000, 0x7000, 0x9000, 64, CopyKind::HostToDevice);
+    b.add_launch(0x5000);
+    b.add_launch(legacy);
+    let shards: [&Shard; 2] = [&a, &b];
+    let mine = |k: u64| t.key_owner(k) == Some(c);
+    let p = t.pending(&shards, mine);
+    assert_eq!(p.len(), 2);
+    let s = p.iter().find(|p| p.key == 0x5000).unwrap();
+    assert_eq!(
+        s.counts,
+        Counts {
+            launches: 2,
+            copies: 1
+        }
+    );
+    assert_eq!(s.shards, vec![0, 1]);
+    assert_eq!(s.copies.len(), 1);
+    assert!(s.copies[0].touches_host(0x9020, 0x9021));
+    // Synchronising the stream retires it; the default stream stays pending.
+    t.retire(&shards, |k| k == 0x5000);
+    let p = t.pending(&shards, |k| t.key_owner(k) == Some(c));
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].key, legacy);
+    b.add_launch(legacy);
+    t.retire_context(&shards, c);
+    assert!(t.pending(&shards, |k| t.key_owner(k) == Some(c)).is_empty());
+    b.add_launch(legacy);
+    // New work after the baseline is pending again.
+    a.add_copy(0x5000, 0x7000, 0x9000, 8, CopyKind::HostToDevice);
+    let p = t.pending(&shards, |k| k == 0x5000);
+    assert_eq!(
+        p[0].counts,
+        Counts {
+            launches: 0,
+            copies: 1
+        }
+    );
+    assert_eq!(p[0].copies.len(), 1);
+    assert_eq!(p[0].copies[0].bytes, 8);
+    // An event recorded after the copy retires it when synchronised.
+    a.add_event_record(0xe0, 0x5000);
+    a.add_launch(0x5000);
+    t.retire_event(&shards, 0xe0);
+    let p = t.pending(&shards, |k| k == 0x5000);
+    assert_eq!(
+        p[0].counts,
+        Counts {
+            launches: 1,
+            copies: 0
+        }
+    );
+    // Retiring one shard's per-thread stream.
+    t.retire_in(&b, legacy);
+    assert!(t.pending(&shards, |k| k == legacy).is_empty());
+}
+
+#[test]
+fn orphans_follow_their_context() {
+    let mut t = Tracker::new();
+    let rec = CopyRecord {
+        key: 0x5000,
+        ordinal: 1,
+        dst: 0x7000,
+        src: 0x9000,
+        bytes: 16,
+        kind: CopyKind::HostToDevice,
+    };
+    t.orphan(3, &[rec]);
+    assert_eq!(t.orphans_touching_host(0x9000, 0x9001).len(), 1);
+    assert!(t.orphans_touching_host(0x7000, 0x7010).is_empty());
+    t.context_synchronized(3);
+    assert!(t.orphans_touching_host(0x9000, 0x9001).is_empty());
+}
+
+#[test]
+fn explanations() {
+    let mut t = Tracker::new();
+    let s = site(&mut t, "cuCtxCreate_v2");
+    let c = t.context_created(0x5eedc0000100, Some(0), s).unwrap();
+    let s = site(&mut t, "cuStreamCreate");
+    let work = vec![
+        StreamWork {
+            stream: Some(0x5eed50000100),
+            per_thread: false,
+            counts: Counts {
+                launches: 1,
+                copies: 2,
+            },
+            created: Some(s.clone()),
+        },
+        StreamWork {
+            stream: None,
+            per_thread: false,
+            counts: Counts {
+                launches: 3,
+                copies: 0,
+            },
+            created: None,
+        },
+    ];
+    let ctx = t.context(c).unwrap().clone();
+    let text = explain_pending_at_end(EndKind::Destroyed, &ctx, &work, false);
+    assert_eq!(
+        text,
+        "destroying context 0x5eedc0000100 (device 0, generation 1, made by cuCtxCreate_v2 on \
+         thread 100 (lifetime call #1)) while its streams still have unfinished work (4 \
+         launches and 2 copies submitted since they were last synchronised: stream \
+         0x5eed50000100 (made by cuStreamCreate on thread 100 (lifetime call #2)): 1 launch \
+         and 2 copies; the default stream: 3 launches); the work is abandoned: \
+         its results are lost and later calls on these streams get \
+         CUDA_ERROR_CONTEXT_IS_DESTROYED (709) or CUDA_ERROR_INVALID_HANDLE (400); \
+         synchronise before tearing a context down (cuCtxSynchronize / \
+         cudaDeviceSynchronize, or cuStreamSynchronize on each stream)"
+    );
+    assert!(
+        explain_pending_at_end(EndKind::Reset, &ctx, &work, true).starts_with("resetting context")
+    );
+    let end = site(&mut t, "cuCtxDestroy_v2");
+    t.context_ended(c, EndKind::Destroyed, end, work[0].counts, &[]);
+    let ctx = t.context(c).unwrap().clone();
+    let text = explain_dead_handle(HandleKind::Stream, 0x5eed50000100, Some(&s), &ctx, None);
+    assert!(
+        text.starts_with(
+            "stream 0x5eed50000100, made by cuStreamCreate on thread 100 (lifetime call #2), \
+         belonged to context 0x5eedc0000100 (device 0, generation 1, made by cuCtxCreate_v2 \
+         on thread 100 (lifetime call #1)), which was destroyed by cuCtxDestroy_v2 on thread \
+         100 (lifetime call #3) with 1 launch and 2 copies still unfinished (lost); the \
+         driver released the stream with its context; release handles before"
+        ),
+        "{text}"
+    );
+    let text = explain_dead_handle(
+        HandleKind::DeviceMemory,
+        0x7000,
+        None,
+        &ctx,
+        Some("returned CUDA_SUCCESS without calling the driver"),
+    );
+    assert!(text.contains("; fix: returned CUDA_SUCCESS without calling the driver; "));
+    let text = explain_dead_handle(HandleKind::Context, 0x5eedc0000100, None, &ctx, None);
+    assert!(text.starts_with("context 0x5eedc0000100 (device 0"));
+    assert!(text.ends_with("retain or create a new one"));
+    let p = Pinned {
+        lo: 0x9000,
+        bytes: 4096,
+        kind: PinnedKind::Allocated,
+        ctx: None,
+        created: s,
+    };
+    let text = explain_pinned_in_use("freeing", (0x9000, 4096), Some(&p), &work[..1], true);
+    assert!(text.starts_with(
+        "freeing pinned host memory 0x9000 (4.0 KiB (4096 bytes), made by cuStreamCreate"
+    ));
+    assert!(text.contains("fix: the shim waited for those streams first"));
+    assert!(explain_device_in_use(0x7000, Some(512), &work[..1], false)
+        .starts_with("freeing device memory 0x7000 (512 bytes) on one stream"));
+}
+
+#[test]
+fn exit_paragraph_leaves_out_runtime_owned_state() {
+    let mut t = Tracker::new();
+    let s = site(&mut t, "cuDevicePrimaryCtxRetain");
+    let p = t.primary_retained(0x2000, Some(0), s).unwrap();
+    let mut f = ExitFindings {
+        live: t.live_contexts().into_iter().cloned().collect(),
+        leaks: vec![Leak {
+            ctx: Some(p),
+            host: false,
+            allocations: 3,
+            bytes: 3 << 20,
+        }],
+        unsynchronized: vec![(
+            Some(p),
+            StreamWork {
+                stream: None,
+                per_thread: false,
+                counts: Counts {
+                    launches: 5,
+                    copies: 0,
+                },
+                created: None,
+            },
+        )],
+        after_deinit: BTreeMap::new(),
+    };
+    let lookup = |id: u32| t.context(id).cloned();
+    assert_eq!(exit_paragraph(&f, lookup), None);
+    // Memory the driver could not attribute counts as the runtime's too, and so does
+    // pinned memory allocated in the retained primary context (a caching allocator's).
+    f.leaks.push(Leak {
+        ctx: None,
+        host: false,
+        allocations: 1,
+        bytes: 1,
+    });
+    f.leaks.push(Leak {
+        ctx: Some(p),
+        host: true,
+        allocations: 2,
+        bytes: 2 << 20,
+    });
+    assert_eq!(exit_paragraph(&f, lookup), None);
+    f.leaks.truncate(1);
+    f.after_deinit.insert("cuMemFree_v2".into(), 2);
+    let s = site(&mut t, "cuCtxCreate_v2");
+    let c = t.context_created(0x1000, Some(1), s).unwrap();
+    f.live = t.live_contexts().into_iter().cloned().collect();
+    f.leaks.push(Leak {
+        ctx: Some(c),
+        host: false,
+        allocations: 1,
+        bytes: 4096,
+    });
+    let lookup = |id: u32| t.context(id).cloned();
+    let text = exit_paragraph(&f, lookup).unwrap();
+    assert_eq!(
+        text,
+        "at exit: 1 context still alive (context 0x1000 (device 1, generation 1, made by \
+         cuCtxCreate_v2 on thread 100 (lifetime call #2))); 1 allocation of device memory of \
+         device 1 never freed (4.0 KiB (4096 bytes)); 2 calls after CUDA was deinitialised \
+         (CUDA_ERROR_DEINITIALIZED: cuMemFree_v2 x2): they ran from static destructors or \
+         atexit handlers after the driver shut down, and did nothing. Release CUDA \
+         resources before exit (free memory, destroy streams, events and contexts, \
+         synchronise outstanding work), before the runtime and driver tear down"
+    );
+}
