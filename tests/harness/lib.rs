@@ -106,6 +106,10 @@ fn build() -> Artifacts {
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc(
+        "signals_wait",
+        &["signals_wait.c", &l, "-lcuda", "-lpthread"],
+    );
+    cc(
         "libcudart.so.13",
         &[
             "-shared",
@@ -249,27 +253,117 @@ impl Run {
     /// Runs the program to completion and collects its outputs.
     pub fn finish(mut self) -> Finished {
         let output = self.cmd.output().expect("run test program");
-        let mut records = Vec::new();
-        let mut trace_files = 0;
-        let traces = self.trace_dir.path().join("traces");
-        for entry in std::fs::read_dir(&traces).unwrap() {
-            let path = entry.unwrap().path();
-            trace_files += 1;
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                records.push(serde_json::from_str(line).unwrap_or_else(|e| {
-                    panic!("bad trace line in {}: {e}: {line}", path.display())
-                }));
+        collect(output, self.trace_dir.path(), &self.driver_log)
+    }
+
+    /// Starts the program and returns at once, with stdin, stdout and stderr piped: the test
+    /// can write to it, watch its output and trace while it runs, signal it, and then collect
+    /// everything with [`Running::finish`].
+    pub fn spawn(mut self) -> Running {
+        use std::process::Stdio;
+        let mut child = self
+            .cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start test program");
+        let drain = |mut from: Box<dyn std::io::Read + Send>| {
+            let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let to = std::sync::Arc::clone(&buf);
+            let thread = std::thread::spawn(move || {
+                let mut chunk = [0u8; 4096];
+                while let Ok(n @ 1..) = from.read(&mut chunk) {
+                    to.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
+            });
+            (buf, Some(thread))
+        };
+        let stdout = drain(Box::new(child.stdout.take().unwrap()));
+        let stderr = drain(Box::new(child.stderr.take().unwrap()));
+        Running {
+            child,
+            trace_dir: self.trace_dir,
+            driver_log: self.driver_log,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+/// Output of a running program as read so far, and the thread reading it.
+type Drained = (
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+/// A test program started with [`Run::spawn`]. Its trace directory lives as long as this.
+pub struct Running {
+    /// The process (stdin piped; stdout and stderr are read by threads of the harness).
+    pub child: std::process::Child,
+    /// The trace directory (`SEEDANCE_TRACE_DIR` is its `traces` subdirectory).
+    pub trace_dir: tempfile::TempDir,
+    /// The fake driver's call log (`FAKE_CUDA_LOG`).
+    pub driver_log: PathBuf,
+    stdout: Drained,
+    stderr: Drained,
+}
+
+impl Running {
+    /// The directory the shim writes its trace files to.
+    pub fn traces(&self) -> PathBuf {
+        self.trace_dir.path().join("traces")
+    }
+
+    /// What the program wrote to stdout so far.
+    pub fn stdout_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.0.lock().unwrap()).into_owned()
+    }
+
+    /// Waits for the program to end (closing its stdin first) and collects its outputs, as
+    /// [`Run::finish`] does. The trace directory stays until `self` is dropped.
+    pub fn finish(&mut self) -> Finished {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().expect("wait for test program");
+        let take = |d: &mut Drained| {
+            if let Some(thread) = d.1.take() {
+                thread.join().unwrap();
             }
+            std::mem::take(&mut *d.0.lock().unwrap())
+        };
+        let output = Output {
+            status,
+            stdout: take(&mut self.stdout),
+            stderr: take(&mut self.stderr),
+        };
+        collect(output, self.trace_dir.path(), &self.driver_log)
+    }
+}
+
+/// Reads back what a run left in `trace_dir` and the driver log.
+fn collect(output: Output, trace_dir: &Path, driver_log: &Path) -> Finished {
+    let mut records = Vec::new();
+    let mut trace_files = 0;
+    let traces = trace_dir.join("traces");
+    for entry in std::fs::read_dir(&traces).unwrap() {
+        let path = entry.unwrap().path();
+        trace_files += 1;
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            records.push(
+                serde_json::from_str(line).unwrap_or_else(|e| {
+                    panic!("bad trace line in {}: {e}: {line}", path.display())
+                }),
+            );
         }
-        let driver_calls = std::fs::read_to_string(&self.driver_log)
-            .map(|s| s.lines().map(normalize_host_pointer).collect())
-            .unwrap_or_default();
-        Finished {
-            output,
-            records,
-            trace_files,
-            driver_calls,
-        }
+    }
+    let driver_calls = std::fs::read_to_string(driver_log)
+        .map(|s| s.lines().map(normalize_host_pointer).collect())
+        .unwrap_or_default();
+    Finished {
+        output,
+        records,
+        trace_files,
+        driver_calls,
     }
 }
 
