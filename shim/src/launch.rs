@@ -17,7 +17,7 @@
 
 use crate::driverlog;
 use crate::hooks::HookId;
-use crate::{query, session};
+use crate::{lifetime, query, session};
 use libc::{c_uint, c_void};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
@@ -201,14 +201,20 @@ fn stream_state(s: CUstream) -> StreamState {
 
 /// Why the launch failed, and the device of the current context when there is one.
 fn explain(r: CUresult, l: &Launch) -> (Option<LaunchFinding>, Option<i32>) {
+    let current = || query::ctx_get_current().ok().filter(|&c| c != 0);
     match query::ctx_get_device() {
         Ok(dev) => {
             if !is_default_stream(l.stream) && matches!(r.0, 201 | 400 | 709) {
+                let stream_state = stream_state(l.stream);
+                let ended = (stream_state == StreamState::Destroyed)
+                    .then(|| lifetime::stream_context_end(l.stream as u64))
+                    .flatten();
                 let facts = ContextFacts {
-                    current: query::ctx_get_current().ok().filter(|&c| c != 0),
+                    current: current(),
                     current_destroyed: false,
                     stream: l.stream as usize,
-                    stream_state: stream_state(l.stream),
+                    stream_state,
+                    ended: ended.as_deref(),
                 };
                 if let Some(f) = check_context(&facts) {
                     return (Some(f), Some(dev));
@@ -217,11 +223,22 @@ fn explain(r: CUresult, l: &Launch) -> (Option<LaunchFinding>, Option<i32>) {
             (check_config(l, dev), Some(dev))
         }
         Err(code) => {
+            let current = current();
+            let current_destroyed = code == CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED;
+            let stream_state = stream_state(l.stream);
+            let ended = if current_destroyed {
+                current.and_then(|c| lifetime::context_end(c as u64))
+            } else if stream_state == StreamState::Destroyed {
+                lifetime::stream_context_end(l.stream as u64)
+            } else {
+                None
+            };
             let facts = ContextFacts {
-                current: query::ctx_get_current().ok().filter(|&c| c != 0),
-                current_destroyed: code == CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED,
+                current,
+                current_destroyed,
                 stream: l.stream as usize,
-                stream_state: stream_state(l.stream),
+                stream_state,
+                ended: ended.as_deref(),
             };
             (check_context(&facts), None)
         }

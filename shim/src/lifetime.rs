@@ -35,9 +35,9 @@ use libc::{c_int, c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
 use seedance_core::lifetime::{
-    exit_paragraph, explain_dead_handle, explain_device_in_use, explain_pending_at_end,
-    explain_pinned_in_use, Context, EndKind, ExitFindings, HandleKind, Leak, Pending, Pinned,
-    PinnedKind, Site, StreamWork, Tracker,
+    describe_end, exit_paragraph, explain_dead_handle, explain_device_in_use,
+    explain_pending_at_end, explain_pinned_in_use, Context, EndKind, ExitFindings, HandleKind,
+    Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
 use seedance_core::live::LiveTable;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
@@ -481,6 +481,31 @@ fn explain_dead(
         explanation,
     });
     true
+}
+
+/// How the context `handle` ended (its latest incarnation), for a launch explanation; `None`
+/// when tracking is off, the context is alive or the tracker never saw it.
+pub fn context_end(handle: u64) -> Option<String> {
+    if !on() {
+        return None;
+    }
+    cold(|| {
+        let t = TRACKER.lock();
+        t.latest_context(handle).and_then(describe_end)
+    })
+}
+
+/// How the context that stream `stream` was made in ended, for a launch explanation; `None`
+/// when tracking is off, the stream is unknown or its context is alive.
+pub fn stream_context_end(stream: u64) -> Option<String> {
+    if !on() {
+        return None;
+    }
+    cold(|| {
+        let t = TRACKER.lock();
+        let id = t.stream(stream)?.ctx?;
+        t.context(id).and_then(describe_end)
+    })
 }
 
 /// A failed call that ran in the calling thread's current context: explained when that

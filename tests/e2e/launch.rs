@@ -208,6 +208,26 @@ fn context_faults_say_which() {
             f["explanation"]
         );
     }
+    // The lifetime tracker saw the reset: the explanation names the call and thread that
+    // ended the context (issue 5).
+    let r = run("destroyed", true);
+    let text = one_fault(&r)["explanation"].as_str().unwrap().to_string();
+    let (made, ended) = text
+        .strip_prefix(
+            "the context current on this thread (0x5eedc0000100) has been destroyed: context \
+             0x5eedc0000100 (device 0, primary, generation 1, made by cuDevicePrimaryCtxRetain on \
+             thread ",
+        )
+        .and_then(|rest| {
+            rest.split_once(
+                " (lifetime call #1)) was reset by cuDevicePrimaryCtxReset_v2 on thread ",
+            )
+        })
+        .unwrap_or_else(|| panic!("{text}"));
+    let (ended, advice) = ended.split_once(" (lifetime call #2); ").unwrap();
+    assert_eq!(made, ended, "the program has one thread: {text}");
+    assert!(made.parse::<u32>().is_ok(), "{text}");
+    assert!(advice.starts_with("make a live context current before launching"));
 }
 
 #[test]

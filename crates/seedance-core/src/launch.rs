@@ -554,7 +554,7 @@ pub enum StreamState {
 
 /// The context state of a failed launch, as the driver reports it after the failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ContextFacts {
+pub struct ContextFacts<'a> {
     /// The calling thread's current context (`cuCtxGetCurrent`), `None` for none.
     pub current: Option<usize>,
     /// `cuCtxGetDevice` reported the current context destroyed
@@ -564,11 +564,14 @@ pub struct ContextFacts {
     pub stream: usize,
     /// What the stream is.
     pub stream_state: StreamState,
+    /// For a destroyed context (the current one, or the stream's): how and where it ended,
+    /// from the lifetime tracker ([`crate::lifetime::describe_end`]), when it saw the end.
+    pub ended: Option<&'a str>,
 }
 
 /// The context fault behind a launch, if any: no current context, a destroyed context, or
 /// a stream of another context.
-pub fn check_context(c: &ContextFacts) -> Option<LaunchFinding> {
+pub fn check_context(c: &ContextFacts<'_>) -> Option<LaunchFinding> {
     let plain = |check, explanation| {
         Some(LaunchFinding {
             check,
@@ -588,12 +591,16 @@ pub fn check_context(c: &ContextFacts) -> Option<LaunchFinding> {
         );
     };
     if c.current_destroyed {
+        let how = match c.ended {
+            Some(e) => format!(": {e}"),
+            None => " (cuCtxDestroy, or cuDevicePrimaryCtxRelease/Reset elsewhere in the process)"
+                .to_string(),
+        };
         return plain(
             LaunchCheck::DestroyedContext,
             format!(
-                "the context current on this thread ({current:#x}) has been destroyed \
-                 (cuCtxDestroy, or cuDevicePrimaryCtxRelease/Reset elsewhere in the process); make \
-                 a live context current before launching, and destroy a context only after every \
+                "the context current on this thread ({current:#x}) has been destroyed{how}; make a \
+                 live context current before launching, and destroy a context only after every \
                  thread is done with it"
             ),
         );
@@ -611,13 +618,19 @@ pub fn check_context(c: &ContextFacts) -> Option<LaunchFinding> {
                  its device), or use a stream created in the current context"
             ),
         ),
-        StreamState::Destroyed => plain(
-            LaunchCheck::DestroyedContext,
-            format!(
-                "stream {s:#x} belongs to a context that has been destroyed, and its streams with \
-                 it; create the stream again in a live context"
-            ),
-        ),
+        StreamState::Destroyed => {
+            let which = match c.ended {
+                Some(e) => format!("its context ended ({e}), and its streams with it"),
+                None => "it belongs to a context that has been destroyed, and its streams with it"
+                    .to_string(),
+            };
+            plain(
+                LaunchCheck::DestroyedContext,
+                format!(
+                    "stream {s:#x} is gone: {which}; create the stream again in a live context"
+                ),
+            )
+        }
         StreamState::Invalid(code) => plain(
             LaunchCheck::StreamContext,
             format!(
@@ -924,6 +937,7 @@ mod tests {
             current_destroyed: false,
             stream: 0,
             stream_state: StreamState::Default,
+            ended: None,
         };
         assert_eq!(check_context(&base), None);
         let f = check_context(&ContextFacts {
@@ -939,9 +953,26 @@ mod tests {
         })
         .unwrap();
         assert_eq!(f.check, LaunchCheck::DestroyedContext);
-        assert!(f
-            .explanation
-            .starts_with("the context current on this thread (0x10) has been destroyed"));
+        assert!(f.explanation.starts_with(
+            "the context current on this thread (0x10) has been destroyed (cuCtxDestroy, or"
+        ));
+        let site = "context 0x10 (device 0, generation 1, made by cuCtxCreate_v2 on thread 7 \
+                    (lifetime call #1)) was destroyed by cuCtxDestroy_v2 on thread 8 (lifetime \
+                    call #4)";
+        let f = check_context(&ContextFacts {
+            current_destroyed: true,
+            ended: Some(site),
+            ..base
+        })
+        .unwrap();
+        assert_eq!(
+            f.explanation,
+            format!(
+                "the context current on this thread (0x10) has been destroyed: {site}; make a live \
+                 context current before launching, and destroy a context only after every thread \
+                 is done with it"
+            )
+        );
         let other = ContextFacts {
             stream: 0x99,
             stream_state: StreamState::Owned(0x20),
@@ -965,6 +996,24 @@ mod tests {
         })
         .unwrap();
         assert_eq!(f.check, LaunchCheck::DestroyedContext);
+        assert_eq!(
+            f.explanation,
+            "stream 0x99 is gone: it belongs to a context that has been destroyed, and its streams \
+             with it; create the stream again in a live context"
+        );
+        let f = check_context(&ContextFacts {
+            stream_state: StreamState::Destroyed,
+            ended: Some(site),
+            ..other
+        })
+        .unwrap();
+        assert_eq!(
+            f.explanation,
+            format!(
+                "stream 0x99 is gone: its context ended ({site}), and its streams with it; create \
+                 the stream again in a live context"
+            )
+        );
         let f = check_context(&ContextFacts {
             stream_state: StreamState::Invalid(400),
             ..other

@@ -8,6 +8,24 @@ use crate::work::Counts;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+/// How and where a context ended, for explanations of calls made in it later:
+/// `context 0x5eedc0000100 (device 0, generation 1, made by cuCtxCreate_v2 on thread 7
+/// (lifetime call #1)) was destroyed by cuCtxDestroy_v2 on thread 8 (lifetime call #4)`.
+/// `None` while the context is alive.
+pub fn describe_end(ctx: &Context) -> Option<String> {
+    let e = ctx.end.as_ref()?;
+    let mut s = format!(
+        "{} was {} by {}",
+        ctx.describe(),
+        e.how.as_str(),
+        e.site.describe()
+    );
+    if !e.lost.is_zero() {
+        let _ = write!(s, " with {} still unfinished (lost)", counted(e.lost));
+    }
+    Some(s)
+}
+
 /// One stream in an explanation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamWork {

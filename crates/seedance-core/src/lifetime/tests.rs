@@ -304,3 +304,18 @@ fn exit_paragraph_leaves_out_runtime_owned_state() {
          synchronise outstanding work), before the runtime and driver tear down"
     );
 }
+
+#[test]
+fn describe_end_names_the_ending_call() {
+    let mut t = Tracker::new();
+    let s = t.site("cuCtxCreate_v2", 7, 1);
+    let id = t.context_created(0x5eedc0000100, Some(0), s).unwrap();
+    assert_eq!(describe_end(t.context(id).unwrap()), None);
+    let s = t.site("cuCtxDestroy_v2", 8, 2);
+    t.context_ended(id, EndKind::Destroyed, s, Counts::default(), &[]);
+    assert_eq!(
+        describe_end(t.context(id).unwrap()).unwrap(),
+        "context 0x5eedc0000100 (device 0, generation 1, made by cuCtxCreate_v2 on thread 7 \
+         (lifetime call #1)) was destroyed by cuCtxDestroy_v2 on thread 8 (lifetime call #2)"
+    );
+}
