@@ -1,6 +1,7 @@
 //! Reading traces: finding files, decompressing, splitting lines, parsing records.
 //!
-//! Every file is streamed through one reused line buffer; lines longer than
+//! Every file is read in blocks of [`READ_BUFFER`] bytes into one reused buffer
+//! ([`LineReader`]) and its lines are parsed in place, without copying; lines longer than
 //! [`MAX_LINE_BYTES`] are skipped (and counted) without being held in memory. A file is
 //! gzip-compressed when it starts with the gzip magic bytes, whatever its name.
 //!
@@ -39,8 +40,8 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 /// How many lines of a file are looked at to decide whether it is a trace at all.
 pub const DETECT_LINES: usize = 64;
 
-/// Size of the read buffer of each file.
-const READ_BUFFER: usize = 256 << 10;
+/// Size of each read from a file (after decompression), and of its line buffer.
+pub const READ_BUFFER: usize = 256 << 10;
 
 /// Options of an analysis run.
 #[derive(Default)]
@@ -425,6 +426,138 @@ pub fn read_line_bounded<R: BufRead>(
     }
 }
 
+/// Splits a stream into lines in place: reads large blocks into one buffer and hands out
+/// each line as a slice of it, without copying it. Gives the same lines, lengths and flags
+/// as repeated [`read_line_bounded`] calls with the same `max`; a line longer than `max`
+/// is skipped as it streams by (the buffer never holds more than `max` bytes of a line
+/// plus one block).
+pub struct LineReader {
+    buf: Vec<u8>,
+    /// Start of the next line in `buf`.
+    pos: usize,
+    /// End of the data in `buf`.
+    end: usize,
+    /// `buf[pos..scanned]` is known to hold no newline.
+    scanned: usize,
+    /// Block size of each read.
+    block: usize,
+    max: usize,
+    eof: bool,
+}
+
+impl LineReader {
+    /// A reader handing out lines of at most `max` bytes, reading `block` bytes at a time.
+    pub fn new(block: usize, max: usize) -> LineReader {
+        let block = block.max(1);
+        LineReader {
+            buf: vec![0; block],
+            pos: 0,
+            end: 0,
+            scanned: 0,
+            block,
+            max,
+            eof: false,
+        }
+    }
+
+    /// Reads into the free end of the buffer, after moving the current partial line to the
+    /// front and growing the buffer if a whole block does not fit. Returns the bytes read.
+    fn fill<R: Read>(&mut self, reader: &mut R) -> io::Result<usize> {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.scanned -= self.pos;
+            self.pos = 0;
+        }
+        if self.buf.len() - self.end < self.block {
+            self.buf.resize(self.end + self.block, 0);
+        }
+        loop {
+            match reader.read(&mut self.buf[self.end..]) {
+                Ok(n) => {
+                    self.end += n;
+                    if n == 0 {
+                        self.eof = true;
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The next line, without its newline (empty for an oversized line), or `None` at the
+    /// end of the stream.
+    pub fn next_line<R: Read>(&mut self, reader: &mut R) -> io::Result<Option<(&[u8], RawLine)>> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.scanned..self.end]) {
+                let nl = self.scanned + i;
+                let start = self.pos;
+                self.pos = nl + 1;
+                self.scanned = self.pos;
+                let len = (nl - start) as u64 + 1;
+                if nl - start > self.max {
+                    return Ok(Some((&[], oversized(true, len))));
+                }
+                let raw = RawLine {
+                    newline: true,
+                    oversized: false,
+                    len,
+                };
+                return Ok(Some((&self.buf[start..nl], raw)));
+            }
+            self.scanned = self.end;
+            if self.end - self.pos > self.max {
+                return self.skip_line(reader).map(Some);
+            }
+            if self.eof {
+                if self.pos == self.end {
+                    return Ok(None);
+                }
+                let start = self.pos;
+                self.pos = self.end;
+                let raw = RawLine {
+                    newline: false,
+                    oversized: false,
+                    len: (self.end - start) as u64,
+                };
+                return Ok(Some((&self.buf[start..self.end], raw)));
+            }
+            self.fill(reader)?;
+        }
+    }
+
+    /// Skips the rest of a line already known to be over `max` bytes.
+    fn skip_line<R: Read>(&mut self, reader: &mut R) -> io::Result<(&'static [u8], RawLine)> {
+        let mut len = (self.end - self.pos) as u64;
+        self.pos = 0;
+        self.end = 0;
+        self.scanned = 0;
+        loop {
+            if self.eof {
+                return Ok((&[], oversized(false, len)));
+            }
+            self.fill(reader)?;
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[..self.end]) {
+                self.pos = i + 1;
+                self.scanned = self.pos;
+                return Ok((&[], oversized(true, len + i as u64 + 1)));
+            }
+            len += self.end as u64;
+            self.end = 0;
+        }
+    }
+}
+
+fn oversized(newline: bool, len: u64) -> RawLine {
+    RawLine {
+        newline,
+        oversized: true,
+        len,
+    }
+}
+
 /// Counts the bytes read from the file underneath and reports them to the progress hook.
 struct Counting<'a, R> {
     inner: R,
@@ -554,9 +687,9 @@ pub fn read_file(path: &Path, options: &Options) -> Aggregate {
         }
     };
     let outcome = if gzip {
-        let mut reader = BufReader::with_capacity(READ_BUFFER, MultiGzDecoder::new(raw));
+        let mut reader = MultiGzDecoder::new(raw);
         let o = read_stream(&mut reader, &name, &mut agg);
-        agg.counters.bytes += reader.get_ref().get_ref().get_ref().bytes;
+        agg.counters.bytes += reader.get_ref().get_ref().bytes;
         o
     } else {
         let o = read_stream(&mut raw, &name, &mut agg);
@@ -582,8 +715,8 @@ enum Outcome {
     Trace,
 }
 
-fn read_stream<R: BufRead>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outcome {
-    let mut buf = Vec::with_capacity(4096);
+fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outcome {
+    let mut lines = LineReader::new(READ_BUFFER, MAX_LINE_BYTES);
     let mut file = agg.begin_file(name);
     // Lines before the first record, while we do not yet know whether this is a trace.
     let mut pending_lines = 0u64;
@@ -592,7 +725,7 @@ fn read_stream<R: BufRead>(reader: &mut R, name: &str, agg: &mut Aggregate) -> O
     let mut is_trace = false;
     let mut any_line = false;
     loop {
-        let raw = match read_line_bounded(reader, &mut buf, MAX_LINE_BYTES) {
+        let (buf, raw) = match lines.next_line(reader) {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => {
@@ -610,7 +743,7 @@ fn read_stream<R: BufRead>(reader: &mut R, name: &str, agg: &mut Aggregate) -> O
         let line = if raw.oversized {
             None
         } else {
-            Some(parse_line(&buf))
+            Some(parse_line(buf))
         };
         if !is_trace {
             pending_lines += 1;
@@ -685,6 +818,87 @@ mod tests {
         let l = read_line_bounded(&mut r, &mut buf, 5).unwrap().unwrap();
         assert_eq!((buf.as_slice(), l.newline), (&b"xyz"[..], false));
         assert!(read_line_bounded(&mut r, &mut buf, 5).unwrap().is_none());
+    }
+
+    /// Hands out at most `step` bytes per read.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.step.min(buf.len()).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    fn split_bounded(data: &[u8], max: usize) -> Vec<(Vec<u8>, RawLine)> {
+        let mut r = io::BufReader::with_capacity(7, data);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        while let Some(l) = read_line_bounded(&mut r, &mut buf, max).unwrap() {
+            out.push((if l.oversized { Vec::new() } else { buf.clone() }, l));
+        }
+        out
+    }
+
+    fn split_in_place(
+        data: &[u8],
+        block: usize,
+        step: usize,
+        max: usize,
+    ) -> Vec<(Vec<u8>, RawLine)> {
+        let mut r = Trickle { data, step };
+        let mut lines = LineReader::new(block, max);
+        let mut out = Vec::new();
+        while let Some((l, raw)) = lines.next_line(&mut r).unwrap() {
+            out.push((l.to_vec(), raw));
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn line_reader_splits_like_read_line_bounded(
+            data in proptest::collection::vec(
+                proptest::prop_oneof![8 => b'a'..=b'z', 1 => proptest::strategy::Just(b'\n')],
+                0..3000,
+            ),
+            block in 1usize..300,
+            step in 1usize..500,
+            max in 0usize..120,
+        ) {
+            proptest::prop_assert_eq!(
+                split_in_place(&data, block, step, max),
+                split_bounded(&data, max)
+            );
+        }
+    }
+
+    #[test]
+    fn line_reader_edges() {
+        for data in [
+            &b""[..],
+            b"\n",
+            b"\n\n",
+            b"a",
+            b"abc\n",
+            b"abcdef\nxy",
+            b"abcdefgh",
+        ] {
+            for block in 1..10 {
+                for max in 0..10 {
+                    assert_eq!(
+                        split_in_place(data, block, 1000, max),
+                        split_bounded(data, max),
+                        "{data:?} {block} {max}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
