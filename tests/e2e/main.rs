@@ -15,10 +15,13 @@
 //! * `signals`: SIGTERM, SIGINT, SIGKILL, `exit()` from another thread and `_exit`: the
 //!   trace written before the end stays readable.
 //! * `secure`: a setuid process (`AT_SECURE`) ignores every `SEEDANCE_*` variable.
+//! * `early`: driver calls from library constructors, `preinit_array`, `pthread_once` bodies
+//!   and a preloaded allocator that itself calls `dlsym`.
 //! * `memcheck`: the test programs under valgrind memcheck with the shim preloaded.
 
 mod alloc;
 mod devices;
+mod early;
 mod failures;
 mod launch;
 mod lifetime;
