@@ -5,23 +5,61 @@
 //! non-negative integers and a small `args` object. [`call_failed`] reads such a line in one
 //! pass over the bytes, without serde: the envelope fields, `event`, `function`, `result`,
 //! `result_name` (borrowed from the line) and the raw text of `args` (validated as JSON, not
-//! built). It accepts only a strict subset of what the serde path accepts, and gives the
-//! same answer on it; for anything else (another event kind, an unknown or repeated field,
-//! a `null`, an escape or control character in a string outside `args`, bytes that are not
-//! UTF-8, a number that is not a plain non-negative integer of the field's type, any syntax
-//! error) it returns `None` and the
+//! built). Keys are recognised by their bytes (a key written with an escape is left to
+//! serde), integers are read eight digits at a time, and only the strings the record keeps
+//! (`function`, `result_name`, `args`) are checked to be UTF-8: every other byte of the line
+//! is matched as ASCII. It accepts only a strict subset of what the serde path accepts, and
+//! gives the same answer on it; for anything else (another event kind, an unknown or
+//! repeated field, a `null`, an escape or control character in a string outside `args`,
+//! bytes that are not UTF-8, a number that is not a plain non-negative integer of the
+//! field's type or that has 20 digits or more, any syntax error) it returns `None` and the
 //! caller falls back to the serde path, which decides.
 
-use crate::input::{CallFailedRef, Head};
-use serde_json::value::RawValue;
+use crate::input::{CallFailedRef, Head, RawArgs};
 use std::borrow::Cow;
 
 /// Nesting allowed inside `args` before giving up (serde_json's own limit is 128).
 const MAX_DEPTH: usize = 64;
 
+/// Digits of the longest integer read here: every 19-digit number fits in a `u64`.
+const MAX_DIGITS: usize = 19;
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// Whether the eight bytes of `w` are all ASCII digits.
+#[inline]
+fn all_digits(w: u64) -> bool {
+    // A byte 0x30..=0x39 keeps its high nibble 3 when 6 is added; no byte carries over,
+    // since every byte that passes the first test is at most 0x3f.
+    (w & (0xf0 * ONES)) == 0x30 * ONES
+        && (w.wrapping_add(0x06 * ONES) & (0xf0 * ONES)) == 0x30 * ONES
+}
+
+/// The value of eight ASCII digits (the first in the lowest byte).
+#[inline]
+fn parse8(w: u64) -> u64 {
+    let w = w - 0x30 * ONES;
+    let w = ((w & 0x0f0f_0f0f_0f0f_0f0f).wrapping_mul(10 * 256 + 1)) >> 8;
+    let w = ((w & 0x00ff_00ff_00ff_00ff).wrapping_mul(100 * 65536 + 1)) >> 16;
+    ((w & 0x0000_ffff_0000_ffff).wrapping_mul(10000 * (1 << 32) + 1)) >> 32
+}
+
+/// The keys of a `call_failed` record.
+#[derive(Clone, Copy)]
+enum Key {
+    V,
+    Seq,
+    TsNs,
+    Pid,
+    Tid,
+    Event,
+    Function,
+    Result,
+    ResultName,
+    Args,
+}
+
 struct Cursor<'a> {
-    /// The line, checked to be UTF-8 once.
-    text: &'a str,
     s: &'a [u8],
     i: usize,
 }
@@ -50,8 +88,40 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Whether the rest starts with `lit`; if so, steps over it.
+    #[inline]
+    fn lit(&mut self, lit: &[u8]) -> bool {
+        let hit = self.s.get(self.i..self.i + lit.len()) == Some(lit);
+        if hit {
+            self.i += lit.len();
+        }
+        hit
+    }
+
+    /// An object key of a `call_failed` record, written without escapes, and its colon.
+    #[inline]
+    fn key(&mut self) -> Option<Key> {
+        self.ws();
+        let first = *self.s.get(self.i + 1)?;
+        let key = match first {
+            b'v' if self.lit(b"\"v\"") => Key::V,
+            b's' if self.lit(b"\"seq\"") => Key::Seq,
+            b't' if self.lit(b"\"ts_ns\"") => Key::TsNs,
+            b't' if self.lit(b"\"tid\"") => Key::Tid,
+            b'p' if self.lit(b"\"pid\"") => Key::Pid,
+            b'e' if self.lit(b"\"event\"") => Key::Event,
+            b'f' if self.lit(b"\"function\"") => Key::Function,
+            b'r' if self.lit(b"\"result\"") => Key::Result,
+            b'r' if self.lit(b"\"result_name\"") => Key::ResultName,
+            b'a' if self.lit(b"\"args\"") => Key::Args,
+            _ => return None,
+        };
+        self.eat(b':')?;
+        Some(key)
+    }
+
     /// A string without escapes or control characters (the opening quote is next),
-    /// borrowed.
+    /// borrowed; `None` if it is not UTF-8.
     #[inline]
     fn plain_str(&mut self) -> Option<&'a str> {
         self.ws();
@@ -59,33 +129,49 @@ impl<'a> Cursor<'a> {
             return None;
         }
         let start = self.i + 1;
-        let rest = self.s.get(start..)?;
-        let len = memchr::memchr(b'"', rest)?;
-        let body = &rest[..len];
-        if body.iter().any(|&b| b < 0x20 || b == b'\\') {
-            return None;
+        let mut end = start;
+        loop {
+            match *self.s.get(end)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => end += 1,
+            }
         }
-        self.i = start + len + 1;
-        self.text.get(start..start + len)
+        self.i = end + 1;
+        std::str::from_utf8(&self.s[start..end]).ok()
     }
 
-    /// A plain non-negative integer (no sign, fraction, exponent or leading zero).
+    /// A plain non-negative integer of at most [`MAX_DIGITS`] digits (no sign, fraction,
+    /// exponent or leading zero).
     #[inline]
     fn uint(&mut self) -> Option<u64> {
         self.ws();
-        let start = self.i;
+        let s = &self.s[self.i..];
         let mut v: u64 = 0;
-        while let Some(d @ b'0'..=b'9') = self.peek() {
-            v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            self.i += 1;
+        let mut n = 0;
+        while n + 8 <= MAX_DIGITS {
+            let Some(chunk) = s.get(n..n + 8) else { break };
+            let w = u64::from_le_bytes(chunk.try_into().ok()?);
+            if !all_digits(w) {
+                break;
+            }
+            v = v * 100_000_000 + parse8(w);
+            n += 8;
         }
-        let len = self.i - start;
-        if len == 0 || (len > 1 && self.s[start] == b'0') {
+        while let Some(&d @ b'0'..=b'9') = s.get(n) {
+            if n == MAX_DIGITS {
+                return None;
+            }
+            v = v * 10 + u64::from(d - b'0');
+            n += 1;
+        }
+        if n == 0 || (n > 1 && s[0] == b'0') {
             return None;
         }
-        if let Some(b'.' | b'e' | b'E') = self.peek() {
+        if let Some(b'.' | b'e' | b'E') = s.get(n) {
             return None;
         }
+        self.i += n;
         Some(v)
     }
 
@@ -94,8 +180,8 @@ impl<'a> Cursor<'a> {
         u32::try_from(self.uint()?).ok()
     }
 
-    /// Skips one JSON value, validating it strictly; returns its text.
-    fn value(&mut self, depth: usize) -> Option<&'a str> {
+    /// Skips one JSON value, validating it strictly; returns its bytes.
+    fn value(&mut self, depth: usize) -> Option<&'a [u8]> {
         self.ws();
         let start = self.i;
         match self.peek()? {
@@ -154,19 +240,14 @@ impl<'a> Cursor<'a> {
             b'-' | b'0'..=b'9' => self.number()?,
             _ => return None,
         }
-        self.text.get(start..self.i)
+        self.s.get(start..self.i)
     }
 
     fn word(&mut self, w: &[u8]) -> Option<()> {
-        if self.s.get(self.i..self.i + w.len())? == w {
-            self.i += w.len();
-            Some(())
-        } else {
-            None
-        }
+        self.lit(w).then_some(())
     }
 
-    /// A string in `args`, with the escapes JSON allows.
+    /// A string in `args`, with the escapes JSON allows (UTF-8 is checked by the caller).
     fn json_str(&mut self) -> Option<()> {
         self.ws();
         if self.peek()? != b'"' {
@@ -238,59 +319,48 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Sets a field once; a repeated field is left to serde (which rejects it).
+#[inline]
+fn set<T>(slot: &mut Option<T>, v: T) -> Option<()> {
+    if slot.is_some() {
+        return None;
+    }
+    *slot = Some(v);
+    Some(())
+}
+
 /// Reads `line` (trimmed, starting with `{`) as a `call_failed` record, or gives up.
 pub(crate) fn call_failed(line: &[u8]) -> Option<(Head, CallFailedRef<'_>)> {
-    let text = std::str::from_utf8(line).ok()?;
-    let mut c = Cursor {
-        text,
-        s: line,
-        i: 0,
-    };
+    let mut c = Cursor { s: line, i: 0 };
     c.eat(b'{')?;
     let (mut v, mut seq, mut ts_ns, mut pid, mut tid) = (None, None, None, None, None);
     let (mut event, mut function, mut result, mut result_name, mut args) =
-        (None, None, None, None, None);
-    // Sets a field once; a repeated field is left to serde (which rejects it).
-    fn set<T>(slot: &mut Option<T>, v: T) -> Option<()> {
-        if slot.is_some() {
-            return None;
-        }
-        *slot = Some(v);
-        Some(())
-    }
-    c.ws();
-    if c.peek()? == b'}' {
-        return None;
-    }
+        (false, None, None, None, None);
     loop {
-        let key = c.plain_str()?;
-        c.eat(b':')?;
-        match key {
-            "v" => set(&mut v, c.u32()?)?,
-            "seq" => set(&mut seq, c.uint()?)?,
-            "ts_ns" => set(&mut ts_ns, c.uint()?)?,
-            "pid" => set(&mut pid, c.u32()?)?,
-            "tid" => set(&mut tid, c.uint()?)?,
-            "event" => {
-                let e = c.plain_str()?;
-                if e != "call_failed" {
+        match c.key()? {
+            Key::V => set(&mut v, c.u32()?)?,
+            Key::Seq => set(&mut seq, c.uint()?)?,
+            Key::TsNs => set(&mut ts_ns, c.uint()?)?,
+            Key::Pid => set(&mut pid, c.u32()?)?,
+            Key::Tid => set(&mut tid, c.uint()?)?,
+            Key::Event => {
+                c.ws();
+                if event || !c.lit(b"\"call_failed\"") {
                     return None;
                 }
-                set(&mut event, e)?
+                event = true;
             }
-            "function" => set(&mut function, c.plain_str()?)?,
-            "result" => set(&mut result, c.u32()?)?,
-            "result_name" => set(&mut result_name, c.plain_str()?)?,
-            "args" => {
+            Key::Function => set(&mut function, c.plain_str()?)?,
+            Key::Result => set(&mut result, c.u32()?)?,
+            Key::ResultName => set(&mut result_name, c.plain_str()?)?,
+            Key::Args => {
                 c.ws();
                 if c.peek()? == b'n' {
                     return None;
                 }
-                // Validated and delimited here; serde makes the borrowed raw value.
-                let raw = c.value(0)?;
-                set(&mut args, serde_json::from_str::<&RawValue>(raw).ok()?)?
+                let raw = std::str::from_utf8(c.value(0)?).ok()?;
+                set(&mut args, RawArgs(raw))?
             }
-            _ => return None,
         }
         c.ws();
         match c.peek()? {
@@ -303,10 +373,9 @@ pub(crate) fn call_failed(line: &[u8]) -> Option<(Head, CallFailedRef<'_>)> {
         }
     }
     c.ws();
-    if c.i != line.len() {
+    if c.i != line.len() || !event {
         return None;
     }
-    event?;
     let head = Head {
         v: v?,
         seq: seq?,
@@ -390,5 +459,123 @@ mod tests {
         assert!(fast(lines[0].as_bytes()).is_some());
         assert!(fast(lines[1].as_bytes()).is_some());
         assert!(fast(lines[2].as_bytes()).is_some());
+    }
+
+    #[test]
+    fn integers_of_every_length() {
+        let mut n: u64 = 0;
+        let mut text = String::new();
+        for len in 1..=20 {
+            for first in b'1'..=b'9' {
+                text.clear();
+                text.push(first as char);
+                for k in 1..len {
+                    text.push((b'0' + ((k * 7 + usize::from(first)) % 10) as u8) as char);
+                }
+                let want = text.parse::<u64>().ok().filter(|_| len <= MAX_DIGITS);
+                for tail in ["", ",", "}", " ", ".5", "e1", "x"] {
+                    let l = format!("{text}{tail}");
+                    let mut c = Cursor {
+                        s: l.as_bytes(),
+                        i: 0,
+                    };
+                    let got = c.uint();
+                    let expect = if matches!(tail, ".5" | "e1") {
+                        None
+                    } else {
+                        want
+                    };
+                    assert_eq!(got, expect, "{l}");
+                    if got.is_some() {
+                        assert_eq!(c.i, len);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert!(n > 0);
+        for bad in ["", "-1", "01", "00", "+1", "a"] {
+            assert_eq!(
+                Cursor {
+                    s: bad.as_bytes(),
+                    i: 0
+                }
+                .uint(),
+                None,
+                "{bad}"
+            );
+        }
+        assert_eq!(Cursor { s: b"0", i: 0 }.uint(), Some(0));
+        assert_eq!(
+            Cursor {
+                s: b"9999999999999999999",
+                i: 0
+            }
+            .uint(),
+            Some(9_999_999_999_999_999_999)
+        );
+        assert!(all_digits(u64::from_le_bytes(*b"01234567")));
+        assert!(!all_digits(u64::from_le_bytes(*b"0123456:")));
+        assert!(!all_digits(u64::from_le_bytes(*b"/1234567")));
+        assert_eq!(parse8(u64::from_le_bytes(*b"12345678")), 12_345_678);
+        assert_eq!(parse8(u64::from_le_bytes(*b"90000001")), 90_000_001);
+    }
+
+    /// The usual shapes, in the shim's field order and in sorted order, are read by the
+    /// fast path.
+    #[test]
+    fn reads_the_usual_shapes() {
+        for l in [
+            r#"{"v":4,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#,
+            r#"{"v":1,"seq":1,"ts_ns":1764470520000013410,"pid":10000,"tid":10001,"event":"call_failed","args":{"bytesize":134217728},"function":"cuMemAlloc_v2","result":2,"result_name":"CUDA_ERROR_OUT_OF_MEMORY"}"#,
+            r#"{"v":1,"seq":3,"ts_ns":1764470520000337490,"pid":10000,"tid":10003,"event":"call_failed","args":{"hmod":"0x7f00029d3f40"},"function":"cuModuleGetFunction","result":500,"result_name":"CUDA_ERROR_NOT_FOUND"}"#,
+            r#"{"v":1,"seq":3,"ts_ns":5,"pid":1,"event":"call_failed","function":"cudaSetDevice","result":101}"#,
+        ] {
+            assert!(fast(l.as_bytes()).is_some(), "{l}");
+            assert_eq!(fast(l.as_bytes()), slow(l.as_bytes()), "{l}");
+        }
+    }
+
+    /// Random edits of record lines: wherever the fast path answers, serde agrees.
+    #[test]
+    fn random_edits_agree_with_serde() {
+        const BASES: &[&str] = &[
+            r#"{"v":4,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0,"x":[1,-2.5e+3,"a\"b\u0041é",{"y":null},true,false]}}"#,
+            r#"{"v":1,"seq":1,"ts_ns":1764470520000013410,"pid":10000,"tid":10001,"event":"call_failed","args":{"bytesize":134217728},"function":"cuMemAlloc_v2","result":2,"result_name":"CUDA_ERROR_OUT_OF_MEMORY"}"#,
+            r#"{ "v" : 1 , "seq" : 18446744073709551615 , "ts_ns":5,"pid":4294967295,"event":"call_failed","function":"fé","result":0 , "args" : [ ] }"#,
+        ];
+        const BYTES: &[u8] = b"{}[]\":,\\ \t0123456789-+.eEutrfalsn_xv\x00\x1f\x7f\xc3\xa9\xff";
+        let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            rng ^= rng >> 12;
+            rng ^= rng << 25;
+            rng ^= rng >> 27;
+            rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let mut answered = 0;
+        for round in 0..60_000 {
+            let mut l = BASES[round % BASES.len()].as_bytes().to_vec();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % (l.len() as u64 + 1)) as usize;
+                let b = BYTES[(next() % BYTES.len() as u64) as usize];
+                match next() % 3 {
+                    0 if at < l.len() => l[at] = b,
+                    1 if at < l.len() => {
+                        l.remove(at);
+                    }
+                    _ => l.insert(at, b),
+                }
+            }
+            let t = l.trim_ascii();
+            if t.first() != Some(&b'{') {
+                continue;
+            }
+            let f = fast(t);
+            if f.is_some() {
+                answered += 1;
+                assert_eq!(f, slow(t), "{}", String::from_utf8_lossy(t));
+            }
+        }
+        assert!(answered > 1000, "{answered}");
     }
 }

@@ -132,7 +132,20 @@ pub struct CallFailedRef<'a> {
     /// CUresult name as the shim wrote it, if it did.
     pub result_name: Option<Cow<'a, str>>,
     /// The arguments object, unparsed.
-    pub args: Option<&'a RawValue>,
+    pub args: Option<RawArgs<'a>>,
+}
+
+/// The JSON text of a value, checked to be valid JSON, borrowed from the line (what a
+/// `&serde_json::value::RawValue` holds, without building one: the fast path of
+/// [`parse_line`] validates the text itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawArgs<'a>(pub(crate) &'a str);
+
+impl<'a> RawArgs<'a> {
+    /// The JSON text.
+    pub fn get(&self) -> &'a str {
+        self.0
+    }
 }
 
 /// One classified line.
@@ -310,7 +323,7 @@ fn classify<'a>(
                     function: function.0,
                     result,
                     result_name: result_name.map(|s| s.0),
-                    args,
+                    args: args.map(|a| RawArgs(a.get())),
                 },
             ),
             _ => Line::BadRecord(head, "call_failed"),
