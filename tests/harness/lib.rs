@@ -250,6 +250,26 @@ impl Run {
         self
     }
 
+    /// Runs the program under `wrapper` (a tool and its options, e.g. valgrind): the command
+    /// line becomes `wrapper.. program args..` with the same environment, so `LD_PRELOAD`
+    /// reaches the program through the tool. Arguments added later still go to the program.
+    pub fn wrapped_in<S: AsRef<std::ffi::OsStr>>(mut self, wrapper: &[S]) -> Run {
+        let (tool, options) = wrapper.split_first().expect("a wrapper command");
+        let mut cmd = Command::new(tool);
+        cmd.args(options)
+            .arg(self.cmd.get_program())
+            .args(self.cmd.get_args())
+            .env_clear();
+        for (k, v) in self.cmd.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        self.cmd = cmd;
+        self
+    }
+
     /// Runs the program to completion and collects its outputs.
     pub fn finish(mut self) -> Finished {
         let output = self.cmd.output().expect("run test program");
