@@ -52,6 +52,10 @@ pub fn config() -> &'static Config {
         // override), as the dynamic loader itself ignores LD_LIBRARY_PATH there.
         let raw = if platform::secure_execution() {
             RawConfig::default()
+        } else if let Some(env) = platform::environment_before_libc_init() {
+            // A driver call from a `.preinit_array` function: libc's `environ` is not set
+            // up yet, and the configuration is read only once.
+            RawConfig::from_lookup(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
         } else {
             RawConfig::from_env()
         };

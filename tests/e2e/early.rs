@@ -1,1 +1,222 @@
-//! (filled in by the early-calls work)
+//! Early and re-entrant calls (issue 9 item 2): driver calls made before `main` (a shared
+//! library's constructors, of default and high priority; the program's own constructor;
+//! its `.preinit_array`, which runs before the C library has initialised itself) are
+//! explained, repaired and counted exactly as the same calls made from `main`.
+//!
+//! Programs: `tests/programs/early_main.c` with `early_ctor.c` (`libearly_ctor.so`). Every
+//! run goes through [`finish_within`], so a deadlock fails the test instead of hanging it.
+
+use seedance_e2e::{Finished, Run};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// Longest a run may take before the test kills it and fails (each takes well under a
+/// second; the margin is for a loaded machine).
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Runs `run` to completion, killing it and failing the test if it is still running after
+/// [`DEADLINE`] (a deadlock in the shim would otherwise hang the test).
+fn finish_within(run: Run) -> Finished {
+    let mut running = run.spawn();
+    let started = Instant::now();
+    while running
+        .child
+        .try_wait()
+        .expect("wait for test program")
+        .is_none()
+    {
+        if started.elapsed() > DEADLINE {
+            let _ = running.child.kill();
+            let r = running.finish();
+            panic!(
+                "still running after {DEADLINE:?} (deadlock?); killed. stdout: {:?} stderr: {:?}",
+                r.stdout(),
+                r.stderr()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    running.finish()
+}
+
+/// The shim's two lines for `cuDeviceGet(5)` with 2 devices: the explanation and the repair.
+const FAULT_2_DEVICES: &str = "seedance: cuDeviceGet: CUDA_ERROR_INVALID_DEVICE (101): ordinal 5 \
+    requested, 2 devices visible (ordinal 0 = physical GPU 0, Fake H200 #0, 0000:10:00.0; \
+    ordinal 1 = physical GPU 1, Fake H200 #1, 0000:11:00.0); the program expects more GPUs \
+    than this host or container exposes; use ordinals 0..1 or run it with fewer ranks per \
+    node\nseedance: cuDeviceGet: fix: ordinal 5 -> ordinal 1 (physical GPU 1, Fake H200 #1, \
+    0000:11:00.0): ordinal 5 is not visible; set SEEDANCE_FALLBACK=off to keep the error\n";
+
+/// The same with 1 device: ordinal 5 goes to ordinal 0.
+const FAULT_1_DEVICE: &str = "seedance: cuDeviceGet: CUDA_ERROR_INVALID_DEVICE (101): ordinal 5 \
+    requested, 1 device visible (ordinal 0 = physical GPU 0, Fake H200 #0, 0000:10:00.0); the \
+    program expects more GPUs than this host or container exposes; use ordinals 0..0 or run \
+    it with fewer ranks per node\nseedance: cuDeviceGet: fix: ordinal 5 -> ordinal 0 \
+    (physical GPU 0, Fake H200 #0, 0000:10:00.0): ordinal 5 is not visible; set \
+    SEEDANCE_FALLBACK=off to keep the error\n";
+
+/// `early_main STAGE`: the calls of `early_calls()` made at STAGE.
+fn early_main(stage: &str, shim: bool) -> Run {
+    Run::new("early_main", shim).arg(stage)
+}
+
+/// What `early_main` prints when the shim repaired `cuDeviceGet(5)` to `device`.
+fn repaired_stdout(stage: &str, device: i32, bus: &str) -> String {
+    format!(
+        "{stage}: cuInit -> 0, cuDeviceGet(5) -> 0 (device {device}), cuCtxCreate -> 0, \
+         context on {bus}\n"
+    )
+}
+
+/// The trace of a run whose `cuDeviceGet(5)` went to `device`: one fault, one repair, and
+/// the exact calls of the program in the exit summary, argv as the program got it.
+fn assert_trace(r: &Finished, stage: &str, device: i32, bus: &str, visible: u32) {
+    assert_eq!(r.trace_files, 1, "{}", r.stderr());
+    let start = r.events("session_start");
+    assert_eq!(start.len(), 1);
+    let argv = start[0]["argv"].as_array().unwrap();
+    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert!(argv[0].as_str().unwrap().ends_with("/early_main"));
+    assert_eq!(argv[1], stage);
+    assert_eq!(start[0]["mode"], "fix");
+    assert_eq!(
+        start[0]["devices"].as_array().unwrap().len(),
+        visible as usize
+    );
+    let faults = r.events("device_fault");
+    assert_eq!(faults.len(), 1);
+    assert_eq!(faults[0]["function"], "cuDeviceGet");
+    assert_eq!(faults[0]["requested_ordinal"], 5);
+    assert_eq!(faults[0]["fault"], "invalid_ordinal");
+    assert_eq!(faults[0]["visible_devices"], visible);
+    let fb = r.events("device_fallback");
+    assert_eq!(fb.len(), 1);
+    assert_eq!(fb[0]["requested_ordinal"], 5);
+    assert_eq!(fb[0]["chosen_ordinal"], device);
+    assert_eq!(fb[0]["chosen_pci_bus_id"], bus);
+    assert!(r.events("call_failed").is_empty());
+    assert_eq!(
+        r.summary_calls(),
+        [
+            ("cuCtxCreate_v2".to_string(), 1),
+            ("cuCtxDestroy_v2".to_string(), 1),
+            ("cuDeviceGet".to_string(), 1),
+            ("cuInit".to_string(), 1),
+        ]
+    );
+    assert_eq!(r.summary_count("cuDeviceGet"), (1, 1));
+    let summary = r.events("exit_summary")[0];
+    assert_eq!(summary["repairs"], json!({"device_fallback": 1}));
+    assert_eq!(summary["fallbacks"], json!({"5": device}));
+    assert_eq!(summary["dropped_records"], 0);
+}
+
+/// The driver received ordinal 5 once (refused), then the shim's device queries, then the
+/// program's context creation on the repaired device.
+fn assert_driver_saw(r: &Finished, device: i32) {
+    let calls = &r.driver_calls;
+    let at = |line: &str| {
+        let found: Vec<usize> = (0..calls.len()).filter(|&i| calls[i] == line).collect();
+        assert_eq!(found.len(), 1, "{line} in {calls:#?}");
+        found[0]
+    };
+    assert_eq!(at("cuInit flags=0 -> 0"), 0, "{calls:#?}");
+    let refused = at("cuDeviceGet ordinal=5 -> 101");
+    let created = at(&format!("cuCtxCreate_v2 flags=0 dev={device} -> 0"));
+    assert!(refused < created, "{calls:#?}");
+    assert_eq!(
+        calls[created - 1],
+        format!("cuDeviceGet ordinal={device} -> 0"),
+        "the repaired call comes right before the context creation: {calls:#?}"
+    );
+    assert!(
+        !calls
+            .iter()
+            .any(|l| l.starts_with("cuCtxCreate_v2") && !l.ends_with("-> 0")),
+        "{calls:#?}"
+    );
+}
+
+/// From `main`, the program's constructor, and a shared library's constructors of default
+/// and of high priority (101): the same explanation, the same repair (ordinal 5 -> 1), the
+/// same driver calls and the same exact counts. Without the shim the call fails the same way
+/// from every stage.
+#[test]
+fn constructor_calls_are_repaired_as_calls_from_main() {
+    for stage in ["main", "exe_ctor", "ctor", "ctor101"] {
+        let plain = finish_within(early_main(stage, false));
+        assert_eq!(plain.output.status.code(), Some(1), "{stage}");
+        assert_eq!(
+            plain.stdout(),
+            format!(
+                "{stage}: cuInit -> 0, cuDeviceGet(5) -> 101 (device -1), cuCtxCreate -> 101, \
+                 context on ?\n"
+            )
+        );
+        assert_eq!(plain.stderr(), "");
+
+        let r = finish_within(early_main(stage, true));
+        assert_eq!(r.output.status.code(), Some(0), "{stage}: {}", r.stderr());
+        assert_eq!(r.stdout(), repaired_stdout(stage, 1, "0000:11:00.0"));
+        assert_eq!(r.stderr(), FAULT_2_DEVICES, "{stage}");
+        assert_trace(&r, stage, 1, "0000:11:00.0", 2);
+        assert_driver_saw(&r, 1);
+    }
+}
+
+/// From the program's `.preinit_array`: before any shared library's constructor and before
+/// the C library's own initialiser, so `environ` is still null and `getenv` finds nothing.
+/// The shim still reads its `SEEDANCE_*` settings (from the process's initial environment):
+/// the trace is written, `SEEDANCE_MODE=off` and `SEEDANCE_QUIET=1` are obeyed. The fake
+/// driver, like any driver that reads its settings with `getenv` during `cuInit`, sees no
+/// `FAKE_CUDA_*` variable there: its default single device and no call log. So the
+/// reference is a run from `main` on 1 device.
+#[test]
+fn preinit_array_calls_are_repaired_and_the_settings_still_apply() {
+    let reference = finish_within(early_main("main", true).env("FAKE_CUDA_DEVICE_COUNT", "1"));
+    assert_eq!(
+        reference.output.status.code(),
+        Some(0),
+        "{}",
+        reference.stderr()
+    );
+    assert_eq!(
+        reference.stdout(),
+        repaired_stdout("main", 0, "0000:10:00.0")
+    );
+    assert_eq!(reference.stderr(), FAULT_1_DEVICE);
+    assert_trace(&reference, "main", 0, "0000:10:00.0", 1);
+    assert_driver_saw(&reference, 0);
+
+    let r = finish_within(early_main("preinit", true));
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.stdout(), repaired_stdout("preinit", 0, "0000:10:00.0"));
+    assert_eq!(r.stderr(), FAULT_1_DEVICE);
+    assert_trace(&r, "preinit", 0, "0000:10:00.0", 1);
+    assert!(
+        r.driver_calls.is_empty(),
+        "the fake driver read FAKE_CUDA_LOG before libc initialised? {:#?}",
+        r.driver_calls
+    );
+
+    // Without the shim: the call fails.
+    let plain = finish_within(early_main("preinit", false));
+    assert_eq!(plain.output.status.code(), Some(1));
+    let failed = "preinit: cuInit -> 0, cuDeviceGet(5) -> 101 (device -1), cuCtxCreate -> 101, \
+                  context on ?\n";
+    assert_eq!(plain.stdout(), failed);
+
+    // SEEDANCE_MODE=off, read before libc initialised: forwards only, as without the shim.
+    let off = finish_within(early_main("preinit", true).env("SEEDANCE_MODE", "off"));
+    assert_eq!(off.output.status.code(), Some(1));
+    assert_eq!(off.stdout(), failed);
+    assert_eq!(off.stderr(), "");
+    assert_eq!(off.trace_files, 0);
+
+    // SEEDANCE_QUIET=1: repaired, nothing on stderr, the trace as before.
+    let quiet = finish_within(early_main("preinit", true).env("SEEDANCE_QUIET", "1"));
+    assert_eq!(quiet.output.status.code(), Some(0));
+    assert_eq!(quiet.stdout(), r.stdout());
+    assert_eq!(quiet.stderr(), "");
+    assert_trace(&quiet, "preinit", 0, "0000:10:00.0", 1);
+}

@@ -151,6 +151,23 @@ fn build() -> Artifacts {
             "-lcuda",
         ],
     );
+    // Early calls (e2e::early): a library whose constructors call the driver, a program
+    // whose .preinit_array and constructor do.
+    cc(
+        "libearly_ctor.so",
+        &["-shared", "-fPIC", "early_ctor.c", &l, "-lcuda"],
+    );
+    cc(
+        "early_main",
+        &[
+            "early_main.c",
+            &lb,
+            "-Wl,--no-as-needed",
+            "-learly_ctor",
+            &l,
+            "-lcuda",
+        ],
+    );
     Artifacts {
         shim: profile_dir.join("libseedance_fix.so"),
         fake_dir,

@@ -259,6 +259,37 @@ pub fn thread_id() -> u64 {
     .unwrap_or_else(|_| unsafe { libc::syscall(libc::SYS_gettid) } as u64)
 }
 
+/// The process's environment as `exec` gave it, for a caller that runs before the C library
+/// initialised itself: a driver call from the program's `.preinit_array` comes before
+/// libc's own initialiser, and there (glibc 2.36) `environ` is still null, so `getenv` and
+/// `std::env` find nothing. Then the variables are read from `/proc/self/environ`, which
+/// nothing can have changed yet. `None` once the C library is initialised (use `std::env`;
+/// a program that cleared its environment keeps it cleared), or if `/proc` is unreadable.
+pub fn environment_before_libc_init() -> Option<Vec<(String, String)>> {
+    extern "C" {
+        static environ: *const *const c_char;
+        static program_invocation_name: *const c_char;
+    }
+    // SAFETY: plain reads of two pointers the C library owns. program_invocation_name is
+    // "" until libc's initialiser sets it to argv[0] (with environ); both null/"" means
+    // that initialiser has not run yet (clearenv alone leaves the name set).
+    let early = unsafe {
+        environ.is_null() && (program_invocation_name.is_null() || *program_invocation_name == 0)
+    };
+    if !early {
+        return None;
+    }
+    let raw = std::fs::read("/proc/self/environ").ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter_map(|entry| {
+                let (k, v) = std::str::from_utf8(entry).ok()?.split_once('=')?;
+                Some((k.to_string(), v.to_string()))
+            })
+            .collect(),
+    )
+}
+
 /// `true` when the process runs with `AT_SECURE` set (setuid, setgid, or file
 /// capabilities): see getauxval(3).
 pub fn secure_execution() -> bool {

@@ -357,3 +357,9 @@ pub fn thread_id() -> u64 {
     })
     .unwrap_or_else(|_| query())
 }
+
+/// The environment before the C library initialised itself (see the Linux version). macOS
+/// has no `.preinit_array`; not needed there as far as known (untested).
+pub fn environment_before_libc_init() -> Option<Vec<(String, String)>> {
+    None
+}
