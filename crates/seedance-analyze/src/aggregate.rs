@@ -13,6 +13,7 @@
 use crate::input::{CallFailedRef, Head, Line};
 use crate::records::{AllocFaultInfo, ExitInfo, LaunchFaultInfo, LifetimeFaultInfo, SessionInfo};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// The highest trace schema version this analyzer was written for: it reads every kind and
 /// field of versions up to this one. Records with a higher `v` are counted as
@@ -177,6 +178,11 @@ impl Examples {
     /// Counts `n` occurrences of `args`.
     pub fn add(&mut self, args: &str, n: u64) {
         if args.len() > MAX_EXAMPLE_LEN {
+            return;
+        }
+        // Full, and past the largest kept: not kept (the common case, decided with one
+        // comparison).
+        if self.0.len() >= MAX_EXAMPLES && self.0.last().is_some_and(|(l, _)| args > l.as_str()) {
             return;
         }
         match self.0.binary_search_by(|(s, _)| s.as_str().cmp(args)) {
@@ -516,11 +522,125 @@ impl Timeline {
     }
 }
 
-/// Per-file state while a file is read: which process each pid's records belong to.
+/// Per-file state while a file is read: which process each pid's records belong to, and
+/// the `call_failed` records not yet added to their processes (see [`Aggregate::end_file`]).
 pub struct FileState {
     name: String,
     by_pid: HashMap<u32, usize>,
     last: Option<(u32, usize)>,
+    failed: FailedTable,
+    /// `call_failed` records after the first, not yet in `Counters::records_by_kind`.
+    failed_kind_pending: u64,
+    /// Whether the first `call_failed` record was counted in `records_by_kind` (it decides
+    /// whether the kind gets its own entry there or goes to [`OTHER_KINDS`]).
+    failed_kind_seen: bool,
+}
+
+/// The `call_failed` records of one file by (process, function, result key), each kind of
+/// record found by a hash of its key bytes instead of a lookup by string per record in the
+/// process's maps and the timeline.
+#[derive(Default)]
+struct FailedTable {
+    /// Key hash -> first slot with that hash (the others follow `FailedSlot::next`).
+    index: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    slots: Vec<FailedSlot>,
+}
+
+/// The `call_failed` records of one (process, function, result key) in one file.
+struct FailedSlot {
+    next: Option<u32>,
+    process: usize,
+    function: String,
+    /// The result key (name, else number).
+    key: String,
+    /// The CUresult number of the first record.
+    code: u32,
+    count: u64,
+    examples: Examples,
+    /// Errors over time not yet in the timeline: their one-second bucket, and how many.
+    bucket: u64,
+    pending: u64,
+}
+
+/// Keys of [`FailedTable::index`] are hashes already.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// An FxHash-style hash (multiply and rotate, eight bytes at a time): fast on short keys,
+/// and only used to find candidates that are then compared byte for byte.
+#[inline]
+fn fx_add(h: u64, word: u64) -> u64 {
+    (h.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+#[inline]
+fn fx_bytes(mut h: u64, bytes: &[u8]) -> u64 {
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        h = fx_add(h, u64::from_le_bytes(c.try_into().unwrap_or_default()));
+    }
+    let rest = chunks.remainder();
+    let mut last = [0u8; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    fx_add(fx_add(h, u64::from_le_bytes(last)), bytes.len() as u64)
+}
+
+/// Width of the buckets `call_failed` errors are held in before they reach the timeline:
+/// its finest width, so holding them changes nothing.
+const PENDING_BUCKET_NS: u64 = 1_000_000_000;
+
+impl FailedTable {
+    /// The slot of (process, function, key), created with `code` if new.
+    #[inline]
+    fn slot(&mut self, process: usize, function: &str, key: &str, code: u32) -> &mut FailedSlot {
+        let h = fx_bytes(
+            fx_bytes(process as u64, function.as_bytes()),
+            key.as_bytes(),
+        );
+        let mut at = self.index.get(&h).copied();
+        let mut last = None;
+        while let Some(id) = at {
+            let s = &self.slots[id as usize];
+            if s.process == process && s.function == function && s.key == key {
+                return &mut self.slots[id as usize];
+            }
+            last = Some(id);
+            at = s.next;
+        }
+        let id = self.slots.len() as u32;
+        match last {
+            Some(l) => self.slots[l as usize].next = Some(id),
+            None => {
+                self.index.insert(h, id);
+            }
+        }
+        self.slots.push(FailedSlot {
+            next: None,
+            process,
+            function: function.to_string(),
+            key: key.to_string(),
+            code,
+            count: 0,
+            examples: Examples::default(),
+            bucket: 0,
+            pending: 0,
+        });
+        &mut self.slots[id as usize]
+    }
 }
 
 /// The aggregate of some traces: input counters, processes, the error histogram.
@@ -541,6 +661,44 @@ impl Aggregate {
             name: name.to_string(),
             by_pid: HashMap::new(),
             last: None,
+            failed: FailedTable::default(),
+            failed_kind_pending: 0,
+            failed_kind_seen: false,
+        }
+    }
+
+    /// Ends the file `file`: adds its `call_failed` records to their processes and to the
+    /// errors over time. [`Aggregate::record`] holds them per file until then.
+    pub fn end_file(&mut self, file: FileState) {
+        if file.failed_kind_pending > 0 {
+            bump_capped(
+                &mut self.counters.records_by_kind,
+                "call_failed",
+                file.failed_kind_pending,
+            );
+        }
+        for s in file.failed.slots {
+            if s.pending > 0 {
+                self.timeline.add(s.bucket, &s.key, s.pending);
+            }
+            let by_result = self.processes[s.process]
+                .failed
+                .entry(s.function)
+                .or_default();
+            match by_result.entry(s.key) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    let f = e.get_mut();
+                    f.count += s.count;
+                    f.examples.merge(&s.examples);
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(Failures {
+                        code: s.code,
+                        count: s.count,
+                        examples: s.examples,
+                    });
+                }
+            }
         }
     }
 
@@ -563,7 +721,8 @@ impl Aggregate {
         i
     }
 
-    /// Adds one parsed line of the file `file`.
+    /// Adds one parsed line of the file `file`. `call_failed` records are held in `file`
+    /// and reach their processes and the errors over time at [`Aggregate::end_file`].
     pub fn record(&mut self, file: &mut FileState, line: Line<'_>) {
         let Some(head) = line.head() else {
             if !matches!(line, Line::Blank) {
@@ -607,9 +766,14 @@ impl Aggregate {
                 p.session_ts_ns = Some(h.ts_ns);
             }
             Line::CallFailed(h, c) => {
-                self.counters.note_kind("call_failed", false);
+                if file.failed_kind_seen {
+                    file.failed_kind_pending += 1;
+                } else {
+                    self.counters.note_kind("call_failed", false);
+                    file.failed_kind_seen = true;
+                }
                 let i = self.process(file, h.pid);
-                self.call_failed(i, &h, c);
+                self.call_failed(file, i, &h, c);
             }
             Line::ExitSummary(h, s) => {
                 self.counters.note_kind("exit_summary", false);
@@ -817,7 +981,7 @@ impl Aggregate {
         }
     }
 
-    fn call_failed(&mut self, i: usize, h: &Head, c: CallFailedRef<'_>) {
+    fn call_failed(&mut self, file: &mut FileState, i: usize, h: &Head, c: CallFailedRef<'_>) {
         let p = &mut self.processes[i];
         p.touch(h);
         p.failed_events += 1;
@@ -832,24 +996,20 @@ impl Aggregate {
                 &number
             }
         };
-        let by_result = match p.failed.get_mut(c.function.as_ref()) {
-            Some(m) => m,
-            None => p.failed.entry(c.function.to_string()).or_default(),
-        };
-        let f = match by_result.get_mut(name) {
-            Some(f) => f,
-            None => by_result
-                .entry(name.to_string())
-                .or_insert_with(|| Failures {
-                    code: c.result,
-                    ..Failures::default()
-                }),
-        };
-        f.count += 1;
+        let s = file.failed.slot(i, &c.function, name, c.result);
+        s.count += 1;
         if let Some(args) = c.args {
-            f.examples.add(args.get(), 1);
+            s.examples.add(args.get(), 1);
         }
-        self.timeline.add(h.ts_ns, name, 1);
+        let bucket = h.ts_ns - h.ts_ns % PENDING_BUCKET_NS;
+        if s.bucket != bucket || s.pending == 0 {
+            if s.pending > 0 {
+                self.timeline.add(s.bucket, &s.key, s.pending);
+            }
+            s.bucket = bucket;
+            s.pending = 0;
+        }
+        s.pending += 1;
     }
 
     /// Combines two aggregates (of disjoint sets of files).
@@ -905,6 +1065,23 @@ mod tests {
     }
 
     #[test]
+    fn examples_are_the_smallest_with_exact_counts() {
+        let mut rng: u64 = 88172645463325252;
+        let mut ex = Examples::default();
+        let mut all: BTreeMap<String, u64> = BTreeMap::new();
+        for _ in 0..5000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let s = format!("{{\"n\":{}}}", rng % 60);
+            ex.add(&s, 1);
+            *all.entry(s).or_default() += 1;
+        }
+        let want: Vec<(String, u64)> = all.into_iter().take(MAX_EXAMPLES).collect();
+        assert_eq!(ex.0, want);
+    }
+
+    #[test]
     fn timeline_coarsens_and_merges_order_independently() {
         let mut one = Timeline::default();
         let mut a = Timeline::default();
@@ -933,5 +1110,105 @@ mod tests {
         }
         assert_eq!(c.unknown_event_kinds.len(), MAX_KINDS + 1);
         assert_eq!(c.unknown_event_kinds[OTHER_KINDS], 10);
+    }
+
+    /// `call_failed` records held per file and added at the end of the file give what
+    /// adding each record at once gives: counts, first codes, examples, errors over time
+    /// and the records-by-kind counters (with the kinds' cap).
+    #[test]
+    fn held_call_failed_records_add_up_like_single_ones() {
+        use crate::input::parse_line;
+        let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move |n: u64| {
+            rng ^= rng >> 12;
+            rng ^= rng << 25;
+            rng ^= rng >> 27;
+            rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        };
+        for (round, unknown_kinds) in [(0, 0), (1, 3), (2, MAX_KINDS + 5)].into_iter() {
+            let mut lines = Vec::new();
+            for k in 0..unknown_kinds {
+                lines.push(format!(
+                    r#"{{"v":1,"seq":0,"ts_ns":1,"pid":9,"event":"later_{k}"}}"#
+                ));
+            }
+            for seq in 0..5000u64 {
+                let pid = 1 + next(3);
+                let ts = 1_000_000_000_000 + next(900) * 1_000_000_000 + next(1_000_000_000);
+                let function = ["cuA", "cuB", "cuMemAlloc_v2"][next(3) as usize];
+                let (result, name) = [
+                    (2, Some("CUDA_ERROR_OUT_OF_MEMORY")),
+                    (3, Some("CUDA_ERROR_OUT_OF_MEMORY")),
+                    (101, None),
+                    (101, Some("101")),
+                ][next(4) as usize];
+                let name = name
+                    .map(|n| format!(r#","result_name":"{n}""#))
+                    .unwrap_or_default();
+                let args = match next(3) {
+                    0 => String::new(),
+                    _ => format!(r#","args":{{"n":{}}}"#, next(40)),
+                };
+                lines.push(format!(
+                    r#"{{"v":1,"seq":{seq},"ts_ns":{ts},"pid":{pid},"event":"call_failed","function":"{function}","result":{result}{name}{args}}}"#
+                ));
+                if next(500) == 0 {
+                    lines.push(format!(
+                        r#"{{"v":1,"seq":{seq},"ts_ns":{ts},"pid":{pid},"event":"later_x"}}"#
+                    ));
+                }
+            }
+            let mut agg = Aggregate::default();
+            let mut file = agg.begin_file("f");
+            for l in &lines {
+                agg.record(&mut file, parse_line(l.as_bytes()));
+            }
+            agg.end_file(file);
+
+            // One record at a time, as before.
+            let mut counters = Counters::default();
+            let mut timeline = Timeline::default();
+            let mut failed: BTreeMap<u32, HashMap<String, HashMap<String, Failures>>> =
+                BTreeMap::new();
+            for l in &lines {
+                match parse_line(l.as_bytes()) {
+                    Line::CallFailed(h, c) => {
+                        counters.note_kind("call_failed", false);
+                        let key = c
+                            .result_name
+                            .as_deref()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| c.result.to_string());
+                        let f = failed
+                            .entry(h.pid)
+                            .or_default()
+                            .entry(c.function.to_string())
+                            .or_default()
+                            .entry(key.clone())
+                            .or_insert_with(|| Failures {
+                                code: c.result,
+                                ..Failures::default()
+                            });
+                        f.count += 1;
+                        if let Some(a) = c.args {
+                            f.examples.add(a.get(), 1);
+                        }
+                        timeline.add(h.ts_ns, &key, 1);
+                    }
+                    Line::Unknown(_, kind) => counters.note_kind(&kind, true),
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert_eq!(
+                agg.counters.records_by_kind, counters.records_by_kind,
+                "{round}"
+            );
+            assert_eq!(agg.timeline, timeline, "{round}");
+            for p in &agg.processes {
+                if p.pid != 9 {
+                    assert_eq!(p.failed, failed[&p.pid], "{round} {}", p.pid);
+                }
+            }
+        }
     }
 }

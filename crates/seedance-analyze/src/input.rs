@@ -801,6 +801,7 @@ fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outc
             }
         }
     }
+    agg.end_file(file);
     if is_trace {
         Outcome::Trace
     } else if !any_line || pending_malformed == 0 {
