@@ -44,6 +44,36 @@ fn parse8(w: u64) -> u64 {
     ((w & 0x0000_ffff_0000_ffff).wrapping_mul(10000 * (1 << 32) + 1)) >> 32
 }
 
+/// Flags (high bit of each byte) the bytes of `w` that stop a string scan: `"`, `\\` and
+/// control characters. The lowest flag is exact (the borrows of the subtractions only
+/// reach bytes above a flagged one), which is all [`str_stop`] uses.
+#[inline]
+fn string_stops(w: u64) -> u64 {
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & (0x80 * ONES);
+    let control = w.wrapping_sub(0x20 * ONES) & !w & (0x80 * ONES);
+    zero(w ^ (b'"' as u64 * ONES)) | zero(w ^ (b'\\' as u64 * ONES)) | control
+}
+
+/// The index of the first `"`, `\\` or control character in `s` from `i`, eight bytes at
+/// a time.
+#[inline]
+fn str_stop(s: &[u8], mut i: usize) -> Option<usize> {
+    while let Some(chunk) = s.get(i..i + 8) {
+        let stops = string_stops(u64::from_le_bytes(chunk.try_into().ok()?));
+        if stops != 0 {
+            return Some(i + (stops.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    while let Some(&b) = s.get(i) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The keys of a `call_failed` record.
 #[derive(Clone, Copy)]
 enum Key {
@@ -129,13 +159,9 @@ impl<'a> Cursor<'a> {
             return None;
         }
         let start = self.i + 1;
-        let mut end = start;
-        loop {
-            match *self.s.get(end)? {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => end += 1,
-            }
+        let end = str_stop(self.s, start)?;
+        if self.s[end] != b'"' {
+            return None;
         }
         self.i = end + 1;
         std::str::from_utf8(&self.s[start..end]).ok()
@@ -255,7 +281,8 @@ impl<'a> Cursor<'a> {
         }
         self.i += 1;
         loop {
-            let b = self.peek()?;
+            self.i = str_stop(self.s, self.i)?;
+            let b = self.s[self.i];
             self.i += 1;
             match b {
                 b'"' => return Some(()),
@@ -277,8 +304,7 @@ impl<'a> Cursor<'a> {
                         _ => return None,
                     }
                 }
-                0..=0x1f => return None,
-                _ => {}
+                _ => return None,
             }
         }
     }
@@ -459,6 +485,34 @@ mod tests {
         assert!(fast(lines[0].as_bytes()).is_some());
         assert!(fast(lines[1].as_bytes()).is_some());
         assert!(fast(lines[2].as_bytes()).is_some());
+    }
+
+    #[test]
+    fn string_scan_stops_where_a_byte_loop_does() {
+        let mut rng: u64 = 0x1234_5678_9abc_def1;
+        for _ in 0..20_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let len = (rng % 40) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|k| {
+                    let r = rng.rotate_left(k as u32 * 3) as u8;
+                    // Mostly plain text, sometimes a stop byte or a high byte.
+                    match r % 16 {
+                        0 => b'"',
+                        1 => b'\\',
+                        2 => r % 32,
+                        3 => 0x80 | r,
+                        _ => b'a' + r % 26,
+                    }
+                })
+                .collect();
+            for from in 0..=len.min(9) {
+                let want = (from..len).find(|&k| matches!(bytes[k], b'"' | b'\\' | 0..=0x1f));
+                assert_eq!(str_stop(&bytes, from), want, "{bytes:?} {from}");
+            }
+        }
     }
 
     #[test]
