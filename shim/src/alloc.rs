@@ -93,8 +93,13 @@ fn total_mem(dev: CUdevice) -> Option<u64> {
 /// NVML, opened at the first explanation that needs it; `None` without NVML.
 fn nvml() -> Option<&'static Nvml> {
     static NVML: OnceCell<Option<Nvml>> = OnceCell::new();
-    NVML.get_or_init(|| Nvml::open(session::config().nvml_lib.as_deref()).ok())
-        .as_ref()
+    if let Some(n) = NVML.get() {
+        return n.as_ref();
+    }
+    // Opened outside the cell's initialiser (dlopen waits for the loader's lock): see
+    // topo::get.
+    let n = Nvml::open(session::config().nvml_lib.as_deref()).ok();
+    NVML.get_or_init(|| n).as_ref()
 }
 
 /// One allocation request as the program made it.

@@ -70,7 +70,20 @@ impl Slot {
 /// says why, once).
 pub fn libcuda() -> *mut c_void {
     static HANDLE: OnceCell<usize> = OnceCell::new();
-    *HANDLE.get_or_init(|| open_libcuda() as usize) as *mut c_void
+    if let Some(h) = HANDLE.get() {
+        return *h as *mut c_void;
+    }
+    // Opened before the cell is taken, never inside it: `dlopen` waits for the dynamic
+    // loader's lock, which a thread running a library constructor holds (a library loaded
+    // with `dlopen` whose constructor calls the driver). Had this thread taken the cell and
+    // then waited for the loader, that constructor's first driver call would wait for the
+    // cell forever (e2e::early). A thread that loses the race gives its reference back.
+    let h = open_libcuda();
+    if HANDLE.set(h as usize).is_err() && !h.is_null() {
+        // SAFETY: h came from dlopen in open_libcuda; the kept handle holds its own reference.
+        unsafe { libc::dlclose(h) };
+    }
+    *HANDLE.get().unwrap_or(&0) as *mut c_void
 }
 
 fn open_libcuda() -> *mut c_void {

@@ -19,24 +19,32 @@ const CUDA_ERROR_INITIALIZATION_ERROR: c_int = 3;
 
 fn real_cuda_set_device() -> *mut c_void {
     static REAL: OnceCell<usize> = OnceCell::new();
-    *REAL.get_or_init(|| {
-        let name = c"cudaSetDevice";
-        let p = platform::lookup(platform::RTLD_NEXT, name);
+    if let Some(p) = REAL.get() {
+        return *p as *mut c_void;
+    }
+    // Looked up outside the cell's initialiser (dlsym and dlopen wait for the loader's
+    // lock): see topo::get.
+    let found = find_cuda_set_device();
+    *REAL.get_or_init(|| found) as *mut c_void
+}
+
+fn find_cuda_set_device() -> usize {
+    let name = c"cudaSetDevice";
+    let p = platform::lookup(platform::RTLD_NEXT, name);
+    if !p.is_null() && !platform::is_ours(p) {
+        return p as usize;
+    }
+    for path in platform::loaded_objects_matching("libcudart") {
+        let h = platform::open(&path, libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            continue;
+        }
+        let p = platform::lookup(h, name);
         if !p.is_null() && !platform::is_ours(p) {
             return p as usize;
         }
-        for path in platform::loaded_objects_matching("libcudart") {
-            let h = platform::open(&path, libc::RTLD_NOW | libc::RTLD_NOLOAD);
-            if h.is_null() {
-                continue;
-            }
-            let p = platform::lookup(h, name);
-            if !p.is_null() && !platform::is_ours(p) {
-                return p as usize;
-            }
-        }
-        0
-    }) as *mut c_void
+    }
+    0
 }
 
 /// After a repaired `cudaSetDevice`, resets the runtime's per-thread last error, which the

@@ -11,34 +11,46 @@ use seedance_topology::{explain, DriverDevice, NvmlSnapshot, Topology};
 static TOPOLOGY: OnceCell<Topology> = OnceCell::new();
 
 /// The topology snapshot (taken on first use; the driver must be initialised by then).
+///
+/// Taken before the cell is filled, not inside its initialiser: the snapshot looks up driver
+/// entry points and opens NVML, which wait for the dynamic loader's lock, held by a thread
+/// running a library constructor during `dlopen`. Had this thread held the cell while
+/// waiting, that constructor's own device fault would wait for the cell forever
+/// (e2e::early). Threads that race here each take a snapshot; the first one stored is kept.
 pub fn get() -> &'static Topology {
-    TOPOLOGY.get_or_init(|| {
-        let cfg = session::config();
-        let driver: Vec<DriverDevice> = query::devices()
-            .into_iter()
-            .map(|d| DriverDevice {
-                ordinal: d.ordinal,
-                name: d.name.unwrap_or_default(),
-                pci_bus_id: d.pci_bus_id.unwrap_or_default(),
-                uuid: d.uuid.unwrap_or_default(),
-                total_mem_bytes: d.total_mem_bytes.unwrap_or(0),
-                compute_mode: d.compute_mode.unwrap_or(0),
-            })
-            .collect();
-        let nvml = NvmlSnapshot::take(cfg.nvml_lib.as_deref());
-        let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        let order = std::env::var("CUDA_DEVICE_ORDER").ok();
-        let topo = Topology::join_with_status(
-            &driver,
-            nvml.as_ref().map_err(String::as_str),
-            cvd.as_deref(),
-            order.as_deref(),
-        );
-        if let Some(w) = &topo.order_warning {
-            session::say_once("order", w);
-        }
-        topo
-    })
+    if let Some(t) = TOPOLOGY.get() {
+        return t;
+    }
+    let t = take();
+    TOPOLOGY.get_or_init(|| t)
+}
+
+fn take() -> Topology {
+    let cfg = session::config();
+    let driver: Vec<DriverDevice> = query::devices()
+        .into_iter()
+        .map(|d| DriverDevice {
+            ordinal: d.ordinal,
+            name: d.name.unwrap_or_default(),
+            pci_bus_id: d.pci_bus_id.unwrap_or_default(),
+            uuid: d.uuid.unwrap_or_default(),
+            total_mem_bytes: d.total_mem_bytes.unwrap_or(0),
+            compute_mode: d.compute_mode.unwrap_or(0),
+        })
+        .collect();
+    let nvml = NvmlSnapshot::take(cfg.nvml_lib.as_deref());
+    let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let order = std::env::var("CUDA_DEVICE_ORDER").ok();
+    let topo = Topology::join_with_status(
+        &driver,
+        nvml.as_ref().map_err(String::as_str),
+        cvd.as_deref(),
+        order.as_deref(),
+    );
+    if let Some(w) = &topo.order_warning {
+        session::say_once("order", w);
+    }
+    topo
 }
 
 /// Explanation of a request for an ordinal that is not visible.

@@ -1,10 +1,13 @@
 //! Early and re-entrant calls (issue 9 item 2): driver calls made before `main` (a shared
 //! library's constructors, of default and high priority; the program's own constructor;
 //! its `.preinit_array`, which runs before the C library has initialised itself) are
-//! explained, repaired and counted exactly as the same calls made from `main`.
+//! explained, repaired and counted exactly as the same calls made from `main`; so are calls
+//! from the constructor of a library loaded with `dlopen`, which runs under the dynamic
+//! loader's lock, while another thread calls the driver.
 //!
-//! Programs: `tests/programs/early_main.c` with `early_ctor.c` (`libearly_ctor.so`). Every
-//! run goes through [`finish_within`], so a deadlock fails the test instead of hanging it.
+//! Programs: `tests/programs/early_main.c` and `early_dlopen.c`, with `early_ctor.c`
+//! (`libearly_ctor.so`). Every run goes through [`finish_within`], so a deadlock fails the
+//! test instead of hanging it.
 
 use seedance_e2e::{Finished, Run};
 use serde_json::json;
@@ -14,9 +17,10 @@ use std::time::{Duration, Instant};
 /// second; the margin is for a loaded machine).
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// Runs `run` to completion, killing it and failing the test if it is still running after
-/// [`DEADLINE`] (a deadlock in the shim would otherwise hang the test).
-fn finish_within(run: Run) -> Finished {
+/// Runs `run` (`what` says which, for the failure message) to completion, killing it and
+/// failing the test if it is still running after [`DEADLINE`] (a deadlock in the shim would
+/// otherwise hang the test).
+fn finish_within(what: &str, run: Run) -> Finished {
     let mut running = run.spawn();
     let started = Instant::now();
     while running
@@ -29,7 +33,8 @@ fn finish_within(run: Run) -> Finished {
             let _ = running.child.kill();
             let r = running.finish();
             panic!(
-                "still running after {DEADLINE:?} (deadlock?); killed. stdout: {:?} stderr: {:?}",
+                "{what}: still running after {DEADLINE:?} (deadlock?); killed. stdout: {:?} \
+                 stderr: {:?}",
                 r.stdout(),
                 r.stderr()
             );
@@ -144,7 +149,7 @@ fn assert_driver_saw(r: &Finished, device: i32) {
 #[test]
 fn constructor_calls_are_repaired_as_calls_from_main() {
     for stage in ["main", "exe_ctor", "ctor", "ctor101"] {
-        let plain = finish_within(early_main(stage, false));
+        let plain = finish_within(stage, early_main(stage, false));
         assert_eq!(plain.output.status.code(), Some(1), "{stage}");
         assert_eq!(
             plain.stdout(),
@@ -155,7 +160,7 @@ fn constructor_calls_are_repaired_as_calls_from_main() {
         );
         assert_eq!(plain.stderr(), "");
 
-        let r = finish_within(early_main(stage, true));
+        let r = finish_within(stage, early_main(stage, true));
         assert_eq!(r.output.status.code(), Some(0), "{stage}: {}", r.stderr());
         assert_eq!(r.stdout(), repaired_stdout(stage, 1, "0000:11:00.0"));
         assert_eq!(r.stderr(), FAULT_2_DEVICES, "{stage}");
@@ -173,7 +178,10 @@ fn constructor_calls_are_repaired_as_calls_from_main() {
 /// reference is a run from `main` on 1 device.
 #[test]
 fn preinit_array_calls_are_repaired_and_the_settings_still_apply() {
-    let reference = finish_within(early_main("main", true).env("FAKE_CUDA_DEVICE_COUNT", "1"));
+    let reference = finish_within(
+        "main, 1 device",
+        early_main("main", true).env("FAKE_CUDA_DEVICE_COUNT", "1"),
+    );
     assert_eq!(
         reference.output.status.code(),
         Some(0),
@@ -188,7 +196,7 @@ fn preinit_array_calls_are_repaired_and_the_settings_still_apply() {
     assert_trace(&reference, "main", 0, "0000:10:00.0", 1);
     assert_driver_saw(&reference, 0);
 
-    let r = finish_within(early_main("preinit", true));
+    let r = finish_within("preinit", early_main("preinit", true));
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
     assert_eq!(r.stdout(), repaired_stdout("preinit", 0, "0000:10:00.0"));
     assert_eq!(r.stderr(), FAULT_1_DEVICE);
@@ -200,23 +208,99 @@ fn preinit_array_calls_are_repaired_and_the_settings_still_apply() {
     );
 
     // Without the shim: the call fails.
-    let plain = finish_within(early_main("preinit", false));
+    let plain = finish_within("preinit, no shim", early_main("preinit", false));
     assert_eq!(plain.output.status.code(), Some(1));
     let failed = "preinit: cuInit -> 0, cuDeviceGet(5) -> 101 (device -1), cuCtxCreate -> 101, \
                   context on ?\n";
     assert_eq!(plain.stdout(), failed);
 
     // SEEDANCE_MODE=off, read before libc initialised: forwards only, as without the shim.
-    let off = finish_within(early_main("preinit", true).env("SEEDANCE_MODE", "off"));
+    let off = finish_within(
+        "preinit, mode off",
+        early_main("preinit", true).env("SEEDANCE_MODE", "off"),
+    );
     assert_eq!(off.output.status.code(), Some(1));
     assert_eq!(off.stdout(), failed);
     assert_eq!(off.stderr(), "");
     assert_eq!(off.trace_files, 0);
 
     // SEEDANCE_QUIET=1: repaired, nothing on stderr, the trace as before.
-    let quiet = finish_within(early_main("preinit", true).env("SEEDANCE_QUIET", "1"));
+    let quiet = finish_within(
+        "preinit, quiet",
+        early_main("preinit", true).env("SEEDANCE_QUIET", "1"),
+    );
     assert_eq!(quiet.output.status.code(), Some(0));
     assert_eq!(quiet.stdout(), r.stdout());
     assert_eq!(quiet.stderr(), "");
     assert_trace(&quiet, "preinit", 0, "0000:10:00.0", 1);
+}
+
+/// `early_dlopen ctor MODE`: `libearly_ctor.so` loaded with `dlopen`, its constructor's calls
+/// racing another thread's (see `tests/programs/early_dlopen.c`).
+fn early_dlopen(mode: &str, shim: bool) -> Run {
+    Run::new("early_dlopen", shim).args(&["ctor", mode])
+}
+
+/// The constructor's line of `early_dlopen` when its `cuDeviceGet(5)` was repaired.
+const DLOPEN_CTOR_REPAIRED: &str = "dlopen ctor: cuInit -> 0, cuDeviceGet(5) -> 0 (device 1), \
+    cuCtxCreate -> 0, context on 0000:11:00.0\n";
+
+/// A library loaded with `dlopen` runs its constructor while its thread holds the dynamic
+/// loader's lock, and the shim's first steps (opening libcuda, looking up entry points,
+/// taking the topology, opening NVML) wait for that lock. Here another thread makes its first
+/// driver calls (`first`) or a device fault (`fault`) just before the constructor makes its
+/// own, and gets inside the shim first. Before the fix that thread held the shim's
+/// once-only cell (the libcuda handle, the topology) while it waited for the loader, and the
+/// constructor's call waited for the cell: deadlock, both modes, every run. Now each finishes:
+/// both threads' calls answered, the constructor's `cuDeviceGet(5)` repaired, exact counts.
+#[test]
+fn dlopen_constructor_calls_racing_another_thread_do_not_deadlock() {
+    let plain = finish_within("first, no shim", early_dlopen("first", false));
+    assert_eq!(plain.output.status.code(), Some(1));
+    assert_eq!(
+        plain.stdout(),
+        "dlopen ctor: cuInit -> 0, cuDeviceGet(5) -> 101 (device -1), cuCtxCreate -> 101, \
+         context on ?\nthread: cuInit -> 0, cuDeviceGet(0) -> 0 (device 0)\n"
+    );
+
+    let r = finish_within("first", early_dlopen("first", true));
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.stdout(),
+        format!("{DLOPEN_CTOR_REPAIRED}thread: cuInit -> 0, cuDeviceGet(0) -> 0 (device 0)\n")
+    );
+    assert_eq!(r.stderr(), FAULT_2_DEVICES);
+    assert_eq!(
+        r.summary_calls(),
+        [
+            ("cuCtxCreate_v2".to_string(), 1),
+            ("cuCtxDestroy_v2".to_string(), 1),
+            ("cuDeviceGet".to_string(), 2),
+            ("cuInit".to_string(), 2),
+        ]
+    );
+    assert_eq!(r.summary_count("cuDeviceGet"), (2, 1));
+    assert_eq!(r.events("device_fallback").len(), 1);
+    let count = |r: &Finished, line: &str| r.driver_calls.iter().filter(|l| *l == line).count();
+    assert_eq!(count(&r, "cuDeviceGet ordinal=5 -> 101"), 1);
+    assert_eq!(count(&r, "cuCtxCreate_v2 flags=0 dev=1 -> 0"), 1);
+
+    // The device fault race: without a trace directory, so that the topology is not taken
+    // at cuInit by the session record but by the first fault, which is the race.
+    let r = finish_within(
+        "fault",
+        early_dlopen("fault", true).env_remove("SEEDANCE_TRACE_DIR"),
+    );
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.stdout(),
+        format!(
+            "{DLOPEN_CTOR_REPAIRED}thread: cuDeviceGet(0) -> 0, cuDeviceGet(5) -> 0 (device 1)\n"
+        )
+    );
+    // One explanation and one announcement for the two faults on ordinal 5.
+    assert_eq!(r.stderr(), FAULT_2_DEVICES);
+    assert_eq!(r.trace_files, 0);
+    assert_eq!(count(&r, "cuDeviceGet ordinal=5 -> 101"), 2);
+    assert_eq!(count(&r, "cuCtxCreate_v2 flags=0 dev=1 -> 0"), 1);
 }

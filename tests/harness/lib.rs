@@ -152,7 +152,8 @@ fn build() -> Artifacts {
         ],
     );
     // Early calls (e2e::early): a library whose constructors call the driver, a program
-    // whose .preinit_array and constructor do.
+    // whose .preinit_array and constructor do, and one that dlopens the library
+    // (-rdynamic: the library calls back into it).
     cc(
         "libearly_ctor.so",
         &["-shared", "-fPIC", "early_ctor.c", &l, "-lcuda"],
@@ -166,6 +167,17 @@ fn build() -> Artifacts {
             "-learly_ctor",
             &l,
             "-lcuda",
+        ],
+    );
+    cc(
+        "early_dlopen",
+        &[
+            "-rdynamic",
+            "early_dlopen.c",
+            &l,
+            "-lcuda",
+            "-ldl",
+            "-lpthread",
         ],
     );
     Artifacts {

@@ -18,7 +18,12 @@ struct early_record {
 };
 struct early_record early_record;
 
+/* Defined (and exported) by a program that wants to act just before the calls:
+ * early_dlopen.c starts another thread's driver calls there. */
+void early_before_calls(void) __attribute__((weak));
+
 void early_calls(const char *stage) {
+    if (early_before_calls) early_before_calls();
     early_record.stage = stage;
     early_record.dev = -1;
     early_record.init = cuInit(0);
