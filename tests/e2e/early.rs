@@ -3,10 +3,11 @@
 //! its `.preinit_array`, which runs before the C library has initialised itself) are
 //! explained, repaired and counted exactly as the same calls made from `main`; so are calls
 //! from the constructor of a library loaded with `dlopen`, which runs under the dynamic
-//! loader's lock, while another thread calls the driver.
+//! loader's lock, while another thread calls the driver; and calls from `pthread_once`
+//! bodies that 8 threads race into, and from a thread an atexit handler starts.
 //!
 //! Programs: `tests/programs/early_main.c` and `early_dlopen.c`, with `early_ctor.c`
-//! (`libearly_ctor.so`). Every run goes through [`finish_within`], so a deadlock fails the
+//! (`libearly_ctor.so`); `early_once.c`. Every run goes through [`finish_within`], so a deadlock fails the
 //! test instead of hanging it.
 
 use seedance_e2e::{Finished, Run};
@@ -303,4 +304,71 @@ fn dlopen_constructor_calls_racing_another_thread_do_not_deadlock() {
     assert_eq!(r.trace_files, 0);
     assert_eq!(count(&r, "cuDeviceGet ordinal=5 -> 101"), 2);
     assert_eq!(count(&r, "cuCtxCreate_v2 flags=0 dev=1 -> 0"), 1);
+}
+
+/// `pthread_once` bodies making driver calls (`tests/programs/early_once.c`): 8 threads race
+/// into each of 4 once-controls; the body (the first one makes the process's first driver
+/// call, so the shim starts up inside it while 7 threads wait in `pthread_once`) calls
+/// `cuInit`, `cuDeviceGet(5)` (repaired to 1 every round, explained once) and
+/// `cuCtxCreate_v2`; then every thread uses the round's context. An atexit handler destroys
+/// the contexts from a thread it starts. No deadlock, exact counts, three runs.
+#[test]
+fn pthread_once_bodies_racing_eight_threads_are_repaired_and_counted() {
+    for _ in 0..3 {
+        let r = finish_within("early_once 5", Run::new("early_once", true).arg("5"));
+        assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+        assert_eq!(
+            r.stdout(),
+            "once bodies: 1 1 1 1; devices: 1 1 1 1; threads' calls ok: 32 of 32\n\
+             atexit thread: 4 contexts destroyed\n"
+        );
+        assert_eq!(r.stderr(), FAULT_2_DEVICES);
+        assert_eq!(
+            r.summary_calls(),
+            [
+                ("cuCtxCreate_v2".to_string(), 4),
+                ("cuCtxDestroy_v2".to_string(), 4),
+                ("cuCtxSetCurrent".to_string(), 32),
+                ("cuCtxSynchronize".to_string(), 32),
+                ("cuDeviceGet".to_string(), 4),
+                ("cuInit".to_string(), 4),
+            ]
+        );
+        assert_eq!(r.summary_count("cuDeviceGet"), (4, 4));
+        let summary = r.events("exit_summary")[0];
+        assert_eq!(summary["repairs"], json!({"device_fallback": 4}));
+        assert_eq!(summary["fallbacks"], json!({"5": 1}));
+        assert_eq!(summary["live_contexts"], json!([]));
+        assert_eq!(summary["dropped_records"], 0);
+        assert_eq!(r.events("device_fault").len(), 1);
+        assert_eq!(r.events("device_fallback").len(), 1);
+        assert!(r.events("call_failed").is_empty());
+        let count = |prefix: &str| {
+            r.driver_calls
+                .iter()
+                .filter(|l| l.starts_with(prefix))
+                .count()
+        };
+        assert_eq!(count("cuDeviceGet ordinal=5 -> 101"), 4);
+        assert_eq!(count("cuCtxCreate_v2 flags=0 dev=1 -> 0"), 4);
+        assert_eq!(count("cuCtxCreate_v2"), 4);
+        assert_eq!(count("cuCtxSetCurrent"), 32);
+        assert_eq!(count("cuCtxDestroy_v2"), 4);
+    }
+    // A healthy run (ordinal 0): as without the shim, and silent.
+    let plain = finish_within(
+        "early_once 0, no shim",
+        Run::new("early_once", false).arg("0"),
+    );
+    let r = finish_within("early_once 0", Run::new("early_once", true).arg("0"));
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.stdout(),
+        "once bodies: 1 1 1 1; devices: 0 0 0 0; threads' calls ok: 32 of 32\n\
+         atexit thread: 4 contexts destroyed\n"
+    );
+    assert_eq!(r.stdout(), plain.stdout());
+    assert_eq!(r.stderr(), "");
+    assert_eq!(r.summary_count("cuCtxSynchronize"), (32, 0));
+    assert_eq!(r.summary_count("cuDeviceGet"), (4, 0));
 }

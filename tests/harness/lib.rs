@@ -180,6 +180,7 @@ fn build() -> Artifacts {
             "-lpthread",
         ],
     );
+    cc("early_once", &["early_once.c", &l, "-lcuda", "-lpthread"]);
     Artifacts {
         shim: profile_dir.join("libseedance_fix.so"),
         fake_dir,
