@@ -4,14 +4,18 @@
 //! explained, repaired and counted exactly as the same calls made from `main`; so are calls
 //! from the constructor of a library loaded with `dlopen`, which runs under the dynamic
 //! loader's lock, while another thread calls the driver; and calls from `pthread_once`
-//! bodies that 8 threads race into, and from a thread an atexit handler starts.
+//! bodies that 8 threads race into, and from a thread an atexit handler starts. A preloaded
+//! allocator that looks up the real `malloc` with `dlsym` works before or after the shim,
+//! also when that look-up runs inside the shim's own `dlsym`.
 //!
 //! Programs: `tests/programs/early_main.c` and `early_dlopen.c`, with `early_ctor.c`
-//! (`libearly_ctor.so`); `early_once.c`. Every run goes through [`finish_within`], so a deadlock fails the
+//! (`libearly_ctor.so`); `early_once.c`; `early_alloc_main.c` with `early_alloc.c`
+//! (`libearly_alloc.so`). Every run goes through [`finish_within`], so a deadlock fails the
 //! test instead of hanging it.
 
 use seedance_e2e::{Finished, Run};
 use serde_json::json;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Longest a run may take before the test kills it and fails (each takes well under a
@@ -371,4 +375,87 @@ fn pthread_once_bodies_racing_eight_threads_are_repaired_and_counted() {
     assert_eq!(r.stderr(), "");
     assert_eq!(r.summary_count("cuCtxSynchronize"), (32, 0));
     assert_eq!(r.summary_count("cuDeviceGet"), (4, 0));
+}
+
+/// What `early_alloc_main` prints, but its last line, with or without the shim.
+const ALLOC_MAIN_CALLS: &str = "cuInit -> 0\ncuDeviceGet(1) -> 0\ncuCtxCreate -> 0\n\
+    cuMemAlloc 0 bytes -> 1\nblock 32x33x1 -> 1\ncuMemAlloc 1 MiB -> 0\nblock 32x32x1 -> 0\n\
+    cuCtxSynchronize -> 0\ncuMemFree -> 0\ncuCtxDestroy -> 0\n";
+
+/// `early_alloc_main` with `LD_PRELOAD` set to `preload` (paths joined with `:`).
+fn under_allocator(preload: &[&PathBuf]) -> Run {
+    let list: Vec<String> = preload.iter().map(|p| p.display().to_string()).collect();
+    Run::new("early_alloc_main", false).env("LD_PRELOAD", list.join(":"))
+}
+
+/// A preloaded allocator interposer (`tests/programs/early_alloc.c`: malloc, free, calloc
+/// and realloc found with `dlsym(RTLD_NEXT, ..)` on first use, a static buffer meanwhile),
+/// before and after the shim in `LD_PRELOAD`. The program's first contact with the driver is
+/// `dlsym(libcuda, "cuInit")` with the allocator made to look its functions up again: under
+/// the shim its `dlsym(RTLD_NEXT, "malloc")` runs inside the shim's `dlsym` (the shim's
+/// first-use set-up allocates there), once; without the shim nothing allocates there. Then a
+/// zero-size allocation and an over-limit launch, each explained (the shim allocates inside
+/// the failing call), and healthy calls. Same results as under the allocator alone, the two
+/// explanations, exact counts, no deadlock or crash.
+#[test]
+fn preloaded_allocator_before_or_after_the_shim() {
+    let a = seedance_e2e::artifacts();
+    let alloc = a.bin_dir.join("libearly_alloc.so");
+    let plain = finish_within("allocator alone", under_allocator(&[&alloc]));
+    assert_eq!(plain.output.status.code(), Some(0), "{}", plain.stdout());
+    assert_eq!(
+        plain.stdout(),
+        format!("{ALLOC_MAIN_CALLS}allocator in use; look-ups inside dlsym(cuInit): 0\n")
+    );
+    assert_eq!(plain.stderr(), "");
+    for (what, order) in [
+        ("allocator, shim", [&alloc, &a.shim]),
+        ("shim, allocator", [&a.shim, &alloc]),
+    ] {
+        let r = finish_within(what, under_allocator(&order));
+        assert_eq!(r.output.status.code(), Some(0), "{what}: {}", r.stderr());
+        assert_eq!(
+            r.stdout(),
+            format!("{ALLOC_MAIN_CALLS}allocator in use; look-ups inside dlsym(cuInit): 1\n"),
+            "{what}"
+        );
+        let err = r.stderr();
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 2, "{what}: {err}");
+        assert!(
+            lines[0].starts_with(
+                "seedance: cuMemAlloc_v2: CUDA_ERROR_INVALID_VALUE (1): the program asked for \
+                 0 bytes"
+            ),
+            "{what}: {err}"
+        );
+        assert!(
+            lines[1].starts_with(
+                "seedance: cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (1): block (32,33,1) = 1056 \
+                 threads, over device 1's limit of 1024 threads per block"
+            ),
+            "{what}: {err}"
+        );
+        assert_eq!(r.events("alloc_fault").len(), 1, "{what}");
+        assert_eq!(r.events("launch_fault").len(), 1, "{what}");
+        assert!(r.events("call_failed").is_empty(), "{what}");
+        assert_eq!(
+            r.summary_calls(),
+            [
+                ("cuCtxCreate_v2".to_string(), 1),
+                ("cuCtxDestroy_v2".to_string(), 1),
+                ("cuCtxSynchronize".to_string(), 1),
+                ("cuDeviceGet".to_string(), 1),
+                ("cuInit".to_string(), 1),
+                ("cuLaunchKernel".to_string(), 2),
+                ("cuMemAlloc_v2".to_string(), 2),
+                ("cuMemFree_v2".to_string(), 1),
+            ],
+            "{what}"
+        );
+        assert_eq!(r.summary_count("cuLaunchKernel"), (2, 1), "{what}");
+        assert_eq!(r.summary_count("cuMemAlloc_v2"), (2, 1), "{what}");
+        assert_eq!(r.events("exit_summary")[0]["dropped_records"], 0);
+        seedance_e2e::assert_forwarded_unchanged(&plain.driver_calls, &r.driver_calls);
+    }
 }

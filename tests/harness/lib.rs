@@ -181,6 +181,14 @@ fn build() -> Artifacts {
         ],
     );
     cc("early_once", &["early_once.c", &l, "-lcuda", "-lpthread"]);
+    cc(
+        "libearly_alloc.so",
+        &["-shared", "-fPIC", "early_alloc.c", "-ldl"],
+    );
+    cc(
+        "early_alloc_main",
+        &["early_alloc_main.c", &l, "-lcuda", "-ldl"],
+    );
     Artifacts {
         shim: profile_dir.join("libseedance_fix.so"),
         fake_dir,
