@@ -5,10 +5,9 @@
 //! non-negative integers and a small `args` object. [`call_failed`] reads such a line in one
 //! pass over the bytes, without serde: the envelope fields, `event`, `function`, `result`,
 //! `result_name` (borrowed from the line) and the raw text of `args` (validated as JSON, not
-//! built). Keys are recognised by their bytes (a key written with an escape is left to
-//! serde), integers are read eight digits at a time, and only the strings the record keeps
-//! (`function`, `result_name`, `args`) are checked to be UTF-8: every other byte of the line
-//! is matched as ASCII. It accepts only a strict subset of what the serde path accepts, and
+//! built). The line is checked to be UTF-8 once; keys are recognised by their bytes (a key
+//! written with an escape is left to serde); strings are scanned eight bytes at a time, and
+//! so are the first 16 digits of long integers (timestamps). It accepts only a strict subset of what the serde path accepts, and
 //! gives the same answer on it; for anything else (another event kind, an unknown or
 //! repeated field, a `null`, an escape or control character in a string outside `args`,
 //! bytes that are not UTF-8, a number that is not a plain non-negative integer of the
@@ -150,10 +149,10 @@ impl<'a> Cursor<'a> {
         Some(key)
     }
 
-    /// A string without escapes or control characters (the opening quote is next),
-    /// borrowed; `None` if it is not UTF-8.
+    /// A string without escapes or control characters (the opening quote is next): the
+    /// range of its body.
     #[inline]
-    fn plain_str(&mut self) -> Option<&'a str> {
+    fn plain_str(&mut self) -> Option<std::ops::Range<usize>> {
         self.ws();
         if self.peek()? != b'"' {
             return None;
@@ -164,7 +163,7 @@ impl<'a> Cursor<'a> {
             return None;
         }
         self.i = end + 1;
-        std::str::from_utf8(&self.s[start..end]).ok()
+        Some(start..end)
     }
 
     /// A plain non-negative integer of at most [`MAX_DIGITS`] digits (no sign, fraction,
@@ -273,7 +272,7 @@ impl<'a> Cursor<'a> {
         self.lit(w).then_some(())
     }
 
-    /// A string in `args`, with the escapes JSON allows (UTF-8 is checked by the caller).
+    /// A string in `args`, with the escapes JSON allows.
     fn json_str(&mut self) -> Option<()> {
         self.ws();
         if self.peek()? != b'"' {
@@ -357,6 +356,7 @@ fn set<T>(slot: &mut Option<T>, v: T) -> Option<()> {
 
 /// Reads `line` (trimmed, starting with `{`) as a `call_failed` record, or gives up.
 pub(crate) fn call_failed(line: &[u8]) -> Option<(Head, CallFailedRef<'_>)> {
+    let text = std::str::from_utf8(line).ok()?;
     let mut c = Cursor { s: line, i: 0 };
     c.eat(b'{')?;
     let (mut v, mut seq, mut ts_ns, mut pid, mut tid) = (None, None, None, None, None);
@@ -376,15 +376,18 @@ pub(crate) fn call_failed(line: &[u8]) -> Option<(Head, CallFailedRef<'_>)> {
                 }
                 event = true;
             }
-            Key::Function => set(&mut function, c.plain_str()?)?,
+            Key::Function => set(&mut function, text.get(c.plain_str()?)?)?,
             Key::Result => set(&mut result, c.u32()?)?,
-            Key::ResultName => set(&mut result_name, c.plain_str()?)?,
+            Key::ResultName => set(&mut result_name, text.get(c.plain_str()?)?)?,
             Key::Args => {
                 c.ws();
                 if c.peek()? == b'n' {
                     return None;
                 }
-                let raw = std::str::from_utf8(c.value(0)?).ok()?;
+                c.ws();
+                let start = c.i;
+                c.value(0)?;
+                let raw = text.get(start..c.i)?;
                 set(&mut args, RawArgs(raw))?
             }
         }
