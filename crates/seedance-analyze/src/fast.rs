@@ -168,7 +168,7 @@ impl<'a> Cursor<'a> {
 
     /// A plain non-negative integer of at most [`MAX_DIGITS`] digits (no sign, fraction,
     /// exponent or leading zero).
-    #[inline]
+    #[inline(always)]
     fn uint(&mut self) -> Option<u64> {
         self.ws();
         let s = &self.s[self.i..];
