@@ -364,9 +364,7 @@ fn session_start(host: String) -> SessionStart {
         executable: std::env::current_exe()
             .ok()
             .map(|p| p.to_string_lossy().into_owned()),
-        argv: std::env::args_os()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
+        argv: program_arguments(),
         hostname: Some(host),
         driver_version: crate::query::driver_version(),
         libcuda_path: if init.is_null() {
@@ -387,6 +385,29 @@ fn session_start(host: String) -> SessionStart {
             })
             .collect(),
     }
+}
+
+/// The program's arguments. `std::env::args` is filled by an initialiser of this library,
+/// which has not run yet when the first driver call comes from the program's
+/// `.preinit_array` or a constructor that runs before ours, and the session record is built
+/// on its own thread at once: then it is empty, and the kernel's copy is read instead.
+fn program_arguments() -> Vec<String> {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if !args.is_empty() {
+        return args;
+    }
+    let Ok(raw) = std::fs::read("/proc/self/cmdline") else {
+        return args;
+    };
+    let raw = raw.strip_suffix(&[0]).unwrap_or(&raw);
+    if raw.is_empty() {
+        return args;
+    }
+    raw.split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
 }
 
 /// Writes the exit summary and flushes the trace. Called once, from the library destructor.

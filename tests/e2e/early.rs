@@ -85,7 +85,7 @@ fn assert_trace(r: &Finished, stage: &str, device: i32, bus: &str, visible: u32)
     let start = r.events("session_start");
     assert_eq!(start.len(), 1);
     let argv = start[0]["argv"].as_array().unwrap();
-    assert_eq!(argv.len(), 2, "{argv:?}");
+    assert_eq!(argv.len(), 2, "{stage}: argv {argv:?}, session_start {}", start[0]);
     assert!(argv[0].as_str().unwrap().ends_with("/early_main"));
     assert_eq!(argv[1], stage);
     assert_eq!(start[0]["mode"], "fix");
@@ -145,12 +145,20 @@ fn assert_driver_saw(r: &Finished, device: i32) {
             .any(|l| l.starts_with("cuCtxCreate_v2") && !l.ends_with("-> 0")),
         "{calls:#?}"
     );
+    // The shim's own device queries (topology, session record) went straight to the driver:
+    // more cuDeviceGet calls than the program's one and its repeat, and none counted (the
+    // exit summary, checked by assert_trace, has 1).
+    let gets = calls
+        .iter()
+        .filter(|l| l.starts_with("cuDeviceGet "))
+        .count();
+    assert!(gets > 2, "{calls:#?}");
 }
 
 /// From `main`, the program's constructor, and a shared library's constructors of default
 /// and of high priority (101): the same explanation, the same repair (ordinal 5 -> 1), the
-/// same driver calls and the same exact counts. Without the shim the call fails the same way
-/// from every stage.
+/// same driver calls and the same exact counts, with NVML absent or present. Without the
+/// shim the call fails the same way from every stage.
 #[test]
 fn constructor_calls_are_repaired_as_calls_from_main() {
     for stage in ["main", "exe_ctor", "ctor", "ctor101"] {
@@ -165,12 +173,24 @@ fn constructor_calls_are_repaired_as_calls_from_main() {
         );
         assert_eq!(plain.stderr(), "");
 
-        let r = finish_within(stage, early_main(stage, true));
-        assert_eq!(r.output.status.code(), Some(0), "{stage}: {}", r.stderr());
-        assert_eq!(r.stdout(), repaired_stdout(stage, 1, "0000:11:00.0"));
-        assert_eq!(r.stderr(), FAULT_2_DEVICES, "{stage}");
-        assert_trace(&r, stage, 1, "0000:11:00.0", 2);
-        assert_driver_saw(&r, 1);
+        for nvml in [false, true] {
+            let mut run = early_main(stage, true);
+            if nvml {
+                run = run.with_nvml();
+            }
+            let r = finish_within(stage, run);
+            assert_eq!(r.output.status.code(), Some(0), "{stage}: {}", r.stderr());
+            assert_eq!(r.stdout(), repaired_stdout(stage, 1, "0000:11:00.0"));
+            assert_eq!(r.stderr(), FAULT_2_DEVICES, "{stage}");
+            assert_trace(&r, stage, 1, "0000:11:00.0", 2);
+            assert_driver_saw(&r, 1);
+            // NVML, when present, was opened for the topology inside the same early call.
+            assert_eq!(
+                r.events("session_start")[0]["topology"]["nvml"]["present"],
+                nvml,
+                "{stage}"
+            );
+        }
     }
 }
 
@@ -201,11 +221,16 @@ fn preinit_array_calls_are_repaired_and_the_settings_still_apply() {
     assert_trace(&reference, "main", 0, "0000:10:00.0", 1);
     assert_driver_saw(&reference, 0);
 
-    let r = finish_within("preinit", early_main("preinit", true));
+    let r = finish_within("preinit", early_main("preinit", true).with_nvml());
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
     assert_eq!(r.stdout(), repaired_stdout("preinit", 0, "0000:10:00.0"));
     assert_eq!(r.stderr(), FAULT_1_DEVICE);
     assert_trace(&r, "preinit", 0, "0000:10:00.0", 1);
+    // NVML opened inside the preinit call (the fake NVML, like the driver, sees 1 device).
+    assert_eq!(
+        r.events("session_start")[0]["topology"]["nvml"]["present"],
+        true
+    );
     assert!(
         r.driver_calls.is_empty(),
         "the fake driver read FAKE_CUDA_LOG before libc initialised? {:#?}",
