@@ -85,7 +85,12 @@ fn assert_trace(r: &Finished, stage: &str, device: i32, bus: &str, visible: u32)
     let start = r.events("session_start");
     assert_eq!(start.len(), 1);
     let argv = start[0]["argv"].as_array().unwrap();
-    assert_eq!(argv.len(), 2, "{stage}: argv {argv:?}, session_start {}", start[0]);
+    assert_eq!(
+        argv.len(),
+        2,
+        "{stage}: argv {argv:?}, session_start {}",
+        start[0]
+    );
     assert!(argv[0].as_str().unwrap().ends_with("/early_main"));
     assert_eq!(argv[1], stage);
     assert_eq!(start[0]["mode"], "fix");
