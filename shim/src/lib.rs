@@ -37,7 +37,8 @@ mod topo;
 /// So our `.fini_array` entry only registers the real work with `__cxa_atexit` (no DSO
 /// handle): glibc's exit loop notices a handler registered while `_dl_fini` was running and
 /// runs it after `_dl_fini` returns, when every other destructor is done. If registration
-/// fails the summary is written at once.
+/// fails the summary is written at once. (macOS: `platform::macos::seedance_term`.)
+#[cfg(target_os = "linux")]
 extern "C" fn seedance_fini() {
     // The session record is built on a thread started by the first cuInit; finish it now,
     // while the driver and NVML libraries have not yet run their own destructors.

@@ -1,8 +1,9 @@
 //! macOS/dyld: the interposed `dlsym`, the real `dlsym`, images and thread ids.
 //!
-//! **Untested and unbuilt.** No macOS machine and no Apple Rust target were available when
-//! this was written; it is compiled only for `target_os = "macos"` (see `mod.rs`), so Linux
-//! builds never see it. docs/macos.md says what is missing before it can work.
+//! **Compiled, never run.** No macOS machine is available; the module is compiled only for
+//! `target_os = "macos"` (see `mod.rs`), checked with clippy for x86_64 and aarch64 Apple
+//! targets in CI, and its object code generated (not linked: no Apple SDK here).
+//! docs/macos.md says what is missing before it can work.
 //!
 //! How it differs from Linux:
 //!
@@ -231,12 +232,18 @@ pub unsafe extern "C" fn seedance_dlsym(handle: *mut c_void, symbol: *const c_ch
     )
 }
 
-/// Writes the exit summary at normal exit. dyld registers `__mod_term_func` entries with
-/// `__cxa_atexit` when it initialises the image; an inserted library is initialised
-/// before the libraries it sees loaded later (the CUDA runtime's), so this runs after
-/// their terminators, when CUDA teardown is done.
+/// Finishes the session record and the lifetime exit checks, then writes the exit summary,
+/// at normal exit. dyld registers `__mod_term_func` entries with `__cxa_atexit` when it
+/// initialises the image; an inserted library is initialised before the libraries it sees
+/// loaded later (the CUDA runtime's), so this runs after their terminators, when CUDA
+/// teardown is done. (Linux splits this in two, `.fini_array` then a late `__cxa_atexit`
+/// handler, because there the order is the other way round; see `seedance_fini` in lib.rs.)
 extern "C" fn seedance_term() {
-    let _ = std::panic::catch_unwind(crate::session::shutdown);
+    let _ = std::panic::catch_unwind(|| {
+        crate::session::settle();
+        crate::session::settle_lifetimes();
+        crate::session::shutdown();
+    });
 }
 
 #[used]
@@ -362,4 +369,18 @@ pub fn thread_id() -> u64 {
 /// has no `.preinit_array`; not needed there as far as known (untested).
 pub fn environment_before_libc_init() -> Option<Vec<(String, String)>> {
     None
+}
+
+/// `true` when the process was made setuid or setgid (issetugid(2)): the shim then ignores
+/// every `SEEDANCE_*` variable, as on Linux with `AT_SECURE` (dyld itself already refuses
+/// `DYLD_INSERT_LIBRARIES` for restricted processes).
+pub fn secure_execution() -> bool {
+    // SAFETY: issetugid has no preconditions.
+    unsafe { libc::issetugid() != 0 }
+}
+
+/// Registers `child` to run in the child after every `fork()` (pthread_atfork(3)).
+pub fn on_fork_child(child: extern "C" fn()) {
+    // SAFETY: registering a plain function pointer; no prepare or parent handler.
+    unsafe { libc::pthread_atfork(None, None, Some(child)) };
 }
