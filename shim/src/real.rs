@@ -95,10 +95,14 @@ fn open_libcuda() -> *mut c_void {
             h = platform::open(&p, now | libc::RTLD_LOCAL);
         }
         if h.is_null() {
-            crate::session::say(&format!(
-                "SEEDANCE_LIBCUDA={p} could not be loaded ({}); falling back to libcuda.so.1",
-                platform::last_error()
-            ));
+            // say_once: two threads can race through here (see `libcuda`).
+            crate::session::say_once(
+                "libcuda:override",
+                &format!(
+                    "SEEDANCE_LIBCUDA={p} could not be loaded ({}); falling back to libcuda.so.1",
+                    platform::last_error()
+                ),
+            );
         } else {
             return h;
         }
@@ -111,11 +115,15 @@ fn open_libcuda() -> *mut c_void {
     }
     let h = platform::open("libcuda.so.1", now | libc::RTLD_LOCAL);
     if h.is_null() {
-        crate::session::say(&format!(
-            "cannot load the CUDA driver libcuda.so.1 ({}); driver calls will fail with \
-             CUDA_ERROR_NOT_FOUND. Set SEEDANCE_LIBCUDA to its path if it is installed elsewhere",
-            platform::last_error()
-        ));
+        crate::session::say_once(
+            "libcuda:missing",
+            &format!(
+                "cannot load the CUDA driver libcuda.so.1 ({}); driver calls will fail with \
+                 CUDA_ERROR_NOT_FOUND. Set SEEDANCE_LIBCUDA to its path if it is installed \
+                 elsewhere",
+                platform::last_error()
+            ),
+        );
     }
     h
 }

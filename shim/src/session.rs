@@ -157,12 +157,23 @@ pub fn say_once(key: &str, msg: &str) {
 }
 
 /// A wrapper was called but the real function cannot be found (no libcuda, or a driver
-/// without this entry point). Returns `CUDA_ERROR_NOT_FOUND` (500).
+/// without this entry point). Returns `CUDA_ERROR_NOT_FOUND` (500); one stderr line per
+/// function when a driver is loaded but lacks it, none when no driver could be loaded (that
+/// was said once already).
 #[cold]
 pub fn missing(id: HookId) -> CUresult {
     let r = CUresult::CUDA_ERROR_NOT_FOUND;
     if active() {
         count(id, r);
+        if crate::real::libcuda().is_null() {
+            // No driver at all: `real::libcuda` said so once; a line per function would
+            // blame a driver that is not there. A `cuInit` still starts the trace, so the
+            // process's record shows the failed calls (session_start without a driver).
+            if id == HookId::cuInit {
+                on_init(r);
+            }
+            return r;
+        }
         say_once(
             &format!("missing:{}", id.name()),
             &format!(

@@ -86,3 +86,43 @@ fn stub_library_is_named() {
         "{err}"
     );
 }
+
+/// No driver installed: the shim's wrappers (found through the global scope) return
+/// CUDA_ERROR_NOT_FOUND, and eight threads racing to load the driver print one line, once.
+#[test]
+fn missing_driver_fails_open_with_one_line() {
+    let cache = std::process::Command::new("/sbin/ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    if cache.contains("libcuda.so.1 ") {
+        eprintln!("skipped: this machine has a libcuda.so.1 installed");
+        return;
+    }
+    let plain = Run::new("missing_driver", false)
+        .env("LD_LIBRARY_PATH", "/nonexistent")
+        .finish();
+    assert_eq!(plain.stdout(), "no cuInit in the process\n");
+    let r = Run::new("missing_driver", true)
+        .env("LD_LIBRARY_PATH", "/nonexistent")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.stdout(), "cuInit x8 -> 500 (all threads)\n");
+    let stderr = r.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", r.stderr());
+    assert!(
+        lines[0].starts_with("seedance: cannot load the CUDA driver libcuda.so.1 ("),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].ends_with(
+        "); driver calls will fail with CUDA_ERROR_NOT_FOUND. Set SEEDANCE_LIBCUDA to its path \
+         if it is installed elsewhere"
+    ));
+    assert_eq!(r.summary_count("cuInit"), (8, 8));
+    let start = &r.events("session_start")[0];
+    assert!(start["libcuda_path"].is_null(), "{start}");
+    assert_eq!(start["devices"], serde_json::json!([]));
+}

@@ -99,6 +99,7 @@ fn build() -> Artifacts {
     cc("cudart_style", &["cudart_style.c", "-ldl"]);
     cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
+    cc("missing_driver", &["missing_driver.c", "-ldl", "-lpthread"]);
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
     cc("fork_child", &["fork_child.c", &l, "-lcuda"]);
     cc("stress", &["stress.c", &l, "-lcuda", "-lpthread"]);
