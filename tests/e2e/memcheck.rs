@@ -15,7 +15,9 @@
 //!   equal the native run's, and the same events;
 //! * the program behaved the same: exit code, stdout and stderr (the shim's own lines; valgrind
 //!   writes to its log and XML files) equal the native run's, and for single-threaded programs
-//!   the fake driver saw the same calls.
+//!   the fake driver saw the same calls in the same order, apart from the device-list queries
+//!   of the shim's session record (made on a background thread, so their number and place
+//!   depend on timing).
 //!
 //! Leaks: "still reachable" (statics, `OnceLock`s, thread-locals of live threads, the trace
 //! writer) and "possibly lost" (hashbrown tables, whose only pointer points into the middle of
@@ -79,14 +81,15 @@ const LAUNCH_PRE: &[(&str, &str)] = &[
 const ALLOC: &[(&str, &str)] = &[("FAKE_CUDA_FREE_MEM", "1073741824,")];
 const CVD1: &[(&str, &str)] = &[("CUDA_VISIBLE_DEVICES", "1")];
 
-/// The loading paths, a device fault repaired (with and without NVML), the shared runtime,
-/// fork, a reduced stress run, and the launch, allocation and lifetime scenarios that reach
-/// the most shim code (explanations, `pre` validation, repairs, the exit report).
+/// The loading paths (`linked` also repairs a bad ordinal without NVML), a device fault
+/// repaired with NVML, the shared runtime, fork, a reduced stress run, and the launch,
+/// allocation and lifetime scenarios that reach the most shim code (explanations, `pre`
+/// validation, repairs, handles used after their context, the exit report). Each valgrind run
+/// costs 2.5 to 4 s of CPU, so scenarios that take the same paths as one here are left out.
 const CASES: &[Case] = &[
     case("linked", "linked", &[], &[]),
     case("cudart_style", "cudart_style", &[], &[]),
     case("dlsym_style", "dlsym_style", &[], &[]),
-    case("wrong_ordinal", "wrong_ordinal", &[], CVD1),
     Case {
         nvml: true,
         ..case("ordinals_nvml", "ordinals", &["1"], CVD1)
@@ -106,7 +109,6 @@ const CASES: &[Case] = &[
         )
     },
     case("launch_block", "launch_faults", &["block"], LAUNCH),
-    case("launch_smem", "launch_faults", &["smem"], LAUNCH),
     case("launch_destroyed", "launch_faults", &["destroyed"], LAUNCH),
     case(
         "launch_params_pre",
@@ -114,19 +116,12 @@ const CASES: &[Case] = &[
         &["params_and_extra"],
         LAUNCH_PRE,
     ),
-    case("alloc_negative", "alloc_faults", &["negative"], ALLOC),
     case("alloc_oom", "alloc_faults", &["oom"], ALLOC),
     case("alloc_create", "alloc_faults", &["create"], ALLOC),
     case(
         "lifetime_destroy_before_sync",
         "lifetime",
         &["destroy_before_sync"],
-        &[],
-    ),
-    case(
-        "lifetime_event_after_reset",
-        "lifetime",
-        &["event_after_reset"],
         &[],
     ),
     case("lifetime_atexit_free", "lifetime", &["atexit_free"], &[]),
@@ -174,6 +169,9 @@ fn memcheck_args(valgrind: &Path, out: &Path, leaks: bool) -> Vec<String> {
         // The fake NVML is dlclosed before the leak check; keep its symbols for the
         // suppression and for readable stacks.
         "--keep-debuginfo=yes".into(),
+        // Inlined frames cost 15% of each run (the debug shim's DWARF); scripts/memcheck.sh
+        // keeps them, for a closer look at a failure.
+        "--read-inline-info=no".into(),
         "--num-callers=30".into(),
         format!("--suppressions={}", suppressions().display()),
     ]
@@ -207,7 +205,7 @@ fn unescape(s: &str) -> String {
 /// document to its parent's file). The frames are the error's own stack (where the bad
 /// access or the leaked allocation happened); `auxwhat` lines (e.g. where the block was
 /// allocated) are appended to `what`.
-fn parse_xml(xml: &str) -> (Vec<VgError>, u64) {
+fn parse_xml(xml: &str) -> (Vec<VgError>, Vec<(String, u64)>) {
     let mut errors = Vec::new();
     for block in xml.split("<error>").skip(1) {
         let block = block.split("</error>").next().unwrap_or(block);
@@ -246,8 +244,11 @@ fn parse_xml(xml: &str) -> (Vec<VgError>, u64) {
         .split("<suppcounts>")
         .skip(1)
         .flat_map(|s| s.split("<pair>").skip(1))
-        .filter_map(|p| tag(p, "count")?.trim().parse::<u64>().ok())
-        .sum();
+        .filter_map(|p| {
+            let count = tag(p, "count")?.trim().parse::<u64>().ok()?;
+            Some((unescape(tag(p, "name")?.trim()), count))
+        })
+        .collect();
     (errors, suppressed)
 }
 
@@ -311,7 +312,10 @@ fn memcheck_xml_is_parsed() {
 </valgrindoutput>
 "#;
     let (errors, suppressed) = parse_xml(xml);
-    assert_eq!(suppressed, 1);
+    assert_eq!(
+        suppressed,
+        [("fake-nvml-host-state-unmapped-by-dlclose".to_string(), 1)]
+    );
     assert_eq!(errors.len(), 2);
     assert_eq!(errors[0].kind, "InvalidRead");
     assert_eq!(
@@ -401,10 +405,35 @@ fn normalize(text: &str) -> String {
     out
 }
 
+/// The fake driver's call log without the device-list queries (count, handles, name, bus id,
+/// UUID, memory, one attribute, the driver version) that the shim makes for its session
+/// record on a background thread, and again for a device explanation if the record is not
+/// ready yet: how many there are, and where they fall, depends on timing. Every other call,
+/// the program's and the explanations', must be the same, in the same order.
+fn program_calls(calls: &[String]) -> Vec<&str> {
+    const DEVICE_LIST: &[&str] = &[
+        "cuDriverGetVersion ",
+        "cuDeviceGetCount ",
+        "cuDeviceGet ordinal=",
+        "cuDeviceGetName ",
+        "cuDeviceGetPCIBusId ",
+        "cuDeviceGetUuid_v2 ",
+        "cuDeviceTotalMem_v2 ",
+        "cuDeviceGetAttribute attrib=20 ",
+    ];
+    calls
+        .iter()
+        .map(String::as_str)
+        .filter(|l| !DEVICE_LIST.iter().any(|q| l.starts_with(q)))
+        .collect()
+}
+
 struct Outcome {
     native: Duration,
     under_valgrind: Duration,
-    suppressed: u64,
+    /// Suppressions that matched, ours (tests/valgrind/memcheck.supp) and valgrind's
+    /// defaults, with counts.
+    suppressed: Vec<(String, u64)>,
 }
 
 fn check(c: &Case, valgrind: &Path) -> Result<Outcome, String> {
@@ -422,7 +451,7 @@ fn check(c: &Case, valgrind: &Path) -> Result<Outcome, String> {
     let mut xml_files = 0;
     let mut finished = 0;
     let mut errors = Vec::new();
-    let mut suppressed = 0;
+    let mut suppressed = Vec::new();
     for entry in std::fs::read_dir(out.path()).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "xml") {
@@ -434,7 +463,7 @@ fn check(c: &Case, valgrind: &Path) -> Result<Outcome, String> {
                 e.into_iter()
                     .filter(|e| c.leaks || !e.kind.starts_with("Leak_")),
             );
-            suppressed += s;
+            suppressed.extend(s);
         }
     }
     if xml_files == 0 || finished == 0 {
@@ -480,14 +509,7 @@ fn check(c: &Case, valgrind: &Path) -> Result<Outcome, String> {
             vg.stderr()
         ));
     }
-    // The same calls with the same results; their order may differ, since the shim's
-    // session queries run on a background thread.
-    let sorted = |calls: &[String]| {
-        let mut v = calls.to_vec();
-        v.sort();
-        v
-    };
-    if c.driver_log && sorted(&vg.driver_calls) != sorted(&native.driver_calls) {
+    if c.driver_log && program_calls(&vg.driver_calls) != program_calls(&native.driver_calls) {
         problems.push(format!(
             "driver calls differ\nnative: {:#?}\nvalgrind: {:#?}",
             native.driver_calls, vg.driver_calls
@@ -527,11 +549,20 @@ fn programs_under_memcheck_have_no_memory_errors() {
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 4);
+    // SEEDANCE_MEMCHECK_CASES=name,name runs only those cases (to look at one again).
+    let only = std::env::var("SEEDANCE_MEMCHECK_CASES").ok();
+    let selected: Vec<usize> = (0..CASES.len())
+        .filter(|&i| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|n| n == CASES[i].name))
+        })
+        .collect();
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(c) = CASES.get(i) else { break };
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&i) = selected.get(k) else { break };
+                let c = &CASES[i];
                 let r = check(c, &valgrind);
                 results.lock().unwrap().push((i, r));
             });
@@ -543,26 +574,35 @@ fn programs_under_memcheck_have_no_memory_errors() {
     for (i, r) in &results {
         match r {
             Ok(o) => eprintln!(
-                "memcheck: {:<30} ok  native {:>5} ms, valgrind {:>5.1} s, {} suppressed",
+                "memcheck: {:<30} ok  native {:>5} ms, valgrind {:>5.1} s, suppressed: {}",
                 CASES[*i].name,
                 o.native.as_millis(),
                 o.under_valgrind.as_secs_f64(),
-                o.suppressed
+                if o.suppressed.is_empty() {
+                    "none".to_string()
+                } else {
+                    o.suppressed
+                        .iter()
+                        .map(|(n, c)| format!("{n} x{c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
             ),
             Err(e) => failures.push(format!("{}:\n  {e}", CASES[*i].name)),
         }
     }
     eprintln!(
         "memcheck: {} cases on {workers} threads in {:.1} s",
-        CASES.len(),
+        selected.len(),
         started.elapsed().as_secs_f64()
     );
-    assert_eq!(results.len(), CASES.len());
+    assert_eq!(results.len(), selected.len());
     assert!(
         failures.is_empty(),
-        "{} of {} cases failed under memcheck:\n{}",
+        "{} of {} cases failed under memcheck (scripts/memcheck.sh reruns one with inlined \
+         frames in the stacks):\n{}",
         failures.len(),
-        CASES.len(),
+        selected.len(),
         failures.join("\n")
     );
 }
