@@ -344,7 +344,16 @@ fn trace() -> Option<&'static TraceWriter> {
             let host = hostname().unwrap_or_else(|| "unknown".into());
             match TraceFile::create(dir, &host, std::process::id(), st.start_ns) {
                 Ok(file) => {
-                    let w = TraceWriter::start(file);
+                    let path = file.path.display().to_string();
+                    let w = TraceWriter::start(
+                        file,
+                        Box::new(move |e| {
+                            say(&format!(
+                                "writing the trace {path} failed ({e}); nothing more is written \
+                                 to it and the records are counted as dropped"
+                            ))
+                        }),
+                    );
                     w.emit(
                         platform::thread_id(),
                         Event::SessionStart(Box::new(session_start(host))),

@@ -64,3 +64,61 @@ fn quiet_silences_stderr_but_not_the_trace() {
     assert_eq!(r.events("launch_fault").len(), 1);
     assert_eq!(r.events("device_fault").len(), 1);
 }
+
+/// A full disk under the trace directory (an 8 KiB tmpfs, filled, in a private mount
+/// namespace): the program runs as without a trace, the shim says so in one line, and the
+/// exit does not wait for lines that can never be written (it waited 10 s before).
+#[test]
+fn a_full_trace_disk_costs_one_line_and_no_wait() {
+    if let Some(why) = seedance_e2e::mount_namespace_unavailable() {
+        eprintln!("failures::a_full_trace_disk_costs_one_line_and_no_wait: skipped: {why}");
+        return;
+    }
+    let plain = Run::new("ordinals", true)
+        .env("SEEDANCE_TRACE_DIR", "")
+        .args(&["5", "1"])
+        .finish();
+    let run = Run::new("ordinals", true).args(&["5", "1"]);
+    let traces = run.trace_dir.path().join("traces");
+    let script = "mount -t tmpfs -o size=8k tmpfs \"$SEEDANCE_TRACE_DIR\" || exit 97; \
+                  dd if=/dev/zero of=\"$SEEDANCE_TRACE_DIR/filler\" bs=1k count=64 2>/dev/null; \
+                  exec \"$0\" \"$@\"";
+    let started = std::time::Instant::now();
+    let r = run
+        .env("SEEDANCE_TRACE_DIR", &traces)
+        .wrapped_in(&[
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+        ])
+        .finish();
+    let took = started.elapsed();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.stdout(), plain.stdout());
+    assert_eq!(
+        r.stdout(),
+        "ordinal 5 -> 0000:11:00.0\nordinal 1 -> 0000:11:00.0\n"
+    );
+    // The plain run's stderr (the fault explained and repaired) plus one line.
+    let stderr = r.stderr();
+    let extra: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !plain.stderr().lines().any(|p| p == *l))
+        .collect();
+    assert_eq!(extra.len(), 1, "{stderr}");
+    let prefix = format!("seedance: writing the trace {}/seedance-", traces.display());
+    assert!(extra[0].starts_with(&prefix), "{}", extra[0]);
+    assert!(
+        extra[0].ends_with(
+            ".jsonl failed (No space left on device (os error 28)); nothing more is written to it \
+             and the records are counted as dropped"
+        ),
+        "{}",
+        extra[0]
+    );
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+}

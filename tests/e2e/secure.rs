@@ -97,37 +97,9 @@ step sh -c 'printf "%s\n" "$1" > /etc/ld.so.preload' sh "$X/lib/libseedance_fix.
 exec $RUN "$P" "$@"
 "#;
 
-/// Why these tests cannot run here, if they cannot: not root, or no `CAP_SYS_ADMIN`.
-fn cannot_run() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_default()
-    };
-    let euid = field("Uid:")
-        .split_whitespace()
-        .nth(1)
-        .map(str::to_string)
-        .unwrap_or_default();
-    if euid != "0" {
-        return Some(format!(
-            "not root (euid {euid}): a setuid binary and a private mount namespace need root"
-        ));
-    }
-    let cap_eff = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(0);
-    const CAP_SYS_ADMIN: u32 = 21;
-    if cap_eff & (1 << CAP_SYS_ADMIN) == 0 {
-        return Some("root without CAP_SYS_ADMIN: unshare -m is refused".into());
-    }
-    None
-}
-
 /// Prints why the test is skipped and returns `true` if it cannot run here.
 fn skip(test: &str) -> bool {
-    match cannot_run() {
+    match seedance_e2e::mount_namespace_unavailable() {
         Some(why) => {
             eprintln!("secure::{test}: skipped: {why}");
             true

@@ -561,3 +561,32 @@ pub fn assert_forwarded_unchanged(plain: &[String], shimmed: &[String]) {
         );
     }
 }
+
+/// Why a test that needs a private mount namespace (`unshare -m`, as root) cannot run here,
+/// if it cannot: not root, or no `CAP_SYS_ADMIN`. CI runs as root, so there it runs.
+pub fn mount_namespace_unavailable() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let euid = field("Uid:")
+        .split_whitespace()
+        .nth(1)
+        .map(str::to_string)
+        .unwrap_or_default();
+    if euid != "0" {
+        return Some(format!(
+            "not root (euid {euid}): a setuid binary and a private mount namespace need root"
+        ));
+    }
+    let cap_eff = u64::from_str_radix(&field("CapEff:"), 16).unwrap_or(0);
+    const CAP_SYS_ADMIN: u32 = 21;
+    if cap_eff & (1 << CAP_SYS_ADMIN) == 0 {
+        return Some("root without CAP_SYS_ADMIN: unshare -m is refused".into());
+    }
+    None
+}

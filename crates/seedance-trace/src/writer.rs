@@ -3,7 +3,11 @@
 //! The calling thread only serializes the record and hands the line to
 //! `tracing_appender::non_blocking` (a bounded queue drained by a worker thread), so a driver
 //! call never waits on disk I/O. When the queue is full the line is dropped and counted
-//! ([`TraceWriter::dropped`]); the exit summary reports that count.
+//! ([`TraceWriter::dropped`]); the exit summary reports that count. A write the file
+//! refuses (disk full, I/O error) stops the writing for good: the caller's hook hears of it
+//! once, that line and every later one are counted as dropped, and nothing is appended
+//! after a line the failure may have cut (so the file stays whole lines plus at most one
+//! cut last line, which the analyzer skips with a count).
 //!
 //! Files are created with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode 0600: a file or symlink
 //! already at the path is an error, never overwritten or followed. A directory that is
@@ -116,32 +120,65 @@ pub struct TraceWriter {
     guard: Mutex<Option<WorkerGuard>>,
     /// Lines the writer thread has written to the file.
     written: Arc<AtomicU64>,
+    /// Lines lost to a failed write (and every line after it).
+    write_failed: Arc<AtomicU64>,
 }
 
+/// What the writer thread is told when a write fails: called once, on that thread.
+pub type WriteErrorHook = Box<dyn FnOnce(&io::Error) + Send + 'static>;
+
 /// The trace file as the writer thread sees it: counts the lines it writes, so that
-/// [`TraceWriter::close`] can wait until every queued line is on disk.
+/// [`TraceWriter::close`] can wait until every queued line is on disk, and after a failed
+/// write counts lines as lost instead of writing them.
 struct CountingFile {
     file: File,
     lines: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    broken: bool,
+    on_error: Option<WriteErrorHook>,
+}
+
+fn newlines(buf: &[u8]) -> u64 {
+    buf.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 impl Write for CountingFile {
+    /// Takes the whole of `buf` (one or more whole lines) or, once a write has failed,
+    /// none of it: never an error, so the worker thread goes on draining the queue.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.file.write(buf)?;
-        let newlines = buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
-        self.lines.fetch_add(newlines, Ordering::Release);
-        Ok(n)
+        if !self.broken {
+            match self.file.write_all(buf) {
+                Ok(()) => {
+                    self.lines.fetch_add(newlines(buf), Ordering::Release);
+                    return Ok(buf.len());
+                }
+                Err(e) => {
+                    self.broken = true;
+                    if let Some(hook) = self.on_error.take() {
+                        hook(&e);
+                    }
+                }
+            }
+        }
+        self.failed.fetch_add(newlines(buf), Ordering::Release);
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        if self.broken {
+            return Ok(());
+        }
         self.file.flush()
     }
 }
 
 impl TraceWriter {
     /// Starts the writer thread for `file`. The thread is named `seedance-trace`.
-    pub fn start(file: TraceFile) -> TraceWriter {
+    /// `on_error` is called once, on that thread, if a write fails (disk full, I/O error);
+    /// from then on nothing more is written and lines are counted as dropped.
+    pub fn start(file: TraceFile, on_error: WriteErrorHook) -> TraceWriter {
         let written = Arc::new(AtomicU64::new(0));
+        let write_failed = Arc::new(AtomicU64::new(0));
         let (sink, guard) = NonBlockingBuilder::default()
             .lossy(true)
             .buffered_lines_limit(QUEUE_LINES)
@@ -149,6 +186,9 @@ impl TraceWriter {
             .finish(CountingFile {
                 file: file.file,
                 lines: Arc::clone(&written),
+                failed: Arc::clone(&write_failed),
+                broken: false,
+                on_error: Some(on_error),
             });
         let dropped = sink.error_counter();
         TraceWriter {
@@ -159,6 +199,7 @@ impl TraceWriter {
             seq: AtomicU64::new(0),
             pid: std::process::id(),
             guard: Mutex::new(Some(guard)),
+            write_failed,
         }
     }
 
@@ -186,9 +227,12 @@ impl TraceWriter {
         }
     }
 
-    /// Records dropped so far (queue full, or a record that failed to serialize).
+    /// Records dropped so far: the queue was full, a record failed to serialize, or the
+    /// file refused a write (that record and every later one).
     pub fn dropped(&self) -> u64 {
-        self.dropped.dropped_lines() as u64 + self.serialize_errors.load(Ordering::Relaxed)
+        self.dropped.dropped_lines() as u64
+            + self.serialize_errors.load(Ordering::Relaxed)
+            + self.write_failed.load(Ordering::Acquire)
     }
 
     /// Flushes every queued line to the file and stops the writer thread (waits at most
@@ -239,7 +283,7 @@ mod tests {
             "{}",
             path.display()
         );
-        let w = TraceWriter::start(file);
+        let w = TraceWriter::start(file, Box::new(|e| panic!("write failed: {e}")));
         for _ in 0..3 {
             w.emit(5, Event::ExitSummary(ExitSummary::default()));
         }
@@ -274,5 +318,31 @@ mod tests {
         assert!(matches!(err, WriterError::UnsafeDirectory(_)), "{err}");
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert!(TraceFile::create(dir.path(), "h", 1, 2).is_ok());
+    }
+
+    /// /dev/full refuses every write with ENOSPC, as a full disk does: the hook hears it
+    /// once, every record counts as dropped, and close returns at once instead of waiting
+    /// CLOSE_WAIT for lines that will never be written.
+    #[test]
+    fn a_full_disk_drops_and_reports_once_without_stalling_close() {
+        let file = TraceFile {
+            path: PathBuf::from("/dev/full"),
+            file: OpenOptions::new().write(true).open("/dev/full").unwrap(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let w = TraceWriter::start(file, Box::new(move |e| tx.send(e.raw_os_error()).unwrap()));
+        for _ in 0..5 {
+            w.emit(1, Event::ExitSummary(ExitSummary::default()));
+        }
+        let started = std::time::Instant::now();
+        w.close();
+        assert!(
+            started.elapsed() < CLOSE_WAIT / 2,
+            "close waited {:?}",
+            started.elapsed()
+        );
+        assert_eq!(w.dropped(), 5);
+        // 28: ENOSPC.
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![Some(28)]);
     }
 }
