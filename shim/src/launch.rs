@@ -367,145 +367,70 @@ fn pre(id: HookId, l: Option<Launch>) -> Option<CUresult> {
     .flatten()
 }
 
-/// Before `cuLaunchKernel(_ptsz)` with `SEEDANCE_VALIDATE=pre`: the driver's code for a
-/// launch over a limit (which is then not forwarded), `None` to forward it.
-///
-/// # Safety
-/// The wrapper's arguments, as the program passed them.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub unsafe fn pre_kernel(
-    id: HookId,
-    f: CUfunction,
-    grid_dim_x: c_uint,
-    grid_dim_y: c_uint,
-    grid_dim_z: c_uint,
-    block_dim_x: c_uint,
-    block_dim_y: c_uint,
-    block_dim_z: c_uint,
-    shared_mem_bytes: c_uint,
-    h_stream: CUstream,
-    _kernel_params: *mut *mut c_void,
-    _extra: *mut *mut c_void,
-) -> Option<CUresult> {
-    if !pre_enabled() {
-        return None;
-    }
-    pre(
-        id,
-        Some(plain(
-            f,
-            [grid_dim_x, grid_dim_y, grid_dim_z],
-            [block_dim_x, block_dim_y, block_dim_z],
-            shared_mem_bytes,
-            h_stream,
-            false,
-        )),
-    )
+/// The `pre` and `fault` adapters of an entry point whose arguments are `f`, the grid and
+/// block dims (x, y, z each), the dynamic shared memory (bytes), the stream, then pointers
+/// the checks do not read (`kernelParams`, and `extra` where the entry point has it).
+macro_rules! plain_launch_adapters {
+    ($name:literal, $pre:ident, $fault:ident, cooperative: $coop:expr, unread: ($($unread:ident),*)) => {
+        #[doc = concat!("Before `", $name, "(_ptsz)` with `SEEDANCE_VALIDATE=pre`: the driver's code")]
+        /// for a launch over a limit (which is then not forwarded), `None` to forward it.
+        ///
+        /// # Safety
+        /// The wrapper's arguments, as the program passed them.
+        #[allow(clippy::too_many_arguments)]
+        #[inline(always)]
+        pub unsafe fn $pre(
+            id: HookId,
+            f: CUfunction,
+            grid_dim_x: c_uint,
+            grid_dim_y: c_uint,
+            grid_dim_z: c_uint,
+            block_dim_x: c_uint,
+            block_dim_y: c_uint,
+            block_dim_z: c_uint,
+            shared_mem_bytes: c_uint,
+            h_stream: CUstream,
+            $($unread: *mut *mut c_void,)*
+        ) -> Option<CUresult> {
+            if !pre_enabled() {
+                return None;
+            }
+            let grid = [grid_dim_x, grid_dim_y, grid_dim_z];
+            let block = [block_dim_x, block_dim_y, block_dim_z];
+            pre(id, Some(plain(f, grid, block, shared_mem_bytes, h_stream, $coop)))
+        }
+
+        #[doc = concat!("After a failed `", $name, "(_ptsz)`: `true` when the failure was")]
+        /// explained (a `launch_fault` replaces the plain `call_failed`).
+        ///
+        /// # Safety
+        /// The wrapper's arguments, as the program passed them.
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe fn $fault(
+            id: HookId,
+            r: CUresult,
+            f: CUfunction,
+            grid_dim_x: c_uint,
+            grid_dim_y: c_uint,
+            grid_dim_z: c_uint,
+            block_dim_x: c_uint,
+            block_dim_y: c_uint,
+            block_dim_z: c_uint,
+            shared_mem_bytes: c_uint,
+            h_stream: CUstream,
+            $($unread: *mut *mut c_void,)*
+        ) -> bool {
+            let grid = [grid_dim_x, grid_dim_y, grid_dim_z];
+            let block = [block_dim_x, block_dim_y, block_dim_z];
+            fault(id, r, Some(plain(f, grid, block, shared_mem_bytes, h_stream, $coop)))
+        }
+    };
 }
 
-/// After a failed `cuLaunchKernel(_ptsz)`: `true` when the failure was explained (a
-/// `launch_fault` replaces the plain `call_failed`).
-///
-/// # Safety
-/// The wrapper's arguments, as the program passed them.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn fault_kernel(
-    id: HookId,
-    r: CUresult,
-    f: CUfunction,
-    grid_dim_x: c_uint,
-    grid_dim_y: c_uint,
-    grid_dim_z: c_uint,
-    block_dim_x: c_uint,
-    block_dim_y: c_uint,
-    block_dim_z: c_uint,
-    shared_mem_bytes: c_uint,
-    h_stream: CUstream,
-    _kernel_params: *mut *mut c_void,
-    _extra: *mut *mut c_void,
-) -> bool {
-    fault(
-        id,
-        r,
-        Some(plain(
-            f,
-            [grid_dim_x, grid_dim_y, grid_dim_z],
-            [block_dim_x, block_dim_y, block_dim_z],
-            shared_mem_bytes,
-            h_stream,
-            false,
-        )),
-    )
-}
-
-/// Before `cuLaunchCooperativeKernel(_ptsz)` with `SEEDANCE_VALIDATE=pre`.
-///
-/// # Safety
-/// The wrapper's arguments, as the program passed them.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub unsafe fn pre_cooperative(
-    id: HookId,
-    f: CUfunction,
-    grid_dim_x: c_uint,
-    grid_dim_y: c_uint,
-    grid_dim_z: c_uint,
-    block_dim_x: c_uint,
-    block_dim_y: c_uint,
-    block_dim_z: c_uint,
-    shared_mem_bytes: c_uint,
-    h_stream: CUstream,
-    _kernel_params: *mut *mut c_void,
-) -> Option<CUresult> {
-    if !pre_enabled() {
-        return None;
-    }
-    pre(
-        id,
-        Some(plain(
-            f,
-            [grid_dim_x, grid_dim_y, grid_dim_z],
-            [block_dim_x, block_dim_y, block_dim_z],
-            shared_mem_bytes,
-            h_stream,
-            true,
-        )),
-    )
-}
-
-/// After a failed `cuLaunchCooperativeKernel(_ptsz)`.
-///
-/// # Safety
-/// The wrapper's arguments, as the program passed them.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn fault_cooperative(
-    id: HookId,
-    r: CUresult,
-    f: CUfunction,
-    grid_dim_x: c_uint,
-    grid_dim_y: c_uint,
-    grid_dim_z: c_uint,
-    block_dim_x: c_uint,
-    block_dim_y: c_uint,
-    block_dim_z: c_uint,
-    shared_mem_bytes: c_uint,
-    h_stream: CUstream,
-    _kernel_params: *mut *mut c_void,
-) -> bool {
-    fault(
-        id,
-        r,
-        Some(plain(
-            f,
-            [grid_dim_x, grid_dim_y, grid_dim_z],
-            [block_dim_x, block_dim_y, block_dim_z],
-            shared_mem_bytes,
-            h_stream,
-            true,
-        )),
-    )
-}
+plain_launch_adapters!("cuLaunchKernel", pre_kernel, fault_kernel, cooperative: false,
+    unread: (_kernel_params, _extra));
+plain_launch_adapters!("cuLaunchCooperativeKernel", pre_cooperative, fault_cooperative,
+    cooperative: true, unread: (_kernel_params));
 
 /// Before `cuLaunchKernelEx(_ptsz)` with `SEEDANCE_VALIDATE=pre`.
 ///
