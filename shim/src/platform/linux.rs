@@ -7,7 +7,7 @@
 //! original caller (design.md fact 5).
 
 use libc::{c_char, c_int, c_void};
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Signature of `dlsym`.
@@ -136,78 +136,6 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
         hook = sym dlsym_hook,
         real = sym REAL_DLSYM,
     )
-}
-
-/// What `dladdr` says about an address: the object's path and load base.
-pub struct ObjectInfo {
-    /// Path of the shared object containing the address.
-    pub path: Option<String>,
-    /// Load base of that object.
-    pub base: usize,
-}
-
-/// The shared object that contains `addr`, if any.
-pub fn object_of(addr: *const c_void) -> Option<ObjectInfo> {
-    // SAFETY: Dl_info is plain data; zeroed is a valid initial value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only reads addr and writes info.
-    if unsafe { libc::dladdr(addr, &mut info) } == 0 {
-        return None;
-    }
-    let path = if info.dli_fname.is_null() {
-        None
-    } else {
-        // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
-        Some(
-            unsafe { CStr::from_ptr(info.dli_fname) }
-                .to_string_lossy()
-                .into_owned(),
-        )
-    };
-    Some(ObjectInfo {
-        path,
-        base: info.dli_fbase as usize,
-    })
-}
-
-/// `true` if `addr` lies in libseedance_fix itself.
-pub fn is_ours(addr: *const c_void) -> bool {
-    static OUR_BASE: AtomicUsize = AtomicUsize::new(0);
-    let mut base = OUR_BASE.load(Ordering::Relaxed);
-    if base == 0 {
-        base = object_of(is_ours as *const c_void).map_or(usize::MAX, |o| o.base);
-        OUR_BASE.store(base, Ordering::Relaxed);
-    }
-    object_of(addr).is_some_and(|o| o.base == base)
-}
-
-/// `dlopen(path, flags)`; null on failure.
-pub fn open(path: &str, flags: c_int) -> *mut c_void {
-    let Ok(c) = CString::new(path) else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: c is NUL-terminated; dlopen has no other preconditions.
-    unsafe { libc::dlopen(c.as_ptr(), flags) }
-}
-
-/// A handle to the already-loaded object containing `addr` (`RTLD_NOLOAD`), or null.
-pub fn handle_of(addr: *const c_void) -> *mut c_void {
-    match object_of(addr).and_then(|o| o.path) {
-        Some(p) => open(&p, libc::RTLD_NOW | libc::RTLD_NOLOAD),
-        None => std::ptr::null_mut(),
-    }
-}
-
-/// The last `dlerror()` message, if any.
-pub fn last_error() -> String {
-    // SAFETY: dlerror returns null or a NUL-terminated thread-local string.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        String::from("unknown error")
-    } else {
-        // SAFETY: non-null, NUL-terminated.
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-    }
 }
 
 /// Paths of loaded objects whose file name contains `needle` (via `dl_iterate_phdr`).
