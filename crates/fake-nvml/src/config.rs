@@ -14,6 +14,8 @@
 //! | `FAKE_CUDA_ATTR_33` / `_34` / `_50` | PCI bus / device / domain | `0x10 + p` / 0 / 0 |
 //! | `FAKE_CUDA_ATTR_75` / `_76` | compute capability major / minor | 9 / 0 |
 //! | `FAKE_NVML_ABSENT` | `1`/`true`/`yes`/`on`: `nvmlInit*` fails with `NVML_ERROR_DRIVER_NOT_LOADED` | off |
+//! | `FAKE_NVML_INIT_DELAY_MS` | milliseconds every `nvmlInit_v2`/`nvmlInitWithFlags` sleeps before it answers, holding the library's lock (every other NVML call waits for it): a wedged driver; read at each init call | 0 |
+//! | `FAKE_NVML_QUERY_DELAY_MS` | milliseconds every per-device query (`nvmlDeviceGet*` on a handle: index, name, UUID, PCI info, memory, compute mode, processes, compute capability) sleeps, holding the lock; read at the init that starts the library | 0 |
 //!
 //! The same parsing rules as `fake-cuda` (copied, not shared: the two cdylibs do not depend
 //! on each other): an empty or missing comma-list entry keeps the default; in the index
@@ -220,6 +222,16 @@ impl Host {
     }
 }
 
+/// A `FAKE_NVML_*_DELAY_MS` value: whole milliseconds, 0 when unset. A bad value is 0 with
+/// the usual warning line (`fake-nvml: ignoring bad NAME="value" (using the default)`).
+pub fn delay_ms(name: &str, raw: Option<&str>) -> (std::time::Duration, Option<String>) {
+    match raw.map(|r| (r, r.trim().parse::<u64>())) {
+        None => (std::time::Duration::ZERO, None),
+        Some((_, Ok(ms))) => (std::time::Duration::from_millis(ms), None),
+        Some((r, Err(_))) => (std::time::Duration::ZERO, Some(bad(name, r))),
+    }
+}
+
 /// Whether a `FAKE_NVML_ABSENT` value turns absent mode on: `1`, `true`, `yes` or `on`
 /// (case-insensitive).
 pub fn flag_enabled(raw: Option<&str>) -> bool {
@@ -413,6 +425,28 @@ mod tests {
         assert!(g.matches_bus_id("0000:11:00.0"));
         assert!(g.matches_bus_id("00000000:11:00.0"));
         assert!(!g.matches_bus_id("0000:10:00.0"));
+    }
+
+    #[test]
+    fn delays() {
+        use std::time::Duration;
+        let d = |raw| delay_ms("FAKE_NVML_INIT_DELAY_MS", raw);
+        assert_eq!(d(None), (Duration::ZERO, None));
+        assert_eq!(d(Some("60000")), (Duration::from_secs(60), None));
+        assert_eq!(d(Some(" 100 ")), (Duration::from_millis(100), None));
+        assert_eq!(d(Some("0")), (Duration::ZERO, None));
+        for bad in ["-1", "1.5", "soon", ""] {
+            assert_eq!(
+                d(Some(bad)),
+                (
+                    Duration::ZERO,
+                    Some(format!(
+                        "fake-nvml: ignoring bad FAKE_NVML_INIT_DELAY_MS={bad:?} (using the default)"
+                    ))
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

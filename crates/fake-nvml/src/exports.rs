@@ -371,7 +371,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
     }
 }
 
-/// Runs a per-device query: resolves the handle, then `body`.
+/// Runs a per-device query: sleeps [`global::query_delay`] with the library's lock held,
+/// resolves the handle, then `body`.
 fn query(
     name: &str,
     dev: nvmlDevice_t,
@@ -388,7 +389,10 @@ fn query(
                 format!("{} {e}", dev_arg(dev))
             }
         },
-        |gpus| body(resolve(gpus, dev)?),
+        |gpus| {
+            std::thread::sleep(global::query_delay());
+            body(resolve(gpus, dev)?)
+        },
     )
 }
 

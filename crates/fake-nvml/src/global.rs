@@ -5,10 +5,13 @@
 //! unwinding into C, returns `NVML_ERROR_UNINITIALIZED` before a successful init (for
 //! [`call_init`]) and records the call ([`crate::log`]). A poisoned mutex is recovered.
 
+use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
-use crate::config::{flag_enabled, Gpu, Host, MAX_DEVICE_COUNT};
+use crate::config::{delay_ms, flag_enabled, Gpu, Host, MAX_DEVICE_COUNT};
 use crate::log;
 
 /// `nvmlReturn_t` values used here (`nvml.h`).
@@ -35,6 +38,10 @@ pub mod ret {
 pub const INIT_FLAG_NO_GPUS: u32 = 1;
 /// Variable that makes every init fail with `NVML_ERROR_DRIVER_NOT_LOADED`.
 pub const ABSENT_ENV: &str = "FAKE_NVML_ABSENT";
+/// Milliseconds every `nvmlInit*` sleeps, holding the library's lock (a wedged driver).
+pub const INIT_DELAY_ENV: &str = "FAKE_NVML_INIT_DELAY_MS";
+/// Milliseconds every per-device query sleeps, holding the library's lock.
+pub const QUERY_DELAY_ENV: &str = "FAKE_NVML_QUERY_DELAY_MS";
 
 /// The opaque device a `nvmlDevice_t` points to: one static slot per possible device, so
 /// handles have stable addresses and are never freed. C never reads or writes through it.
@@ -99,25 +106,52 @@ static STATE: Mutex<State> = Mutex::new(State {
     gpus: Vec::new(),
 });
 
+/// `FAKE_NVML_QUERY_DELAY_MS` as read by the init that started the library, in ms.
+static QUERY_DELAY_MS: AtomicU64 = AtomicU64::new(0);
+
 fn lock() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `nvmlInit_v2` / `nvmlInitWithFlags`: the first one (reference count 0) reads the host;
-/// every success adds one reference. `NVML_ERROR_DRIVER_NOT_LOADED` with
-/// `FAKE_NVML_ABSENT`, or with no devices unless `flags` has `NVML_INIT_FLAG_NO_GPUS`.
+/// A `FAKE_NVML_*_DELAY_MS` variable from the environment (a bad value warns on stderr).
+fn delay_from_env(name: &str) -> Duration {
+    let raw = std::env::var_os(name);
+    let (delay, warning) = delay_ms(name, raw.as_deref().map(|v| v.to_str().unwrap_or("?")));
+    if let Some(w) = warning {
+        // Nothing sensible to do when stderr is closed.
+        let _ = writeln!(std::io::stderr().lock(), "{w}");
+    }
+    delay
+}
+
+/// How long a per-device query sleeps (`FAKE_NVML_QUERY_DELAY_MS`); zero until an init
+/// read it. Called by the queries with the library's lock held.
+pub fn query_delay() -> Duration {
+    Duration::from_millis(QUERY_DELAY_MS.load(Ordering::Relaxed))
+}
+
+/// `nvmlInit_v2` / `nvmlInitWithFlags`: sleeps `FAKE_NVML_INIT_DELAY_MS` first, holding the
+/// library's lock, so every other call waits too (a wedged driver); the first init
+/// (reference count 0) reads the host and `FAKE_NVML_QUERY_DELAY_MS`; every success adds
+/// one reference. `NVML_ERROR_DRIVER_NOT_LOADED` with `FAKE_NVML_ABSENT`, or with no
+/// devices unless `flags` has `NVML_INIT_FLAG_NO_GPUS`.
 pub fn init(flags: u32) -> Result<(), u32> {
+    let delay = delay_from_env(INIT_DELAY_ENV);
+    let mut g = lock();
+    std::thread::sleep(delay);
     let absent = std::env::var_os(ABSENT_ENV);
     if flag_enabled(absent.as_deref().and_then(|v| v.to_str())) {
         return Err(ret::DRIVER_NOT_LOADED);
     }
-    let mut g = lock();
     if g.refcount == 0 {
         let host = Host::from_env();
         if host.gpus.is_empty() && flags & INIT_FLAG_NO_GPUS == 0 {
             return Err(ret::DRIVER_NOT_LOADED);
         }
         g.gpus = host.gpus;
+        let query = delay_from_env(QUERY_DELAY_ENV);
+        let ms = u64::try_from(query.as_millis()).unwrap_or(u64::MAX);
+        QUERY_DELAY_MS.store(ms, Ordering::Relaxed);
     }
     g.refcount = g.refcount.saturating_add(1);
     Ok(())

@@ -90,6 +90,8 @@ fn child() {
         "no_gpus" => no_gpus(&Lib::open(&nvml_path())),
         "same_host" => same_host(&Lib::open(&nvml_path()), &Lib::open(&cuda_path())),
         "soname" => soname(),
+        "delays" => delays(&Lib::open(&nvml_path())),
+        "bad_delay" => bad_delay(&Lib::open(&nvml_path())),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -491,6 +493,74 @@ fn cuda_and_nvml_describe_the_same_host() {
             ("FAKE_CUDA_BUSY", "2"),
             ("CUDA_VISIBLE_DEVICES", "2,0"),
         ],
+    );
+}
+
+/// With `FAKE_NVML_INIT_DELAY_MS=500` and `FAKE_NVML_QUERY_DELAY_MS=200`.
+fn delays(nv: &Lib) {
+    use std::time::{Duration, Instant};
+    let init = nv.f::<FnVoid>("nvmlInit_v2");
+    let count = nv.f::<FnUintOut>("nvmlDeviceGetCount_v2");
+    let start = Instant::now();
+    // SAFETY: no arguments.
+    let first = std::thread::spawn(move || (unsafe { init() }, start.elapsed()));
+    std::thread::sleep(Duration::from_millis(100));
+    // Another thread's call waits for the init holding the library's lock, then sees it done.
+    let mut n: c_uint = 0;
+    // SAFETY: a pointer to a live local.
+    assert_eq!(unsafe { count(&mut n) }, 0);
+    let waited = start.elapsed();
+    assert_eq!(n, 1);
+    let (r, took) = first.join().expect("init thread");
+    assert_eq!(r, 0);
+    assert!(took >= Duration::from_millis(500), "init took {took:?}");
+    assert!(
+        waited >= took,
+        "count answered after {waited:?}, init took {took:?}"
+    );
+    // Every init sleeps, not only the first.
+    let again = Instant::now();
+    // SAFETY: no arguments.
+    assert_eq!(unsafe { init() }, 0);
+    assert!(again.elapsed() >= Duration::from_millis(500));
+    // A per-device query sleeps the query delay; getting the handle does not.
+    let d = handle(nv, 0);
+    let q = Instant::now();
+    assert_eq!(dev_str(nv, "nvmlDeviceGetName", d), "Fake H200 #0");
+    assert!(
+        q.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        q.elapsed()
+    );
+}
+
+#[test]
+fn init_and_query_delays_hold_the_library() {
+    run_scenario(
+        "delays",
+        &[
+            ("FAKE_NVML_INIT_DELAY_MS", "500"),
+            ("FAKE_NVML_QUERY_DELAY_MS", "200"),
+        ],
+    );
+}
+
+fn bad_delay(nv: &Lib) {
+    // SAFETY: no arguments.
+    assert_eq!(unsafe { nv.f::<FnVoid>("nvmlInit_v2")() }, 0);
+}
+
+#[test]
+fn a_bad_delay_warns_and_is_zero() {
+    let out = run_scenario("bad_delay", &[("FAKE_NVML_INIT_DELAY_MS", "soon")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches(
+            "fake-nvml: ignoring bad FAKE_NVML_INIT_DELAY_MS=\"soon\" (using the default)\n"
+        )
+        .count(),
+        1,
+        "{err}"
     );
 }
 
