@@ -90,7 +90,8 @@ fn total_mem(dev: CUdevice) -> Option<u64> {
     Some(t)
 }
 
-/// NVML, opened at the first explanation that needs it; `None` without NVML.
+/// NVML, opened at the first explanation that needs it; `None` without NVML, or when it
+/// did not answer in time ([`crate::nvml`]).
 fn nvml() -> Option<&'static Nvml> {
     static NVML: OnceCell<Option<Nvml>> = OnceCell::new();
     if let Some(n) = NVML.get() {
@@ -98,7 +99,7 @@ fn nvml() -> Option<&'static Nvml> {
     }
     // Opened outside the cell's initialiser (dlopen waits for the loader's lock): see
     // topo::get.
-    let n = Nvml::open(session::config().nvml_lib.as_deref()).ok();
+    let n = crate::nvml::open();
     NVML.get_or_init(|| n).as_ref()
 }
 
@@ -170,19 +171,25 @@ fn live_on(device: i32) -> LiveOnDevice {
     live
 }
 
-/// The other visible devices and their free memory now (NVML), `None` without NVML.
+/// The other visible devices and their free memory now (NVML), `None` without NVML or
+/// when it did not answer in time.
 fn others(device: Option<i32>) -> Option<Vec<OtherDevice>> {
     let nvml = nvml()?;
     let t = topo::get();
-    let out = t
+    let wanted: Vec<(i32, u32)> = t
         .devices
         .iter()
         .filter(|d| Some(d.ordinal) != device)
-        .filter_map(|d| {
-            let free = nvml.free_memory(d.nvml_index?)?;
+        .filter_map(|d| Some((d.ordinal, d.nvml_index?)))
+        .collect();
+    let free = crate::nvml::free_memory(nvml, wanted.iter().map(|&(_, i)| i).collect())?;
+    let out = wanted
+        .iter()
+        .zip(free)
+        .filter_map(|(&(ordinal, _), free)| {
             Some(OtherDevice {
-                ordinal: d.ordinal,
-                free,
+                ordinal,
+                free: free?,
             })
         })
         .collect();

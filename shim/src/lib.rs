@@ -21,6 +21,7 @@ mod launch;
 mod lifetime;
 mod metrics;
 mod names;
+mod nvml;
 mod platform;
 mod procaddr;
 mod query;

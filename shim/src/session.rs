@@ -254,7 +254,8 @@ fn announce(id: HookId, r: CUresult) -> bool {
 /// The session record needs device queries and NVML, which took about 21 ms on an H200
 /// (driver 580.159), mostly `nvmlInit`; so it is built on a short-lived thread and `cuInit`
 /// returns at once. Events meanwhile wait in the pending queue; a device fault that needs
-/// the topology, or the exit summary, waits for the thread.
+/// the topology, or the exit summary, waits for the thread. NVML's part waits at most
+/// `SEEDANCE_NVML_TIMEOUT` ([`crate::nvml`]), so a hung NVML delays neither for longer.
 pub fn on_init(_r: CUresult) {
     crate::metrics::start();
     let st = state();

@@ -2,11 +2,13 @@
 //! visible device, joined with NVML's (when `libnvidia-ml` is present) and with
 //! `CUDA_VISIBLE_DEVICES` / `CUDA_DEVICE_ORDER`. Taken once, at the first device fault or
 //! when the trace starts, whichever comes first; never for a program that needs neither.
+//! NVML's part waits at most `SEEDANCE_NVML_TIMEOUT` ([`crate::nvml`]); without it the
+//! topology is the driver's view alone, as with NVML absent.
 
 use crate::{query, session};
 use once_cell::sync::OnceCell;
 use seedance_core::fallback::Candidate;
-use seedance_topology::{explain, DriverDevice, NvmlSnapshot, Topology};
+use seedance_topology::{explain, DriverDevice, Topology};
 
 static TOPOLOGY: OnceCell<Topology> = OnceCell::new();
 
@@ -26,7 +28,6 @@ pub fn get() -> &'static Topology {
 }
 
 fn take() -> Topology {
-    let cfg = session::config();
     let driver: Vec<DriverDevice> = query::devices()
         .into_iter()
         .map(|d| DriverDevice {
@@ -38,7 +39,7 @@ fn take() -> Topology {
             compute_mode: d.compute_mode.unwrap_or(0),
         })
         .collect();
-    let nvml = NvmlSnapshot::take(cfg.nvml_lib.as_deref());
+    let nvml = crate::nvml::snapshot();
     let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let order = std::env::var("CUDA_DEVICE_ORDER").ok();
     let topo = Topology::join_with_status(

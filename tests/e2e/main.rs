@@ -18,6 +18,8 @@
 //! * `early`: driver calls from library constructors, `preinit_array`, `pthread_once` bodies
 //!   and a preloaded allocator that itself calls `dlsym`.
 //! * `memcheck`: the test programs under valgrind memcheck with the shim preloaded.
+//! * `nvml_hang`: NVML that does not answer (`nvmlInit` or its queries blocked): bounded by
+//!   `SEEDANCE_NVML_TIMEOUT`, then the driver's own queries, one line.
 
 mod alloc;
 mod devices;
@@ -29,6 +31,7 @@ mod loading_paths;
 mod memcheck;
 mod metrics;
 mod modes;
+mod nvml_hang;
 mod process;
 mod rtld_next;
 mod secure;

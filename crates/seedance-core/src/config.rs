@@ -60,6 +60,12 @@ impl Validate {
     }
 }
 
+/// Default of `SEEDANCE_NVML_TIMEOUT`: 2 s. `nvmlInit` took about 21 ms on an H200 (driver
+/// 580.159) and can take a second or more on GPUs out of persistence mode.
+pub const DEFAULT_NVML_TIMEOUT_MS: u64 = 2000;
+/// Largest accepted `SEEDANCE_NVML_TIMEOUT`: 10 minutes.
+pub const MAX_NVML_TIMEOUT_MS: u64 = 600_000;
+
 /// The `SEEDANCE_*` variables exactly as found (`None` = unset).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawConfig {
@@ -79,6 +85,8 @@ pub struct RawConfig {
     pub min_free_memory: Option<String>,
     /// `SEEDANCE_NVML_LIB`.
     pub nvml_lib: Option<String>,
+    /// `SEEDANCE_NVML_TIMEOUT`.
+    pub nvml_timeout: Option<String>,
     /// `SEEDANCE_METRICS_FILE`.
     pub metrics_file: Option<String>,
     /// `SEEDANCE_METRICS_INTERVAL`.
@@ -102,6 +110,7 @@ impl RawConfig {
             exclude_devices: get("SEEDANCE_EXCLUDE_DEVICES"),
             min_free_memory: get("SEEDANCE_MIN_FREE_MEMORY"),
             nvml_lib: get("SEEDANCE_NVML_LIB"),
+            nvml_timeout: get("SEEDANCE_NVML_TIMEOUT"),
             metrics_file: get("SEEDANCE_METRICS_FILE"),
             metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
             validate: get("SEEDANCE_VALIDATE"),
@@ -138,6 +147,9 @@ pub struct Config {
     pub min_free_memory: Option<u64>,
     /// Path of `libnvidia-ml` to use instead of `libnvidia-ml.so.1` (default `None`).
     pub nvml_lib: Option<PathBuf>,
+    /// Longest wait for NVML, in milliseconds (default [`DEFAULT_NVML_TIMEOUT_MS`]): a caller
+    /// that needs NVML waits at most this long, then goes on without it.
+    pub nvml_timeout_ms: u64,
     /// Prometheus text file to write the counters to (`%p` becomes the pid); default `None`.
     pub metrics_file: Option<PathBuf>,
     /// Seconds between metrics file writes (default 30; 0 writes only at exit).
@@ -161,6 +173,7 @@ impl Default for Config {
             exclude_devices: None,
             min_free_memory: None,
             nvml_lib: None,
+            nvml_timeout_ms: DEFAULT_NVML_TIMEOUT_MS,
             metrics_file: None,
             metrics_interval_secs: 30,
             validate: Validate::Post,
@@ -218,6 +231,15 @@ impl Config {
             }
         }
         cfg.nvml_lib = non_empty_path(&raw.nvml_lib, "SEEDANCE_NVML_LIB", &mut warnings);
+        if let Some(t) = &raw.nvml_timeout {
+            match t.trim().parse::<u64>() {
+                Ok(n) if (1..=MAX_NVML_TIMEOUT_MS).contains(&n) => cfg.nvml_timeout_ms = n,
+                _ => warnings.push(format!(
+                    "SEEDANCE_NVML_TIMEOUT={t:?} is not a number of milliseconds from 1 to \
+                     {MAX_NVML_TIMEOUT_MS}; using {DEFAULT_NVML_TIMEOUT_MS}"
+                )),
+            }
+        }
         cfg.metrics_file =
             non_empty_path(&raw.metrics_file, "SEEDANCE_METRICS_FILE", &mut warnings);
         if let Some(i) = &raw.metrics_interval {
@@ -387,6 +409,27 @@ mod tests {
     }
 
     #[test]
+    fn nvml_timeout_values() {
+        for (s, ms) in [("300", 300), (" 1 ", 1), ("600000", 600_000)] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_NVML_TIMEOUT", s)]));
+            assert_eq!(cfg.nvml_timeout_ms, ms, "{s:?}");
+            assert!(w.is_empty(), "{w:?}");
+        }
+        assert_eq!(Config::default().nvml_timeout_ms, 2000);
+        for bad in ["0", "-5", "2s", "1.5", "", "600001"] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_NVML_TIMEOUT", bad)]));
+            assert_eq!(cfg.nvml_timeout_ms, 2000, "{bad:?}");
+            assert_eq!(
+                w,
+                vec![format!(
+                    "SEEDANCE_NVML_TIMEOUT={bad:?} is not a number of milliseconds from 1 to \
+                     600000; using 2000"
+                )]
+            );
+        }
+    }
+
+    #[test]
     fn validate_values() {
         for (s, v) in [
             ("pre", Validate::Pre),
@@ -433,6 +476,7 @@ mod tests {
                 quiet: Some(quiet),
                 fallback: Some(dir.clone()),
                 exclude_devices: Some(dir.clone()),
+                nvml_timeout: Some(dir.clone()),
                 min_free_memory: Some(dir),
                 ..RawConfig::default()
             };
