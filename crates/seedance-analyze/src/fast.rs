@@ -5,7 +5,7 @@
 //! non-negative integers and a small `args` object. [`call_failed`] reads such a line in one
 //! pass over the bytes, without serde: the envelope fields, `event`, `function`, `result`,
 //! `result_name` (borrowed from the line) and the raw text of `args` (validated as JSON, not
-//! built). The line is checked to be UTF-8 once; keys are recognised by their bytes (a key
+//! built). The caller has checked the line to be UTF-8 (once per block of lines); keys are recognised by their bytes (a key
 //! written with an escape is left to serde); strings are scanned eight bytes at a time, and
 //! so are the first 16 digits of long integers (timestamps). It accepts only a strict subset of what the serde path accepts, and
 //! gives the same answer on it; for anything else (another event kind, an unknown or
@@ -354,9 +354,9 @@ fn set<T>(slot: &mut Option<T>, v: T) -> Option<()> {
     Some(())
 }
 
-/// Reads `line` (trimmed, starting with `{`) as a `call_failed` record, or gives up.
-pub(crate) fn call_failed(line: &[u8]) -> Option<(Head, CallFailedRef<'_>)> {
-    let text = std::str::from_utf8(line).ok()?;
+/// Reads `text` (a trimmed line, starting with `{`) as a `call_failed` record, or gives up.
+pub(crate) fn call_failed(text: &str) -> Option<(Head, CallFailedRef<'_>)> {
+    let line = text.as_bytes();
     let mut c = Cursor { s: line, i: 0 };
     c.eat(b'{')?;
     let (mut v, mut seq, mut ts_ns, mut pid, mut tid) = (None, None, None, None, None);
@@ -443,7 +443,7 @@ mod tests {
     }
 
     fn fast(line: &[u8]) -> Owned {
-        call_failed(line).map(|(h, c)| {
+        call_failed(std::str::from_utf8(line).ok()?).map(|(h, c)| {
             (
                 h,
                 c.function.into_owned(),

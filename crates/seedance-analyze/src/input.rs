@@ -1,8 +1,9 @@
 //! Reading traces: finding files, decompressing, splitting lines, parsing records.
 //!
 //! Every file is read in blocks of [`READ_BUFFER`] bytes into one reused buffer
-//! ([`LineReader`]) and its lines are parsed in place, without copying; lines longer than
-//! [`MAX_LINE_BYTES`] are skipped (and counted) without being held in memory. A file is
+//! ([`LineReader`]); the whole lines of a block are checked for UTF-8 at once and parsed in
+//! place, without copying; lines longer than [`MAX_LINE_BYTES`] are skipped (and counted)
+//! without being held in memory. A file is
 //! gzip-compressed when it starts with the gzip magic bytes, whatever its name.
 //!
 //! A file is taken for a trace when the first line of it that is valid JSON is a trace
@@ -16,7 +17,7 @@
 //! `launch_fault`, `alloc_fault`), a second pass into the lenient types of
 //! [`crate::records`].
 
-use crate::aggregate::Aggregate;
+use crate::aggregate::{Aggregate, FileState};
 use crate::records::{
     AllocFaultInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, LaunchFaultInfo,
     LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo,
@@ -237,11 +238,25 @@ pub const KNOWN_KINDS: [&str; 9] = [
 pub fn parse_line(line: &[u8]) -> Line<'_> {
     let line = trim_ascii(line);
     if line.first() == Some(&b'{') {
-        if let Some((head, c)) = crate::fast::call_failed(line) {
+        if let Some((head, c)) = std::str::from_utf8(line)
+            .ok()
+            .and_then(crate::fast::call_failed)
+        {
             return Line::CallFailed(head, c);
         }
     }
     parse_line_serde(line)
+}
+
+/// [`parse_line`] of a line known to be UTF-8 (the same answer, without checking it again).
+pub(crate) fn parse_text(line: &str) -> Line<'_> {
+    let line = line.trim_ascii();
+    if line.starts_with('{') {
+        if let Some((head, c)) = crate::fast::call_failed(line) {
+            return Line::CallFailed(head, c);
+        }
+    }
+    parse_line_serde(line.as_bytes())
 }
 
 /// [`parse_line`] without the fast path: serde only.
@@ -440,10 +455,11 @@ pub fn read_line_bounded<R: BufRead>(
 }
 
 /// Splits a stream into lines in place: reads large blocks into one buffer and hands out
-/// each line as a slice of it, without copying it. Gives the same lines, lengths and flags
-/// as repeated [`read_line_bounded`] calls with the same `max`; a line longer than `max`
-/// is skipped as it streams by (the buffer never holds more than `max` bytes of a line
-/// plus one block).
+/// the whole lines in it as one slice ([`Block::Lines`], split by [`split_lines`]), without
+/// copying them. Gives the same lines, lengths and flags as repeated [`read_line_bounded`]
+/// calls with the same `max`; a line longer than `max` that has not ended yet is skipped
+/// as it streams by (the buffer never holds more than `max` bytes of a line plus one
+/// block).
 pub struct LineReader {
     buf: Vec<u8>,
     /// Start of the next line in `buf`.
@@ -456,6 +472,36 @@ pub struct LineReader {
     block: usize,
     max: usize,
     eof: bool,
+}
+
+/// What [`LineReader::next_block`] hands out.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Block<'a> {
+    /// One or more whole lines, each with its newline (a line of it may be over the limit:
+    /// [`split_lines`] tells).
+    Lines(&'a [u8]),
+    /// One line on its own: the last line of the stream when it has no newline, or a line
+    /// over the limit that was skipped (empty, `oversized`).
+    Line(&'a [u8], RawLine),
+}
+
+/// The lines of a [`Block::Lines`]: the range of each in the block, without its newline,
+/// and how it was read (`oversized` when longer than `max`).
+pub fn split_lines(
+    block: &[u8],
+    max: usize,
+) -> impl Iterator<Item = (std::ops::Range<usize>, RawLine)> + '_ {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', block).map(move |nl| {
+        let line = start..nl;
+        start = nl + 1;
+        let raw = RawLine {
+            newline: true,
+            oversized: line.len() > max,
+            len: line.len() as u64 + 1,
+        };
+        (line, raw)
+    })
 }
 
 impl LineReader {
@@ -500,29 +546,19 @@ impl LineReader {
         }
     }
 
-    /// The next line, without its newline (empty for an oversized line), or `None` at the
-    /// end of the stream.
-    pub fn next_line<R: Read>(&mut self, reader: &mut R) -> io::Result<Option<(&[u8], RawLine)>> {
+    /// The next whole lines, or line, or `None` at the end of the stream.
+    pub fn next_block<R: Read>(&mut self, reader: &mut R) -> io::Result<Option<Block<'_>>> {
         loop {
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.scanned..self.end]) {
-                let nl = self.scanned + i;
+            if let Some(i) = memchr::memrchr(b'\n', &self.buf[self.scanned..self.end]) {
                 let start = self.pos;
-                self.pos = nl + 1;
+                self.pos = self.scanned + i + 1;
                 self.scanned = self.pos;
-                let len = (nl - start) as u64 + 1;
-                if nl - start > self.max {
-                    return Ok(Some((&[], oversized(true, len))));
-                }
-                let raw = RawLine {
-                    newline: true,
-                    oversized: false,
-                    len,
-                };
-                return Ok(Some((&self.buf[start..nl], raw)));
+                return Ok(Some(Block::Lines(&self.buf[start..self.pos])));
             }
             self.scanned = self.end;
             if self.end - self.pos > self.max {
-                return self.skip_line(reader).map(Some);
+                let raw = self.skip_line(reader)?;
+                return Ok(Some(Block::Line(&[], raw)));
             }
             if self.eof {
                 if self.pos == self.end {
@@ -535,27 +571,27 @@ impl LineReader {
                     oversized: false,
                     len: (self.end - start) as u64,
                 };
-                return Ok(Some((&self.buf[start..self.end], raw)));
+                return Ok(Some(Block::Line(&self.buf[start..self.end], raw)));
             }
             self.fill(reader)?;
         }
     }
 
     /// Skips the rest of a line already known to be over `max` bytes.
-    fn skip_line<R: Read>(&mut self, reader: &mut R) -> io::Result<(&'static [u8], RawLine)> {
+    fn skip_line<R: Read>(&mut self, reader: &mut R) -> io::Result<RawLine> {
         let mut len = (self.end - self.pos) as u64;
         self.pos = 0;
         self.end = 0;
         self.scanned = 0;
         loop {
             if self.eof {
-                return Ok((&[], oversized(false, len)));
+                return Ok(oversized(false, len));
             }
             self.fill(reader)?;
             if let Some(i) = memchr::memchr(b'\n', &self.buf[..self.end]) {
                 self.pos = i + 1;
                 self.scanned = self.pos;
-                return Ok((&[], oversized(true, len + i as u64 + 1)));
+                return Ok(oversized(true, len + i as u64 + 1));
             }
             len += self.end as u64;
             self.end = 0;
@@ -728,56 +764,47 @@ enum Outcome {
     Trace,
 }
 
-fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outcome {
-    let mut lines = LineReader::new(READ_BUFFER, MAX_LINE_BYTES);
-    let mut file = agg.begin_file(name);
-    // Lines before the first record, while we do not yet know whether this is a trace.
-    let mut pending_lines = 0u64;
-    let mut pending_bytes = 0u64;
-    let mut pending_malformed = 0u64;
-    let mut is_trace = false;
-    let mut any_line = false;
-    loop {
-        let (buf, raw) = match lines.next_line(reader) {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(e) => {
-                if is_trace {
-                    agg.counters.note_read_error(name, e.to_string());
-                } else if !any_line {
-                    // Not even one line: an unreadable or corrupt (e.g. bad gzip) file.
-                    agg.counters.note_unreadable(name, e.to_string());
-                    return Outcome::NotTrace;
-                }
-                break;
-            }
-        };
-        any_line = true;
-        let line = if raw.oversized {
-            None
-        } else {
-            Some(parse_line(buf))
-        };
-        if !is_trace {
-            pending_lines += 1;
-            pending_bytes += raw.len;
+/// What is known of a file while its lines go by.
+struct Stream<'n> {
+    name: &'n str,
+    file: FileState,
+    /// Lines before the first record, while we do not yet know whether this is a trace.
+    pending_lines: u64,
+    pending_bytes: u64,
+    pending_malformed: u64,
+    is_trace: bool,
+    any_line: bool,
+}
+
+impl Stream<'_> {
+    /// Takes one line (`None`: oversized); returns the outcome when the file ends here.
+    fn line(
+        &mut self,
+        agg: &mut Aggregate,
+        line: Option<Line<'_>>,
+        raw: RawLine,
+    ) -> Option<Outcome> {
+        self.any_line = true;
+        if !self.is_trace {
+            self.pending_lines += 1;
+            self.pending_bytes += raw.len;
             match &line {
-                None | Some(Line::Malformed) => pending_malformed += 1,
+                None | Some(Line::Malformed) => self.pending_malformed += 1,
                 Some(Line::Blank) => {}
-                Some(Line::NotRecord) => return Outcome::NotTrace,
+                Some(Line::NotRecord) => return Some(Outcome::NotTrace),
                 Some(_) => {
-                    is_trace = true;
+                    self.is_trace = true;
                     // The lines before this one were garbage in a trace.
-                    agg.counters.lines += pending_lines - 1;
-                    agg.counters.bytes_uncompressed += pending_bytes - raw.len;
-                    agg.counters.malformed_lines += pending_malformed;
+                    agg.counters.lines += self.pending_lines - 1;
+                    agg.counters.bytes_uncompressed += self.pending_bytes - raw.len;
+                    agg.counters.malformed_lines += self.pending_malformed;
                 }
             }
-            if !is_trace {
-                if pending_lines >= DETECT_LINES as u64 {
-                    return Outcome::NotTrace;
+            if !self.is_trace {
+                if self.pending_lines >= DETECT_LINES as u64 {
+                    return Some(Outcome::NotTrace);
                 }
-                continue;
+                return None;
             }
         }
         agg.counters.lines += 1;
@@ -796,15 +823,77 @@ fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outc
                 if !raw.newline && matches!(record, Line::BadRecord(..)) {
                     agg.counters.truncated_lines += 1;
                 } else {
-                    agg.record(&mut file, record);
+                    agg.record(&mut self.file, record);
                 }
             }
         }
+        None
     }
-    agg.end_file(file);
-    if is_trace {
+
+    /// Takes the whole lines of a block, checked for UTF-8 once for all of them (one line
+    /// that is not UTF-8 sends the block line by line through the byte parser).
+    fn lines(&mut self, agg: &mut Aggregate, block: &[u8]) -> Option<Outcome> {
+        match std::str::from_utf8(block) {
+            Ok(text) => {
+                for (range, raw) in split_lines(block, MAX_LINE_BYTES) {
+                    // A newline is always a character boundary: `get` cannot fail.
+                    let line = (!raw.oversized).then(|| parse_text(text.get(range).unwrap_or("")));
+                    if let Some(o) = self.line(agg, line, raw) {
+                        return Some(o);
+                    }
+                }
+            }
+            Err(_) => {
+                for (range, raw) in split_lines(block, MAX_LINE_BYTES) {
+                    let line = (!raw.oversized).then(|| parse_line(&block[range]));
+                    if let Some(o) = self.line(agg, line, raw) {
+                        return Some(o);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outcome {
+    let mut lines = LineReader::new(READ_BUFFER, MAX_LINE_BYTES);
+    let mut s = Stream {
+        name,
+        file: agg.begin_file(name),
+        pending_lines: 0,
+        pending_bytes: 0,
+        pending_malformed: 0,
+        is_trace: false,
+        any_line: false,
+    };
+    loop {
+        let early = match lines.next_block(reader) {
+            Ok(Some(Block::Lines(block))) => s.lines(agg, block),
+            Ok(Some(Block::Line(line, raw))) => {
+                let line = (!raw.oversized).then(|| parse_line(line));
+                s.line(agg, line, raw)
+            }
+            Ok(None) => break,
+            Err(e) => {
+                if s.is_trace {
+                    agg.counters.note_read_error(s.name, e.to_string());
+                } else if !s.any_line {
+                    // Not even one line: an unreadable or corrupt (e.g. bad gzip) file.
+                    agg.counters.note_unreadable(s.name, e.to_string());
+                    return Outcome::NotTrace;
+                }
+                break;
+            }
+        };
+        if let Some(outcome) = early {
+            return outcome;
+        }
+    }
+    agg.end_file(s.file);
+    if s.is_trace {
         Outcome::Trace
-    } else if !any_line || pending_malformed == 0 {
+    } else if !s.any_line || s.pending_malformed == 0 {
         // Nothing but blank lines counts as empty too.
         Outcome::Empty
     } else {
@@ -868,8 +957,23 @@ mod tests {
         let mut r = Trickle { data, step };
         let mut lines = LineReader::new(block, max);
         let mut out = Vec::new();
-        while let Some((l, raw)) = lines.next_line(&mut r).unwrap() {
-            out.push((l.to_vec(), raw));
+        while let Some(b) = lines.next_block(&mut r).unwrap() {
+            match b {
+                Block::Lines(b) => {
+                    assert_eq!(b.last(), Some(&b'\n'));
+                    for (range, raw) in split_lines(b, max) {
+                        out.push((
+                            if raw.oversized {
+                                Vec::new()
+                            } else {
+                                b[range].to_vec()
+                            },
+                            raw,
+                        ));
+                    }
+                }
+                Block::Line(l, raw) => out.push((l.to_vec(), raw)),
+            }
         }
         out
     }
