@@ -88,16 +88,20 @@ enum Key {
     Args,
 }
 
-struct Cursor<'a> {
+/// A position in a line. `WS`: whitespace is allowed between tokens; without it, the
+/// cursor reads the compact form the shim writes, with no whitespace checks at all.
+struct Cursor<'a, const WS: bool> {
     s: &'a [u8],
     i: usize,
 }
 
-impl<'a> Cursor<'a> {
+impl<'a, const WS: bool> Cursor<'a, WS> {
     #[inline]
     fn ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.s.get(self.i) {
-            self.i += 1;
+        if WS {
+            while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.s.get(self.i) {
+                self.i += 1;
+            }
         }
     }
 
@@ -356,8 +360,14 @@ fn set<T>(slot: &mut Option<T>, v: T) -> Option<()> {
 
 /// Reads `text` (a trimmed line, starting with `{`) as a `call_failed` record, or gives up.
 pub(crate) fn call_failed(text: &str) -> Option<(Head, CallFailedRef<'_>)> {
+    // Compact first (what the shim writes), then allowing whitespace: the first reads a
+    // subset of the lines the second reads, with the same answer.
+    read_call_failed::<false>(text).or_else(|| read_call_failed::<true>(text))
+}
+
+fn read_call_failed<const WS: bool>(text: &str) -> Option<(Head, CallFailedRef<'_>)> {
     let line = text.as_bytes();
-    let mut c = Cursor { s: line, i: 0 };
+    let mut c = Cursor::<WS> { s: line, i: 0 };
     c.eat(b'{')?;
     let (mut v, mut seq, mut ts_ns, mut pid, mut tid) = (None, None, None, None, None);
     let (mut event, mut function, mut result, mut result_name, mut args) =
@@ -384,7 +394,6 @@ pub(crate) fn call_failed(text: &str) -> Option<(Head, CallFailedRef<'_>)> {
                 if c.peek()? == b'n' {
                     return None;
                 }
-                c.ws();
                 let start = c.i;
                 c.value(0)?;
                 let raw = text.get(start..c.i)?;
@@ -532,7 +541,7 @@ mod tests {
                 let want = text.parse::<u64>().ok().filter(|_| len <= MAX_DIGITS);
                 for tail in ["", ",", "}", " ", ".5", "e1", "x"] {
                     let l = format!("{text}{tail}");
-                    let mut c = Cursor {
+                    let mut c = Cursor::<true> {
                         s: l.as_bytes(),
                         i: 0,
                     };
@@ -553,7 +562,7 @@ mod tests {
         assert!(n > 0);
         for bad in ["", "-1", "01", "00", "+1", "a"] {
             assert_eq!(
-                Cursor {
+                Cursor::<true> {
                     s: bad.as_bytes(),
                     i: 0
                 }
@@ -562,9 +571,9 @@ mod tests {
                 "{bad}"
             );
         }
-        assert_eq!(Cursor { s: b"0", i: 0 }.uint(), Some(0));
+        assert_eq!(Cursor::<true> { s: b"0", i: 0 }.uint(), Some(0));
         assert_eq!(
-            Cursor {
+            Cursor::<true> {
                 s: b"9999999999999999999",
                 i: 0
             }
@@ -631,6 +640,13 @@ mod tests {
             if f.is_some() {
                 answered += 1;
                 assert_eq!(f, slow(t), "{}", String::from_utf8_lossy(t));
+            }
+            if let Ok(text) = std::str::from_utf8(t) {
+                let compact = read_call_failed::<false>(text).map(|(h, c)| (h, format!("{c:?}")));
+                if compact.is_some() {
+                    let spaced = read_call_failed::<true>(text).map(|(h, c)| (h, format!("{c:?}")));
+                    assert_eq!(compact, spaced, "{text}");
+                }
             }
         }
         assert!(answered > 1000, "{answered}");
