@@ -204,6 +204,23 @@ fn explain(r: CUresult, l: &Launch) -> (Option<LaunchFinding>, Option<i32>) {
     let current = || query::ctx_get_current().ok().filter(|&c| c != 0);
     match query::ctx_get_device() {
         Ok(dev) => {
+            // After a primary context reset the driver still answers cuCtxGetDevice for the
+            // handle (measured: H200, driver 580.159) and only the launch says 709; the
+            // tracker knows whether and where that context ended.
+            if r == CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED {
+                let cur = current();
+                let ended = cur.and_then(|c| lifetime::context_end(c as u64));
+                if ended.is_some() {
+                    let facts = ContextFacts {
+                        current: cur,
+                        current_destroyed: true,
+                        stream: l.stream as usize,
+                        stream_state: StreamState::Default,
+                        ended: ended.as_deref(),
+                    };
+                    return (check_context(&facts), Some(dev));
+                }
+            }
             if !is_default_stream(l.stream) && matches!(r.0, 201 | 400 | 709) {
                 let stream_state = stream_state(l.stream);
                 let ended = (stream_state == StreamState::Destroyed)

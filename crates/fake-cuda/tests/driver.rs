@@ -409,7 +409,12 @@ fn basic(cu: &Cuda) {
         assert_eq!(release(0), 201);
         assert_eq!(retain(&mut p2, 0), 0);
         assert_ne!(p1, p2);
+        assert_eq!(cu.f::<FnCtx>("cuCtxSetCurrent")(p2), 0);
         assert_eq!(cu.f::<FnDev>("cuDevicePrimaryCtxReset_v2")(0), 0);
+        // The reset primary context, still current, names its device (as driver 580 does).
+        let mut dev: i32 = -1;
+        assert_eq!(cu.f::<FnIntOut>("cuCtxGetDevice")(&mut dev), 0);
+        assert_eq!(dev, 0);
         assert_eq!(cu.f::<FnCtx>("cuCtxSetCurrent")(p2), 709);
         assert_eq!(cu.f::<FnCtx>("cuCtxSetCurrent")(std::ptr::null_mut()), 0);
         assert_eq!(cu.f::<FnVoid>("cuCtxSynchronize")(), 201);

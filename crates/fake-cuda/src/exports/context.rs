@@ -267,7 +267,8 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
     })
 }
 
-/// `cuCtxGetDevice(CUdevice *device)`: the current context's device; 201 without one.
+/// `cuCtxGetDevice(CUdevice *device)`: the current context's device; 201 without one; a
+/// reset primary context still names its device ([`crate::state::Driver::get_device_answer`]).
 ///
 /// # Safety
 ///
@@ -275,7 +276,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
     call_driver("cuCtxGetDevice", String::new, |d| {
-        let ordinal = d.ctx_device(current())?;
+        let ordinal = d.get_device_answer(current())?;
         non_null(&[device.cast()])?;
         // SAFETY: non-null, and the caller guarantees it points to a writable CUdevice.
         unsafe { device.write(ordinal as CUdevice) };
