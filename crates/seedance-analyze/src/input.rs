@@ -774,6 +774,9 @@ struct Stream<'n> {
     pending_malformed: u64,
     is_trace: bool,
     any_line: bool,
+    /// The file's first line is unterminated and starts like a trace record (`{"v":`): a
+    /// process killed during its very first write.
+    cut_first_record: bool,
 }
 
 impl Stream<'_> {
@@ -866,11 +869,15 @@ fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outc
         pending_malformed: 0,
         is_trace: false,
         any_line: false,
+        cut_first_record: false,
     };
     loop {
         let early = match lines.next_block(reader) {
             Ok(Some(Block::Lines(block))) => s.lines(agg, block),
             Ok(Some(Block::Line(line, raw))) => {
+                if !s.any_line && !raw.newline && line.starts_with(b"{\"v\":") {
+                    s.cut_first_record = true;
+                }
                 let line = (!raw.oversized).then(|| parse_line(line));
                 s.line(agg, line, raw)
             }
@@ -892,6 +899,12 @@ fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outc
     }
     agg.end_file(s.file);
     if s.is_trace {
+        Outcome::Trace
+    } else if s.cut_first_record && s.pending_lines == 1 && s.pending_malformed == 1 {
+        // A trace whose only line was cut: a trace file with one truncated line.
+        agg.counters.lines += 1;
+        agg.counters.bytes_uncompressed += s.pending_bytes;
+        agg.counters.truncated_lines += 1;
         Outcome::Trace
     } else if !s.any_line || s.pending_malformed == 0 {
         // Nothing but blank lines counts as empty too.

@@ -211,8 +211,25 @@ pub(crate) fn process_health(procs: &[Proc]) -> Vec<ProcessHealth> {
     for p in procs {
         let Some(e) = &p.agg.exit else { continue };
         let live_contexts = e.live_contexts.iter().filter(|c| !c.primary).count() as u64;
+        // The shim's own rule (its exit paragraph): what belongs to a primary context still
+        // retained at exit is the CUDA runtime's, and so is what the driver could no longer
+        // attribute at exit (it had shut down before the shim asked: no context) when every
+        // live context is a retained primary context.
+        let only_primaries =
+            !e.live_contexts.is_empty() && e.live_contexts.iter().all(|c| c.primary);
+        let runtime_owned = |context: &Option<String>, primary_retained: bool| {
+            if context.is_some() {
+                primary_retained
+            } else {
+                only_primaries
+            }
+        };
         let mut leaks: BTreeMap<(bool, Option<i32>), (u64, u64)> = BTreeMap::new();
-        for l in e.leaked_allocations.iter().filter(|l| !l.primary_retained) {
+        for l in e
+            .leaked_allocations
+            .iter()
+            .filter(|l| !runtime_owned(&l.context, l.primary_retained))
+        {
             let x = leaks.entry((l.host, l.device)).or_default();
             x.0 = x.0.saturating_add(l.allocations);
             x.1 = x.1.saturating_add(l.bytes);
@@ -220,7 +237,10 @@ pub(crate) fn process_health(procs: &[Proc]) -> Vec<ProcessHealth> {
         let streams: Vec<_> = e
             .unsynchronized_streams
             .iter()
-            .filter(|s| !s.primary_retained && s.launches.saturating_add(s.copies) > 0)
+            .filter(|s| {
+                !runtime_owned(&s.context, s.primary_retained)
+                    && s.launches.saturating_add(s.copies) > 0
+            })
             .collect();
         let mut after: Vec<NameCount> = e
             .calls_after_deinit

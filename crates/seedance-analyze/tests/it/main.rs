@@ -4,6 +4,7 @@
 //!   with `tests/golden/` (`UPDATE_GOLDEN=1 cargo test -p seedance-analyze` rewrites them).
 //! - `contract`: the JSON reports read back with independent types that deny unknown fields.
 //! - `robust`: truncated, garbage, empty, gzip, oversized and non-trace input.
+//! - `runtime`: what the CUDA runtime leaves at every healthy exit is not a problem.
 //! - `explain`: the `explain` subcommand's output and exit codes.
 //! - `props`: property tests (a short fuzzing run): arbitrary bytes and near-valid records
 //!   with mutated fields fed to the line parser, the reader and the whole pipeline.
@@ -18,6 +19,7 @@ mod explain;
 mod golden;
 mod props;
 mod robust;
+mod runtime;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

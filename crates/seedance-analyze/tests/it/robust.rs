@@ -63,6 +63,31 @@ fn truncated_last_line() {
     assert_eq!(r.overview.processes_without_exit_summary, 1);
 }
 
+/// A process killed during its very first write leaves one cut line: a trace file with a
+/// truncated line, not a file that is "not a trace"; an unterminated line that does not
+/// start like a record stays "not a trace".
+#[test]
+fn a_trace_whose_only_line_was_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = r#"{"v":4,"seq":0,"ts_ns":1000,"pid":9,"tid":9,"event":"session_st"#;
+    let p = dir.path().join("cut.jsonl");
+    std::fs::write(&p, cut).unwrap();
+    let r = report(&[p]);
+    assert_eq!(r.input.files_read, 1);
+    assert_eq!(r.input.files_skipped, 0);
+    assert_eq!(r.input.lines, 1);
+    assert_eq!(r.input.records, 0);
+    assert_eq!(r.input.truncated_lines, 1);
+    assert_eq!(r.input.malformed_lines, 0);
+    assert_eq!(r.input.bytes_uncompressed, cut.len() as u64);
+    let other = dir.path().join("notes.txt");
+    std::fs::write(&other, "some notes without a newline").unwrap();
+    let r = report(&[other]);
+    assert_eq!(r.input.files_read, 0);
+    assert_eq!(r.input.files_skipped, 1);
+    assert_eq!(r.input.truncated_lines, 0);
+}
+
 #[test]
 fn garbage_lines_between_records() {
     let dir = tempfile::tempdir().unwrap();
