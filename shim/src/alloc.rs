@@ -291,6 +291,7 @@ fn fault(id: HookId, r: CUresult, req: Request) -> bool {
         return false;
     }
     std::panic::catch_unwind(AssertUnwindSafe(|| {
+        crate::guard::test_panic("alloc_fault");
         let message = driverlog::take_recent();
         let handled = handle(id, r, &req, message);
         driverlog::discard();

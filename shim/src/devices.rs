@@ -90,6 +90,7 @@ pub fn on_failure(
 ) -> Option<CUresult> {
     let fault = classify(id, r)?;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::guard::test_panic("device_fault");
         handle(id, r, fault, target, retry)
     }));
     Some(outcome.unwrap_or(r))

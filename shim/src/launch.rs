@@ -321,6 +321,7 @@ fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
     }
     let Some(l) = l else { return false };
     std::panic::catch_unwind(AssertUnwindSafe(|| {
+        crate::guard::test_panic("launch_fault");
         let message = driverlog::take_recent();
         let (finding, device) = explain(r, &l);
         driverlog::discard();

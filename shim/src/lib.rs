@@ -16,6 +16,7 @@ mod alloc;
 mod args;
 mod devices;
 mod driverlog;
+mod guard;
 mod hooks;
 mod launch;
 mod lifetime;

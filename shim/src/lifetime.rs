@@ -118,7 +118,11 @@ fn fix() -> bool {
 
 /// Runs a cold path, never letting a panic reach the program.
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
-    std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_default()
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        crate::guard::test_panic("lifetime");
+        f()
+    }))
+    .unwrap_or_default()
 }
 
 fn site(t: &mut Tracker, id: HookId) -> Site {

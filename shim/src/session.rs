@@ -21,6 +21,7 @@ use seedance_trace::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CStr;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 const MODE_UNKNOWN: u8 = 0;
@@ -50,6 +51,7 @@ pub fn config() -> &'static Config {
         // A setuid/setgid or capability-raised process (AT_SECURE) must not let its caller
         // steer the shim: every SEEDANCE_* variable is ignored (no trace, no library path
         // override), as the dynamic loader itself ignores LD_LIBRARY_PATH there.
+        crate::guard::install_panic_hook();
         let raw = if platform::secure_execution() {
             RawConfig::default()
         } else if let Some(env) = platform::environment_before_libc_init() {
@@ -63,6 +65,7 @@ pub fn config() -> &'static Config {
         for w in &warnings {
             eprintln!("seedance: {w}");
         }
+        crate::guard::set_quiet(cfg.quiet);
         crate::lifetime::configure(&cfg);
         let m = if cfg.mode == Mode::Off {
             MODE_OFF
@@ -194,6 +197,7 @@ pub fn failed(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
 }
 
 fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
+    crate::guard::test_panic("call_failed");
     let st = state();
     let first = st.tally.add(id as usize, r.0);
     if first && announce(id, r) {
@@ -446,8 +450,14 @@ pub fn shutdown() {
     }
     let Some(w) = trace() else { return };
     flush_pending(w);
-    let summary = build_summary(st, w.dropped());
-    w.emit(platform::thread_id(), Event::ExitSummary(summary));
+    // A failure while building the summary must not keep what was written from the file.
+    let summary = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        crate::guard::test_panic("exit_summary");
+        build_summary(st, w.dropped())
+    }));
+    if let Ok(summary) = summary {
+        w.emit(platform::thread_id(), Event::ExitSummary(summary));
+    }
     w.close();
 }
 

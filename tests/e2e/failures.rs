@@ -122,3 +122,49 @@ fn a_full_trace_disk_costs_one_line_and_no_wait() {
     );
     assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
+
+/// A panic inside the shim's cold paths (made to happen with the debug-build-only
+/// `SEEDANCE_TEST_PANIC`) is caught: every call keeps the driver's result, so the program
+/// sees exactly what it sees without the shim, the driver gets the same calls, and stderr
+/// has one line instead of Rust's panic message; `SEEDANCE_QUIET=1` silences it too.
+#[test]
+fn a_panic_inside_the_shim_never_reaches_the_program() {
+    if seedance_e2e::artifacts()
+        .shim
+        .components()
+        .any(|c| c.as_os_str() == "release")
+    {
+        eprintln!("skipped: SEEDANCE_TEST_PANIC exists in debug builds only");
+        return;
+    }
+    let sites = "device_fault,alloc_fault,launch_fault,call_failed,lifetime,exit_summary";
+    let plain = Run::new("linked", false).finish();
+    let r = Run::new("linked", true)
+        .env("SEEDANCE_TEST_PANIC", sites)
+        .finish();
+    assert_eq!(r.output.status.code(), plain.output.status.code());
+    assert_eq!(r.stdout(), plain.stdout());
+    seedance_e2e::assert_forwarded_unchanged(&plain.driver_calls, &r.driver_calls);
+    let stderr = r.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("seedance: internal error (SEEDANCE_TEST_PANIC="),
+        "{stderr}"
+    );
+    assert!(lines[0].ends_with(
+        "); the call kept the driver's result and the program goes on; later internal errors \
+         are not shown. Please report it"
+    ));
+    // The panicking paths wrote nothing; the session record (not a panicking site) did.
+    assert_eq!(r.events("session_start").len(), 1);
+    for kind in ["device_fault", "alloc_fault", "call_failed", "exit_summary"] {
+        assert!(r.events(kind).is_empty(), "{kind}");
+    }
+    let quiet = Run::new("linked", true)
+        .env("SEEDANCE_TEST_PANIC", sites)
+        .env("SEEDANCE_QUIET", "1")
+        .finish();
+    assert_eq!(quiet.stdout(), plain.stdout());
+    assert_eq!(quiet.stderr(), "");
+}

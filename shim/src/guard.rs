@@ -1,0 +1,73 @@
+//! Keeping the shim's own failures out of the host program.
+//!
+//! Every cold path (failure reports, device faults, launch and allocation explanations,
+//! lifetime checks, `dlsym`/`cuGetProcAddress` answers, the exit summary) runs under
+//! `catch_unwind`, and the release profile keeps `panic = "unwind"` so that it can: a panic
+//! there is caught, the call keeps the driver's own result, and the program goes on. The
+//! hot path has no panicking operation.
+//!
+//! Without a hook of our own, Rust's default panic hook would print its multi-line message
+//! on the program's stderr. [`install_panic_hook`] replaces it with one line, printed once.
+//! The hook belongs to this library's copy of the Rust standard library (a cdylib links its
+//! own), so a Rust host program's panics keep its own hook.
+//!
+//! [`test_panic`] lets the end-to-end tests make a chosen cold path panic
+//! (`SEEDANCE_TEST_PANIC=site,site`, debug builds only; release builds compile it away).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set from the validated configuration: `SEEDANCE_QUIET` silences the panic line too.
+static QUIET: AtomicBool = AtomicBool::new(false);
+static SAID: AtomicBool = AtomicBool::new(false);
+
+/// Installs the one-line panic hook (once per process; later calls do nothing).
+pub fn install_panic_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            // Never call into the configuration here: a panic inside its initialisation
+            // would deadlock on its once-cell.
+            if QUIET.load(Ordering::Relaxed) || SAID.swap(true, Ordering::Relaxed) {
+                return;
+            }
+            let msg = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".to_string());
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            eprintln!(
+                "seedance: internal error ({msg}{at}); the call kept the driver's result and \
+                 the program goes on; later internal errors are not shown. Please report it"
+            );
+        }));
+    });
+}
+
+/// Records `SEEDANCE_QUIET` for the panic hook.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Panics if `SEEDANCE_TEST_PANIC` (a comma list) names `site`. Debug builds only.
+#[cfg(debug_assertions)]
+pub fn test_panic(site: &str) {
+    static SITES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let sites = SITES.get_or_init(|| {
+        std::env::var("SEEDANCE_TEST_PANIC")
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_default()
+    });
+    if sites.iter().any(|s| s == site) {
+        panic!("SEEDANCE_TEST_PANIC={site}");
+    }
+}
+
+/// Release builds: nothing.
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn test_panic(_site: &str) {}
