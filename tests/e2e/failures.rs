@@ -168,3 +168,34 @@ fn a_panic_inside_the_shim_never_reaches_the_program() {
     assert_eq!(quiet.stdout(), plain.stdout());
     assert_eq!(quiet.stderr(), "");
 }
+
+/// Traces hold no payloads: kernel arguments, copied host memory and memory behind
+/// pointer arguments carry a marker, a non-CUDA environment variable another; after
+/// failures, explanations and a repair, no trace byte holds either, while the CUDA_*
+/// variable the shim does record is there.
+#[test]
+fn traces_hold_no_payloads_or_foreign_environment() {
+    let r = Run::new("payloads", true)
+        .env("DEPLOY_TOKEN", "ENV-SECRET-91b2")
+        .env("CUDA_VISIBLE_DEVICES", "0,1")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.stdout(),
+        "alloc -> 0\ncopy -> 0\nlaunch -> 1\ndevice -> 0\nzero -> 1\n"
+    );
+    // Each path that writes arguments or explanations ran.
+    assert_eq!(r.events("launch_fault").len(), 1);
+    assert_eq!(r.events("alloc_fault").len(), 1);
+    assert_eq!(r.events("device_fault").len(), 1);
+    assert_eq!(r.events("device_fallback").len(), 1);
+    assert_eq!(r.events("session_start")[0]["cuda_visible_devices"], "0,1");
+    let traces = r.records.len();
+    assert!(traces >= 6, "{traces} records");
+    for rec in &r.records {
+        let text = rec.to_string();
+        for marker in ["SECRET-PAYLOAD-7f3a", "ENV-SECRET-91b2", "DEPLOY_TOKEN"] {
+            assert!(!text.contains(marker), "{marker} in {text}");
+        }
+    }
+}

@@ -46,3 +46,37 @@ fn thirty_two_threads_exact_counts() {
     assert_eq!(r.summary_count("cuCtxSetCurrent"), (3_200, 0));
     assert_eq!(r.events("exit_summary")[0]["dropped_records"], 0);
 }
+
+/// exec'd children follow their environment: with it kept they run under the shim with a
+/// trace of their own (the fault repaired), without LD_PRELOAD or with SEEDANCE_MODE=off
+/// they see the driver unchanged and write nothing.
+#[test]
+fn execd_children_follow_their_environment() {
+    let parent = "parent: cuDeviceGet(0) -> 0\n";
+    let r = Run::new("exec_child", true).arg("inherit").finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(
+        r.stdout(),
+        format!("{parent}child: cuDeviceGet(7) -> 0\nparent: child exit 0\n")
+    );
+    assert_eq!(r.trace_files, 2);
+    let starts = r.events("session_start");
+    let pids: std::collections::BTreeSet<u64> =
+        starts.iter().map(|s| s["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids.len(), 2);
+    assert_eq!(r.events("device_fallback").len(), 1);
+    assert_eq!(r.events("exit_summary").len(), 2);
+    for how in ["unset", "off"] {
+        let r = Run::new("exec_child", true).arg(how).finish();
+        assert_eq!(r.output.status.code(), Some(0), "{how}: {}", r.stderr());
+        assert_eq!(
+            r.stdout(),
+            format!("{parent}child: cuDeviceGet(7) -> 101\nparent: child exit 0\n"),
+            "{how}"
+        );
+        assert_eq!(r.stderr(), "", "{how}");
+        assert_eq!(r.trace_files, 1, "{how}");
+        assert_eq!(r.events("exit_summary").len(), 1, "{how}");
+        assert_eq!(r.summary_count("cuDeviceGet"), (1, 0), "{how}");
+    }
+}

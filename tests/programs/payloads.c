@@ -1,0 +1,44 @@
+/* Traces hold no payloads (issue 9 item 7): memory contents reach the driver through
+ * kernel arguments, a host-to-device copy, an allocation fault's size and a failing call
+ * with a host pointer, each holding a marker string; the test checks that no trace byte
+ * holds a marker (nor the value of a non-CUDA environment variable). Prints the results. */
+#include <stdio.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUfunc_st *CUfunction;
+
+CUresult cuInit(unsigned int);
+CUresult cuDeviceGet(CUdevice *, int);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+
+static char secret[64] = "SEEDANCE-SECRET-PAYLOAD-7f3a";
+
+int main(void) {
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr d = 0;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuCtxCreate_v2(&ctx, 0, dev)) return 1;
+    printf("alloc -> %d\n", cuMemAlloc_v2(&d, sizeof secret));
+    printf("copy -> %d\n", cuMemcpyHtoD_v2(d, secret, sizeof secret));
+    void *params[] = {secret, &d};
+    /* Over the block limit: explained (launch_fault), the arguments untouched. */
+    printf("launch -> %d\n", cuLaunchKernel((CUfunction)0x1000, 1, 1, 1, 2048, 1, 1, 0, NULL,
+                                            params, NULL));
+    /* A failing call whose argument is a pointer to the secret (cuDeviceGet writes to it). */
+    printf("device -> %d\n", cuDeviceGet((CUdevice *)secret, 99));
+    printf("zero -> %d\n", cuMemAlloc_v2((CUdeviceptr *)secret, 0));
+    cuMemFree_v2(d);
+    cuCtxDestroy_v2(ctx);
+    return 0;
+}
