@@ -6,23 +6,30 @@
 #   bash scripts/demo.sh
 #
 # The fake driver (crates/fake-cuda) plays a 2-GPU host; CUDA_VISIBLE_DEVICES=1 leaves one
-# GPU visible, so the program's cuDeviceGet(1) fails with CUDA_ERROR_INVALID_DEVICE.
+# GPU visible, so the program's cuDeviceGet(1) fails with CUDA_ERROR_INVALID_DEVICE. The
+# fake NVML (crates/fake-nvml) describes the same host, as libnvidia-ml would on a GPU
+# machine. Builds go to $CARGO_TARGET_DIR when it is set (target/ otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p seedance-fix -p fake-cuda -p seedance-analyze
-demo=target/demo
-rm -rf "$demo" && mkdir -p "$demo/driver" "$demo/traces"
-cp target/release/libcuda.so "$demo/driver/libcuda.so.1"
-cp target/release/libcuda.so "$demo/driver/libcuda.so"
+cargo build --release --quiet -p seedance-fix -p fake-cuda -p fake-nvml -p seedance-analyze
+tgt=${CARGO_TARGET_DIR:-target}
+mkdir -p "$tgt"
+tgt=$(cd "$tgt" && pwd)
+rel=$tgt/release
+demo=$tgt/demo
+rm -rf "$demo" && mkdir -p "$demo/driver" "$demo/nvml" "$demo/traces"
+cp "$rel/libcuda.so" "$demo/driver/libcuda.so.1"
+cp "$rel/libcuda.so" "$demo/driver/libcuda.so"
+cp "$rel/libnvidia_ml.so" "$demo/nvml/libnvidia-ml.so.1"
 cc -O1 -o "$demo/wrong_ordinal" examples/wrong_ordinal.c -L"$demo/driver" -lcuda
-export LD_LIBRARY_PATH="$PWD/$demo/driver" FAKE_CUDA_DEVICE_COUNT=2 CUDA_VISIBLE_DEVICES=1
+export LD_LIBRARY_PATH="$demo/driver:$demo/nvml" FAKE_CUDA_DEVICE_COUNT=2 CUDA_VISIBLE_DEVICES=1
 
 echo "== 1. without the shim"
 "$demo/wrong_ordinal" || echo "(exit status $?)"
 echo
-echo "== 2. with the shim: LD_PRELOAD=target/release/libseedance_fix.so (mode fix)"
-LD_PRELOAD="$PWD/target/release/libseedance_fix.so" SEEDANCE_TRACE_DIR="$demo/traces" \
+echo "== 2. with the shim: LD_PRELOAD=$rel/libseedance_fix.so (mode fix)"
+LD_PRELOAD="$rel/libseedance_fix.so" SEEDANCE_TRACE_DIR="$demo/traces" \
   "$demo/wrong_ordinal" || echo "(exit status $?)"
 echo
 echo "== 3. seedance-analyze summary $demo/traces"
-target/release/seedance-analyze summary "$demo/traces"
+"$rel/seedance-analyze" summary "$demo/traces"

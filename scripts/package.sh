@@ -39,10 +39,10 @@ fi
 cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze)
 if [[ -n $target ]]; then
   cargo_args+=(--target "$target")
-  out=target/$target/release
+  out=${CARGO_TARGET_DIR:-target}/$target/release
 else
   target=$(rustc -vV | sed -n 's/^host: //p')
-  out=target/release
+  out=${CARGO_TARGET_DIR:-target}/release
 fi
 echo "== cargo ${cargo_args[*]}" >&2
 cargo "${cargo_args[@]}" >&2

@@ -434,13 +434,13 @@ pub fn render_text(d: &DiffReport) -> String {
             &mut out,
             &format!("  {label}: "),
             &format!(
-                "{} -- {} files, {} processes ({} without exit summary), {} calls, {} errors",
+                "{} -- {}, {} ({} without exit summary), {}, {}",
                 s.paths.join(" "),
-                s.files_read,
-                s.processes,
+                counted(s.files_read, "file", "files"),
+                counted(s.processes, "process", "processes"),
                 s.processes_without_exit_summary,
-                fmt::count(s.calls),
-                fmt::count(s.errors)
+                counted(s.calls, "call", "calls"),
+                counted(s.errors, "error", "errors")
             ),
         );
     }
@@ -602,4 +602,9 @@ pub fn render_text(d: &DiffReport) -> String {
         }
     }
     out
+}
+
+/// `1 file`, `2 files`, `1,234 calls`.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", fmt::count(n), if n == 1 { one } else { many })
 }

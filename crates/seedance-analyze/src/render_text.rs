@@ -105,7 +105,7 @@ pub fn render(r: &Report) -> String {
     let o = &r.overview;
     out.push_str("SUMMARY\n");
     out.push_str(&format!(
-        "  {} {} on {} {}, {} {}, {} {}; {} calls, {} errors\n",
+        "  {} {} on {} {}, {} {}, {} {}; {}, {}\n",
         o.processes,
         plural(o.processes, "process", "processes"),
         o.hosts,
@@ -114,8 +114,8 @@ pub fn render(r: &Report) -> String {
         plural(o.devices, "device", "devices"),
         o.functions,
         plural(o.functions, "function", "functions"),
-        fmt::count(o.calls),
-        fmt::count(o.errors),
+        plural_n(o.calls, "call", "calls"),
+        plural_n(o.errors, "error", "errors"),
     ));
     if let (Some(a), Some(b), Some(fa), Some(fb)) =
         (o.first_ts_ns, o.last_ts_ns, &o.first_time, &o.last_time)
