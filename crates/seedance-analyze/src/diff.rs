@@ -101,6 +101,20 @@ pub struct ProblemChange {
     pub title: String,
 }
 
+/// A problem present on both sides whose severity or title (its counts, whether it was
+/// repaired) changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProblemShift {
+    /// Severity in A.
+    pub severity_a: String,
+    /// Severity in B.
+    pub severity_b: String,
+    /// Title in A.
+    pub title_a: String,
+    /// Title in B.
+    pub title_b: String,
+}
+
 /// The difference between two runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DiffReport {
@@ -139,6 +153,10 @@ pub struct DiffReport {
     pub new_problems: Vec<ProblemChange>,
     /// Problems of A that B does not have.
     pub resolved_problems: Vec<ProblemChange>,
+    /// Problems on both sides whose severity or title changed (e.g. now repaired), by
+    /// severity in B, then title.
+    #[serde(default)]
+    pub changed_problems: Vec<ProblemShift>,
 }
 
 fn side(r: &Report) -> Side {
@@ -297,6 +315,25 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
     };
     let new_problems = only(&pb, &pa);
     let resolved_problems = only(&pa, &pb);
+    let mut shifted: Vec<(Severity, ProblemShift)> = pa
+        .iter()
+        .filter_map(|(k, (sa, ca))| {
+            let (sb, cb) = pb.get(k)?;
+            (sa != sb || ca.title != cb.title).then(|| {
+                (
+                    *sb,
+                    ProblemShift {
+                        severity_a: ca.severity.clone(),
+                        severity_b: cb.severity.clone(),
+                        title_a: ca.title.clone(),
+                        title_b: cb.title.clone(),
+                    },
+                )
+            })
+        })
+        .collect();
+    shifted.sort_by(|p, q| (p.0, &p.1.title_b).cmp(&(q.0, &q.1.title_b)));
+    let changed_problems = shifted.into_iter().map(|(_, c)| c).collect();
 
     DiffReport {
         report_version: REPORT_VERSION,
@@ -315,6 +352,7 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
         event_kind_changes,
         new_problems,
         resolved_problems,
+        changed_problems,
     }
 }
 
@@ -599,6 +637,21 @@ pub fn render_text(d: &DiffReport) -> String {
         }
         for p in list {
             push_wrapped(&mut out, &format!("  [{}] ", p.severity), &p.title);
+        }
+    }
+    out.push_str("\nCHANGED PROBLEMS (on both sides)\n");
+    if d.changed_problems.is_empty() {
+        out.push_str("  none\n");
+    }
+    for p in &d.changed_problems {
+        let sev = if p.severity_a == p.severity_b {
+            p.severity_b.clone()
+        } else {
+            format!("{}, was {}", p.severity_b, p.severity_a)
+        };
+        push_wrapped(&mut out, &format!("  [{sev}] "), &p.title_b);
+        if p.title_a != p.title_b {
+            push_wrapped(&mut out, "      was: ", &p.title_a);
         }
     }
     out

@@ -400,6 +400,7 @@ struct Diff {
     event_kind_changes: Vec<KindChange>,
     new_problems: Vec<ProblemChange>,
     resolved_problems: Vec<ProblemChange>,
+    changed_problems: Vec<ProblemShift>,
 }
 
 #[derive(Deserialize)]
@@ -451,6 +452,15 @@ struct KindChange {
     kind: String,
     count_a: u64,
     count_b: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProblemShift {
+    severity_a: String,
+    severity_b: String,
+    title_a: String,
+    title_b: String,
 }
 
 #[derive(Deserialize)]

@@ -823,3 +823,14 @@ fn v4_html_has_process_health() {
     let (_, old, _) = run(&["summary", "--format", "html", "tests/fixtures/v3"]);
     assert!(!old.contains("process-health"));
 }
+
+/// The demo program in observe mode, then in fix mode (real traces of the shim on the fake
+/// driver): the device fault is on both sides, now repaired, so it is a changed problem
+/// (error -> warning), not a new or resolved one.
+#[test]
+fn diff_observe_to_fix_shows_the_repair_as_a_changed_problem() {
+    let (code, out, err) = run(&["diff", "tests/fixtures/observe", "tests/fixtures/fix"]);
+    assert_eq!(code, 0, "{err}");
+    golden("diff-observe-fix.txt", &out);
+    assert!(out.contains("CHANGED PROBLEMS (on both sides)\n  [warning, was error] device fault"));
+}
