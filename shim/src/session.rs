@@ -65,6 +65,15 @@ pub fn config() -> &'static Config {
         for w in &warnings {
             eprintln!("seedance: {w}");
         }
+        let (selectors, warnings) = cfg
+            .exclude_devices
+            .as_deref()
+            .map(seedance_topology::explain::parse_exclusions)
+            .unwrap_or_default();
+        for w in &warnings {
+            eprintln!("seedance: {w}");
+        }
+        let _ = EXCLUSIONS.set(selectors);
         crate::guard::set_quiet(cfg.quiet);
         crate::lifetime::configure(&cfg);
         let m = if cfg.mode == Mode::Off {
@@ -96,18 +105,13 @@ extern "C" fn forked_child() {
 
 /// The parsed `SEEDANCE_EXCLUDE_DEVICES` selectors (bad entries announced once and skipped).
 pub fn exclusions() -> &'static [seedance_topology::DeviceSelector] {
-    static EXCLUSIONS: OnceCell<Vec<seedance_topology::DeviceSelector>> = OnceCell::new();
-    EXCLUSIONS.get_or_init(|| {
-        let Some(raw) = config().exclude_devices.as_deref() else {
-            return Vec::new();
-        };
-        let (selectors, warnings) = seedance_topology::explain::parse_exclusions(raw);
-        for w in warnings {
-            eprintln!("seedance: {w}");
-        }
-        selectors
-    })
+    config();
+    EXCLUSIONS.get().map_or(&[], Vec::as_slice)
 }
+
+/// `SEEDANCE_EXCLUDE_DEVICES`, parsed with the rest of the configuration so that a bad
+/// entry is announced at start-up with the other bad values.
+static EXCLUSIONS: OnceCell<Vec<seedance_topology::DeviceSelector>> = OnceCell::new();
 
 /// `true` unless `SEEDANCE_MODE=off`: wrappers count and report, look-ups are swapped.
 #[inline(always)]

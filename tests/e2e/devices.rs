@@ -227,6 +227,17 @@ fn malformed_seedance_values_warn_and_default() {
         "{err}"
     );
     assert_eq!(err.matches("SEEDANCE_EXCLUDE_DEVICES").count(), 2, "{err}");
+    // Every bad value is announced at start-up, before the fault and its repair.
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 6, "{err}");
+    assert!(
+        lines[..4]
+            .iter()
+            .all(|l| l.starts_with("seedance: SEEDANCE_")),
+        "{err}"
+    );
+    assert!(lines[4].starts_with("seedance: cuDeviceGet: CUDA_ERROR_INVALID_DEVICE (101)"));
+    assert!(lines[5].starts_with("seedance: cuDeviceGet: fix: ordinal 1 -> ordinal 0"));
 }
 
 #[test]
