@@ -131,7 +131,12 @@ const CASES: &[Case] = &[
 ];
 
 fn run(c: &Case) -> Run {
-    let mut r = Run::new(c.program, true).args(c.args);
+    // Valgrind runs a program 20-50 times slower: NVML's initialisation alone can take
+    // longer than the shim's default 2 s wait for it (SEEDANCE_NVML_TIMEOUT), after which it
+    // goes on without NVML and says so. Both runs get a generous wait, so they compare.
+    let mut r = Run::new(c.program, true)
+        .args(c.args)
+        .env("SEEDANCE_NVML_TIMEOUT", "120000");
     for (k, v) in c.env {
         r = r.env(k, v);
     }
