@@ -18,6 +18,7 @@
 //! | cuMemcpyHtoDAsync, cuMemcpyDtoHAsync | >= 3020: flags & 2: `_v2_ptsz`, else `_v2`; below: version not sufficient |
 //! | cuMemHostRegister | >= 6050: `_v2`; below: version not sufficient |
 //! | cuStreamQuery, cuStreamWaitEvent, cuEventRecord, cuMemcpyAsync | flags & 2: `_ptsz`, else plain |
+//! | cuMemsetD8Async, cuMemsetD16Async, cuMemsetD32Async, cuMemsetD2D8Async, cuMemsetD2D16Async, cuMemsetD2D32Async, cuGraphLaunch, cuLaunchHostFunc | flags & 2: `_ptsz`, else plain |
 //! | cuLogsRegisterCallback, cuLogsUnregisterCallback | < 12090: version not sufficient; else plain |
 //! | every other exported base name | plain |
 //! | anything else (including suffixed names such as `cuMemAlloc_v2`) | not found |
@@ -140,6 +141,14 @@ pub const BASE_NAMES: &[&str] = &[
     "cuCtxPushCurrent",
     "cuCtxPopCurrent",
     "cuDevicePrimaryCtxGetState",
+    "cuMemsetD8Async",
+    "cuMemsetD16Async",
+    "cuMemsetD32Async",
+    "cuMemsetD2D8Async",
+    "cuMemsetD2D16Async",
+    "cuMemsetD2D32Async",
+    "cuGraphLaunch",
+    "cuLaunchHostFunc",
 ];
 
 fn at_least(version: i32, min: i32, name: &'static str, older: Lookup) -> Lookup {
@@ -215,6 +224,14 @@ pub fn select(base: &str, cuda_version: i32, flags: u64) -> Lookup {
         "cuStreamWaitEvent" => stream("cuStreamWaitEvent_ptsz", "cuStreamWaitEvent"),
         "cuEventRecord" => stream("cuEventRecord_ptsz", "cuEventRecord"),
         "cuMemcpyAsync" => stream("cuMemcpyAsync_ptsz", "cuMemcpyAsync"),
+        "cuMemsetD8Async" => stream("cuMemsetD8Async_ptsz", "cuMemsetD8Async"),
+        "cuMemsetD16Async" => stream("cuMemsetD16Async_ptsz", "cuMemsetD16Async"),
+        "cuMemsetD32Async" => stream("cuMemsetD32Async_ptsz", "cuMemsetD32Async"),
+        "cuMemsetD2D8Async" => stream("cuMemsetD2D8Async_ptsz", "cuMemsetD2D8Async"),
+        "cuMemsetD2D16Async" => stream("cuMemsetD2D16Async_ptsz", "cuMemsetD2D16Async"),
+        "cuMemsetD2D32Async" => stream("cuMemsetD2D32Async_ptsz", "cuMemsetD2D32Async"),
+        "cuGraphLaunch" => stream("cuGraphLaunch_ptsz", "cuGraphLaunch"),
+        "cuLaunchHostFunc" => stream("cuLaunchHostFunc_ptsz", "cuLaunchHostFunc"),
         "cuLogsRegisterCallback" | "cuLogsUnregisterCallback" if v < 12090 => Old,
         _ => PLAIN
             .iter()
@@ -377,7 +394,7 @@ mod tests {
 
     #[test]
     fn every_base_name_resolves_to_an_export() {
-        assert_eq!(BASE_NAMES.len(), 65);
+        assert_eq!(BASE_NAMES.len(), 73);
         for &base in BASE_NAMES {
             for v in [1000, 3020, 4000, 11000, 11040, 11060, 12000, 12050, 13000] {
                 for flags in [0, 1, 2] {

@@ -19,6 +19,7 @@ pub mod init;
 pub mod launch;
 pub mod logs;
 pub mod memory;
+pub mod ops;
 pub mod procaddr;
 pub mod stream;
 
@@ -31,6 +32,7 @@ pub use init::*;
 pub use launch::*;
 pub use logs::*;
 pub use memory::*;
+pub use ops::*;
 pub use procaddr::*;
 pub use stream::*;
 
@@ -136,6 +138,22 @@ export_table![
     cuCtxPushCurrent_v2,
     cuCtxPopCurrent_v2,
     cuDevicePrimaryCtxGetState,
+    cuMemsetD8Async,
+    cuMemsetD8Async_ptsz,
+    cuMemsetD16Async,
+    cuMemsetD16Async_ptsz,
+    cuMemsetD32Async,
+    cuMemsetD32Async_ptsz,
+    cuMemsetD2D8Async,
+    cuMemsetD2D8Async_ptsz,
+    cuMemsetD2D16Async,
+    cuMemsetD2D16Async_ptsz,
+    cuMemsetD2D32Async,
+    cuMemsetD2D32Async_ptsz,
+    cuGraphLaunch,
+    cuGraphLaunch_ptsz,
+    cuLaunchHostFunc,
+    cuLaunchHostFunc_ptsz,
 ];
 
 /// `Err(CUDA_ERROR_INVALID_VALUE)` when any of the pointers is null.
@@ -177,7 +195,7 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 85);
+        assert_eq!(EXPORTED.len(), 101);
         for name in EXPORTED {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }
