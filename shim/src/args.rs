@@ -26,6 +26,16 @@ impl ArgVal {
     }
 }
 
+impl From<u8> for ArgVal {
+    fn from(v: u8) -> Self {
+        ArgVal::U(v.into())
+    }
+}
+impl From<u16> for ArgVal {
+    fn from(v: u16) -> Self {
+        ArgVal::U(v.into())
+    }
+}
 impl From<u32> for ArgVal {
     fn from(v: u32) -> Self {
         ArgVal::U(v.into())

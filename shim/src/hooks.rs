@@ -9,7 +9,7 @@ use crate::args::ArgVal;
 use crate::real::Slot;
 use crate::session;
 use crate::{alloc, launch, lifetime};
-use libc::{c_int, c_uint, c_void};
+use libc::{c_int, c_uchar, c_uint, c_ushort, c_void};
 use seedance_cuda::*;
 use std::ffi::CStr;
 
@@ -195,6 +195,10 @@ macro_rules! hook_table {
 type CUexecAffinityParam = c_void;
 type CUctxCreateParams = c_void;
 type HostPtr = *mut c_void;
+/// `CUgraphExec`: an opaque handle, only passed on.
+type GraphExec = *mut c_void;
+/// `CUhostFn` (`void (*)(void *)`): only passed on, never called by the shim.
+type HostFn = *mut c_void;
 
 hook_table! {
     wrapped {
@@ -261,6 +265,22 @@ hook_table! {
         cuMemcpyDtoHAsync_v2_ptsz / "cuMemcpyDtoHAsync" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy_dtoh) ok(lifetime::ok_copy_dtoh);
         cuMemcpyAsync / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy) ok(lifetime::ok_copy);
         cuMemcpyAsync_ptsz / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy) ok(lifetime::ok_copy);
+        cuMemsetD8Async / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
+        cuMemsetD8Async_ptsz / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
+        cuMemsetD16Async / "cuMemsetD16Async" (dstDevice: CUdeviceptr, value: c_ushort, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
+        cuMemsetD16Async_ptsz / "cuMemsetD16Async" (dstDevice: CUdeviceptr, value: c_ushort, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
+        cuMemsetD32Async / "cuMemsetD32Async" (dstDevice: CUdeviceptr, value: c_uint, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
+        cuMemsetD32Async_ptsz / "cuMemsetD32Async" (dstDevice: CUdeviceptr, value: c_uint, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
+        cuMemsetD2D8Async / "cuMemsetD2D8Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uchar, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
+        cuMemsetD2D8Async_ptsz / "cuMemsetD2D8Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uchar, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
+        cuMemsetD2D16Async / "cuMemsetD2D16Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
+        cuMemsetD2D16Async_ptsz / "cuMemsetD2D16Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
+        cuMemsetD2D32Async / "cuMemsetD2D32Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
+        cuMemsetD2D32Async_ptsz / "cuMemsetD2D32Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
+        cuGraphLaunch / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) fault(lifetime::fault_graph_launch) ok(lifetime::ok_graph_launch);
+        cuGraphLaunch_ptsz / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) fault(lifetime::fault_graph_launch) ok(lifetime::ok_graph_launch);
+        cuLaunchHostFunc / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) fault(lifetime::fault_host_func) ok(lifetime::ok_host_func);
+        cuLaunchHostFunc_ptsz / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) fault(lifetime::fault_host_func) ok(lifetime::ok_host_func);
     }
     custom {
         cuGetProcAddress / "cuGetProcAddress";
@@ -339,6 +359,14 @@ mod tests {
             "cuMemRelease",
             "cuMemFreeAsync",
             "cuMemFreeAsync_ptsz",
+            "cuMemsetD8Async",
+            "cuMemsetD16Async_ptsz",
+            "cuMemsetD2D32Async",
+            "cuMemsetD2D8Async_ptsz",
+            "cuGraphLaunch",
+            "cuGraphLaunch_ptsz",
+            "cuLaunchHostFunc",
+            "cuLaunchHostFunc_ptsz",
         ] {
             assert!(by_symbol(name.as_bytes()).is_some(), "{name}");
         }

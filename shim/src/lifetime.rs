@@ -4,7 +4,8 @@
 //!
 //! The hooks here are the `pre(..)`, `fault(..)` and `ok(..)` clauses of the hook table.
 //! Decisions and records live in `seedance_core::lifetime` (a [`Tracker`] behind a mutex)
-//! and `seedance_core::work` (lock-free per-thread counts of launches and copies).
+//! and `seedance_core::work` (lock-free per-thread counts of launches, copies and other
+//! stream operations).
 //!
 //! Cost on the success path:
 //!
@@ -175,6 +176,7 @@ fn stream_pending(w: &StreamWork) -> StreamPending {
             .then(|| if w.per_thread { "per_thread" } else { "legacy" }.to_string()),
         launches: w.counts.launches,
         copies: w.counts.copies,
+        ops: w.counts.ops,
         created: w.created.as_ref().map(lifetime_site),
     }
 }
@@ -240,6 +242,7 @@ fn report(f: Finding<'_>) {
             site: lifetime_site(&e.site),
             lost_launches: e.lost.launches,
             lost_copies: e.lost.copies,
+            lost_ops: e.lost.ops,
         }),
         streams: f.streams.iter().map(stream_pending).collect(),
         range: f.range.map(|(lo, bytes)| MemoryRange {
@@ -344,10 +347,7 @@ fn stream_work(t: &Tracker, p: &Pending) -> StreamWork {
 }
 
 fn sum(p: &[Pending]) -> Counts {
-    p.iter().fold(Counts::default(), |a, p| Counts {
-        launches: a.launches + p.counts.launches,
-        copies: a.copies + p.counts.copies,
-    })
+    p.iter().fold(Counts::default(), |a, p| a.plus(p.counts))
 }
 
 /// The pending work of context `cid` that the driver confirms is still running.

@@ -454,3 +454,168 @@ fn lifetime_tracking_off_changes_nothing() {
     let s = &r.events("exit_summary")[0];
     assert_eq!(s["live_contexts"], serde_json::json!([]));
 }
+
+// ---------------------------------------------------------------------------------------
+// Stream operations other than launches and copies: asynchronous memsets, graph launches
+// and host functions count as pending work on their stream.
+
+const OP: &str = "1 stream operation (a memset, graph launch or host function)";
+
+/// `scenario` queues one operation (`call`) on a created stream, then destroys the context
+/// before synchronising: without the shim the later synchronize gets 709; in `fix` mode the
+/// context is synchronised first and the explanation counts the operation; in `observe`
+/// mode it is explained and lost.
+fn op_then_destroy(scenario: &str, call: &str) {
+    let before = plain(scenario);
+    assert!(
+        before
+            .stdout()
+            .contains("cuStreamSynchronize after the destroy -> 709\n"),
+        "{}",
+        before.stdout()
+    );
+
+    let r = fixed(scenario);
+    assert_eq!(
+        r.stdout(),
+        format!(
+            "{call} on the stream -> 0\ncuCtxDestroy before synchronising -> 0\n\
+             cuStreamSynchronize after the destroy -> 0\n"
+        )
+    );
+    let err = r.stderr();
+    assert!(
+        err.starts_with("seedance: cuCtxDestroy_v2: destroying context 0x5eedc0000100"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "while its streams still have unfinished work ({OP} submitted since they were \
+             last synchronised: stream 0x5eed50000100 (made by cuStreamCreate on thread"
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!(
+        "): {OP}); fix: the shim synchronised the context first"
+    )));
+    assert!(
+        !err.contains("launch and") && !err.contains("1 launch;"),
+        "{err}"
+    );
+    let order: Vec<String> = r
+        .driver_calls
+        .iter()
+        .filter(|l| l.starts_with("cuCtx") && !l.starts_with("cuCtxGet"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "cuCtxCreate_v2 flags=0 dev=0 -> 0",
+            "cuCtxSynchronize -> 0",
+            "cuCtxDestroy_v2 ctx=0x5eedc0000100 -> 0"
+        ]
+    );
+    let f = &faults(&r, "pending_work_at_destroy")[0];
+    assert_eq!(f["repaired"], true);
+    assert_eq!(f["streams"][0]["stream"], "0x5eed50000100");
+    assert_eq!(f["streams"][0]["launches"], 0);
+    assert_eq!(f["streams"][0]["copies"], 0);
+    assert_eq!(f["streams"][0]["ops"], 1);
+    let kinds: Vec<&Value> = r
+        .events("lifetime_repair")
+        .iter()
+        .map(|e| &e["kind"])
+        .collect();
+    assert_eq!(kinds, ["synchronize_before_destroy", "already_complete"]);
+
+    let o = observed(scenario);
+    let err = o.stderr();
+    assert!(
+        err.contains("the work is abandoned: its results are lost"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("with {OP} still unfinished (lost)")),
+        "{err}"
+    );
+    let u = &faults(&o, "use_after_destroy")[0];
+    assert_eq!(u["result"], 709);
+    assert_eq!(u["ended"]["lost_launches"], 0);
+    assert_eq!(u["ended"]["lost_copies"], 0);
+    assert_eq!(u["ended"]["lost_ops"], 1);
+}
+
+#[test]
+fn memset_then_destroy_is_synchronised_first() {
+    op_then_destroy("memset_destroy", "cuMemsetD32Async");
+}
+
+#[test]
+fn graph_launch_then_destroy_is_synchronised_first() {
+    op_then_destroy("graph_destroy", "cuGraphLaunch");
+}
+
+#[test]
+fn host_function_then_destroy_is_synchronised_first() {
+    op_then_destroy("host_func_destroy", "cuLaunchHostFunc");
+}
+
+#[test]
+fn every_memset_variant_counts_on_its_stream() {
+    let r = fixed("memset_variants");
+    let err = r.stderr();
+    let many = "6 stream operations (memsets, graph launches or host functions)";
+    assert!(
+        err.contains(
+            "(12 stream operations (memsets, graph launches or host functions) submitted \
+             since they were last synchronised: stream 0x5eed50000100"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("the per-thread default stream: {many}")),
+        "{err}"
+    );
+    let f = &faults(&r, "pending_work_at_destroy")[0];
+    let streams = f["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{f}");
+    let created = streams.iter().find(|s| s["stream"] == "0x5eed50000100");
+    assert_eq!(created.unwrap()["ops"], 6);
+    let ptds = streams.iter().find(|s| s["default_stream"] == "per_thread");
+    assert_eq!(ptds.unwrap()["ops"], 6);
+    assert_eq!(repairs(&r)["synchronize_before_destroy"], 1);
+    for name in ["cuMemsetD2D16Async", "cuMemsetD8Async_ptsz"] {
+        assert_eq!(r.summary_count(name), (1, 0), "{name}");
+    }
+}
+
+#[test]
+fn synchronised_memsets_graphs_and_host_functions_see_nothing() {
+    let base = plain("ops_clean");
+    let r = fixed("ops_clean");
+    assert_eq!(r.stdout(), base.stdout());
+    assert!(!r.stdout().contains("-> 7"), "{}", r.stdout());
+    assert_eq!(r.stderr(), "");
+    assert_forwarded_unchanged(&base.driver_calls, &r.driver_calls);
+    assert!(r.events("lifetime_fault").is_empty());
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(s["unsynchronized_streams"], serde_json::json!([]));
+    assert_eq!(s["repairs"], serde_json::json!({}));
+    assert_eq!(r.summary_count("cuGraphLaunch"), (1, 0));
+    assert_eq!(r.summary_count("cuLaunchHostFunc"), (1, 0));
+}
+
+#[test]
+fn exit_report_counts_an_unsynchronised_memset() {
+    let r = fixed("leave_memset");
+    let err = r.stderr();
+    assert!(
+        err.contains(&format!("): {OP}). Release CUDA resources before exit")),
+        "{err}"
+    );
+    let u = &r.events("exit_summary")[0]["unsynchronized_streams"][0];
+    assert_eq!(u["stream"], "0x5eed50000100");
+    assert_eq!(u["launches"], 0);
+    assert_eq!(u["ops"], 1);
+}

@@ -43,6 +43,22 @@ CUresult cuEventDestroy_v2(CUevent);
 CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
+CUresult cuMemsetD8Async(CUdeviceptr, unsigned char, size_t, CUstream);
+CUresult cuMemsetD16Async(CUdeviceptr, unsigned short, size_t, CUstream);
+CUresult cuMemsetD32Async(CUdeviceptr, unsigned int, size_t, CUstream);
+CUresult cuMemsetD2D8Async(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
+CUresult cuMemsetD2D16Async(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream);
+CUresult cuMemsetD2D32Async(CUdeviceptr, size_t, unsigned int, size_t, size_t, CUstream);
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr, unsigned char, size_t, CUstream);
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr, unsigned short, size_t, CUstream);
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr, unsigned int, size_t, CUstream);
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream);
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr, size_t, unsigned int, size_t, size_t, CUstream);
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef void (*CUhostFn)(void *);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuLaunchHostFunc(CUstream, CUhostFn, void *);
 
 #define KERNEL ((CUfunction)0x1000)
 #define N 4096
@@ -91,6 +107,80 @@ static void destroy_before_sync(void) {
     SHOW("cuCtxDestroy before synchronising", cuCtxDestroy_v2(ctx));
     SHOW("cuStreamSynchronize after the destroy", cuStreamSynchronize(s));
     check("results", dst, N, 0x11);
+}
+
+/* Stream operations other than launches and copies (the fake driver queues each like a
+ * launch; it has no graphs, so any non-null CUgraphExec is taken). */
+#define GRAPH ((CUgraphExec)0x6000)
+static void host_fn(void *data) { (void)data; }
+
+/* One memset, graph launch or host function on a stream (`which`), then the context is
+ * destroyed before anything synchronised it, then the stream is synchronised. */
+static void op_then_destroy(const char *which) {
+    CUcontext ctx = created();
+    CUstream s;
+    CUdeviceptr d;
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuStreamCreate(&s, 0));
+    if (strcmp(which, "memset") == 0)
+        SHOW("cuMemsetD32Async on the stream", cuMemsetD32Async(d, 0xdeadbeef, N / 4, s));
+    else if (strcmp(which, "graph") == 0)
+        SHOW("cuGraphLaunch on the stream", cuGraphLaunch(GRAPH, s));
+    else
+        SHOW("cuLaunchHostFunc on the stream", cuLaunchHostFunc(s, host_fn, NULL));
+    SHOW("cuCtxDestroy before synchronising", cuCtxDestroy_v2(ctx));
+    SHOW("cuStreamSynchronize after the destroy", cuStreamSynchronize(s));
+}
+
+/* Every asynchronous memset: the plain entry points on a created stream, the `_ptsz` ones
+ * on the per-thread default stream (stream 0), then the context is destroyed. */
+static void memset_variants(void) {
+    CUcontext ctx = created();
+    CUstream s;
+    CUdeviceptr d;
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuStreamCreate(&s, 0));
+    SHOW("cuMemsetD8Async", cuMemsetD8Async(d, 1, N, s));
+    SHOW("cuMemsetD16Async", cuMemsetD16Async(d, 2, N / 2, s));
+    SHOW("cuMemsetD32Async", cuMemsetD32Async(d, 3, N / 4, s));
+    SHOW("cuMemsetD2D8Async", cuMemsetD2D8Async(d, 64, 4, 64, 8, s));
+    SHOW("cuMemsetD2D16Async", cuMemsetD2D16Async(d, 64, 5, 32, 8, s));
+    SHOW("cuMemsetD2D32Async", cuMemsetD2D32Async(d, 64, 6, 16, 8, s));
+    SHOW("cuMemsetD8Async_ptsz", cuMemsetD8Async_ptsz(d, 1, N, NULL));
+    SHOW("cuMemsetD16Async_ptsz", cuMemsetD16Async_ptsz(d, 2, N / 2, NULL));
+    SHOW("cuMemsetD32Async_ptsz", cuMemsetD32Async_ptsz(d, 3, N / 4, NULL));
+    SHOW("cuMemsetD2D8Async_ptsz", cuMemsetD2D8Async_ptsz(d, 64, 4, 64, 8, NULL));
+    SHOW("cuMemsetD2D16Async_ptsz", cuMemsetD2D16Async_ptsz(d, 64, 5, 32, 8, NULL));
+    SHOW("cuMemsetD2D32Async_ptsz", cuMemsetD2D32Async_ptsz(d, 64, 6, 16, 8, NULL));
+    SHOW("cuCtxDestroy before synchronising", cuCtxDestroy_v2(ctx));
+}
+
+/* The same operations, synchronised before the teardown. */
+static void ops_clean(void) {
+    CUcontext ctx = created();
+    CUstream s;
+    CUdeviceptr d;
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuStreamCreate(&s, 0));
+    SHOW("cuMemsetD8Async", cuMemsetD8Async(d, 0, N, s));
+    SHOW("cuMemsetD2D32Async", cuMemsetD2D32Async(d, 64, 6, 16, 8, s));
+    SHOW("cuGraphLaunch", cuGraphLaunch(GRAPH, s));
+    SHOW("cuLaunchHostFunc", cuLaunchHostFunc(s, host_fn, NULL));
+    SHOW("cuStreamSynchronize", cuStreamSynchronize(s));
+    SHOW("cuStreamDestroy", cuStreamDestroy_v2(s));
+    SHOW("cuMemFree", cuMemFree_v2(d));
+    SHOW("cuCtxDestroy", cuCtxDestroy_v2(ctx));
+}
+
+/* Exits with a memset never synchronised. */
+static void leave_memset(void) {
+    CUstream s;
+    CUdeviceptr d;
+    CUcontext ctx = created();
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuStreamCreate(&s, 0));
+    SHOW("cuMemsetD8Async", cuMemsetD8Async(d, 0, N, s));
+    (void)ctx;
 }
 
 /* An event outlives a reset of the primary context (cudaDeviceReset), then is destroyed. */
@@ -286,6 +376,12 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "clean") == 0) clean();
     else if (strcmp(s, "free_async") == 0) free_async();
     else if (strcmp(s, "leave") == 0) leave();
+    else if (strcmp(s, "memset_destroy") == 0) op_then_destroy("memset");
+    else if (strcmp(s, "graph_destroy") == 0) op_then_destroy("graph");
+    else if (strcmp(s, "host_func_destroy") == 0) op_then_destroy("host_func");
+    else if (strcmp(s, "memset_variants") == 0) memset_variants();
+    else if (strcmp(s, "ops_clean") == 0) ops_clean();
+    else if (strcmp(s, "leave_memset") == 0) leave_memset();
     else {
         printf("unknown scenario %s\n", s);
         return 2;

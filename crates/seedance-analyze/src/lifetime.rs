@@ -239,7 +239,7 @@ pub(crate) fn process_health(procs: &[Proc]) -> Vec<ProcessHealth> {
             .iter()
             .filter(|s| {
                 !runtime_owned(&s.context, s.primary_retained)
-                    && s.launches.saturating_add(s.copies) > 0
+                    && s.launches.saturating_add(s.copies).saturating_add(s.ops) > 0
             })
             .collect();
         let mut after: Vec<NameCount> = e
@@ -272,8 +272,9 @@ pub(crate) fn process_health(procs: &[Proc]) -> Vec<ProcessHealth> {
             unsynchronized_streams: streams.len() as u64,
             unsynchronized_work: streams
                 .iter()
-                .map(|s| s.launches.saturating_add(s.copies))
+                .map(|s| s.launches.saturating_add(s.copies).saturating_add(s.ops))
                 .fold(0, u64::saturating_add),
+            unsynchronized_ops: streams.iter().map(|s| s.ops).fold(0, u64::saturating_add),
             calls_after_deinit: after.iter().map(|n| n.count).fold(0, u64::saturating_add),
             calls_after_deinit_by_function: after,
         };
@@ -323,11 +324,19 @@ pub(crate) fn health_words(h: &ProcessHealth) -> Vec<String> {
             fmt::count(h.unsynchronized_streams),
             plural(h.unsynchronized_streams, "stream", "streams"),
             fmt::count(h.unsynchronized_work),
-            plural(
-                h.unsynchronized_work,
-                "launch or copy",
-                "launches and copies"
-            )
+            if h.unsynchronized_ops > 0 {
+                plural(
+                    h.unsynchronized_work,
+                    "launch, copy or other stream operation",
+                    "launches, copies and other stream operations",
+                )
+            } else {
+                plural(
+                    h.unsynchronized_work,
+                    "launch or copy",
+                    "launches and copies",
+                )
+            }
         ));
     }
     if h.calls_after_deinit > 0 {

@@ -414,6 +414,9 @@ pub struct UnsynchronizedStreamInfo {
     pub launches: u64,
     /// Asynchronous copies never synchronised.
     pub copies: u64,
+    /// Other stream operations (asynchronous memsets, graph launches, host functions) never
+    /// synchronised; 0 in traces of shims that did not count them.
+    pub ops: u64,
 }
 
 /// The `lifetime_fault` event (schema 4, see `seedance_trace::LifetimeFault`).

@@ -77,6 +77,10 @@ pub struct Report {
     pub process_health: Vec<ProcessHealth>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// What one process left behind at exit (its exit summary, trace schema 4). Resources of
 /// a primary context still retained at exit are not counted (the CUDA runtime keeps those
 /// until after the driver shut down).
@@ -100,8 +104,12 @@ pub struct ProcessHealth {
     pub leaks: Vec<DeviceLeak>,
     /// Streams with work never synchronised.
     pub unsynchronized_streams: u64,
-    /// Launches and copies on those streams.
+    /// Launches, copies and other stream operations on those streams.
     pub unsynchronized_work: u64,
+    /// Of those, the other stream operations (asynchronous memsets, graph launches, host
+    /// functions: the trace's `ops`); left out of the JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unsynchronized_ops: u64,
     /// Calls made after the driver shut down (`CUDA_ERROR_DEINITIALIZED`).
     pub calls_after_deinit: u64,
     /// Those calls by function, most first.

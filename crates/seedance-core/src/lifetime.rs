@@ -482,6 +482,7 @@ impl Tracker {
         let b = self.baselines.entry((key, shard)).or_default();
         b.launches = b.launches.max(to.launches);
         b.copies = b.copies.max(to.copies);
+        b.ops = b.ops.max(to.ops);
     }
 
     /// Work pending on the keys `want` selects, across `shards`, one entry per key with
@@ -504,8 +505,7 @@ impl Tracker {
                     copies: Vec::new(),
                 });
                 p.shards.push(s.id());
-                p.counts.launches += since.launches;
-                p.counts.copies += since.copies;
+                p.counts = p.counts.plus(since);
             }
             for c in s.copy_records() {
                 if let Some(p) = by_key.get_mut(&c.key) {

@@ -92,13 +92,16 @@ pub fn key_context(key: u64) -> Option<u64> {
     }
 }
 
-/// Launches and copies, cumulative or since a baseline.
+/// Launches, copies and other stream operations, cumulative or since a baseline.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Kernel launches.
     pub launches: u64,
     /// Asynchronous copies.
     pub copies: u64,
+    /// Other stream-ordered operations: asynchronous memsets, graph launches and host
+    /// functions (`cuLaunchHostFunc`).
+    pub ops: u64,
 }
 
 impl Counts {
@@ -107,12 +110,22 @@ impl Counts {
         Counts {
             launches: self.launches.saturating_sub(base.launches),
             copies: self.copies.saturating_sub(base.copies),
+            ops: self.ops.saturating_sub(base.ops),
         }
     }
 
-    /// Whether both are zero.
+    /// `self + other`.
+    pub fn plus(self, other: Counts) -> Counts {
+        Counts {
+            launches: self.launches + other.launches,
+            copies: self.copies + other.copies,
+            ops: self.ops + other.ops,
+        }
+    }
+
+    /// Whether all are zero.
     pub fn is_zero(self) -> bool {
-        self.launches == 0 && self.copies == 0
+        self.launches == 0 && self.copies == 0 && self.ops == 0
     }
 }
 
@@ -225,6 +238,7 @@ struct EventSlot {
     key: AtomicU64,
     launches: AtomicU64,
     copies: AtomicU64,
+    ops: AtomicU64,
 }
 
 /// One thread's pending-work counters (see the module documentation).
@@ -234,6 +248,8 @@ pub struct Shard {
     keys: [AtomicU64; SLOTS],
     launches: [AtomicU64; SLOTS],
     copy_counts: [AtomicU64; SLOTS],
+    /// Other operations (memsets, graph launches, host functions).
+    ops: [AtomicU64; SLOTS],
     copy_head: AtomicU64,
     copies: [CopySlot; COPIES],
     events: [EventSlot; EVENTS],
@@ -264,6 +280,7 @@ impl Shard {
             keys: [const { AtomicU64::new(0) }; SLOTS],
             launches: [const { AtomicU64::new(0) }; SLOTS],
             copy_counts: [const { AtomicU64::new(0) }; SLOTS],
+            ops: [const { AtomicU64::new(0) }; SLOTS],
             copy_head: AtomicU64::new(0),
             copies: [const {
                 CopySlot {
@@ -283,6 +300,7 @@ impl Shard {
                     key: AtomicU64::new(0),
                     launches: AtomicU64::new(0),
                     copies: AtomicU64::new(0),
+                    ops: AtomicU64::new(0),
                 }
             }; EVENTS],
             untracked: AtomicU64::new(0),
@@ -356,6 +374,15 @@ impl Shard {
         }
     }
 
+    /// Counts one other operation (an asynchronous memset, a graph launch or a host
+    /// function) on `key`. Owner thread only.
+    #[inline]
+    pub fn add_op(&self, key: u64) {
+        if let Some(j) = self.slot(key) {
+            bump(&self.ops[j]);
+        }
+    }
+
     /// Counts one asynchronous copy on `key` and remembers its ranges; returns `true` when
     /// it is this shard's first copy on `key`. Owner thread only.
     pub fn add_copy(&self, key: u64, dst: u64, src: u64, bytes: u64, kind: CopyKind) -> bool {
@@ -391,6 +418,7 @@ impl Shard {
         e.key.store(key, Ordering::Relaxed);
         e.launches.store(counts.launches, Ordering::Relaxed);
         e.copies.store(counts.copies, Ordering::Relaxed);
+        e.ops.store(counts.ops, Ordering::Relaxed);
         e.seq.store(seq, Ordering::Release);
     }
 
@@ -403,6 +431,7 @@ impl Shard {
         Counts {
             launches: self.launches[j].load(Ordering::Relaxed),
             copies: self.copy_counts[j].load(Ordering::Relaxed),
+            ops: self.ops[j].load(Ordering::Relaxed),
         }
     }
 
@@ -454,6 +483,7 @@ impl Shard {
             counts: Counts {
                 launches: e.launches.load(Ordering::Relaxed),
                 copies: e.copies.load(Ordering::Relaxed),
+                ops: e.ops.load(Ordering::Relaxed),
             },
         };
         std::sync::atomic::fence(Ordering::Acquire);
@@ -461,7 +491,7 @@ impl Shard {
             .then_some(m)
     }
 
-    /// Launches and copies that found no free stream slot.
+    /// Launches, copies and other operations that found no free stream slot.
     pub fn untracked(&self) -> u64 {
         self.untracked.load(Ordering::Relaxed)
     }
@@ -563,6 +593,13 @@ pub fn count_launch(id: usize, failed: bool, stream: usize, per_thread: bool, tr
     }
 }
 
+/// Counts a successful asynchronous memset, graph launch or host function on `stream` by
+/// the calling thread (no lock, no allocation once the thread has its shard).
+#[inline]
+pub fn note_op(stream: usize, per_thread: bool) {
+    with_local(|s, ctx| s.add_op(stream_key(stream, ctx, per_thread)));
+}
+
 /// Counts a successful asynchronous copy on `stream` by the calling thread.
 #[inline]
 pub fn note_copy(stream: usize, per_thread: bool, dst: u64, src: u64, bytes: u64, kind: CopyKind) {
@@ -613,7 +650,8 @@ pub fn shards() -> Vec<&'static Shard> {
     ALL.lock().clone()
 }
 
-/// Launches and copies not counted: no free stream slot, or made during thread exit.
+/// Launches, copies and other operations not counted: no free stream slot, or made during
+/// thread exit.
 pub fn untracked() -> u64 {
     UNTRACKED.load(Ordering::Relaxed) + ALL.lock().iter().map(|s| s.untracked()).sum::<u64>()
 }
@@ -654,7 +692,8 @@ mod tests {
             s.counts(0x100),
             Some(Counts {
                 launches: 2,
-                copies: 2
+                copies: 2,
+                ops: 0
             })
         );
         assert_eq!(s.keys().len(), 2);
@@ -679,7 +718,8 @@ mod tests {
             m.counts,
             Counts {
                 launches: 2,
-                copies: 2
+                copies: 2,
+                ops: 0
             }
         );
         assert_eq!(m.key, 0x100);
@@ -690,6 +730,19 @@ mod tests {
         };
         assert!(later.seq > m.seq);
         assert_eq!(later.counts.launches, 3);
+        s.add_op(0x100);
+        s.add_op(0x100);
+        assert_eq!(s.counts(0x100).map(|c| c.ops), Some(2));
+        assert_eq!(
+            s.counts(0x100).unwrap().since(later.counts),
+            Counts {
+                launches: 0,
+                copies: 0,
+                ops: 2
+            }
+        );
+        s.add_event_record(0xe0, 0x100);
+        assert_eq!(s.event_mark(0xe0).unwrap().counts.ops, 2);
     }
 
     #[test]
@@ -728,6 +781,7 @@ mod tests {
                         note_launch(0, false);
                     }
                     note_copy(0, false, 0x7000, 0x1000, 8, CopyKind::HostToDevice);
+                    note_op(0, false);
                     note_event_record(0xe0, 0, false);
                 })
             })
@@ -735,19 +789,16 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        let total =
-            shards()
-                .iter()
-                .filter_map(|s| s.counts(key))
-                .fold(Counts::default(), |a, c| Counts {
-                    launches: a.launches + c.launches,
-                    copies: a.copies + c.copies,
-                });
+        let total = shards()
+            .iter()
+            .filter_map(|s| s.counts(key))
+            .fold(Counts::default(), Counts::plus);
         assert_eq!(
             total,
             Counts {
                 launches: 4000,
-                copies: 4
+                copies: 4,
+                ops: 4
             }
         );
         assert!(shards().iter().filter_map(|s| s.event_mark(0xe0)).count() >= 1);

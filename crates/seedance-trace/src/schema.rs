@@ -80,6 +80,10 @@ pub struct ContextEnd {
     pub lost_launches: u64,
     /// Asynchronous copies still unfinished when it ended (lost).
     pub lost_copies: u64,
+    /// Other stream operations (asynchronous memsets, graph launches, host functions)
+    /// still unfinished when it ended (lost). Added during schema 4: 0 when absent.
+    #[serde(default)]
+    pub lost_ops: u64,
 }
 
 /// Work pending on one stream (schema 4).
@@ -93,6 +97,10 @@ pub struct StreamPending {
     pub launches: u64,
     /// Asynchronous copies submitted since then.
     pub copies: u64,
+    /// Other stream operations (asynchronous memsets, graph launches, host functions)
+    /// submitted since then. Added during schema 4: 0 when absent.
+    #[serde(default)]
+    pub ops: u64,
     /// Where the stream was created, when the shim saw it.
     pub created: Option<LifetimeSite>,
 }
@@ -564,6 +572,7 @@ mod tests {
                 site: site.clone(),
                 lost_launches: 0,
                 lost_copies: 0,
+                lost_ops: 1,
             }),
             streams: vec![],
             range: None,
@@ -592,12 +601,19 @@ mod tests {
                 default_stream: Some("legacy".into()),
                 launches: 2,
                 copies: 0,
+                ops: 3,
                 created: None,
             },
         });
         summary.calls_after_deinit.insert("cuMemFree_v2".into(), 1);
         let line = serde_json::to_string(&Event::ExitSummary(summary.clone())).unwrap();
-        assert!(line.contains(r#""unsynchronized_streams":[{"context":"0x1","primary_retained":false,"stream":null,"default_stream":"legacy","launches":2"#), "{line}");
+        assert!(line.contains(r#""unsynchronized_streams":[{"context":"0x1","primary_retained":false,"stream":null,"default_stream":"legacy","launches":2,"copies":0,"ops":3"#), "{line}");
+        // Written before `ops` and `lost_ops` were added: they read as 0.
+        let old =
+            r#"{"stream":"0x5","default_stream":null,"launches":1,"copies":2,"created":null}"#;
+        assert_eq!(serde_json::from_str::<StreamPending>(old).unwrap().ops, 0);
+        let old = r#"{"how":"destroyed","site":{"function":"cuCtxDestroy_v2","tid":1,"ts_ns":2,"seq":3},"lost_launches":1,"lost_copies":0}"#;
+        assert_eq!(serde_json::from_str::<ContextEnd>(old).unwrap().lost_ops, 0);
         assert_eq!(
             serde_json::from_str::<Event>(&line).unwrap(),
             Event::ExitSummary(summary)

@@ -196,6 +196,7 @@ fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
             w.counts = Counts {
                 launches: 0,
                 copies: q.copies.len() as u64,
+                ops: 0,
             };
             w
         })
@@ -207,6 +208,7 @@ fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
             counts: Counts {
                 launches: 0,
                 copies: orphans.len() as u64,
+                ops: 0,
             },
             created: None,
         });

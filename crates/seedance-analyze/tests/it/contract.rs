@@ -39,6 +39,8 @@ struct ProcessHealth {
     leaks: Vec<DeviceLeak>,
     unsynchronized_streams: u64,
     unsynchronized_work: u64,
+    #[serde(default)]
+    unsynchronized_ops: u64,
     calls_after_deinit: u64,
     calls_after_deinit_by_function: Vec<NameCountC>,
 }

@@ -92,3 +92,31 @@ fn the_runtimes_final_release_after_deinit_is_not_a_problem() {
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].count, 2);
 }
+
+#[test]
+fn other_stream_operations_are_unsynchronized_work() {
+    // A created context's stream left with 1 launch and 2 other stream operations (the
+    // trace's `ops`: memsets, graph launches, host functions), and one from an older shim
+    // without the field.
+    let streams = r#"[{"context":"0x20","primary_retained":false,"stream":"0x5000","default_stream":null,"launches":1,"copies":0,"ops":2,"created":null},{"context":"0x20","primary_retained":false,"stream":"0x6000","default_stream":null,"launches":0,"copies":1,"created":null}]"#;
+    let exit = exit_v4(31, "{}", OWN, "[]", "{}").replace(
+        r#""unsynchronized_streams":[]"#,
+        &format!(r#""unsynchronized_streams":{streams}"#),
+    );
+    let r = report(&[(31, exit)]);
+    let h = &r.process_health[0];
+    assert_eq!(h.unsynchronized_streams, 2);
+    assert_eq!(h.unsynchronized_work, 4);
+    assert_eq!(h.unsynchronized_ops, 2);
+    let text = seedance_analyze::render_text::render(&r);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "2 streams never synchronised (4 unfinished launches, copies and other stream \
+             operations)"
+        ),
+        "{text}"
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["process_health"][0]["unsynchronized_ops"], 2);
+}

@@ -33,7 +33,7 @@ pub struct StreamWork {
     pub stream: Option<u64>,
     /// For a default stream: `true` for the per-thread one.
     pub per_thread: bool,
-    /// Launches and copies since its last synchronisation.
+    /// Launches, copies and other operations since its last synchronisation.
     pub counts: Counts,
     /// Where it was created, when known.
     pub created: Option<Site>,
@@ -61,25 +61,34 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// `1 launch and 2 copies`, `1 copy`, `3 launches` (`no work` for none).
+/// `1 launch and 2 copies`, `1 copy`, `3 launches`, `1 launch and 1 stream operation (a
+/// memset, graph launch or host function)` (`no work` for none).
 pub fn counted(c: Counts) -> String {
-    match (c.launches, c.copies) {
-        (0, 0) => "no work".to_string(),
-        (l, 0) => plural(l, "launch", "launches"),
-        (0, n) => plural(n, "copy", "copies"),
-        (l, n) => format!(
-            "{} and {}",
-            plural(l, "launch", "launches"),
-            plural(n, "copy", "copies")
-        ),
+    let mut parts = Vec::new();
+    if c.launches > 0 {
+        parts.push(plural(c.launches, "launch", "launches"));
+    }
+    if c.copies > 0 {
+        parts.push(plural(c.copies, "copy", "copies"));
+    }
+    if c.ops > 0 {
+        parts.push(plural(
+            c.ops,
+            "stream operation (a memset, graph launch or host function)",
+            "stream operations (memsets, graph launches or host functions)",
+        ));
+    }
+    match parts.split_last() {
+        None => "no work".to_string(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
     }
 }
 
 fn total(streams: &[StreamWork]) -> Counts {
-    streams.iter().fold(Counts::default(), |a, s| Counts {
-        launches: a.launches + s.counts.launches,
-        copies: a.copies + s.counts.copies,
-    })
+    streams
+        .iter()
+        .fold(Counts::default(), |a, s| a.plus(s.counts))
 }
 
 /// A context about to be destroyed, reset or released with work its streams have not

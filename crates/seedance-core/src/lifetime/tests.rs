@@ -90,7 +90,8 @@ fn pending_work_and_baselines() {
         s.counts,
         Counts {
             launches: 2,
-            copies: 1
+            copies: 1,
+            ops: 0
         }
     );
     assert_eq!(s.shards, vec![0, 1]);
@@ -112,7 +113,8 @@ fn pending_work_and_baselines() {
         p[0].counts,
         Counts {
             launches: 0,
-            copies: 1
+            copies: 1,
+            ops: 0
         }
     );
     assert_eq!(p[0].copies.len(), 1);
@@ -126,7 +128,8 @@ fn pending_work_and_baselines() {
         p[0].counts,
         Counts {
             launches: 1,
-            copies: 0
+            copies: 0,
+            ops: 0
         }
     );
     // Retiring one shard's per-thread stream.
@@ -165,6 +168,7 @@ fn explanations() {
             counts: Counts {
                 launches: 1,
                 copies: 2,
+                ops: 0,
             },
             created: Some(s.clone()),
         },
@@ -174,6 +178,7 @@ fn explanations() {
             counts: Counts {
                 launches: 3,
                 copies: 0,
+                ops: 0,
             },
             created: None,
         },
@@ -257,6 +262,7 @@ fn exit_paragraph_leaves_out_runtime_owned_state() {
                 counts: Counts {
                     launches: 5,
                     copies: 0,
+                    ops: 0,
                 },
                 created: None,
             },
@@ -318,4 +324,49 @@ fn describe_end_names_the_ending_call() {
         "context 0x5eedc0000100 (device 0, generation 1, made by cuCtxCreate_v2 on thread 7 \
          (lifetime call #1)) was destroyed by cuCtxDestroy_v2 on thread 8 (lifetime call #2)"
     );
+}
+
+#[test]
+fn other_operations_are_pending_work() {
+    let mut t = Tracker::new();
+    let s = site(&mut t, "cuCtxCreate_v2");
+    let c = t.context_created(0x1000, Some(0), s).unwrap();
+    let s = site(&mut t, "cuStreamCreate");
+    t.stream_created(0x5000, Some(c), s);
+    let a = Box::new(Shard::new(0));
+    let shards: [&Shard; 1] = [&a];
+    a.add_op(0x5000);
+    a.add_launch(0x5000);
+    a.add_op(0x5000);
+    let p = t.pending(&shards, |k| t.key_owner(k) == Some(c));
+    assert_eq!(
+        p[0].counts,
+        Counts {
+            launches: 1,
+            copies: 0,
+            ops: 2
+        }
+    );
+    t.retire(&shards, |k| k == 0x5000);
+    assert!(t.pending(&shards, |k| k == 0x5000).is_empty());
+    a.add_op(0x5000);
+    assert_eq!(t.pending(&shards, |k| k == 0x5000)[0].counts.ops, 1);
+    let one = |launches, copies, ops| {
+        counted(Counts {
+            launches,
+            copies,
+            ops,
+        })
+    };
+    assert_eq!(
+        one(0, 0, 1),
+        "1 stream operation (a memset, graph launch or host function)"
+    );
+    assert_eq!(
+        one(2, 1, 3),
+        "2 launches, 1 copy and 3 stream operations (memsets, graph launches or host \
+         functions)"
+    );
+    assert_eq!(one(1, 2, 0), "1 launch and 2 copies");
+    assert_eq!(one(0, 0, 0), "no work");
 }
