@@ -619,3 +619,36 @@ fn exit_report_counts_an_unsynchronised_memset() {
     assert_eq!(u["launches"], 0);
     assert_eq!(u["ops"], 1);
 }
+
+#[test]
+fn operations_looked_up_through_get_proc_address_are_counted() {
+    let r = fixed("ops_procaddr");
+    let err = r.stderr();
+    assert!(
+        err.contains(
+            "(3 stream operations (memsets, graph launches or host functions) submitted since \
+             they were last synchronised"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "the per-thread default stream: 2 stream operations (memsets, graph launches or \
+             host functions)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains(&format!("): {OP}")), "{err}");
+    // The driver handed out the `_ptsz` variants, and the shim wrapped those.
+    for (name, calls) in [
+        ("cuMemsetD8Async_ptsz", (1, 0)),
+        ("cuGraphLaunch_ptsz", (1, 0)),
+        ("cuLaunchHostFunc", (1, 0)),
+        ("cuMemsetD8Async", (0, 0)),
+    ] {
+        assert_eq!(r.summary_count(name), calls, "{name}");
+    }
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(s["procaddr_unmatched"], serde_json::json!([]));
+    assert_eq!(repairs(&r)["synchronize_before_destroy"], 1);
+}

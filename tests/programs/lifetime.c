@@ -59,6 +59,7 @@ typedef struct CUgraphExec_st *CUgraphExec;
 typedef void (*CUhostFn)(void *);
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuLaunchHostFunc(CUstream, CUhostFn, void *);
+CUresult cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 
 #define KERNEL ((CUfunction)0x1000)
 #define N 4096
@@ -170,6 +171,35 @@ static void ops_clean(void) {
     SHOW("cuStreamDestroy", cuStreamDestroy_v2(s));
     SHOW("cuMemFree", cuMemFree_v2(d));
     SHOW("cuCtxDestroy", cuCtxDestroy_v2(ctx));
+}
+
+/* The same operations looked up as the CUDA runtime does (cuGetProcAddress; with the
+ * per-thread default stream flag for the memset and the graph launch, so the driver hands
+ * out their `_ptsz` variants), then the context is destroyed before synchronising. */
+static void *proc(const char *name, unsigned long long flags) {
+    void *p = NULL;
+    int status = -1;
+    SETUP(cuGetProcAddress_v2(name, &p, 13000, flags, &status));
+    if (status != 0 || !p) {
+        printf("setup failed: cuGetProcAddress(%s)\n", name);
+        exit(1);
+    }
+    return p;
+}
+
+static void ops_procaddr(void) {
+    CUcontext ctx = created();
+    CUstream s;
+    CUdeviceptr d;
+    CUresult (*memset8)(CUdeviceptr, unsigned char, size_t, CUstream) = proc("cuMemsetD8Async", 2);
+    CUresult (*graph)(CUgraphExec, CUstream) = proc("cuGraphLaunch", 2);
+    CUresult (*host)(CUstream, CUhostFn, void *) = proc("cuLaunchHostFunc", 0);
+    SETUP(cuMemAlloc_v2(&d, N));
+    SETUP(cuStreamCreate(&s, 0));
+    SHOW("cuMemsetD8Async (per-thread) on the default stream", memset8(d, 9, N, NULL));
+    SHOW("cuGraphLaunch (per-thread) on the default stream", graph(GRAPH, NULL));
+    SHOW("cuLaunchHostFunc on the stream", host(s, host_fn, NULL));
+    SHOW("cuCtxDestroy before synchronising", cuCtxDestroy_v2(ctx));
 }
 
 /* Exits with a memset never synchronised. */
@@ -382,6 +412,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "memset_variants") == 0) memset_variants();
     else if (strcmp(s, "ops_clean") == 0) ops_clean();
     else if (strcmp(s, "leave_memset") == 0) leave_memset();
+    else if (strcmp(s, "ops_procaddr") == 0) ops_procaddr();
     else {
         printf("unknown scenario %s\n", s);
         return 2;
