@@ -378,6 +378,26 @@ mod tests {
     }
 
     #[test]
+    fn memsets_graph_launch_and_host_function_have_ptsz_variants() {
+        for base in [
+            "cuMemsetD8Async",
+            "cuMemsetD16Async",
+            "cuMemsetD32Async",
+            "cuMemsetD2D8Async",
+            "cuMemsetD2D16Async",
+            "cuMemsetD2D32Async",
+            "cuGraphLaunch",
+            "cuLaunchHostFunc",
+        ] {
+            assert_eq!(select(base, 13000, 0), Found(base));
+            let Found(ptsz) = select(base, 13000, 2) else {
+                panic!("{base}")
+            };
+            assert_eq!(ptsz, format!("{base}_ptsz"));
+        }
+    }
+
+    #[test]
     fn plain_names_and_unknown() {
         for &base in PLAIN {
             assert_eq!(select(base, 13000, 0), Found(base));
