@@ -25,17 +25,13 @@
 //! [`stub_enabled`] and [`crate::log`].
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::str::FromStr;
+
+use fake_support::env;
 
 use crate::device::uuid_string;
 
-/// Physical device count when `FAKE_CUDA_DEVICE_COUNT` is unset or bad.
-pub const DEFAULT_DEVICE_COUNT: u32 = 1;
-/// Largest accepted `FAKE_CUDA_DEVICE_COUNT` (PCI bus numbers `0x10 + p` must fit a byte).
-pub const MAX_DEVICE_COUNT: u32 = 64;
-/// Bytes per device when `FAKE_CUDA_TOTAL_MEM` is unset or bad: 80 GiB.
-pub const DEFAULT_TOTAL_MEM: u64 = 85_899_345_920;
+pub use fake_support::env::{DEFAULT_DEVICE_COUNT, DEFAULT_TOTAL_MEM, MAX_DEVICE_COUNT};
+
 /// Prefix of the per-attribute override variables, `FAKE_CUDA_ATTR_<number>`.
 pub const ATTR_PREFIX: &str = "FAKE_CUDA_ATTR_";
 
@@ -76,16 +72,9 @@ impl Topology {
     /// Reads the process environment and prints any warnings on stderr.
     /// Variables whose name or value is not UTF-8 are skipped.
     pub fn from_env() -> Topology {
-        let vars: BTreeMap<String, String> = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .filter(|(k, _)| k.starts_with("FAKE_CUDA_") || k == "CUDA_VISIBLE_DEVICES")
-            .collect();
+        let vars = env::vars(|k| k.starts_with("FAKE_CUDA_") || k == "CUDA_VISIBLE_DEVICES");
         let topo = Topology::from_vars(&vars);
-        let mut err = std::io::stderr().lock();
-        for w in &topo.warnings {
-            // Nothing sensible to do when stderr is closed.
-            let _ = writeln!(err, "{w}");
-        }
+        env::print_warnings(&topo.warnings);
         topo
     }
 
@@ -94,24 +83,17 @@ impl Topology {
         let mut warnings = Vec::new();
         let get = |k: &str| vars.get(k).map(String::as_str);
 
-        let count = match get("FAKE_CUDA_DEVICE_COUNT") {
-            None => DEFAULT_DEVICE_COUNT,
-            Some(raw) => match raw.trim().parse::<u32>() {
-                Ok(n) if n <= MAX_DEVICE_COUNT => n,
-                _ => {
-                    warnings.push(bad("FAKE_CUDA_DEVICE_COUNT", raw));
-                    DEFAULT_DEVICE_COUNT
-                }
-            },
-        };
+        let count = env::device_count(WHO, get("FAKE_CUDA_DEVICE_COUNT"), &mut warnings);
         let n = count as usize;
-        let totals = per_device::<u64>(
+        let totals = env::per_device::<u64>(
+            WHO,
             "FAKE_CUDA_TOTAL_MEM",
             get("FAKE_CUDA_TOTAL_MEM"),
             n,
             &mut warnings,
         );
-        let frees = per_device::<u64>(
+        let frees = env::per_device::<u64>(
+            WHO,
             "FAKE_CUDA_FREE_MEM",
             get("FAKE_CUDA_FREE_MEM"),
             n,
@@ -142,7 +124,7 @@ impl Topology {
                 warnings.push(bad(key, raw));
                 continue;
             };
-            let values = per_device::<i32>(key, Some(raw), n, &mut warnings);
+            let values = env::per_device::<i32>(WHO, key, Some(raw), n, &mut warnings);
             for (dev, v) in physical.iter_mut().zip(values) {
                 if let Some(v) = v {
                     dev.attr_overrides.insert(attr, v);
@@ -150,9 +132,16 @@ impl Topology {
             }
         }
 
-        let names = names(get("FAKE_CUDA_NAMES"), n);
-        let busy = index_set("FAKE_CUDA_BUSY", get("FAKE_CUDA_BUSY"), n, &mut warnings);
-        let oom = index_set(
+        let names = env::names(get("FAKE_CUDA_NAMES"), n);
+        let busy = env::index_set(
+            WHO,
+            "FAKE_CUDA_BUSY",
+            get("FAKE_CUDA_BUSY"),
+            n,
+            &mut warnings,
+        );
+        let oom = env::index_set(
+            WHO,
             "FAKE_CUDA_CTX_OOM",
             get("FAKE_CUDA_CTX_OOM"),
             n,
@@ -185,89 +174,12 @@ impl Topology {
     }
 }
 
+/// The name that prefixes this fake's messages.
+const WHO: &str = "fake-cuda";
+
 /// The warning line for an unparseable variable.
 fn bad(name: &str, raw: &str) -> String {
-    format!("fake-cuda: ignoring bad {name}={raw:?} (using the default)")
-}
-
-/// Parses a value that is either one number for every device or a comma list with one entry
-/// per physical device. `None` entries keep the default; a bad entry keeps the default and
-/// adds one warning for the variable. Entries past `count` are ignored.
-fn per_device<T: FromStr + Copy>(
-    name: &str,
-    raw: Option<&str>,
-    count: usize,
-    warnings: &mut Vec<String>,
-) -> Vec<Option<T>> {
-    let Some(raw) = raw else {
-        return vec![None; count];
-    };
-    let entries: Vec<&str> = raw.split(',').map(str::trim).collect();
-    let mut any_bad = false;
-    let parsed: Vec<Option<T>> = entries
-        .iter()
-        .map(|e| {
-            if e.is_empty() {
-                return None;
-            }
-            let v = e.parse::<T>().ok();
-            any_bad |= v.is_none();
-            v
-        })
-        .collect();
-    if any_bad {
-        warnings.push(bad(name, raw));
-    }
-    if let [single] = parsed[..] {
-        return vec![single; count];
-    }
-    (0..count)
-        .map(|i| parsed.get(i).copied().flatten())
-        .collect()
-}
-
-/// Parses `FAKE_CUDA_NAMES`: one name for every device, or a comma list by physical index
-/// (an empty or missing entry keeps the default). Entries are trimmed.
-fn names(raw: Option<&str>, count: usize) -> Vec<Option<String>> {
-    let Some(raw) = raw else {
-        return vec![None; count];
-    };
-    let entries: Vec<Option<String>> = raw
-        .split(',')
-        .map(str::trim)
-        .map(|e| (!e.is_empty()).then(|| e.to_string()))
-        .collect();
-    if let [single] = &entries[..] {
-        return vec![single.clone(); count];
-    }
-    (0..count)
-        .map(|i| entries.get(i).cloned().flatten())
-        .collect()
-}
-
-/// Parses a comma list of physical indices into one flag per device. Empty entries are
-/// skipped, indices `>= count` ignored; any non-number makes the whole variable ignored
-/// (all `false`) with one warning.
-fn index_set(name: &str, raw: Option<&str>, count: usize, warnings: &mut Vec<String>) -> Vec<bool> {
-    let mut set = vec![false; count];
-    let Some(raw) = raw else {
-        return set;
-    };
-    let parsed: Result<Vec<usize>, _> = raw
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(str::parse::<usize>)
-        .collect();
-    match parsed {
-        Ok(indices) => {
-            for i in indices.into_iter().filter(|&i| i < count) {
-                set[i] = true;
-            }
-        }
-        Err(_) => warnings.push(bad(name, raw)),
-    }
-    set
+    env::bad_value(WHO, name, raw)
 }
 
 /// Parses `CUDA_VISIBLE_DEVICES` the way the driver does.
@@ -310,11 +222,7 @@ pub fn parse_visible(raw: Option<&str>, count: u32, uuids: &[String]) -> Vec<u32
 /// Whether a `FAKE_CUDA_STUB` value turns stub mode on: `1`, `true`, `yes` or `on`
 /// (case-insensitive). Anything else, or unset, is off.
 pub fn stub_enabled(raw: Option<&str>) -> bool {
-    raw.map(str::trim).is_some_and(|v| {
-        ["1", "true", "yes", "on"]
-            .iter()
-            .any(|t| v.eq_ignore_ascii_case(t))
-    })
+    env::flag_enabled(raw)
 }
 
 #[cfg(test)]

@@ -89,95 +89,31 @@
 //! For example `cuMemAlloc_v2 bytes=1048576 -> 0` and
 //! `cuLaunchKernel f=0x1234 grid=1,1,1 block=1025,1,1 shmem=0 stream=0x0 -> 1`.
 
-use std::ffi::CString;
-use std::io::Write;
-use std::os::unix::ffi::OsStringExt;
-use std::sync::OnceLock;
-
+use fake_support::log::CallLog;
 use seedance_cuda::CUresult;
+
+pub use fake_support::log::token;
 
 /// Environment variable naming the log file.
 pub const LOG_ENV: &str = "FAKE_CUDA_LOG";
 
-static FD: OnceLock<libc::c_int> = OnceLock::new();
-
-/// The log's file descriptor, or -1 when logging is off.
-fn fd() -> libc::c_int {
-    *FD.get_or_init(open_from_env)
-}
-
-fn open_from_env() -> libc::c_int {
-    let Some(path) = std::env::var_os(LOG_ENV) else {
-        return -1;
-    };
-    if path.is_empty() {
-        return -1;
-    }
-    let shown = path.to_string_lossy().into_owned();
-    let Ok(cpath) = CString::new(path.into_vec()) else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "fake-cuda: ignoring bad {LOG_ENV}={shown:?}"
-        );
-        return -1;
-    };
-    // SAFETY: `cpath` is a valid NUL-terminated string that outlives the call; the mode
-    // argument is passed as the variadic `mode_t` open(2) expects with O_CREAT.
-    let fd = unsafe {
-        libc::open(
-            cpath.as_ptr(),
-            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
-            0o644 as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        let err = std::io::Error::last_os_error();
-        let _ = writeln!(
-            std::io::stderr(),
-            "fake-cuda: cannot open {LOG_ENV}={shown:?}: {err}"
-        );
-    }
-    fd
-}
+/// The log file, opened at the first call (see [`fake_support::log::CallLog`]).
+static LOG: CallLog = CallLog::new("fake-cuda", LOG_ENV);
 
 /// Whether calls are being recorded.
 pub fn enabled() -> bool {
-    fd() >= 0
+    LOG.enabled()
 }
 
 /// One log line, newline included: `name args -> code` (no blank before the arrow's
 /// left-hand side when `args` is empty).
 pub fn format_line(name: &str, args: &str, result: CUresult) -> String {
-    if args.is_empty() {
-        format!("{name} -> {}\n", result.0)
-    } else {
-        format!("{name} {args} -> {}\n", result.0)
-    }
-}
-
-/// Makes free text safe to embed as one `key=value` token: blanks, control characters and
-/// non-ASCII become `?`.
-pub fn token(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
-        .collect()
+    fake_support::log::format_line(name, args, result.0)
 }
 
 /// Records one call when logging is on; `args` is only evaluated then.
 pub fn record(name: &str, args: impl FnOnce() -> String, result: CUresult) {
-    let fd = fd();
-    if fd < 0 {
-        return;
-    }
-    let line = format_line(name, &args(), result);
-    loop {
-        // SAFETY: `line` is a live buffer of `line.len()` bytes; `fd` is the descriptor this
-        // module opened and never closes.
-        let n = unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
-        if n >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            break;
-        }
-    }
+    LOG.record(name, args, result.0);
 }
 
 #[cfg(test)]

@@ -17,23 +17,19 @@
 //! | `FAKE_NVML_INIT_DELAY_MS` | milliseconds every `nvmlInit_v2`/`nvmlInitWithFlags` sleeps before it answers, holding the library's lock (every other NVML call waits for it): a wedged driver; read at each init call | 0 |
 //! | `FAKE_NVML_QUERY_DELAY_MS` | milliseconds every per-device query (`nvmlDeviceGet*` on a handle: index, name, UUID, PCI info, memory, compute mode, processes, compute capability) sleeps, holding the lock; read at the init that starts the library | 0 |
 //!
-//! The same parsing rules as `fake-cuda` (copied, not shared: the two cdylibs do not depend
-//! on each other): an empty or missing comma-list entry keeps the default; in the index
-//! list empty entries are skipped and indices past the count ignored; an unparseable value
+//! The same parsing rules as `fake-cuda` (the comma-list parsing is shared with it, in
+//! `fake_support::env`): an empty or missing comma-list entry keeps the default; in the
+//! index list empty entries are skipped and indices past the count ignored; an unparseable value
 //! keeps the default and prints one line `fake-nvml: ignoring bad NAME="value" ...` on
 //! stderr. `CUDA_VISIBLE_DEVICES` is ignored: NVML always lists every physical device, in
 //! PCI bus order, which here is physical index order.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::str::FromStr;
 
-/// Physical device count when `FAKE_CUDA_DEVICE_COUNT` is unset or bad.
-pub const DEFAULT_DEVICE_COUNT: u32 = 1;
-/// Largest accepted `FAKE_CUDA_DEVICE_COUNT`.
-pub const MAX_DEVICE_COUNT: u32 = 64;
-/// Bytes per device when `FAKE_CUDA_TOTAL_MEM` is unset or bad: 80 GiB.
-pub const DEFAULT_TOTAL_MEM: u64 = 85_899_345_920;
+use fake_support::env;
+
+pub use fake_support::env::{DEFAULT_DEVICE_COUNT, DEFAULT_TOTAL_MEM, MAX_DEVICE_COUNT};
+
 /// `NVML_COMPUTEMODE_EXCLUSIVE_PROCESS`, the mode of a busy device.
 pub const COMPUTE_MODE_EXCLUSIVE_PROCESS: i32 = 3;
 
@@ -149,16 +145,8 @@ pub struct Host {
 impl Host {
     /// Reads the process environment and prints any warnings on stderr.
     pub fn from_env() -> Host {
-        let vars: BTreeMap<String, String> = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .filter(|(k, _)| k.starts_with("FAKE_CUDA_"))
-            .collect();
-        let host = Host::from_vars(&vars);
-        let mut err = std::io::stderr().lock();
-        for w in &host.warnings {
-            // Nothing sensible to do when stderr is closed.
-            let _ = writeln!(err, "{w}");
-        }
+        let host = Host::from_vars(&env::vars(|k| k.starts_with("FAKE_CUDA_")));
+        env::print_warnings(&host.warnings);
         host
     }
 
@@ -166,23 +154,15 @@ impl Host {
     pub fn from_vars(vars: &BTreeMap<String, String>) -> Host {
         let mut warnings = Vec::new();
         let get = |k: &str| vars.get(k).map(String::as_str);
-        let count = match get("FAKE_CUDA_DEVICE_COUNT") {
-            None => DEFAULT_DEVICE_COUNT,
-            Some(raw) => match raw.trim().parse::<u32>() {
-                Ok(n) if n <= MAX_DEVICE_COUNT => n,
-                _ => {
-                    warnings.push(bad("FAKE_CUDA_DEVICE_COUNT", raw));
-                    DEFAULT_DEVICE_COUNT
-                }
-            },
-        };
+        let count = env::device_count(WHO, get("FAKE_CUDA_DEVICE_COUNT"), &mut warnings);
         let n = count as usize;
-        let mut list_u64 = |name: &str| per_device::<u64>(name, get(name), n, &mut warnings);
+        let mut list_u64 =
+            |name: &str| env::per_device::<u64>(WHO, name, get(name), n, &mut warnings);
         let totals = list_u64("FAKE_CUDA_TOTAL_MEM");
         let frees = list_u64("FAKE_CUDA_FREE_MEM");
         let mut list_i32 = |attr: u32| {
             let name = format!("FAKE_CUDA_ATTR_{attr}");
-            per_device::<i32>(&name, get(&name), n, &mut warnings)
+            env::per_device::<i32>(WHO, &name, get(&name), n, &mut warnings)
         };
         let modes = list_i32(20);
         let buses = list_i32(33);
@@ -190,8 +170,14 @@ impl Host {
         let domains = list_i32(50);
         let majors = list_i32(75);
         let minors = list_i32(76);
-        let busy = index_set("FAKE_CUDA_BUSY", get("FAKE_CUDA_BUSY"), n, &mut warnings);
-        let names = names(get("FAKE_CUDA_NAMES"), n);
+        let busy = env::index_set(
+            WHO,
+            "FAKE_CUDA_BUSY",
+            get("FAKE_CUDA_BUSY"),
+            n,
+            &mut warnings,
+        );
+        let names = env::names(get("FAKE_CUDA_NAMES"), n);
 
         let gpus = (0..n)
             .map(|i| {
@@ -235,90 +221,15 @@ pub fn delay_ms(name: &str, raw: Option<&str>) -> (std::time::Duration, Option<S
 /// Whether a `FAKE_NVML_ABSENT` value turns absent mode on: `1`, `true`, `yes` or `on`
 /// (case-insensitive).
 pub fn flag_enabled(raw: Option<&str>) -> bool {
-    raw.map(str::trim).is_some_and(|v| {
-        ["1", "true", "yes", "on"]
-            .iter()
-            .any(|t| v.eq_ignore_ascii_case(t))
-    })
+    env::flag_enabled(raw)
 }
 
+/// The name that prefixes this fake's messages.
+const WHO: &str = "fake-nvml";
+
+/// The warning line for an unparseable variable.
 fn bad(name: &str, raw: &str) -> String {
-    format!("fake-nvml: ignoring bad {name}={raw:?} (using the default)")
-}
-
-/// One value for every device, or a comma list by physical index (as in `fake-cuda`).
-fn per_device<T: FromStr + Copy>(
-    name: &str,
-    raw: Option<&str>,
-    count: usize,
-    warnings: &mut Vec<String>,
-) -> Vec<Option<T>> {
-    let Some(raw) = raw else {
-        return vec![None; count];
-    };
-    let mut any_bad = false;
-    let parsed: Vec<Option<T>> = raw
-        .split(',')
-        .map(str::trim)
-        .map(|e| {
-            if e.is_empty() {
-                return None;
-            }
-            let v = e.parse::<T>().ok();
-            any_bad |= v.is_none();
-            v
-        })
-        .collect();
-    if any_bad {
-        warnings.push(bad(name, raw));
-    }
-    if let [single] = parsed[..] {
-        return vec![single; count];
-    }
-    (0..count)
-        .map(|i| parsed.get(i).copied().flatten())
-        .collect()
-}
-
-/// `FAKE_CUDA_NAMES`: one name for every device, or a comma list by physical index.
-fn names(raw: Option<&str>, count: usize) -> Vec<Option<String>> {
-    let Some(raw) = raw else {
-        return vec![None; count];
-    };
-    let entries: Vec<Option<String>> = raw
-        .split(',')
-        .map(str::trim)
-        .map(|e| (!e.is_empty()).then(|| e.to_string()))
-        .collect();
-    if let [single] = &entries[..] {
-        return vec![single.clone(); count];
-    }
-    (0..count)
-        .map(|i| entries.get(i).cloned().flatten())
-        .collect()
-}
-
-/// A comma list of physical indices as one flag per device (as in `fake-cuda`).
-fn index_set(name: &str, raw: Option<&str>, count: usize, warnings: &mut Vec<String>) -> Vec<bool> {
-    let mut set = vec![false; count];
-    let Some(raw) = raw else {
-        return set;
-    };
-    let parsed: Result<Vec<usize>, _> = raw
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(str::parse::<usize>)
-        .collect();
-    match parsed {
-        Ok(indices) => {
-            for i in indices.into_iter().filter(|&i| i < count) {
-                set[i] = true;
-            }
-        }
-        Err(_) => warnings.push(bad(name, raw)),
-    }
-    set
+    env::bad_value(WHO, name, raw)
 }
 
 #[cfg(test)]

@@ -38,82 +38,24 @@
 //!
 //! For example `nvmlDeviceGetName dev=1 len=96 -> 0`.
 
-use std::ffi::CString;
-use std::io::Write;
-use std::os::unix::ffi::OsStringExt;
-use std::sync::OnceLock;
+use fake_support::log::CallLog;
+
+pub use fake_support::log::token;
 
 /// Environment variable naming the log file.
 pub const LOG_ENV: &str = "FAKE_NVML_LOG";
 
-static FD: OnceLock<libc::c_int> = OnceLock::new();
-
-fn fd() -> libc::c_int {
-    *FD.get_or_init(open_from_env)
-}
-
-fn open_from_env() -> libc::c_int {
-    let Some(path) = std::env::var_os(LOG_ENV).filter(|p| !p.is_empty()) else {
-        return -1;
-    };
-    let shown = path.to_string_lossy().into_owned();
-    let Ok(cpath) = CString::new(path.into_vec()) else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "fake-nvml: ignoring bad {LOG_ENV}={shown:?}"
-        );
-        return -1;
-    };
-    // SAFETY: `cpath` is a valid NUL-terminated string that outlives the call; the mode
-    // argument is passed as the variadic `mode_t` open(2) expects with O_CREAT.
-    let fd = unsafe {
-        libc::open(
-            cpath.as_ptr(),
-            libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
-            0o644 as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        let err = std::io::Error::last_os_error();
-        let _ = writeln!(
-            std::io::stderr(),
-            "fake-nvml: cannot open {LOG_ENV}={shown:?}: {err}"
-        );
-    }
-    fd
-}
+/// The log file, opened at the first call (see [`fake_support::log::CallLog`]).
+static LOG: CallLog = CallLog::new("fake-nvml", LOG_ENV);
 
 /// One log line, newline included.
 pub fn format_line(name: &str, args: &str, result: u32) -> String {
-    if args.is_empty() {
-        format!("{name} -> {result}\n")
-    } else {
-        format!("{name} {args} -> {result}\n")
-    }
-}
-
-/// Makes free text safe to embed as one `key=value` token.
-pub fn token(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
-        .collect()
+    fake_support::log::format_line(name, args, result)
 }
 
 /// Records one call when logging is on; `args` is only evaluated then.
 pub fn record(name: &str, args: impl FnOnce() -> String, result: u32) {
-    let fd = fd();
-    if fd < 0 {
-        return;
-    }
-    let line = format_line(name, &args(), result);
-    loop {
-        // SAFETY: `line` is a live buffer of `line.len()` bytes; `fd` is the descriptor this
-        // module opened and never closes.
-        let n = unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
-        if n >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            break;
-        }
-    }
+    LOG.record(name, args, result);
 }
 
 #[cfg(test)]

@@ -1,0 +1,170 @@
+//! The call-log writer shared by the fakes (`FAKE_CUDA_LOG`, `FAKE_NVML_LOG`).
+//!
+//! A [`CallLog`] opens the file named by its environment variable once, at the first use,
+//! with `O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC`, mode 0644, and writes each line with a single
+//! `write(2)`, so lines from several threads and processes sharing the file never
+//! interleave. The file stays open for the life of the process.
+//!
+//! Line format: `<name>[ key=value]... -> <code>`, see [`format_line`].
+
+use std::ffi::OsString;
+use std::fmt::Display;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::OnceLock;
+
+/// One log line, newline included: `name args -> code`, or `name -> code` when `args` is
+/// empty. `code` is written with `Display` (decimal for the status numbers).
+pub fn format_line(name: &str, args: &str, code: impl Display) -> String {
+    if args.is_empty() {
+        format!("{name} -> {code}\n")
+    } else {
+        format!("{name} {args} -> {code}\n")
+    }
+}
+
+/// Makes free text safe to embed as one `key=value` token: blanks, control characters and
+/// non-ASCII become `?`.
+pub fn token(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+        .collect()
+}
+
+/// An append-only call log named by an environment variable; meant for a `static`.
+///
+/// Logging is off when the variable is unset or empty, when the path holds a NUL byte
+/// (stderr: `<who>: ignoring bad <VAR>="<path>"`) or when the file cannot be opened
+/// (stderr: `<who>: cannot open <VAR>="<path>": <error>`).
+#[derive(Debug)]
+pub struct CallLog {
+    who: &'static str,
+    env: &'static str,
+    file: OnceLock<Option<File>>,
+}
+
+impl CallLog {
+    /// A log read from the variable `env`; `who` (the fake's name) prefixes its messages.
+    /// Nothing is read or opened until the first [`CallLog::enabled`] or
+    /// [`CallLog::record`].
+    pub const fn new(who: &'static str, env: &'static str) -> CallLog {
+        CallLog {
+            who,
+            env,
+            file: OnceLock::new(),
+        }
+    }
+
+    fn file(&self) -> Option<&File> {
+        self.file
+            .get_or_init(|| open(self.who, self.env, std::env::var_os(self.env)))
+            .as_ref()
+    }
+
+    /// Whether calls are being recorded (opens the file at the first call).
+    pub fn enabled(&self) -> bool {
+        self.file().is_some()
+    }
+
+    /// Records one call when logging is on, as [`format_line`] writes it; `args` is only
+    /// evaluated then.
+    pub fn record(&self, name: &str, args: impl FnOnce() -> String, code: impl Display) {
+        let Some(file) = self.file() else {
+            return;
+        };
+        write_line(file, &format_line(name, &args(), code));
+    }
+}
+
+/// Opens the log at `path` (the value of `env`), or says on stderr why not.
+fn open(who: &str, env: &str, path: Option<OsString>) -> Option<File> {
+    let path = path.filter(|p| !p.is_empty())?;
+    let shown = path.to_string_lossy().into_owned();
+    if path.as_bytes().contains(&0) {
+        let _ = writeln!(std::io::stderr(), "{who}: ignoring bad {env}={shown:?}");
+        return None;
+    }
+    // std adds O_CLOEXEC; append implies O_WRONLY.
+    match OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(&path)
+    {
+        Ok(file) => Some(file),
+        Err(err) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "{who}: cannot open {env}={shown:?}: {err}"
+            );
+            None
+        }
+    }
+}
+
+/// Writes `line` with one `write(2)`, retried only when interrupted by a signal; other
+/// errors and short writes are ignored (there is nobody to tell).
+fn write_line(mut file: &File, line: &str) {
+    loop {
+        match file.write(line.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            _ => break,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_format() {
+        assert_eq!(format_line("nvmlInit_v2", "", 0u32), "nvmlInit_v2 -> 0\n");
+        assert_eq!(
+            format_line("cuMemAlloc_v2", "bytes=1048576", 2u32),
+            "cuMemAlloc_v2 bytes=1048576 -> 2\n"
+        );
+    }
+
+    #[test]
+    fn tokens() {
+        assert_eq!(token("cuMemAlloc"), "cuMemAlloc");
+        assert_eq!(token("a b\nc\u{e9}"), "a?b?c?");
+        assert_eq!(token("GPU-x y\n\u{e9}"), "GPU-x?y??");
+    }
+
+    #[test]
+    fn open_off_when_unset_or_empty() {
+        assert!(open("t", "V", None).is_none());
+        assert!(open("t", "V", Some(OsString::new())).is_none());
+        assert!(open("t", "V", Some(OsString::from("a\0b"))).is_none());
+        assert!(open("t", "V", Some(OsString::from("/nonexistent-dir/x/log"))).is_none());
+    }
+
+    #[test]
+    fn appends_whole_lines() {
+        use std::os::unix::fs::PermissionsExt;
+        let path =
+            std::env::temp_dir().join(format!("fake-support-log-test-{}.log", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        std::fs::write(&path, "earlier\n").unwrap();
+        let file = open("t", "V", Some(path.clone().into_os_string())).unwrap();
+        write_line(&file, &format_line("a", "", 0u32));
+        write_line(&file, &format_line("b", "x=1", 7u32));
+        drop(file);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "earlier\na -> 0\nb x=1 -> 7\n"
+        );
+        std::fs::remove_file(&path).unwrap();
+
+        let file = open("t", "V", Some(path.clone().into_os_string())).unwrap();
+        drop(file);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        // 0644 less the umask: never executable, never writable by group or others.
+        assert_eq!(mode & 0o133, 0, "{mode:o}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
