@@ -95,6 +95,18 @@ macro_rules! ok_note {
 /// How a wrapper counts its call: with a `count(..)` clause, that function counts it (with
 /// the arguments, so that it can record more in the same thread-local access: launches);
 /// without, [`session::count`].
+/// `stream_op(hStream)`: the call queues one operation on `hStream` that is neither a kernel
+/// launch nor a copy (a memset, a graph launch, a host function). A failure is explained
+/// when that stream's context has ended; a success counts one pending operation there.
+macro_rules! stream_fault {
+    ($id:expr, $r:expr, ()) => {
+        false
+    };
+    ($id:expr, $r:expr, ($st:ident)) => {
+        lifetime::fault_on_stream($id, $r, $st)
+    };
+}
+
 macro_rules! count_call {
     ($id:expr, $r:expr, (), $args:tt) => {
         session::count($id, $r)
@@ -107,7 +119,7 @@ macro_rules! count_call {
 
 macro_rules! hook_table {
     (
-        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device $dev:ident : $kind:ident)? $(pre($pre:path))? $(fault($fault:path))? $(ok($ok:path))? $(count($count:path))? $(after $after:path)? ; )* }
+        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device $dev:ident : $kind:ident)? $(pre($pre:path))? $(fault($fault:path))? $(ok($ok:path))? $(count($count:path))? $(stream_op($st:ident))? $(after $after:path)? ; )* }
         custom { $( $csym:ident / $cbase:literal ; )* }
         unlisted { $( $usym:ident ; )* }
     ) => {
@@ -173,11 +185,14 @@ macro_rules! hook_table {
                         match repaired {
                             Some(r2) => r = r2,
                             None => fault_check!(HookId::$sym, r, ($($fault)?), ($($arg),*), {
-                                session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
+                                if !stream_fault!(HookId::$sym, r, ($($st)?)) {
+                                    session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
+                                }
                             }),
                         }
                     }
                     ok_note!(HookId::$sym, r, ($($ok)?), ($($arg),*));
+                    $( if r.0 == 0 { lifetime::note_stream_op(HookId::$sym, $st); } )?
                     $( $after(r); )?
                 }
                 r
@@ -265,22 +280,22 @@ hook_table! {
         cuMemcpyDtoHAsync_v2_ptsz / "cuMemcpyDtoHAsync" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy_dtoh) ok(lifetime::ok_copy_dtoh);
         cuMemcpyAsync / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy) ok(lifetime::ok_copy);
         cuMemcpyAsync_ptsz / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) fault(lifetime::fault_copy) ok(lifetime::ok_copy);
-        cuMemsetD8Async / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
-        cuMemsetD8Async_ptsz / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
-        cuMemsetD16Async / "cuMemsetD16Async" (dstDevice: CUdeviceptr, value: c_ushort, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
-        cuMemsetD16Async_ptsz / "cuMemsetD16Async" (dstDevice: CUdeviceptr, value: c_ushort, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
-        cuMemsetD32Async / "cuMemsetD32Async" (dstDevice: CUdeviceptr, value: c_uint, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
-        cuMemsetD32Async_ptsz / "cuMemsetD32Async" (dstDevice: CUdeviceptr, value: c_uint, N: usize, hStream: CUstream) fault(lifetime::fault_memset) ok(lifetime::ok_memset);
-        cuMemsetD2D8Async / "cuMemsetD2D8Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uchar, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
-        cuMemsetD2D8Async_ptsz / "cuMemsetD2D8Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uchar, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
-        cuMemsetD2D16Async / "cuMemsetD2D16Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
-        cuMemsetD2D16Async_ptsz / "cuMemsetD2D16Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
-        cuMemsetD2D32Async / "cuMemsetD2D32Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
-        cuMemsetD2D32Async_ptsz / "cuMemsetD2D32Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize, hStream: CUstream) fault(lifetime::fault_memset_2d) ok(lifetime::ok_memset_2d);
-        cuGraphLaunch / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) fault(lifetime::fault_graph_launch) ok(lifetime::ok_graph_launch);
-        cuGraphLaunch_ptsz / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) fault(lifetime::fault_graph_launch) ok(lifetime::ok_graph_launch);
-        cuLaunchHostFunc / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) fault(lifetime::fault_host_func) ok(lifetime::ok_host_func);
-        cuLaunchHostFunc_ptsz / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) fault(lifetime::fault_host_func) ok(lifetime::ok_host_func);
+        cuMemsetD8Async / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD8Async_ptsz / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD16Async / "cuMemsetD16Async" (dstDevice: CUdeviceptr, value: c_ushort, N: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD16Async_ptsz / "cuMemsetD16Async" (dstDevice: CUdeviceptr, value: c_ushort, N: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD32Async / "cuMemsetD32Async" (dstDevice: CUdeviceptr, value: c_uint, N: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD32Async_ptsz / "cuMemsetD32Async" (dstDevice: CUdeviceptr, value: c_uint, N: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD2D8Async / "cuMemsetD2D8Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uchar, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD2D8Async_ptsz / "cuMemsetD2D8Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uchar, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD2D16Async / "cuMemsetD2D16Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD2D16Async_ptsz / "cuMemsetD2D16Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD2D32Async / "cuMemsetD2D32Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
+        cuMemsetD2D32Async_ptsz / "cuMemsetD2D32Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
+        cuGraphLaunch / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) stream_op(hStream);
+        cuGraphLaunch_ptsz / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) stream_op(hStream);
+        cuLaunchHostFunc / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) stream_op(hStream);
+        cuLaunchHostFunc_ptsz / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) stream_op(hStream);
     }
     custom {
         cuGetProcAddress / "cuGetProcAddress";

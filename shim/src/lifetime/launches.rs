@@ -172,7 +172,7 @@ pub unsafe fn fault_copy_htod(
     _bytes: usize,
     stream: CUstream,
 ) -> bool {
-    on() && cold(|| explain_stream(id, r, stream))
+    fault_on_stream(id, r, stream)
 }
 
 /// After a failed `cuMemcpyDtoHAsync_v2(_ptsz)`.
@@ -187,7 +187,7 @@ pub unsafe fn fault_copy_dtoh(
     _bytes: usize,
     stream: CUstream,
 ) -> bool {
-    on() && cold(|| explain_stream(id, r, stream))
+    fault_on_stream(id, r, stream)
 }
 
 /// After a failed `cuMemcpyAsync(_ptsz)`.
@@ -202,122 +202,23 @@ pub unsafe fn fault_copy(
     _bytes: usize,
     stream: CUstream,
 ) -> bool {
-    on() && cold(|| explain_stream(id, r, stream))
+    fault_on_stream(id, r, stream)
 }
 
-/// After a successful `cuMemsetD8Async`, `cuMemsetD16Async` or `cuMemsetD32Async`
-/// (`_ptsz` too): one other operation on its stream, counted as a launch is (the calling
-/// thread's shard; no lock, no allocation once the thread has its shard).
-///
-/// # Safety
-/// None: the address is not dereferenced.
+/// After a successful call with the hook table's `stream_op` clause (the asynchronous
+/// memsets, `cuGraphLaunch`, `cuLaunchHostFunc`, `_ptsz` too): one other operation on its
+/// stream, counted as a launch is (the calling thread's shard; no lock, no allocation once
+/// the thread has its shard). A whole graph counts as one.
 #[inline]
-pub unsafe fn ok_memset<T>(id: HookId, _dst: CUdeviceptr, _value: T, _n: usize, stream: CUstream) {
+pub fn note_stream_op(id: HookId, stream: CUstream) {
     if on() {
         work::note_op(stream as usize, is_per_thread(id));
     }
 }
 
-/// After a successful `cuMemsetD2D8Async`, `cuMemsetD2D16Async` or `cuMemsetD2D32Async`
-/// (`_ptsz` too): one other operation on its stream.
-///
-/// # Safety
-/// None: the address is not dereferenced.
-#[inline]
-pub unsafe fn ok_memset_2d<T>(
-    id: HookId,
-    _dst: CUdeviceptr,
-    _pitch: usize,
-    _value: T,
-    _width: usize,
-    _height: usize,
-    stream: CUstream,
-) {
-    if on() {
-        work::note_op(stream as usize, is_per_thread(id));
-    }
-}
-
-/// After a successful `cuGraphLaunch(_ptsz)`: one other operation on its stream (a whole
-/// graph counts as one).
-///
-/// # Safety
-/// None: the handle is not dereferenced.
-#[inline]
-pub unsafe fn ok_graph_launch(id: HookId, _exec: *mut c_void, stream: CUstream) {
-    if on() {
-        work::note_op(stream as usize, is_per_thread(id));
-    }
-}
-
-/// After a successful `cuLaunchHostFunc(_ptsz)`: one other operation on its stream.
-///
-/// # Safety
-/// None: neither pointer is dereferenced or called.
-#[inline]
-pub unsafe fn ok_host_func(id: HookId, stream: CUstream, _f: *mut c_void, _data: *mut c_void) {
-    if on() {
-        work::note_op(stream as usize, is_per_thread(id));
-    }
-}
-
-/// After a failed asynchronous 1D memset: explained when its stream or context is dead.
-///
-/// # Safety
-/// None: the address is not dereferenced.
-pub unsafe fn fault_memset<T>(
-    id: HookId,
-    r: CUresult,
-    _dst: CUdeviceptr,
-    _value: T,
-    _n: usize,
-    stream: CUstream,
-) -> bool {
-    on() && cold(|| explain_stream(id, r, stream))
-}
-
-/// After a failed asynchronous 2D memset.
-///
-/// # Safety
-/// None: the address is not dereferenced.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn fault_memset_2d<T>(
-    id: HookId,
-    r: CUresult,
-    _dst: CUdeviceptr,
-    _pitch: usize,
-    _value: T,
-    _width: usize,
-    _height: usize,
-    stream: CUstream,
-) -> bool {
-    on() && cold(|| explain_stream(id, r, stream))
-}
-
-/// After a failed `cuGraphLaunch(_ptsz)`.
-///
-/// # Safety
-/// None: the handle is not dereferenced.
-pub unsafe fn fault_graph_launch(
-    id: HookId,
-    r: CUresult,
-    _exec: *mut c_void,
-    stream: CUstream,
-) -> bool {
-    on() && cold(|| explain_stream(id, r, stream))
-}
-
-/// After a failed `cuLaunchHostFunc(_ptsz)`.
-///
-/// # Safety
-/// None: neither pointer is dereferenced or called.
-pub unsafe fn fault_host_func(
-    id: HookId,
-    r: CUresult,
-    stream: CUstream,
-    _f: *mut c_void,
-    _data: *mut c_void,
-) -> bool {
+/// After a failed call with the `stream_op` clause: explained when its stream or context is
+/// dead (`true`: a lifetime fault replaces the plain `call_failed`).
+pub fn fault_on_stream(id: HookId, r: CUresult, stream: CUstream) -> bool {
     on() && cold(|| explain_stream(id, r, stream))
 }
 
