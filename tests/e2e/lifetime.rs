@@ -60,6 +60,14 @@ fn calls(r: &Finished, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// The driver's context calls in order, without the shim's own `cuCtxGet*` queries.
+fn context_calls(r: &Finished) -> Vec<String> {
+    calls(r, "cuCtx")
+        .into_iter()
+        .filter(|l| !l.starts_with("cuCtxGet"))
+        .collect()
+}
+
 fn repairs(r: &Finished) -> Value {
     r.events("exit_summary")[0]["repairs"].clone()
 }
@@ -90,12 +98,7 @@ fn destroy_before_sync_is_synchronised_first() {
     assert!(err.contains("seedance: cuStreamSynchronize: stream 0x5eed50000100"));
     assert!(err.contains("fix: all its work completed before the context ended; returned CUDA_SUCCESS without calling the driver"));
     // The driver saw the repair before the destroy, and never saw the dead synchronize.
-    let order: Vec<String> = r
-        .driver_calls
-        .iter()
-        .filter(|l| l.starts_with("cuCtx") && !l.starts_with("cuCtxGet"))
-        .cloned()
-        .collect();
+    let order = context_calls(&r);
     assert_eq!(
         order,
         [
@@ -502,12 +505,7 @@ fn op_then_destroy(scenario: &str, call: &str) {
         !err.contains("launch and") && !err.contains("1 launch;"),
         "{err}"
     );
-    let order: Vec<String> = r
-        .driver_calls
-        .iter()
-        .filter(|l| l.starts_with("cuCtx") && !l.starts_with("cuCtxGet"))
-        .cloned()
-        .collect();
+    let order = context_calls(&r);
     assert_eq!(
         order,
         [
