@@ -94,13 +94,8 @@ fn total_mem(dev: CUdevice) -> Option<u64> {
 /// did not answer in time ([`crate::nvml`]).
 fn nvml() -> Option<&'static Nvml> {
     static NVML: OnceCell<Option<Nvml>> = OnceCell::new();
-    if let Some(n) = NVML.get() {
-        return n.as_ref();
-    }
-    // Opened outside the cell's initialiser (dlopen waits for the loader's lock): see
-    // topo::get.
-    let n = crate::nvml::open();
-    NVML.get_or_init(|| n).as_ref()
+    // dlopen waits for the loader's lock: opened outside the cell's initialiser.
+    crate::real::once_outside_loader_lock(&NVML, crate::nvml::open).as_ref()
 }
 
 /// One allocation request as the program made it.

@@ -66,6 +66,25 @@ impl Slot {
     }
 }
 
+/// The value in `cell`, computed by `make` on first use *outside* the cell's initialiser.
+///
+/// For once-only set-up that calls `dlopen`, `dlsym` or `dladdr` (opening libcuda or NVML,
+/// looking up entry points, the topology): those wait for the dynamic loader's lock, which a
+/// thread running a library constructor during `dlopen` holds. Had this thread held the cell
+/// while waiting, that constructor's own first driver call (or device fault) would wait for
+/// the cell forever (e2e::early). Threads that race here each compute a value; the first one
+/// stored is kept and the others are dropped.
+pub fn once_outside_loader_lock<T>(
+    cell: &'static OnceCell<T>,
+    make: impl FnOnce() -> T,
+) -> &'static T {
+    if let Some(v) = cell.get() {
+        return v;
+    }
+    let v = make();
+    cell.get_or_init(|| v)
+}
+
 /// Handle of the real driver library, or null if none could be loaded (a one-line message
 /// says why, once).
 pub fn libcuda() -> *mut c_void {
@@ -73,11 +92,9 @@ pub fn libcuda() -> *mut c_void {
     if let Some(h) = HANDLE.get() {
         return *h as *mut c_void;
     }
-    // Opened before the cell is taken, never inside it: `dlopen` waits for the dynamic
-    // loader's lock, which a thread running a library constructor holds (a library loaded
-    // with `dlopen` whose constructor calls the driver). Had this thread taken the cell and
-    // then waited for the loader, that constructor's first driver call would wait for the
-    // cell forever (e2e::early). A thread that loses the race gives its reference back.
+    // Opened outside the cell's initialiser, as `once_outside_loader_lock` does (`dlopen`
+    // waits for the loader's lock); unlike it, a thread that loses the race gives its
+    // library reference back.
     let h = open_libcuda();
     if HANDLE.set(h as usize).is_err() && !h.is_null() {
         // SAFETY: h came from dlopen in open_libcuda; the kept handle holds its own reference.

@@ -19,13 +19,8 @@ const CUDA_ERROR_INITIALIZATION_ERROR: c_int = 3;
 
 fn real_cuda_set_device() -> *mut c_void {
     static REAL: OnceCell<usize> = OnceCell::new();
-    if let Some(p) = REAL.get() {
-        return *p as *mut c_void;
-    }
-    // Looked up outside the cell's initialiser (dlsym and dlopen wait for the loader's
-    // lock): see topo::get.
-    let found = find_cuda_set_device();
-    *REAL.get_or_init(|| found) as *mut c_void
+    // dlsym and dlopen wait for the loader's lock: looked up outside the cell's initialiser.
+    *crate::real::once_outside_loader_lock(&REAL, find_cuda_set_device) as *mut c_void
 }
 
 fn find_cuda_set_device() -> usize {

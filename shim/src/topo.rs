@@ -12,19 +12,11 @@ use seedance_topology::{explain, DriverDevice, Topology};
 
 static TOPOLOGY: OnceCell<Topology> = OnceCell::new();
 
-/// The topology snapshot (taken on first use; the driver must be initialised by then).
-///
-/// Taken before the cell is filled, not inside its initialiser: the snapshot looks up driver
-/// entry points and opens NVML, which wait for the dynamic loader's lock, held by a thread
-/// running a library constructor during `dlopen`. Had this thread held the cell while
-/// waiting, that constructor's own device fault would wait for the cell forever
-/// (e2e::early). Threads that race here each take a snapshot; the first one stored is kept.
+/// The topology snapshot (taken on first use; the driver must be initialised by then). It
+/// looks up driver entry points and opens NVML, so it is taken outside the cell's
+/// initialiser ([`crate::real::once_outside_loader_lock`]).
 pub fn get() -> &'static Topology {
-    if let Some(t) = TOPOLOGY.get() {
-        return t;
-    }
-    let t = take();
-    TOPOLOGY.get_or_init(|| t)
+    crate::real::once_outside_loader_lock(&TOPOLOGY, take)
 }
 
 fn take() -> Topology {
