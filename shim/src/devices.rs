@@ -8,15 +8,23 @@
 //! 2), explained with the topology, and in `fix` mode repeated on the device that
 //! `seedance_core::fallback` chooses. The choice is remembered per requested ordinal, so
 //! every entry point and every thread agree.
+//!
+//! Before any of that, `seedance_core::probe` decides whether the failure is a mistake or a
+//! question (a negative value, one no driver can report, the end of an enumeration): a
+//! question keeps the driver's answer, prints nothing, and is only counted
+//! (`exit_summary.device_questions`). For it, each thread's last `cuDeviceGet` or
+//! `cuDeviceGetCount` is remembered ([`count_device_get`], [`count_device_count`]).
 
 use crate::hooks::HookId;
 use crate::{query, session, topo};
+use libc::c_int;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::fallback::{Candidate, OrdinalMap, Unusable};
-use seedance_core::Mode;
+use seedance_core::probe::{self, Entry, Last, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
 use seedance_trace::{DeviceFallback, DeviceFault, Event};
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -59,6 +67,49 @@ impl Fault {
 static MAP: Lazy<OrdinalMap> = Lazy::new(OrdinalMap::new);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
 static SEEN: Lazy<Mutex<BTreeSet<(usize, i32, u32)>>> = Lazy::new(|| Mutex::new(BTreeSet::new()));
+/// Failed requests taken as questions: (function, kind) -> calls.
+static QUESTIONS: Lazy<Mutex<BTreeMap<(&'static str, &'static str), u64>>> =
+    Lazy::new(|| Mutex::new(BTreeMap::new()));
+
+thread_local! {
+    /// This thread's last `cuDeviceGet` or `cuDeviceGetCount` ([`Last::to_bits`]).
+    static LAST: Cell<u64> = const { Cell::new(0) };
+}
+
+fn last() -> Last {
+    Last::from_bits(LAST.try_with(Cell::get).unwrap_or(0))
+}
+
+fn set_last(l: Last) {
+    let _ = LAST.try_with(|c| c.set(l.to_bits()));
+}
+
+/// Counts a `cuDeviceGet` and, when the driver found the device, remembers the ordinal as
+/// this thread's last look-up (a failure is remembered by [`on_failure`]).
+///
+/// # Safety
+/// The wrapper's arguments, as the program passed them.
+#[inline]
+pub unsafe fn count_device_get(id: HookId, r: CUresult, _device: *mut CUdevice, ordinal: c_int) {
+    session::count(id, r);
+    if r.is_success() {
+        set_last(Last::Found(ordinal));
+    }
+}
+
+/// Counts a `cuDeviceGetCount` and, on success, remembers the count as this thread's last
+/// look-up.
+///
+/// # Safety
+/// `count` is the program's out-pointer, which the driver filled when `r` is success.
+#[inline]
+pub unsafe fn count_device_count(id: HookId, r: CUresult, count: *mut c_int) {
+    session::count(id, r);
+    if r.is_success() && !count.is_null() {
+        // SAFETY: non-null, and the driver just wrote the count there.
+        set_last(Last::Count(unsafe { count.read() }));
+    }
+}
 
 fn creates_context(id: HookId) -> bool {
     matches!(
@@ -107,6 +158,19 @@ fn handle(
         Target::Ordinal(o) => o,
         Target::Handle(h) => query::ordinal_of(h).unwrap_or(h),
     };
+    let entry = if id == HookId::cuDeviceGet {
+        Entry::Lookup
+    } else {
+        Entry::Use
+    };
+    let verdict = probe::classify(entry, requested, query::device_count(), last());
+    if entry == Entry::Lookup {
+        set_last(verdict.then(requested));
+    }
+    if let Verdict::Question(q) = verdict {
+        *QUESTIONS.lock().entry((id.name(), q.as_str())).or_insert(0) += 1;
+        return r;
+    }
     session::tally_error(id, r);
     let topology = topo::get();
     let explanation = match fault {
@@ -133,8 +197,8 @@ fn handle(
             explanation: explanation.clone(),
         }));
     }
-    let cfg = session::config();
-    if cfg.mode != Mode::Fix || !cfg.fallback {
+    let w = session::switches();
+    if w & session::sw::FIX == 0 || w & session::sw::FALLBACK == 0 {
         return r;
     }
     if fault != Fault::InvalidOrdinal {
@@ -229,6 +293,17 @@ pub fn repairs() -> BTreeMap<String, u64> {
     } else {
         BTreeMap::from([("device_fallback".to_string(), n)])
     }
+}
+
+/// Failed requests taken as questions, function -> kind -> calls, for the exit summary.
+pub fn questions() -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for ((f, kind), n) in QUESTIONS.lock().iter() {
+        out.entry(f.to_string())
+            .or_default()
+            .insert(kind.to_string(), *n);
+    }
+    out
 }
 
 /// Fallback choices in force, requested -> chosen, for the exit summary.

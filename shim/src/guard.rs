@@ -16,8 +16,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Set from the validated configuration: `SEEDANCE_QUIET` silences the panic line too.
-static QUIET: AtomicBool = AtomicBool::new(false);
 static SAID: AtomicBool = AtomicBool::new(false);
 
 /// Installs the one-line panic hook (once per process; later calls do nothing).
@@ -27,7 +25,10 @@ pub fn install_panic_hook() {
         std::panic::set_hook(Box::new(|info| {
             // Never call into the configuration here: a panic inside its initialisation
             // would deadlock on its once-cell.
-            if QUIET.load(Ordering::Relaxed) || SAID.swap(true, Ordering::Relaxed) {
+            // SEEDANCE_QUIET silences the panic line too (clear until the configuration is
+            // read).
+            let quiet = crate::session::switches_now() & crate::session::sw::QUIET != 0;
+            if quiet || SAID.swap(true, Ordering::Relaxed) {
                 return;
             }
             let msg = info
@@ -46,11 +47,6 @@ pub fn install_panic_hook() {
             );
         }));
     });
-}
-
-/// Records `SEEDANCE_QUIET` for the panic hook.
-pub fn set_quiet(quiet: bool) {
-    QUIET.store(quiet, Ordering::Relaxed);
 }
 
 /// Panics if `SEEDANCE_TEST_PANIC` (a comma list) names `site`. Debug builds only.

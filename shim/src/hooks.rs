@@ -219,8 +219,8 @@ hook_table! {
     wrapped {
         cuInit / "cuInit" (flags: c_uint) after crate::driverlog::after_init;
         cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
-        cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device ordinal: Ordinal;
-        cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int);
+        cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device ordinal: Ordinal count(crate::devices::count_device_get);
+        cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int) count(crate::devices::count_device_count);
         cuCtxCreate_v2 / "cuCtxCreate" (pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v2);
         cuCtxCreate_v3 / "cuCtxCreate" (pctx: *mut CUcontext, paramsArray: *mut CUexecAffinityParam, numParams: c_int, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v3);
         cuCtxCreate_v4 / "cuCtxCreate" (pctx: *mut CUcontext, ctxCreateParams: *mut CUctxCreateParams, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v4);

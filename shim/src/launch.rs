@@ -32,7 +32,6 @@ use seedance_cuda::{
 use seedance_trace::{Event, LaunchFault};
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 /// Launch results a check can explain: INVALID_VALUE, INVALID_CONTEXT, INVALID_HANDLE,
@@ -343,25 +342,12 @@ fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
     .unwrap_or(false)
 }
 
-/// `SEEDANCE_VALIDATE=pre` with the shim active: 0 = not read yet, 1 = no, 2 = yes.
-static PRE: AtomicU8 = AtomicU8::new(0);
-
-/// Whether launches and allocations are checked before the call: one relaxed load once the
-/// configuration has been read.
+/// Whether launches and allocations are checked before the call (`SEEDANCE_VALIDATE=pre`
+/// with the shim active, not in a forked child): one relaxed load of the configuration word
+/// once the configuration has been read.
 #[inline(always)]
 pub fn pre_enabled() -> bool {
-    match PRE.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => read_pre(),
-    }
-}
-
-#[cold]
-fn read_pre() -> bool {
-    let pre = session::active() && session::config().validate == Validate::Pre;
-    PRE.store(if pre { 2 } else { 1 }, Ordering::Relaxed);
-    pre
+    session::switches() & session::sw::PRE != 0
 }
 
 #[cold]

@@ -42,7 +42,6 @@ use seedance_core::lifetime::{
 };
 use seedance_core::live::LiveTable;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
-use seedance_core::Mode;
 use seedance_cuda::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUlaunchConfig, CUresult, CUstream,
     CU_STREAM_PER_THREAD,
@@ -54,14 +53,17 @@ use seedance_trace::{
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 static TRACKER: Lazy<Mutex<Tracker>> = Lazy::new(|| Mutex::new(Tracker::new()));
 
 /// Device addresses that died with their context, for the lock-free check on `cuMemFree`.
 static DEAD: LiveTable<4096> = LiveTable::new();
-/// Set once some context ended with device allocations in it.
-static ANY_DEAD: AtomicBool = AtomicBool::new(false);
+/// Whether some context ended with device allocations in it: one relaxed load (a bit of
+/// the configuration word, which a forked child clears).
+#[inline(always)]
+fn any_dead() -> bool {
+    session::switches_now() & session::sw::ANY_DEAD != 0
+}
 
 /// A fault as explained once: (function, kind, context id).
 type FaultKey = (usize, &'static str, u32);
@@ -89,32 +91,17 @@ thread_local! {
     static ABANDONED: RefCell<Option<(u32, Counts)>> = const { RefCell::new(None) };
 }
 
-/// Lifetime tracking in force, set when the configuration is read ([`configure`]).
-static ON: AtomicBool = AtomicBool::new(false);
-
-/// Called once with the validated configuration: tracking is on unless the mode is `off`
-/// or `SEEDANCE_LIFETIME` is off.
-pub fn configure(cfg: &seedance_core::Config) {
-    ON.store(cfg.mode != Mode::Off && cfg.lifetime, Ordering::Relaxed);
-}
-
-/// Turns tracking off for good (a forked child, which only forwards: a lock another thread
-/// of the parent held at the fork would never be released there).
-pub fn disable() {
-    ON.store(false, Ordering::Relaxed);
-    ANY_DEAD.store(false, Ordering::Relaxed);
-}
-
-/// Whether lifetime tracking is on: one relaxed load. Every wrapper reads the configuration
-/// (`session::active`) before it gets here; a hook that runs before that (a `pre` clause of
-/// the very first call) sees "off".
+/// Whether lifetime tracking is on (the mode is not `off`, `SEEDANCE_LIFETIME` is on, and
+/// this is not a forked child): one relaxed load of the configuration word. Every wrapper
+/// reads the configuration (`session::active`) before it gets here; a hook that runs
+/// before that (a `pre` clause of the very first call) sees "off".
 #[inline(always)]
 pub fn on() -> bool {
-    ON.load(Ordering::Relaxed)
+    session::switches_now() & session::sw::LIFETIME != 0
 }
 
 fn fix() -> bool {
-    session::config().mode == Mode::Fix
+    session::switches() & session::sw::FIX != 0
 }
 
 /// Runs a cold path, never letting a panic reach the program.
@@ -427,7 +414,7 @@ fn after_end(id: HookId, how: EndKind, handle: u64) {
     for &(addr, bytes) in &died {
         alloc::forget_pointer(addr);
         if DEAD.insert(addr, bytes, None) {
-            ANY_DEAD.store(true, Ordering::Relaxed);
+            session::set_switch(session::sw::ANY_DEAD);
         }
     }
     let mut t = TRACKER.lock();

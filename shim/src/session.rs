@@ -22,13 +22,93 @@ use seedance_trace::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CStr;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-const MODE_UNKNOWN: u8 = 0;
-const MODE_OFF: u8 = 1;
-const MODE_ON: u8 = 2;
+/// The bits of the configuration word ([`switches`]).
+pub mod sw {
+    /// The configuration has been read (until then every other bit is clear).
+    pub const READ: u32 = 1;
+    /// Mode `observe` or `fix`: wrappers count, explain and trace; look-ups are swapped.
+    pub const ACTIVE: u32 = 1 << 1;
+    /// Mode `fix`: the documented repairs.
+    pub const FIX: u32 = 1 << 2;
+    /// `SEEDANCE_VALIDATE=pre` (with the mode active): launches and allocations checked
+    /// before the call.
+    pub const PRE: u32 = 1 << 3;
+    /// `SEEDANCE_LIFETIME` on (with the mode active): lifetime tracking.
+    pub const LIFETIME: u32 = 1 << 4;
+    /// `SEEDANCE_QUIET`: no stderr lines (the panic hook's included).
+    pub const QUIET: u32 = 1 << 5;
+    /// `SEEDANCE_FALLBACK` on (with `fix`): requests for unusable devices go elsewhere.
+    pub const FALLBACK: u32 = 1 << 6;
+    /// Some context ended with device allocations in it (set by the lifetime tracker):
+    /// frees and allocations check the dead-address table.
+    pub const ANY_DEAD: u32 = 1 << 7;
+    /// This process is a child created by `fork()`: it only forwards.
+    pub const FORKED: u32 = 1 << 8;
+}
 
-static MODE: AtomicU8 = AtomicU8::new(MODE_UNKNOWN);
+/// The configuration word: every switch a wrapper reads ([`sw`]), in one atomic, so that
+/// one relaxed load answers any of them and the fork handler turns them all off in one
+/// store. Written once when the configuration is read; `ANY_DEAD` is or-ed in later.
+static WORD: AtomicU32 = AtomicU32::new(0);
+
+/// The configuration word (reading the configuration first if that has not happened).
+#[inline(always)]
+pub fn switches() -> u32 {
+    let w = WORD.load(Ordering::Relaxed);
+    if w & sw::READ != 0 {
+        w
+    } else {
+        read_switches()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn read_switches() -> u32 {
+    config();
+    WORD.load(Ordering::Relaxed)
+}
+
+/// The configuration word as it is, without reading the configuration: all clear before
+/// it is read (for hooks that may run first, and the panic hook).
+#[inline(always)]
+pub fn switches_now() -> u32 {
+    WORD.load(Ordering::Relaxed)
+}
+
+/// Sets `bit` (only [`sw::ANY_DEAD`] changes after start-up). Not in a forked child.
+pub fn set_switch(bit: u32) {
+    let _ = WORD.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+        (w & sw::FORKED == 0).then_some(w | bit)
+    });
+}
+
+/// The word for a validated configuration.
+fn word_of(cfg: &Config) -> u32 {
+    let mut w = sw::READ;
+    if cfg.quiet {
+        w |= sw::QUIET;
+    }
+    if cfg.mode != Mode::Off {
+        w |= sw::ACTIVE;
+        if cfg.mode == Mode::Fix {
+            w |= sw::FIX;
+            if cfg.fallback {
+                w |= sw::FALLBACK;
+            }
+        }
+        if cfg.validate == seedance_core::Validate::Pre {
+            w |= sw::PRE;
+        }
+        if cfg.lifetime {
+            w |= sw::LIFETIME;
+        }
+    }
+    w
+}
+
 static CONFIG: OnceCell<Config> = OnceCell::new();
 static STATE: OnceCell<State> = OnceCell::new();
 
@@ -57,7 +137,7 @@ pub fn config() -> &'static Config {
         } else if let Some(env) = platform::environment_before_libc_init() {
             // A driver call from a `.preinit_array` function: libc's `environ` is not set
             // up yet, and the configuration is read only once.
-            RawConfig::from_lookup(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+            RawConfig::from_vars(env)
         } else {
             RawConfig::from_env()
         };
@@ -74,33 +154,28 @@ pub fn config() -> &'static Config {
             eprintln!("seedance: {w}");
         }
         let _ = EXCLUSIONS.set(selectors);
-        crate::guard::set_quiet(cfg.quiet);
-        crate::lifetime::configure(&cfg);
-        let m = if cfg.mode == Mode::Off {
-            MODE_OFF
-        } else {
-            MODE_ON
-        };
-        MODE.store(m, Ordering::Release);
-        if m == MODE_ON {
+        let w = word_of(&cfg);
+        WORD.fetch_or(w, Ordering::Release);
+        if w & sw::ACTIVE != 0 {
             platform::on_fork_child(forked_child);
         }
         cfg
     })
 }
 
-/// Set in a child created by `fork()`: the shim only forwards there.
-static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// `pthread_atfork` child handler. A forked child keeps a copy of the shim's state but not
 /// its threads: the trace writer's thread is gone, and a lock another thread held at the
 /// fork stays held forever. So the child switches to forwarding only (as `SEEDANCE_MODE=off`:
-/// no counting, no trace, no lock taken) and writes no trace of its own; the parent's trace
-/// is untouched. A child that calls `exec` starts afresh from its environment.
+/// no counting, no pre-checks, no lifetime tracking, no trace, no lock taken) and writes no
+/// trace of its own; the parent's trace is untouched. Every switch is a bit of one word, so
+/// this one store turns them all off. A child that calls `exec` starts afresh from its
+/// environment.
 extern "C" fn forked_child() {
-    FORKED.store(true, Ordering::Relaxed);
-    MODE.store(MODE_OFF, Ordering::Relaxed);
-    crate::lifetime::disable();
+    WORD.store(sw::READ | sw::FORKED, Ordering::Relaxed);
+}
+
+fn forked() -> bool {
+    switches_now() & sw::FORKED != 0
 }
 
 /// The parsed `SEEDANCE_EXCLUDE_DEVICES` selectors (bad entries announced once and skipped).
@@ -116,11 +191,7 @@ static EXCLUSIONS: OnceCell<Vec<seedance_topology::DeviceSelector>> = OnceCell::
 /// `true` unless `SEEDANCE_MODE=off`: wrappers count and report, look-ups are swapped.
 #[inline(always)]
 pub fn active() -> bool {
-    match MODE.load(Ordering::Relaxed) {
-        MODE_ON => true,
-        MODE_OFF => false,
-        _ => config().mode != Mode::Off,
-    }
+    switches() & sw::ACTIVE != 0
 }
 
 /// `true` when `dlsym` and `cuGetProcAddress` look-ups should be answered with wrappers.
@@ -151,7 +222,7 @@ pub fn count(id: HookId, r: CUresult) {
 
 /// One line on stderr, `seedance: ...`, unless `SEEDANCE_QUIET` is set.
 pub fn say(msg: &str) {
-    if !config().quiet {
+    if switches() & sw::QUIET == 0 {
         eprintln!("seedance: {msg}");
     }
 }
@@ -295,7 +366,7 @@ static INIT_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 /// Waits for the session record, if the first `cuInit` started one. Called from the
 /// library's `.fini_array` entry, while libcuda and libnvidia-ml are still initialised.
 pub fn settle() {
-    if INIT_STARTED.load(Ordering::Acquire) && !FORKED.load(Ordering::Relaxed) {
+    if INIT_STARTED.load(Ordering::Acquire) && !forked() {
         let _ = std::panic::catch_unwind(|| {
             if let Some(w) = trace() {
                 flush_pending(w);
@@ -441,7 +512,7 @@ fn program_arguments() -> Vec<String> {
 
 /// Writes the exit summary and flushes the trace. Called once, from the library destructor.
 pub fn shutdown() {
-    if FORKED.load(Ordering::Relaxed) {
+    if forked() {
         return;
     }
     // The lifetime report (and its one stderr paragraph) comes first: it is printed
@@ -503,6 +574,7 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
         procaddr_unmatched: st.unmatched.lock().iter().cloned().collect(),
         repairs,
         fallbacks: crate::devices::fallbacks(),
+        device_questions: crate::devices::questions(),
         ..ExitSummary::default()
     };
     if let Some(r) = crate::lifetime::exit_report_if_ready() {
@@ -517,7 +589,7 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
 /// At the library's `.fini_array` entry, while the driver is still up: lets the lifetime
 /// tracker confirm pending work and attribute live allocations for the exit report.
 pub fn settle_lifetimes() {
-    if !FORKED.load(Ordering::Relaxed) {
+    if !forked() {
         crate::lifetime::settle();
     }
 }
@@ -525,7 +597,7 @@ pub fn settle_lifetimes() {
 /// The current counters as a summary, for the periodic metrics file; `None` before the
 /// session exists or in a forked child.
 pub fn current_summary() -> Option<ExitSummary> {
-    if FORKED.load(Ordering::Relaxed) {
+    if forked() {
         return None;
     }
     let st = STATE.get()?;

@@ -288,3 +288,182 @@ fn cuda_set_device_through_the_shared_runtime_is_repaired() {
         "cudaErrorInvalidDevice"
     );
 }
+
+/// The runs of a question scenario: without the shim, then with it in each mode.
+fn in_every_mode(devices: &str, args: &[&str]) -> Vec<(&'static str, seedance_e2e::Finished)> {
+    let mut runs = vec![(
+        "native",
+        Run::new("probes", false)
+            .env("FAKE_CUDA_DEVICE_COUNT", devices)
+            .args(args)
+            .finish(),
+    )];
+    for mode in ["off", "observe", "fix"] {
+        runs.push((
+            mode,
+            Run::new("probes", true)
+                .env("FAKE_CUDA_DEVICE_COUNT", devices)
+                .env("SEEDANCE_MODE", mode)
+                .args(args)
+                .finish(),
+        ));
+    }
+    runs
+}
+
+fn questions(r: &seedance_e2e::Finished) -> serde_json::Value {
+    r.events("exit_summary")[0]["device_questions"].clone()
+}
+
+/// `while (cuDeviceGet(&d, n) == CUDA_SUCCESS) n++;` counts the driver's devices in every
+/// mode (fix mode used to "repair" every ordinal, so the loop never stopped), prints
+/// nothing, and the end of the loop is counted as a question, not an error or a repair.
+#[test]
+fn a_probing_loop_counts_the_drivers_devices_in_every_mode() {
+    for devices in ["1", "2", "3"] {
+        for (mode, r) in in_every_mode(devices, &["loop"]) {
+            assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
+            assert_eq!(r.stdout(), format!("loop: {devices} devices\n"), "{mode}");
+            assert_eq!(r.stderr(), "", "{mode}");
+            if mode == "observe" || mode == "fix" {
+                assert!(r.events("device_fault").is_empty(), "{mode}");
+                assert!(r.events("device_fallback").is_empty(), "{mode}");
+                assert!(r.events("call_failed").is_empty(), "{mode}");
+                let s = &r.events("exit_summary")[0];
+                assert_eq!(s["repairs"], serde_json::json!({}), "{mode}");
+                assert_eq!(
+                    s["functions"]["cuDeviceGet"]["errors_by_result"],
+                    serde_json::json!({}),
+                    "{mode}"
+                );
+                assert_eq!(
+                    questions(&r),
+                    serde_json::json!({"cuDeviceGet": {"past_last_device": 1}}),
+                    "{mode}"
+                );
+            }
+        }
+    }
+    // A loop that keeps asking past the end (ordinals 0..63) asks questions all the way,
+    // counted per call (2..31 past the last device, 32..63 above what any driver reports),
+    // and is still silent.
+    for (mode, r) in in_every_mode("2", &["scan"]) {
+        assert_eq!(r.stdout(), "scan: 2 of 64 ordinals found\n", "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        if mode == "fix" {
+            assert_eq!(
+                questions(&r),
+                serde_json::json!({"cuDeviceGet": {"past_last_device": 30, "above_max_devices": 32}})
+            );
+            assert_eq!(r.summary_count("cuDeviceGet"), (64, 62));
+        }
+    }
+}
+
+/// Values a program passes knowing they are wrong get the driver's code in every mode, with
+/// no stderr: `cuDeviceGet(count)` after `cuDeviceGetCount`, -1, `INT_MIN`,
+/// `cuDevicePrimaryCtxRetain(-1)`, `cuCtxCreate` on device 12345 (32 or more: no driver
+/// reports that many devices).
+#[test]
+fn negative_tests_get_the_drivers_code_in_every_mode() {
+    let args = ["count", "minus1", "intmin", "retain", "create"];
+    let expected = "cuDeviceGetCount -> 0, 2; cuDeviceGet(2) -> 101\n\
+                    cuDeviceGet(-1) -> 101\n\
+                    cuDeviceGet(INT_MIN) -> 101\n\
+                    cuDevicePrimaryCtxRetain(-1) -> 101\n\
+                    cuCtxCreate_v2(dev=12345) -> 101\n";
+    for (mode, r) in in_every_mode("2", &args) {
+        assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
+        assert_eq!(r.stdout(), expected, "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        let retains = lines_with(&r.driver_calls, "cuDevicePrimaryCtxRetain");
+        assert_eq!(
+            retains,
+            ["cuDevicePrimaryCtxRetain dev=-1 -> 101"],
+            "{mode}"
+        );
+        let creates = lines_with(&r.driver_calls, "cuCtxCreate_v2");
+        assert_eq!(
+            creates,
+            ["cuCtxCreate_v2 flags=0 dev=12345 -> 101"],
+            "{mode}"
+        );
+        if mode == "fix" {
+            assert!(r.events("device_fault").is_empty());
+            assert!(r.events("device_fallback").is_empty());
+            assert_eq!(
+                questions(&r),
+                serde_json::json!({
+                    "cuDeviceGet": {"device_count": 1, "negative": 2},
+                    "cuDevicePrimaryCtxRetain": {"negative": 1},
+                    "cuCtxCreate_v2": {"above_max_devices": 1},
+                })
+            );
+        }
+    }
+}
+
+/// One device asked for by mistake is still repaired, also after the program enumerated
+/// the devices: rank 1 in a 1-GPU container, ordinal 6 after a probing loop, and ordinal 1
+/// after the repaired 6 (a list of devices, not an enumeration).
+#[test]
+fn one_device_mistakes_are_still_repaired() {
+    let plain = Run::new("ordinals", false)
+        .env("FAKE_CUDA_DEVICE_COUNT", "1")
+        .arg("1")
+        .finish();
+    assert_eq!(plain.stdout(), "ordinal 1: cuDeviceGet -> 101\n");
+    let rank = Run::new("ordinals", true)
+        .env("FAKE_CUDA_DEVICE_COUNT", "1")
+        .arg("1")
+        .finish();
+    assert_eq!(rank.output.status.code(), Some(0), "{}", rank.stderr());
+    assert_eq!(rank.stdout(), "ordinal 1 -> 0000:10:00.0\n");
+    assert!(rank
+        .stderr()
+        .contains("seedance: cuDeviceGet: fix: ordinal 1 -> ordinal 0"));
+
+    let args = ["loop", "get:6", "get:1"];
+    let plain = Run::new("probes", false)
+        .env("FAKE_CUDA_DEVICE_COUNT", "1")
+        .args(&args)
+        .finish();
+    assert_eq!(
+        plain.stdout(),
+        "loop: 1 devices\ncuDeviceGet(6) -> 101, device -1\ncuDeviceGet(1) -> 101, device -1\n"
+    );
+    let r = Run::new("probes", true)
+        .env("FAKE_CUDA_DEVICE_COUNT", "1")
+        .args(&args)
+        .finish();
+    assert_eq!(
+        r.stdout(),
+        "loop: 1 devices\ncuDeviceGet(6) -> 0, device 0\ncuDeviceGet(1) -> 0, device 0\n"
+    );
+    let err = r.stderr();
+    assert_eq!(err.lines().count(), 4, "{err}");
+    assert_eq!(
+        err.matches("ordinal 6 requested, 1 device visible").count(),
+        1
+    );
+    assert_eq!(err.matches("fix: ordinal 6 -> ordinal 0").count(), 1);
+    assert_eq!(
+        err.matches("ordinal 1 requested, 1 device visible").count(),
+        1
+    );
+    assert_eq!(err.matches("fix: ordinal 1 -> ordinal 0").count(), 1);
+    assert_eq!(r.events("device_fallback").len(), 2);
+    assert_eq!(
+        questions(&r),
+        serde_json::json!({"cuDeviceGet": {"past_last_device": 1}})
+    );
+    // observe: the mistakes explained, the question not; nothing changed.
+    let o = Run::new("probes", true)
+        .env("FAKE_CUDA_DEVICE_COUNT", "1")
+        .env("SEEDANCE_MODE", "observe")
+        .args(&args)
+        .finish();
+    assert_eq!(o.stdout(), plain.stdout());
+    assert_eq!(o.stderr().lines().count(), 2, "{}", o.stderr());
+    assert_eq!(o.events("device_fault").len(), 2);
+}

@@ -35,8 +35,10 @@ fn bad_values_warn_once_and_use_defaults() {
     assert_eq!(r.output.status.code(), Some(0));
     let err = r.stderr();
     assert_eq!(
-        err.matches("seedance: SEEDANCE_MODE=\"turbo\" is not one of off, observe, fix; using fix")
-            .count(),
+        err.matches(
+            "seedance: SEEDANCE_MODE=\"turbo\" is not one of off, observe, fix; using observe"
+        )
+        .count(),
         1,
         "{err}"
     );
@@ -44,8 +46,81 @@ fn bad_values_warn_once_and_use_defaults() {
         err.contains("SEEDANCE_QUIET=\"perhaps\" is not a boolean"),
         "{err}"
     );
-    assert_eq!(r.events("session_start")[0]["mode"], "fix");
+    assert_eq!(r.events("session_start")[0]["mode"], "observe");
     assert_eq!(r.summary_count("cuInit"), (1, 0));
+}
+
+/// A mode the shim cannot read (misspelt, or not UTF-8) means observe: the warning, the
+/// explanation, and the driver's error kept; it used to mean fix, which repaired the fault.
+#[test]
+fn an_unreadable_mode_means_observe() {
+    use std::os::unix::ffi::OsStrExt;
+    let plain = Run::new("ordinals", false)
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .arg("1")
+        .finish();
+    assert_eq!(plain.stdout(), "ordinal 1: cuDeviceGet -> 101\n");
+    let cases: [(&std::ffi::OsStr, &str); 2] = [
+        (
+            std::ffi::OsStr::new("obsrve"),
+            "seedance: SEEDANCE_MODE=\"obsrve\" is not one of off, observe, fix; using observe\n",
+        ),
+        (
+            std::ffi::OsStr::from_bytes(b"fi\xffx"),
+            "seedance: SEEDANCE_MODE=\"fi\\xffx\" is not valid UTF-8; using observe\n",
+        ),
+    ];
+    for (value, warning) in cases {
+        let r = Run::new("ordinals", true)
+            .env("CUDA_VISIBLE_DEVICES", "1")
+            .env("SEEDANCE_MODE", value)
+            .arg("1")
+            .finish();
+        assert_eq!(r.output.status.code(), Some(1), "{}", r.stderr());
+        assert_eq!(r.stdout(), plain.stdout());
+        let err = r.stderr();
+        assert!(err.starts_with(warning), "{err}");
+        assert_eq!(err.lines().count(), 2, "{err}");
+        assert!(err.contains("CUDA_VISIBLE_DEVICES=1 made physical GPU 1 ordinal 0"));
+        assert!(!err.contains("fix:"), "{err}");
+        assert!(r.events("device_fallback").is_empty());
+        assert_eq!(r.events("session_start")[0]["mode"], "observe");
+    }
+}
+
+/// A `SEEDANCE_*` name that is no setting gets one warning naming the closest setting (and
+/// does nothing); a setting whose value is not UTF-8 is warned about and replaced by its
+/// default, never dropped silently.
+#[test]
+fn unknown_names_and_values_that_are_not_utf8_are_warned() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let r = Run::new("linked", true)
+        .env("SEEDANCE_MODE", "observe")
+        .env("SEEDANCE_TRACEDIR", dir.path())
+        .env("SEEDANCE_QUIT", "1")
+        .env("SEEDANCE_VALIDATE", std::ffi::OsStr::from_bytes(b"pr\xe9"))
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    let plain = Run::new("linked", false).finish();
+    assert_eq!(r.stdout(), plain.stdout());
+    let err = r.stderr();
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("seedance: SEEDANCE_"))
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "seedance: SEEDANCE_VALIDATE=\"pr\\xe9\" is not valid UTF-8; using post",
+            "seedance: SEEDANCE_QUIT is not a seedance setting; did you mean SEEDANCE_QUIET?",
+            "seedance: SEEDANCE_TRACEDIR is not a seedance setting; did you mean SEEDANCE_TRACE_DIR?",
+        ],
+        "{err}"
+    );
+    // The misspelt names changed nothing: no trace in that directory, stderr not quiet.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    assert!(err.lines().count() > warnings.len(), "{err}");
 }
 
 #[test]

@@ -25,6 +25,38 @@ fn forked_child_forwards_only() {
     );
 }
 
+/// A child forked after the parent read `SEEDANCE_VALIDATE=pre` (it launched once) only
+/// forwards: its invalid launch reaches the driver and gets the driver's code, as natively,
+/// with no pre-check line. The fork handler clears every switch of the configuration word;
+/// it used to leave the pre-check on, so the shim answered the child's launch itself.
+#[test]
+fn forked_child_makes_no_pre_checks() {
+    let plain = Run::new("fork_child", false).arg("launch").finish();
+    let expected = "parent launch -> 0\nchild launch 32x33x1 -> 1\n\
+                    parent cuDeviceGet(0) -> 0, child exit 0\n";
+    assert_eq!(plain.stdout(), expected);
+    let child_launch = "cuLaunchKernel f=0x1000 grid=1,1,1 block=32,33,1 shmem=0 stream=0x0 -> 1";
+    assert!(plain.driver_calls.iter().any(|l| l == child_launch));
+    for mode in ["observe", "fix"] {
+        let r = Run::new("fork_child", true)
+            .env("SEEDANCE_VALIDATE", "pre")
+            .env("SEEDANCE_MODE", mode)
+            .arg("launch")
+            .finish();
+        assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
+        assert_eq!(r.stdout(), expected, "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        assert!(
+            r.driver_calls.iter().any(|l| l == child_launch),
+            "{mode}: {:?}",
+            r.driver_calls
+        );
+        assert!(r.events("launch_fault").is_empty(), "{mode}");
+        // The parent's own launch was counted; the child's was not.
+        assert_eq!(r.summary_count("cuLaunchKernel"), (1, 0), "{mode}");
+    }
+}
+
 /// 32 threads x 100k launches plus context create/destroy: no deadlock, exact counts in the
 /// exit summary, nothing dropped.
 #[test]

@@ -101,6 +101,7 @@ fn build() -> Artifacts {
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
     cc("missing_driver", &["missing_driver.c", "-ldl", "-lpthread"]);
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
+    cc("probes", &["probes.c", &l, "-lcuda"]);
     cc("fork_child", &["fork_child.c", &l, "-lcuda"]);
     cc("stress", &["stress.c", &l, "-lcuda", "-lpthread"]);
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);

@@ -1,11 +1,70 @@
 //! `SEEDANCE_*` configuration, in two steps: [`RawConfig`] holds the strings as found in
 //! the environment, [`Config::from_raw`] validates them into typed values and a list of
 //! warnings. A bad value never fails: it yields the default and one warning that names the
-//! variable, the value and the default used. Every variable is documented in
-//! `docs/configuration.md`.
+//! variable, the value and the default used; a value that is not UTF-8 is warned about the
+//! same way, and a `SEEDANCE_*` name that is no setting gets one warning naming the closest
+//! setting. A bad `SEEDANCE_MODE` means `observe`, never the repairs of the default `fix`.
+//! Every variable is documented in `docs/configuration.md`.
 
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::path::PathBuf;
+
+/// Every `SEEDANCE_*` variable the shim reads, with what a value it cannot use (not UTF-8)
+/// is replaced by.
+pub const SETTINGS: &[(&str, &str)] = &[
+    ("SEEDANCE_MODE", "observe"),
+    ("SEEDANCE_TRACE_DIR", "no trace"),
+    (
+        "SEEDANCE_LIBCUDA",
+        "the libcuda.so.1 the dynamic loader finds",
+    ),
+    ("SEEDANCE_QUIET", "0"),
+    ("SEEDANCE_FALLBACK", "on"),
+    ("SEEDANCE_EXCLUDE_DEVICES", "no exclusions"),
+    ("SEEDANCE_MIN_FREE_MEMORY", "no minimum"),
+    ("SEEDANCE_NVML_LIB", "libnvidia-ml.so.1"),
+    ("SEEDANCE_NVML_TIMEOUT", "2000"),
+    ("SEEDANCE_METRICS_FILE", "no metrics file"),
+    ("SEEDANCE_METRICS_INTERVAL", "30"),
+    ("SEEDANCE_VALIDATE", "post"),
+    ("SEEDANCE_LIFETIME", "on"),
+];
+
+/// `SEEDANCE_*` variables of this project's tests, scripts and container build that the
+/// shim does not read and does not warn about (`SEEDANCE_TEST_PANIC` is read by debug
+/// builds only: `shim/src/guard.rs`).
+pub const TOOL_VARIABLES: &[&str] = &[
+    "SEEDANCE_TEST_PANIC",
+    "SEEDANCE_SHIM",
+    "SEEDANCE_ANALYZE",
+    "SEEDANCE_MEMCHECK_CASES",
+    "SEEDANCE_REQUIRE_VALGRIND",
+    "SEEDANCE_PRELOAD",
+    "SEEDANCE_VERSION",
+    "SEEDANCE_IMAGE",
+];
+
+/// The setting whose name is closest to `name`: one that begins with the other's part after
+/// `SEEDANCE_` first (`SEEDANCE_EXCLUDE`, `SEEDANCE_NVML_TIMEOUT_MS`), then the smallest
+/// Levenshtein distance; the first of equals.
+pub fn closest_setting(name: &str) -> &'static str {
+    let tail = name.strip_prefix("SEEDANCE_").unwrap_or(name);
+    SETTINGS
+        .iter()
+        .map(|(n, _)| *n)
+        .min_by_key(|n| {
+            let t = &n["SEEDANCE_".len()..];
+            let prefix = !tail.is_empty() && (t.starts_with(tail) || tail.starts_with(t));
+            (!prefix, strsim::levenshtein(t, tail))
+        })
+        .unwrap_or("SEEDANCE_MODE")
+}
+
+/// `s` with bytes that are not printable ASCII written as `\xNN`.
+fn escaped(s: &OsStr) -> String {
+    s.as_encoded_bytes().escape_ascii().to_string()
+}
 
 /// What the shim does with intercepted calls (`SEEDANCE_MODE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +154,12 @@ pub struct RawConfig {
     pub validate: Option<String>,
     /// `SEEDANCE_LIFETIME`.
     pub lifetime: Option<String>,
+    /// `SEEDANCE_*` names in the environment that are neither a setting ([`SETTINGS`]) nor
+    /// one of [`TOOL_VARIABLES`], with bytes outside printable ASCII escaped; sorted.
+    pub unknown: Vec<String>,
+    /// Settings whose value is not UTF-8: the name and the value, escaped. Their field is
+    /// `None`.
+    pub not_utf8: Vec<(&'static str, String)>,
 }
 
 impl RawConfig {
@@ -115,12 +180,55 @@ impl RawConfig {
             metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
             validate: get("SEEDANCE_VALIDATE"),
             lifetime: get("SEEDANCE_LIFETIME"),
+            unknown: Vec::new(),
+            not_utf8: Vec::new(),
         }
+    }
+
+    /// Reads a whole environment (name, value pairs, as `std::env::vars_os` gives them):
+    /// the settings, the names that are no setting, and the values that are not UTF-8.
+    /// Where a name appears twice, the first is used, as `getenv` does.
+    pub fn from_vars(vars: impl IntoIterator<Item = (OsString, OsString)>) -> RawConfig {
+        let mut known: Vec<(&'static str, String)> = Vec::new();
+        let mut unknown = Vec::new();
+        let mut not_utf8 = Vec::new();
+        for (k, v) in vars {
+            if !k.as_encoded_bytes().starts_with(b"SEEDANCE_") {
+                continue;
+            }
+            let setting = SETTINGS.iter().find(|(n, _)| OsStr::new(n) == k);
+            match setting {
+                Some((name, _)) => {
+                    if known.iter().any(|(n, _)| n == name)
+                        || not_utf8.iter().any(|(n, _)| n == name)
+                    {
+                        continue;
+                    }
+                    match v.into_string() {
+                        Ok(s) => known.push((name, s)),
+                        Err(v) => not_utf8.push((*name, escaped(&v))),
+                    }
+                }
+                None if TOOL_VARIABLES.iter().any(|n| OsStr::new(n) == k) => {}
+                None => {
+                    let name = escaped(&k);
+                    if !unknown.contains(&name) {
+                        unknown.push(name);
+                    }
+                }
+            }
+        }
+        let mut raw =
+            RawConfig::from_lookup(|k| known.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()));
+        unknown.sort();
+        raw.unknown = unknown;
+        raw.not_utf8 = not_utf8;
+        raw
     }
 
     /// Reads the process environment.
     pub fn from_env() -> RawConfig {
-        RawConfig::from_lookup(|k| std::env::var(k).ok())
+        RawConfig::from_vars(std::env::vars_os())
     }
 }
 
@@ -187,14 +295,31 @@ impl Config {
     pub fn from_raw(raw: &RawConfig) -> (Config, Vec<String>) {
         let mut warnings = Vec::new();
         let mut cfg = Config::default();
+        for (name, value) in &raw.not_utf8 {
+            let default = SETTINGS
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or("the default", |(_, d)| d);
+            warnings.push(format!(
+                "{name}=\"{value}\" is not valid UTF-8; using {default}"
+            ));
+            if *name == "SEEDANCE_MODE" {
+                cfg.mode = Mode::Observe;
+            }
+        }
         if let Some(m) = &raw.mode {
             match m.trim().to_ascii_lowercase().as_str() {
                 "off" | "0" => cfg.mode = Mode::Off,
                 "observe" => cfg.mode = Mode::Observe,
                 "fix" | "" => cfg.mode = Mode::Fix,
-                _ => warnings.push(format!(
-                    "SEEDANCE_MODE={m:?} is not one of off, observe, fix; using fix"
-                )),
+                // Whoever set a mode wanted something other than the default; a value we
+                // cannot read must not turn the repairs on.
+                _ => {
+                    cfg.mode = Mode::Observe;
+                    warnings.push(format!(
+                        "SEEDANCE_MODE={m:?} is not one of off, observe, fix; using observe"
+                    ))
+                }
             }
         }
         cfg.trace_dir = non_empty_path(&raw.trace_dir, "SEEDANCE_TRACE_DIR", &mut warnings);
@@ -268,6 +393,12 @@ impl Config {
                 )),
             }
         }
+        for name in &raw.unknown {
+            warnings.push(format!(
+                "{name} is not a seedance setting; did you mean {}?",
+                closest_setting(name)
+            ));
+        }
         (cfg, warnings)
     }
 }
@@ -337,11 +468,18 @@ mod tests {
             ("SEEDANCE_QUIET", "maybe"),
             ("SEEDANCE_TRACE_DIR", "  "),
         ]));
-        assert_eq!(cfg, Config::default());
+        assert_eq!(
+            cfg,
+            Config {
+                mode: Mode::Observe,
+                ..Config::default()
+            }
+        );
         assert_eq!(
             w,
             vec![
-                "SEEDANCE_MODE=\"turbo\" is not one of off, observe, fix; using fix".to_string(),
+                "SEEDANCE_MODE=\"turbo\" is not one of off, observe, fix; using observe"
+                    .to_string(),
                 "SEEDANCE_TRACE_DIR is set but empty; ignoring it".to_string(),
                 "SEEDANCE_QUIET=\"maybe\" is not a boolean (1/0, true/false, yes/no, on/off); using 0"
                     .to_string(),
@@ -464,6 +602,99 @@ mod tests {
         assert_eq!(
             w,
             vec!["SEEDANCE_LIFETIME=\"later\" is not a boolean (1/0, true/false, yes/no, on/off); using on".to_string()]
+        );
+    }
+
+    fn os(pairs: &[(&[u8], &[u8])]) -> Vec<(OsString, OsString)> {
+        use std::os::unix::ffi::OsStrExt;
+        pairs
+            .iter()
+            .map(|(k, v)| (OsStr::from_bytes(k).into(), OsStr::from_bytes(v).into()))
+            .collect()
+    }
+
+    #[test]
+    fn a_misspelt_mode_means_observe() {
+        for bad in ["obsrve", "fixx", "on", "1", "observe,fix"] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_MODE", bad)]));
+            assert_eq!(cfg.mode, Mode::Observe, "{bad:?}");
+            assert_eq!(
+                w,
+                vec![format!(
+                    "SEEDANCE_MODE={bad:?} is not one of off, observe, fix; using observe"
+                )]
+            );
+        }
+    }
+
+    #[test]
+    fn values_that_are_not_utf8_are_warned_and_replaced() {
+        let r = RawConfig::from_vars(os(&[
+            (b"SEEDANCE_MODE", b"fi\xffx"),
+            (b"SEEDANCE_TRACE_DIR", b"/tmp/\xe9t\xe9"),
+            (b"SEEDANCE_QUIET", b"1"),
+            (b"PATH", b"/bin\xff"),
+        ]));
+        assert_eq!(r.mode, None);
+        assert_eq!(r.quiet.as_deref(), Some("1"));
+        assert_eq!(
+            r.not_utf8,
+            vec![
+                ("SEEDANCE_MODE", "fi\\xffx".to_string()),
+                ("SEEDANCE_TRACE_DIR", "/tmp/\\xe9t\\xe9".to_string()),
+            ]
+        );
+        let (cfg, w) = Config::from_raw(&r);
+        assert_eq!(cfg.mode, Mode::Observe);
+        assert_eq!(cfg.trace_dir, None);
+        assert!(cfg.quiet);
+        assert_eq!(
+            w,
+            vec![
+                "SEEDANCE_MODE=\"fi\\xffx\" is not valid UTF-8; using observe".to_string(),
+                "SEEDANCE_TRACE_DIR=\"/tmp/\\xe9t\\xe9\" is not valid UTF-8; using no trace"
+                    .to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_names_get_one_warning_with_the_closest_setting() {
+        let r = RawConfig::from_vars(os(&[
+            (b"SEEDANCE_TRACEDIR", b"/tmp/t"),
+            (b"SEEDANCE_MOD", b"fix"),
+            (b"SEEDANCE_TRACEDIR", b"/tmp/u"),
+            (b"SEEDANCE_TEST_PANIC", b"x"),
+            (b"SEEDANCE_MEMCHECK_CASES", b"x"),
+            (b"SEEDANCE_\xff", b"x"),
+            (b"SEEDANCEMODE", b"x"),
+            (b"SEEDANCE_MODE", b"observe"),
+            (b"SEEDANCE_MODE", b"off"),
+        ]));
+        assert_eq!(r.mode.as_deref(), Some("observe"));
+        assert_eq!(
+            r.unknown,
+            ["SEEDANCE_MOD", "SEEDANCE_TRACEDIR", "SEEDANCE_\\xff"]
+        );
+        let (cfg, w) = Config::from_raw(&r);
+        assert_eq!(cfg.mode, Mode::Observe);
+        assert_eq!(cfg.trace_dir, None);
+        assert_eq!(
+            w,
+            vec![
+                "SEEDANCE_MOD is not a seedance setting; did you mean SEEDANCE_MODE?",
+                "SEEDANCE_TRACEDIR is not a seedance setting; did you mean SEEDANCE_TRACE_DIR?",
+                "SEEDANCE_\\xff is not a seedance setting; did you mean SEEDANCE_MODE?",
+            ]
+        );
+        assert_eq!(closest_setting("SEEDANCE_VALIDATION"), "SEEDANCE_VALIDATE");
+        assert_eq!(
+            closest_setting("SEEDANCE_NVML_TIMEOUT_MS"),
+            "SEEDANCE_NVML_TIMEOUT"
+        );
+        assert_eq!(
+            closest_setting("SEEDANCE_EXCLUDE"),
+            "SEEDANCE_EXCLUDE_DEVICES"
         );
     }
 

@@ -1,5 +1,6 @@
 //! Everything in seedance-fix that decides, with no FFI: configuration, modes, the
-//! per-function call counters, the device-fallback policy, and the launch and allocation
+//! per-function call counters, the device-fallback policy (and which failed device requests
+//! are questions it leaves alone, [`probe`]), and the launch and allocation
 //! checks ([`launch`], [`alloc`], [`live`]), and the lifetimes of contexts, streams, events
 //! and pinned memory with the work pending on each stream ([`lifetime`], [`work`]).
 //!
@@ -17,6 +18,7 @@ pub mod fallback;
 pub mod launch;
 pub mod lifetime;
 pub mod live;
+pub mod probe;
 pub mod tally;
 mod thread;
 pub mod work;

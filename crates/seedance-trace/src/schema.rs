@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 /// History: 1 = session_start, call_failed, exit_summary. 2 = device_fault, device_fallback,
 /// session_start.topology, exit_summary.repairs and .fallbacks. 3 = launch_fault,
 /// alloc_fault. 4 = lifetime_fault, lifetime_repair, exit_summary.live_contexts,
-/// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit.
-pub const SCHEMA_VERSION: u32 = 4;
+/// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit. 5 =
+/// exit_summary.device_questions.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// One line of the trace: the envelope fields and one event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -456,6 +457,14 @@ pub struct ExitSummary {
     /// not listed (schema 4).
     #[serde(default)]
     pub calls_after_deinit: BTreeMap<String, u64>,
+    /// Failed device requests taken as questions and left to the driver (a negative
+    /// ordinal, one of 32 or more, the ordinal after the last device of an ascending
+    /// enumeration, `cuDeviceGet(count)` after `cuDeviceGetCount`): exported symbol ->
+    /// kind (`negative`, `above_max_devices`, `past_last_device`, `device_count`) -> calls.
+    /// They are in `functions[..].errors` but not in `errors_by_result`, and have no record
+    /// of their own (schema 5).
+    #[serde(default)]
+    pub device_questions: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// Call statistics of one function, in the exit summary.

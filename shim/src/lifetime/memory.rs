@@ -7,7 +7,7 @@ use super::*;
 /// allocations in it.
 #[inline(always)]
 pub fn note_device_alloc(addr: CUdeviceptr) {
-    if ANY_DEAD.load(Ordering::Relaxed) {
+    if any_dead() {
         revived(addr);
     }
 }
@@ -29,7 +29,7 @@ fn revived(addr: CUdeviceptr) {
 /// None: the address is only a key.
 #[inline(always)]
 pub unsafe fn pre_mem_free(id: HookId, dptr: CUdeviceptr) -> Option<CUresult> {
-    if !ANY_DEAD.load(Ordering::Relaxed) {
+    if !any_dead() {
         return None;
     }
     dead_free(id, dptr)

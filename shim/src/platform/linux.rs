@@ -193,7 +193,8 @@ pub fn thread_id() -> u64 {
 /// `std::env` find nothing. Then the variables are read from `/proc/self/environ`, which
 /// nothing can have changed yet. `None` once the C library is initialised (use `std::env`;
 /// a program that cleared its environment keeps it cleared), or if `/proc` is unreadable.
-pub fn environment_before_libc_init() -> Option<Vec<(String, String)>> {
+pub fn environment_before_libc_init() -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
+    use std::os::unix::ffi::OsStrExt;
     extern "C" {
         static environ: *const *const c_char;
         static program_invocation_name: *const c_char;
@@ -211,8 +212,11 @@ pub fn environment_before_libc_init() -> Option<Vec<(String, String)>> {
     Some(
         raw.split(|b| *b == 0)
             .filter_map(|entry| {
-                let (k, v) = std::str::from_utf8(entry).ok()?.split_once('=')?;
-                Some((k.to_string(), v.to_string()))
+                let eq = entry.iter().position(|b| *b == b'=')?;
+                Some((
+                    std::ffi::OsStr::from_bytes(&entry[..eq]).to_owned(),
+                    std::ffi::OsStr::from_bytes(&entry[eq + 1..]).to_owned(),
+                ))
             })
             .collect(),
     )

@@ -296,7 +296,7 @@ pub fn thread_id() -> u64 {
 
 /// The environment before the C library initialised itself (see the Linux version). macOS
 /// has no `.preinit_array`; not needed there as far as known (untested).
-pub fn environment_before_libc_init() -> Option<Vec<(String, String)>> {
+pub fn environment_before_libc_init() -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
     None
 }
 
