@@ -35,8 +35,10 @@ int main(void) {
     /* Over the block limit: explained (launch_fault), the arguments untouched. */
     printf("launch -> %d\n", cuLaunchKernel((CUfunction)0x1000, 1, 1, 1, 2048, 1, 1, 0, NULL,
                                             params, NULL));
-    /* A failing call whose argument is a pointer to the secret (cuDeviceGet writes to it). */
-    printf("device -> %d\n", cuDeviceGet((CUdevice *)secret, 99));
+    /* A failing call whose argument is a pointer to the secret (cuDeviceGet writes to it):
+     * ordinal 9, a mistake the shim explains and repairs (99 would be a question: no driver
+     * reports more than 32 devices). */
+    printf("device -> %d\n", cuDeviceGet((CUdevice *)secret, 9));
     printf("zero -> %d\n", cuMemAlloc_v2((CUdeviceptr *)secret, 0));
     cuMemFree_v2(d);
     cuCtxDestroy_v2(ctx);
