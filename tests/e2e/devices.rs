@@ -399,6 +399,13 @@ fn negative_tests_get_the_drivers_code_in_every_mode() {
                     "cuCtxCreate_v2": {"above_max_devices": 1},
                 })
             );
+            // The analyzer sees no problem in them (nor a newer schema).
+            let dir = tempfile::tempdir().unwrap();
+            let lines: Vec<String> = r.records.iter().map(|v| v.to_string()).collect();
+            std::fs::write(dir.path().join("probes.jsonl"), lines.join("\n") + "\n").unwrap();
+            let report = crate::signals::analyze(dir.path());
+            assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+            assert_eq!(report["processes"][0]["errors"], 5, "{report}");
         }
     }
 }

@@ -153,7 +153,7 @@ fn analyzer() -> &'static Path {
 }
 
 /// `seedance-analyze summary --format json DIR`, parsed.
-fn analyze(dir: &Path) -> Value {
+pub(crate) fn analyze(dir: &Path) -> Value {
     let out = Command::new(analyzer())
         .args(["summary", "--format", "json"])
         .arg(dir)
