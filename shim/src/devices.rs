@@ -21,7 +21,7 @@ use libc::c_int;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::fallback::{Candidate, OrdinalMap, Unusable};
-use seedance_core::probe::{self, Entry, Last, Verdict};
+use seedance_core::probe::{self, Entry, Last, Question, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
 use seedance_trace::{DeviceFallback, DeviceFault, Event};
 use std::cell::Cell;
@@ -67,9 +67,10 @@ impl Fault {
 static MAP: Lazy<OrdinalMap> = Lazy::new(OrdinalMap::new);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
 static SEEN: Lazy<Mutex<BTreeSet<(usize, i32, u32)>>> = Lazy::new(|| Mutex::new(BTreeSet::new()));
-/// Failed requests taken as questions: (function, kind) -> calls.
-static QUESTIONS: Lazy<Mutex<BTreeMap<(&'static str, &'static str), u64>>> =
-    Lazy::new(|| Mutex::new(BTreeMap::new()));
+/// Failed requests taken as questions, calls by [`HookId`] and kind ([`Question::index`]):
+/// atomics, so that counting one takes no lock.
+static QUESTIONS: [[AtomicU64; Question::ALL.len()]; HookId::ALL.len()] =
+    [const { [const { AtomicU64::new(0) }; Question::ALL.len()] }; HookId::ALL.len()];
 
 thread_local! {
     /// This thread's last `cuDeviceGet` or `cuDeviceGetCount` ([`Last::to_bits`]).
@@ -168,7 +169,7 @@ fn handle(
         set_last(verdict.then(requested));
     }
     if let Verdict::Question(q) = verdict {
-        *QUESTIONS.lock().entry((id.name(), q.as_str())).or_insert(0) += 1;
+        QUESTIONS[id as usize][q.index()].fetch_add(1, Ordering::Relaxed);
         return r;
     }
     session::tally_error(id, r);
@@ -298,10 +299,15 @@ pub fn repairs() -> BTreeMap<String, u64> {
 /// Failed requests taken as questions, function -> kind -> calls, for the exit summary.
 pub fn questions() -> BTreeMap<String, BTreeMap<String, u64>> {
     let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for ((f, kind), n) in QUESTIONS.lock().iter() {
-        out.entry(f.to_string())
-            .or_default()
-            .insert(kind.to_string(), *n);
+    for id in HookId::ALL {
+        for q in Question::ALL {
+            let n = QUESTIONS[*id as usize][q.index()].load(Ordering::Relaxed);
+            if n > 0 {
+                out.entry(id.name().to_string())
+                    .or_default()
+                    .insert(q.as_str().to_string(), n);
+            }
+        }
     }
     out
 }

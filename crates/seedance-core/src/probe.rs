@@ -99,6 +99,19 @@ pub enum Question {
 }
 
 impl Question {
+    /// Every kind, in [`Question::index`] order.
+    pub const ALL: [Question; 4] = [
+        Question::Negative,
+        Question::AboveMaxDevices,
+        Question::DeviceCount,
+        Question::PastLastDevice,
+    ];
+
+    /// The position of this kind in [`Question::ALL`], for a table of counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The name used in the trace (`exit_summary.device_questions`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -270,6 +283,9 @@ mod tests {
 
     #[test]
     fn names() {
+        for (i, q) in Question::ALL.iter().enumerate() {
+            assert_eq!(q.index(), i);
+        }
         assert_eq!(Question::Negative.as_str(), "negative");
         assert_eq!(Question::AboveMaxDevices.as_str(), "above_max_devices");
         assert_eq!(Question::DeviceCount.as_str(), "device_count");
