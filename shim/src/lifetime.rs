@@ -36,7 +36,8 @@ use libc::{c_int, c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
 use seedance_core::lifetime::{
-    describe_end, exit_paragraph, explain_dead_handle, explain_device_in_use,
+    describe_end, exit_paragraph, explain_dead_handle, explain_dead_handle_not_forwarded,
+    explain_device_in_use,
     explain_pending_at_end, explain_pinned_in_use, Context, EndKind, ExitFindings, HandleKind,
     Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
@@ -462,6 +463,7 @@ fn explain_dead(
     };
     drop(t);
     let what = match repaired {
+        Some(NOT_FORWARDED) => None,
         Some("already_released") => Some(
             "the driver already released it with its context; returned CUDA_SUCCESS without \
              calling the driver",
@@ -472,7 +474,17 @@ fn explain_dead(
         ),
         None => None,
     };
-    let explanation = explain_dead_handle(kind, handle, created.as_ref(), &ctx, what);
+    let explanation = if repaired == Some(NOT_FORWARDED) {
+        explain_dead_handle_not_forwarded(
+            kind,
+            handle,
+            created.as_ref(),
+            &ctx,
+            r.name().unwrap_or("an error"),
+        )
+    } else {
+        explain_dead_handle(kind, handle, created.as_ref(), &ctx, what)
+    };
     report(Finding {
         id,
         kind: "use_after_destroy",
@@ -481,10 +493,50 @@ fn explain_dead(
         handle: Some((kind, handle, created)),
         streams: Vec::new(),
         range: None,
-        repair: repaired.map(|k| (k, Vec::new())),
+        repair: repaired
+            .filter(|k| *k != NOT_FORWARDED)
+            .map(|k| (k, Vec::new())),
         explanation,
     });
     true
+}
+
+/// Passed to [`explain_dead`] as the "repair" of a call the shim did not forward: not a
+/// repair (the program gets an error, nothing is counted as repaired).
+const NOT_FORWARDED: &str = "not_forwarded";
+
+/// What a stream or event call whose handle died with its context returns instead of
+/// reaching the driver, in every mode but `off`: the code the driver itself returned for
+/// `cuStreamSynchronize` and `cuStreamDestroy` of such a stream when it did not crash
+/// (H200, driver 580.159: docs/validation.md), and what `cuCtxDestroy`'s documentation
+/// says a later access to a destroyed context gets. (`CUDA_ERROR_INVALID_HANDLE` would tell
+/// the program its handle was never valid.)
+const DEAD_HANDLE_CODE: CUresult = CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED;
+
+/// Before a call that makes the driver dereference a stream or event handle (synchronize,
+/// destroy): when the tracker knows the handle died with its context, the call is not
+/// made (the driver crashed on it: [`DEAD_HANDLE_CODE`]); the program gets
+/// `CUDA_ERROR_CONTEXT_IS_DESTROYED`, explained once. `None` to forward.
+fn refuse_dead(id: HookId, kind: HandleKind, h: u64) -> Option<CUresult> {
+    let owned = {
+        let t = TRACKER.lock();
+        let o = match kind {
+            HandleKind::Stream => t.stream(h).cloned(),
+            _ => t.event(h).cloned(),
+        }?;
+        t.ended(o.ctx)?;
+        o
+    };
+    explain_dead(
+        id,
+        DEAD_HANDLE_CODE,
+        kind,
+        h,
+        owned.ctx,
+        Some(owned.created),
+        Some(NOT_FORWARDED),
+    )
+    .then_some(DEAD_HANDLE_CODE)
 }
 
 /// How the context `handle` ended (its latest incarnation), for a launch explanation; `None`

@@ -164,3 +164,19 @@ pub fn call_driver(
         _ => Err(CUresult::CUDA_ERROR_NOT_INITIALIZED),
     })
 }
+
+/// `FAKE_CUDA_DEAD_HANDLE_CRASH=1` (read at each use): a synchronize or destroy of a stream
+/// or event whose context was destroyed dies with `SIGSEGV` inside the call, as the real
+/// driver did for `cuStreamSynchronize` and `cuStreamDestroy` of such a stream (H200, driver
+/// 580.159: 4 of 4 runs; docs/validation.md). Without it those calls return
+/// `CUDA_ERROR_CONTEXT_IS_DESTROYED`, as the same driver did in other runs. Nothing is
+/// recorded for the crashing call (the process is gone).
+pub fn crash_if_dead(dead: impl FnOnce(&Driver) -> bool) {
+    let on = std::env::var("FAKE_CUDA_DEAD_HANDLE_CRASH").is_ok_and(|v| !v.is_empty() && v != "0");
+    if !on || with_driver(dead) != Some(true) {
+        return;
+    }
+    // SAFETY: raising a signal has no memory-safety preconditions; SIGSEGV's default action
+    // ends the process, as the real driver's fault does.
+    unsafe { libc::raise(libc::SIGSEGV) };
+}
