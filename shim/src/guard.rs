@@ -71,3 +71,37 @@ pub fn test_panic(site: &str) {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn test_panic(_site: &str) {}
+
+thread_local! {
+    /// Set while this thread runs the shim's own work around a call (explanations,
+    /// repairs, lifetime records): the parts that take the shim's locks.
+    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as inside the shim's own work until the guard is dropped, or
+/// `None` when it already is: then this is a hooked call made from a signal handler that
+/// interrupted that work (or from a callback it triggered), and the work may hold the
+/// shim's locks, which are not re-entrant. The caller then skips its own work (the call
+/// was forwarded and counted, lock-free, before), so it never waits for a lock its own
+/// thread holds. Every entry point to work that takes a lock (a failure report, a device,
+/// launch or allocation check, a lifetime hook) starts with this; the hot path never
+/// reaches it (one thread-local access, only there).
+#[must_use]
+pub fn enter() -> Option<Inside> {
+    match INSIDE.try_with(|f| f.replace(true)) {
+        Ok(false) => Some(Inside(())),
+        // Already inside; or thread-local storage is gone (thread exit): no guard, go on
+        // as before (nothing of this thread can be interrupted inside the shim then).
+        Ok(true) => None,
+        Err(_) => Some(Inside(())),
+    }
+}
+
+/// See [`enter`]: clears the mark when dropped.
+pub struct Inside(());
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        let _ = INSIDE.try_with(|f| f.set(false));
+    }
+}

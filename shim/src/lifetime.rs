@@ -37,9 +37,8 @@ use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
 use seedance_core::lifetime::{
     describe_end, exit_paragraph, explain_dead_handle, explain_dead_handle_not_forwarded,
-    explain_device_in_use,
-    explain_pending_at_end, explain_pinned_in_use, Context, EndKind, ExitFindings, HandleKind,
-    Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
+    explain_device_in_use, explain_pending_at_end, explain_pinned_in_use, Context, EndKind,
+    ExitFindings, HandleKind, Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
 use seedance_core::live::LiveTable;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
@@ -119,7 +118,18 @@ fn fix() -> bool {
 }
 
 /// Runs a cold path, never letting a panic reach the program.
+/// Takes the tracker's and the reports' locks: a hook called from a signal handler that
+/// interrupted this on the same thread does nothing (`crate::guard::enter`).
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
+    let Some(_inside) = crate::guard::enter() else {
+        return T::default();
+    };
+    within(f)
+}
+
+/// [`cold`] for what other parts of the shim's own work call (launch explanations), which
+/// already hold the guard.
+fn within<T: Default>(f: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         crate::guard::test_panic("lifetime");
         f()
@@ -545,7 +555,7 @@ pub fn context_end(handle: u64) -> Option<String> {
     if !on() {
         return None;
     }
-    cold(|| {
+    within(|| {
         let t = TRACKER.lock();
         t.latest_context(handle).and_then(describe_end)
     })
@@ -557,7 +567,7 @@ pub fn stream_context_end(stream: u64) -> Option<String> {
     if !on() {
         return None;
     }
-    cold(|| {
+    within(|| {
         let t = TRACKER.lock();
         let id = t.stream(stream)?.ctx?;
         t.context(id).and_then(describe_end)

@@ -701,10 +701,20 @@ fn calls_on_dead_streams_and_events_never_reach_the_driver() {
         };
         use std::os::unix::process::ExitStatusExt;
         let native = crash(false, "");
-        assert_eq!(native.output.status.signal(), Some(11), "{scenario}: {}", native.stdout());
+        assert_eq!(
+            native.output.status.signal(),
+            Some(11),
+            "{scenario}: {}",
+            native.stdout()
+        );
 
         let o = crash(true, "observe");
-        assert_eq!(o.output.status.code(), Some(0), "{scenario}: {}", o.stderr());
+        assert_eq!(
+            o.output.status.code(),
+            Some(0),
+            "{scenario}: {}",
+            o.stderr()
+        );
         assert_eq!(o.stdout(), want.stdout(), "{scenario}");
         let refused: Vec<&Value> = faults(&o, "use_after_destroy")
             .into_iter()
@@ -716,7 +726,9 @@ fn calls_on_dead_streams_and_events_never_reach_the_driver() {
             })
             .collect();
         assert_eq!(refused.len(), dead_calls, "{scenario}: {}", o.stderr());
-        assert!(refused.iter().all(|f| f["result"] == 709 && f["repaired"] == false));
+        assert!(refused
+            .iter()
+            .all(|f| f["result"] == 709 && f["repaired"] == false));
         assert!(o.events("lifetime_repair").is_empty());
         assert!(
             o.stderr().contains(
@@ -729,7 +741,12 @@ fn calls_on_dead_streams_and_events_never_reach_the_driver() {
         );
 
         let f = crash(true, "fix");
-        assert_eq!(f.output.status.code(), Some(0), "{scenario}: {}", f.stderr());
+        assert_eq!(
+            f.output.status.code(),
+            Some(0),
+            "{scenario}: {}",
+            f.stderr()
+        );
         assert_eq!(f.stdout(), fixed(scenario).stdout(), "{scenario}");
     }
 }

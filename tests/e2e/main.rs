@@ -18,6 +18,7 @@
 //! * `early`: driver calls from library constructors, `preinit_array`, `pthread_once` bodies
 //!   and a preloaded allocator that itself calls `dlsym`.
 //! * `memcheck`: the test programs under valgrind memcheck with the shim preloaded.
+//! * `reentrancy`: driver calls from a signal handler that interrupts the shim's own work.
 //! * `nvml_hang`: NVML that does not answer (`nvmlInit` or its queries blocked): bounded by
 //!   `SEEDANCE_NVML_TIMEOUT`, then the driver's own queries, one line.
 
@@ -33,6 +34,7 @@ mod metrics;
 mod modes;
 mod nvml_hang;
 mod process;
+mod reentrancy;
 mod rtld_next;
 mod secure;
 mod signals;

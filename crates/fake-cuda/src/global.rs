@@ -135,6 +135,7 @@ pub fn call(
     args: impl FnOnce() -> String,
     body: impl FnOnce() -> Result<(), CUresult>,
 ) -> CUresult {
+    raise_if_asked(name);
     let r = if stub() {
         CUresult::CUDA_ERROR_STUB_LIBRARY
     } else {
@@ -179,4 +180,52 @@ pub fn crash_if_dead(dead: impl FnOnce(&Driver) -> bool) {
     // SAFETY: raising a signal has no memory-safety preconditions; SIGSEGV's default action
     // ends the process, as the real driver's fault does.
     unsafe { libc::raise(libc::SIGSEGV) };
+}
+
+/// `FAKE_CUDA_RAISE=<signal number>:<entry point>[:<times>]` (read once): the first `times`
+/// calls (default 1) of that entry point raise the signal on the calling thread before
+/// doing anything else, so that the program's handler runs exactly there, inside whatever
+/// the caller (a preloaded interposer's own work) was doing. A bad value is ignored with
+/// one warning.
+fn raise_if_asked(name: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static ASKED: OnceLock<Option<(i32, String, u32)>> = OnceLock::new();
+    static RAISED: AtomicU32 = AtomicU32::new(0);
+    let asked = ASKED.get_or_init(|| {
+        let raw = std::env::var("FAKE_CUDA_RAISE").ok()?;
+        let mut parts = raw.split(':');
+        let parsed = (|| {
+            let sig = parts.next()?.trim().parse::<i32>().ok()?;
+            let entry = parts.next()?.trim().to_string();
+            let times = match parts.next() {
+                Some(t) => t.trim().parse::<u32>().ok()?,
+                None => 1,
+            };
+            (!entry.is_empty() && parts.next().is_none()).then_some((sig, entry, times))
+        })();
+        if parsed.is_none() {
+            fake_support::env::print_warnings(&[fake_support::env::bad_value(
+                "fake-cuda",
+                "FAKE_CUDA_RAISE",
+                &raw,
+            )]);
+        }
+        parsed
+    });
+    let Some((sig, entry, times)) = asked else {
+        return;
+    };
+    if entry != name {
+        return;
+    }
+    if RAISED
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < *times).then_some(n + 1)
+        })
+        .is_ok()
+    {
+        // SAFETY: raise has no memory-safety preconditions; the program chose the signal
+        // and installed its handler.
+        unsafe { libc::raise(*sig) };
+    }
 }

@@ -784,9 +784,9 @@ impl Driver {
 
     /// Whether `e` is an event whose context was destroyed.
     pub fn event_of_dead_context(&self, e: usize) -> bool {
-        self.events
-            .get(&e)
-            .is_some_and(|ev| self.ctx_device(ev.ctx) == Err(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED))
+        self.events.get(&e).is_some_and(|ev| {
+            self.ctx_device(ev.ctx) == Err(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        })
     }
 
     fn event(&self, e: usize) -> Result<Event, CUresult> {
