@@ -62,6 +62,7 @@ pub fn config() -> &'static Config {
             RawConfig::from_env()
         };
         let (cfg, warnings) = Config::from_raw(&raw);
+        let _cancel = crate::guard::NoCancel::new();
         for w in &warnings {
             eprintln!("seedance: {w}");
         }
@@ -152,6 +153,9 @@ pub fn count(id: HookId, r: CUresult) {
 /// One line on stderr, `seedance: ...`, unless `SEEDANCE_QUIET` is set.
 pub fn say(msg: &str) {
     if !config().quiet {
+        // `write` is a cancellation point: a thread with a pending cancel must not be
+        // unwound from inside the shim (`guard::NoCancel`).
+        let _cancel = crate::guard::NoCancel::new();
         eprintln!("seedance: {msg}");
     }
 }

@@ -18,11 +18,13 @@
 //! * `early`: driver calls from library constructors, `preinit_array`, `pthread_once` bodies
 //!   and a preloaded allocator that itself calls `dlsym`.
 //! * `memcheck`: the test programs under valgrind memcheck with the shim preloaded.
+//! * `cancel`: threads cancelled (`pthread_cancel`) around driver calls, as natively.
 //! * `reentrancy`: driver calls from a signal handler that interrupts the shim's own work.
 //! * `nvml_hang`: NVML that does not answer (`nvmlInit` or its queries blocked): bounded by
 //!   `SEEDANCE_NVML_TIMEOUT`, then the driver's own queries, one line.
 
 mod alloc;
+mod cancel;
 mod devices;
 mod early;
 mod failures;

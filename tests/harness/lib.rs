@@ -186,6 +186,10 @@ fn build() -> Artifacts {
     cc("early_once", &["early_once.c", &l, "-lcuda", "-lpthread"]);
     cc("signal_calls", &["signal_calls.c", &l, "-lcuda"]);
     cc(
+        "cancel_calls",
+        &["cancel_calls.c", &l, "-lcuda", "-lpthread"],
+    );
+    cc(
         "libearly_alloc.so",
         &["-shared", "-fPIC", "early_alloc.c", "-ldl"],
     );

@@ -14,6 +14,7 @@
 //! | `FAKE_CUDA_FUNC_MAX_THREADS` | threads per block that kernels with a function handle `>= 0x2000` can run with (register-limited kernels: `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`), see [`crate::launch`] | the device's maximum |
 //! | `CUDA_VISIBLE_DEVICES` | visible physical devices, see [`parse_visible`] | all |
 //! | `FAKE_CUDA_RAISE` | `<signal>:<entry point>[:<times>]`: the first `times` calls of that entry point raise the signal first, see `global::raise_if_asked` (read once) | off |
+//! | `FAKE_CUDA_CANCEL_POINTS` | comma list of entry points (`cuCtxSynchronize`, `cuStreamSynchronize`, `cuStreamSynchronize_ptsz`) that are cancellation points, see `global::cancellation_point` (read once) | none |
 //! | `FAKE_CUDA_DEAD_HANDLE_CRASH` | `1`: a synchronize or destroy of a stream or event whose context was destroyed dies with `SIGSEGV`, see [`crate::global::crash_if_dead`] (read at each call) | off |
 //!
 //! In a comma list an empty entry, or a missing one, keeps the default for that device.

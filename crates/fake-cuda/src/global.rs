@@ -229,3 +229,31 @@ fn raise_if_asked(name: &str) {
         unsafe { libc::raise(*sig) };
     }
 }
+
+/// `FAKE_CUDA_CANCEL_POINTS=<entry point>,..` (read once): those entry points are
+/// cancellation points, as a driver call that waits in the kernel can be: they call
+/// `pthread_testcancel` first, so a thread with a pending deferred cancel ends there (its
+/// cleanup runs as glibc's forced unwind passes through the caller's frames). Only entry
+/// points declared `extern "C-unwind"` call this.
+pub fn cancellation_point(name: &str) {
+    static POINTS: OnceLock<Vec<String>> = OnceLock::new();
+    let points = POINTS.get_or_init(|| {
+        std::env::var("FAKE_CUDA_CANCEL_POINTS")
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    if points.iter().any(|p| p == name) {
+        extern "C-unwind" {
+            fn pthread_testcancel();
+        }
+        // SAFETY: no preconditions; a pending cancel unwinds from here through `C-unwind`
+        // frames only (this function and the entry point that called it).
+        unsafe { pthread_testcancel() };
+    }
+}

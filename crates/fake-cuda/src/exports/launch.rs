@@ -339,7 +339,8 @@ fn stream_synchronize(name: &str, stream: CUstream) -> CUresult {
 ///
 /// None: the stream handle is not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
+pub unsafe extern "C-unwind" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
+    crate::global::cancellation_point("cuStreamSynchronize");
     stream_synchronize("cuStreamSynchronize", h_stream)
 }
 
@@ -349,6 +350,7 @@ pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
 ///
 /// None: the stream handle is not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamSynchronize_ptsz(h_stream: CUstream) -> CUresult {
+pub unsafe extern "C-unwind" fn cuStreamSynchronize_ptsz(h_stream: CUstream) -> CUresult {
+    crate::global::cancellation_point("cuStreamSynchronize_ptsz");
     stream_synchronize("cuStreamSynchronize_ptsz", h_stream)
 }
