@@ -185,6 +185,7 @@ fn build() -> Artifacts {
     );
     cc("early_once", &["early_once.c", &l, "-lcuda", "-lpthread"]);
     cc("signal_calls", &["signal_calls.c", &l, "-lcuda"]);
+    cc("reopen", &["reopen.c", "-ldl"]);
     cc(
         "cancel_calls",
         &["cancel_calls.c", &l, "-lcuda", "-lpthread"],

@@ -88,6 +88,9 @@ extern "C" fn deinitialize() {
 /// Whether `FAKE_CUDA_STUB` turned stub mode on (read once).
 pub fn stub() -> bool {
     *STUB.get_or_init(|| {
+        if let Some(v) = crate::config::for_this_copy("FAKE_CUDA_STUB_IN") {
+            return stub_enabled(Some(&v));
+        }
         let raw = std::env::var_os("FAKE_CUDA_STUB");
         stub_enabled(raw.as_deref().and_then(|v| v.to_str()))
     })
@@ -256,4 +259,19 @@ pub fn cancellation_point(name: &str) {
         // frames only (this function and the entry point that called it).
         unsafe { pthread_testcancel() };
     }
+}
+
+/// Path of this copy of the library (`dladdr` on one of its functions).
+pub fn own_path() -> Option<String> {
+    // SAFETY: Dl_info is plain data; zeroed is a valid initial value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address and writes info.
+    if unsafe { libc::dladdr(own_path as *const () as *const libc::c_void, &mut info) } == 0
+        || info.dli_fname.is_null()
+    {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    Some(name.to_string_lossy().into_owned())
 }
