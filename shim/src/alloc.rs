@@ -285,6 +285,9 @@ fn fault(id: HookId, r: CUresult, req: Request) -> bool {
     if session::config().validate == Validate::Off || !matches!(r.0, 1 | 2) {
         return false;
     }
+    let Some(_inside) = crate::guard::enter() else {
+        return false;
+    };
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         crate::guard::test_panic("alloc_fault");
         let message = driverlog::take_recent();
@@ -377,6 +380,7 @@ fn handle(id: HookId, r: CUresult, req: &Request, message: Option<String>) -> bo
 #[cold]
 #[inline(never)]
 fn pre(id: HookId, req: Request) -> Option<CUresult> {
+    let _inside = crate::guard::enter()?;
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         // Without a usable context the driver's own answer is the right one.
         let current = query::ctx_get_device().ok()?;

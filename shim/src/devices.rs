@@ -141,6 +141,13 @@ pub fn on_failure(
     retry: &mut dyn FnMut(Target) -> CUresult,
 ) -> Option<CUresult> {
     let fault = classify(id, r)?;
+    // Not for cudaSetDevice: its retry goes through the runtime, whose own driver calls
+    // must reach the wrappers' work as any other.
+    let _inside = if id == HookId::cudaSetDevice {
+        None
+    } else {
+        Some(crate::guard::enter()?)
+    };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::guard::test_panic("device_fault");
         handle(id, r, fault, target, retry)

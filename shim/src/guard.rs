@@ -41,6 +41,7 @@ pub fn install_panic_hook() {
                 .location()
                 .map(|l| format!(" at {}:{}", l.file(), l.line()))
                 .unwrap_or_default();
+            let _cancel = NoCancel::new();
             eprintln!(
                 "seedance: internal error ({msg}{at}); the call kept the driver's result and \
                  the program goes on; later internal errors are not shown. Please report it"
@@ -67,3 +68,73 @@ pub fn test_panic(site: &str) {
 #[cfg(not(debug_assertions))]
 #[inline(always)]
 pub fn test_panic(_site: &str) {}
+
+thread_local! {
+    /// Set while this thread runs the shim's own work around a call (explanations,
+    /// repairs, lifetime records): the parts that take the shim's locks.
+    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as inside the shim's own work until the guard is dropped, or
+/// `None` when it already is: then this is a hooked call made from a signal handler that
+/// interrupted that work (or from a callback it triggered), and the work may hold the
+/// shim's locks, which are not re-entrant. The caller then skips its own work (the call
+/// was forwarded and counted, lock-free, before), so it never waits for a lock its own
+/// thread holds. Every entry point to work that takes a lock (a failure report, a device,
+/// launch or allocation check, a lifetime hook) starts with this; the hot path never
+/// reaches it (one thread-local access, only there).
+///
+/// The guard also disables cancellation of the thread ([`NoCancel`]): that work writes to
+/// stderr and waits for the driver, and `write` and waits are cancellation points, whose
+/// forced unwind the work's `catch_unwind` would swallow ("FATAL: exception not rethrown",
+/// SIGABRT). The program's own driver call is never made under the guard, so it stays a
+/// cancellation point if the driver's is one.
+#[must_use]
+pub fn enter() -> Option<Inside> {
+    match INSIDE.try_with(|f| f.replace(true)) {
+        Ok(false) => Some(Inside {
+            _cancel: NoCancel::new(),
+            mark: true,
+        }),
+        // Already inside; or thread-local storage is gone (thread exit): no mark, go on
+        // as before (nothing of this thread can be interrupted inside the shim then).
+        Ok(true) => None,
+        Err(_) => Some(Inside {
+            _cancel: NoCancel::new(),
+            mark: false,
+        }),
+    }
+}
+
+/// See [`enter`]: clears the mark and restores the cancellation state when dropped.
+pub struct Inside {
+    _cancel: NoCancel,
+    mark: bool,
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        if self.mark {
+            let _ = INSIDE.try_with(|f| f.set(false));
+        }
+    }
+}
+
+/// Cancellation of the calling thread disabled until dropped, then restored as it was (a
+/// pending deferred cancel then acts at the thread's next cancellation point, as it would
+/// have without the shim). For the shim's own blocking work: its stderr lines, its driver
+/// queries and waits.
+pub struct NoCancel(libc::c_int);
+
+impl NoCancel {
+    /// Disables cancellation (pthread_setcancelstate(3)).
+    pub fn new() -> NoCancel {
+        NoCancel(crate::platform::disable_cancellation())
+    }
+}
+
+impl Drop for NoCancel {
+    fn drop(&mut self) {
+        crate::platform::restore_cancellation(self.0);
+    }
+}

@@ -323,8 +323,21 @@ pub fn answer_dlsym(handle: *mut c_void, name: &CStr) -> Option<*mut c_void> {
     if real.is_null() {
         return None;
     }
-    hook.slot.offer(real);
+    hook.slot.set(real);
     Some((hook.wrapper)())
+}
+
+/// Answers `dlsym(RTLD_DEFAULT or RTLD_NEXT, name)` for a driver name we export, given
+/// `native`: what the look-up finds without the shim (null when no driver is loaded where
+/// the caller can see it). When interposing and the driver has it: our wrapper, with the
+/// slot set; in `off` mode: `native` itself; never our own export when the driver is not
+/// there.
+pub fn answer_pseudo(hook: &'static Hook, native: *mut c_void) -> *mut c_void {
+    if native.is_null() || !session::interposing() {
+        return native;
+    }
+    hook.slot.set(native);
+    (hook.wrapper)()
 }
 
 /// Replaces `real` (what the driver's `cuGetProcAddress` returned for base name `base`) with
@@ -338,7 +351,7 @@ pub fn swap_proc_address(base: &CStr, real: *mut c_void) -> *mut c_void {
         any = true;
         let candidate = crate::real::sibling(real, hook.slot.name());
         if candidate == real {
-            hook.slot.offer(real);
+            hook.slot.set(real);
             return (hook.wrapper)();
         }
     }

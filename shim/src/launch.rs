@@ -319,6 +319,9 @@ fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
         return false;
     }
     let Some(l) = l else { return false };
+    let Some(_inside) = crate::guard::enter() else {
+        return false;
+    };
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         crate::guard::test_panic("launch_fault");
         let message = driverlog::take_recent();
@@ -354,6 +357,7 @@ pub fn pre_enabled() -> bool {
 #[inline(never)]
 fn pre(id: HookId, l: Option<Launch>) -> Option<CUresult> {
     let l = l?;
+    let _inside = crate::guard::enter()?;
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         if l.f.is_null() {
             return None;

@@ -36,9 +36,9 @@ use libc::{c_int, c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
 use seedance_core::lifetime::{
-    describe_end, exit_paragraph, explain_dead_handle, explain_device_in_use,
-    explain_pending_at_end, explain_pinned_in_use, Context, EndKind, ExitFindings, HandleKind,
-    Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
+    describe_end, exit_paragraph, explain_dead_handle, explain_dead_handle_not_forwarded,
+    explain_device_in_use, explain_pending_at_end, explain_pinned_in_use, Context, EndKind,
+    ExitFindings, HandleKind, Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
 use seedance_core::live::LiveTable;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
@@ -105,7 +105,18 @@ fn fix() -> bool {
 }
 
 /// Runs a cold path, never letting a panic reach the program.
+/// Takes the tracker's and the reports' locks: a hook called from a signal handler that
+/// interrupted this on the same thread does nothing (`crate::guard::enter`).
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
+    let Some(_inside) = crate::guard::enter() else {
+        return T::default();
+    };
+    within(f)
+}
+
+/// [`cold`] for what other parts of the shim's own work call (launch explanations), which
+/// already hold the guard.
+fn within<T: Default>(f: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         crate::guard::test_panic("lifetime");
         f()
@@ -449,6 +460,7 @@ fn explain_dead(
     };
     drop(t);
     let what = match repaired {
+        Some(NOT_FORWARDED) => None,
         Some("already_released") => Some(
             "the driver already released it with its context; returned CUDA_SUCCESS without \
              calling the driver",
@@ -459,7 +471,17 @@ fn explain_dead(
         ),
         None => None,
     };
-    let explanation = explain_dead_handle(kind, handle, created.as_ref(), &ctx, what);
+    let explanation = if repaired == Some(NOT_FORWARDED) {
+        explain_dead_handle_not_forwarded(
+            kind,
+            handle,
+            created.as_ref(),
+            &ctx,
+            r.name().unwrap_or("an error"),
+        )
+    } else {
+        explain_dead_handle(kind, handle, created.as_ref(), &ctx, what)
+    };
     report(Finding {
         id,
         kind: "use_after_destroy",
@@ -468,10 +490,50 @@ fn explain_dead(
         handle: Some((kind, handle, created)),
         streams: Vec::new(),
         range: None,
-        repair: repaired.map(|k| (k, Vec::new())),
+        repair: repaired
+            .filter(|k| *k != NOT_FORWARDED)
+            .map(|k| (k, Vec::new())),
         explanation,
     });
     true
+}
+
+/// Passed to [`explain_dead`] as the "repair" of a call the shim did not forward: not a
+/// repair (the program gets an error, nothing is counted as repaired).
+const NOT_FORWARDED: &str = "not_forwarded";
+
+/// What a stream or event call whose handle died with its context returns instead of
+/// reaching the driver, in every mode but `off`: the code the driver itself returned for
+/// `cuStreamSynchronize` and `cuStreamDestroy` of such a stream when it did not crash
+/// (H200, driver 580.159: docs/validation.md), and what `cuCtxDestroy`'s documentation
+/// says a later access to a destroyed context gets. (`CUDA_ERROR_INVALID_HANDLE` would tell
+/// the program its handle was never valid.)
+const DEAD_HANDLE_CODE: CUresult = CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED;
+
+/// Before a call that makes the driver dereference a stream or event handle (synchronize,
+/// destroy): when the tracker knows the handle died with its context, the call is not
+/// made (the driver crashed on it: [`DEAD_HANDLE_CODE`]); the program gets
+/// `CUDA_ERROR_CONTEXT_IS_DESTROYED`, explained once. `None` to forward.
+fn refuse_dead(id: HookId, kind: HandleKind, h: u64) -> Option<CUresult> {
+    let owned = {
+        let t = TRACKER.lock();
+        let o = match kind {
+            HandleKind::Stream => t.stream(h).cloned(),
+            _ => t.event(h).cloned(),
+        }?;
+        t.ended(o.ctx)?;
+        o
+    };
+    explain_dead(
+        id,
+        DEAD_HANDLE_CODE,
+        kind,
+        h,
+        owned.ctx,
+        Some(owned.created),
+        Some(NOT_FORWARDED),
+    )
+    .then_some(DEAD_HANDLE_CODE)
 }
 
 /// How the context `handle` ended (its latest incarnation), for a launch explanation; `None`
@@ -480,7 +542,7 @@ pub fn context_end(handle: u64) -> Option<String> {
     if !on() {
         return None;
     }
-    cold(|| {
+    within(|| {
         let t = TRACKER.lock();
         t.latest_context(handle).and_then(describe_end)
     })
@@ -492,7 +554,7 @@ pub fn stream_context_end(stream: u64) -> Option<String> {
     if !on() {
         return None;
     }
-    cold(|| {
+    within(|| {
         let t = TRACKER.lock();
         let id = t.stream(stream)?.ctx?;
         t.context(id).and_then(describe_end)

@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 struct RealFn {
     name: &'static CStr,
     addr: AtomicUsize,
+    /// `real::generation()` when `addr` was found (plus one; 0 = never).
+    found_in: AtomicUsize,
 }
 
 impl RealFn {
@@ -29,10 +31,17 @@ impl RealFn {
         RealFn {
             name,
             addr: AtomicUsize::new(0),
+            found_in: AtomicUsize::new(0),
         }
     }
 
     fn get(&self) -> Option<*mut c_void> {
+        let generation = crate::real::generation() + 1;
+        if self.found_in.load(Ordering::Acquire) != generation {
+            // A slot moved to another library since: look this one up there again.
+            self.addr.store(0, Ordering::Release);
+            self.found_in.store(generation, Ordering::Release);
+        }
         match self.addr.load(Ordering::Acquire) {
             0 => {
                 let anchor = slots::cuInit.get();

@@ -1,11 +1,15 @@
 //! Where the real driver functions come from.
 //!
-//! Each hooked ABI variant has a [`Slot`] holding the real function's address. A slot is
-//! filled, first writer wins, by whichever path sees the real address first:
-//! the `dlsym` override (the handle the caller passed), `cuGetProcAddress` (the pointer the
-//! real driver returned), or, when a wrapper is called with an empty slot (programs linked
-//! with `-lcuda`), [`libcuda`]: `SEEDANCE_LIBCUDA` if set, else the `libcuda.so.1` already
-//! loaded (`RTLD_NOLOAD`), else a fresh `dlopen`. `dlsym(RTLD_NEXT)` alone is never used for
+//! Each hooked ABI variant has a [`Slot`] holding the real function's address. An answer
+//! the program asked for sets it, the latest one winning: the `dlsym` override (the
+//! address in the library behind the handle the caller passed) and `cuGetProcAddress` (the
+//! pointer the real driver returned). So a program that closes libcuda and opens another
+//! copy, or falls back from a stub library to the driver, gets the library it looked the
+//! function up in now, not the first one (which may be unmapped). A wrapper called with an
+//! empty slot (programs linked with `-lcuda`) fills it from [`libcuda`]: `SEEDANCE_LIBCUDA`
+//! if set, else the `libcuda.so.1` already loaded (`RTLD_NOLOAD`), else a fresh `dlopen`.
+//! Each change of a slot to another address bumps [`generation`], so the shim's own cached
+//! driver entry points (`query`) follow. `dlsym(RTLD_NEXT)` alone is never used for
 //! libcuda: under cudart and PyTorch libcuda is `RTLD_LOCAL` and invisible to it
 //! (design.md fact 4).
 
@@ -60,10 +64,32 @@ impl Slot {
                 .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire);
     }
 
+    /// Records `p`, the real function the program just looked up, replacing what the slot
+    /// held (unless `p` is null or one of our own wrappers). Cold: once per look-up.
+    pub fn set(&self, p: *mut c_void) {
+        if p.is_null() || platform::is_ours(p) {
+            return;
+        }
+        let old = self.ptr.swap(p, Ordering::AcqRel);
+        if !old.is_null() && old != p {
+            GENERATION.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
     /// The exported symbol name of this slot.
     pub fn name(&self) -> &'static CStr {
         self.name
     }
+}
+
+/// Bumped each time a slot changes from one real address to another (a library closed
+/// and another opened, a stub replaced by the driver).
+static GENERATION: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many times a slot changed library: caches of driver entry points found through a
+/// slot (siblings of `cuInit`) are stale when this moved.
+pub fn generation() -> usize {
+    GENERATION.load(Ordering::Acquire)
 }
 
 /// The value in `cell`, computed by `make` on first use *outside* the cell's initialiser.

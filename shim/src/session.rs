@@ -142,6 +142,7 @@ pub fn config() -> &'static Config {
             RawConfig::from_env()
         };
         let (cfg, warnings) = Config::from_raw(&raw);
+        let _cancel = crate::guard::NoCancel::new();
         for w in &warnings {
             eprintln!("seedance: {w}");
         }
@@ -223,6 +224,9 @@ pub fn count(id: HookId, r: CUresult) {
 /// One line on stderr, `seedance: ...`, unless `SEEDANCE_QUIET` is set.
 pub fn say(msg: &str) {
     if switches() & sw::QUIET == 0 {
+        // `write` is a cancellation point: a thread with a pending cancel must not be
+        // unwound from inside the shim (`guard::NoCancel`).
+        let _cancel = crate::guard::NoCancel::new();
         eprintln!("seedance: {msg}");
     }
 }
@@ -243,6 +247,9 @@ pub fn missing(id: HookId) -> CUresult {
     let r = CUresult::CUDA_ERROR_NOT_FOUND;
     if active() {
         count(id, r);
+        let Some(_inside) = crate::guard::enter() else {
+            return r;
+        };
         if crate::real::libcuda().is_null() {
             // No driver at all: `real::libcuda` said so once; a line per function would
             // blame a driver that is not there. A `cuInit` still starts the trace, so the
@@ -268,6 +275,11 @@ pub fn missing(id: HookId) -> CUresult {
 #[cold]
 #[inline(never)]
 pub fn failed(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
+    // A failure inside a signal handler that interrupted the shim's own work on this
+    // thread (which may hold the tally's lock): counted by the wrapper, not reported.
+    let Some(_inside) = crate::guard::enter() else {
+        return;
+    };
     let _ = std::panic::catch_unwind(|| report_failure(id, r, args));
 }
 
@@ -387,10 +399,14 @@ fn flush_pending(w: &TraceWriter) {
 
 /// Notes a base name whose `cuGetProcAddress` pointer matched none of our variants.
 pub fn note_unmatched(base: &CStr) {
-    state()
+    // A look-up made from a signal handler that interrupted this very insert finds the
+    // lock taken by its own thread: the name is left out rather than waited for.
+    if let Some(mut set) = state()
         .unmatched
-        .lock()
-        .insert(base.to_string_lossy().into_owned());
+        .try_lock_for(std::time::Duration::from_millis(50))
+    {
+        set.insert(base.to_string_lossy().into_owned());
+    }
 }
 
 /// Queues an event for the trace (held back until the trace starts, dropped without one).

@@ -18,10 +18,14 @@
 //! * `early`: driver calls from library constructors, `preinit_array`, `pthread_once` bodies
 //!   and a preloaded allocator that itself calls `dlsym`.
 //! * `memcheck`: the test programs under valgrind memcheck with the shim preloaded.
+//! * `cancel`: threads cancelled (`pthread_cancel`) around driver calls, as natively.
+//! * `reentrancy`: driver calls from a signal handler that interrupts the shim's own work.
+//! * `reopen`: the driver closed and opened again, a stub then the driver, pseudo-handle look-ups.
 //! * `nvml_hang`: NVML that does not answer (`nvmlInit` or its queries blocked): bounded by
 //!   `SEEDANCE_NVML_TIMEOUT`, then the driver's own queries, one line.
 
 mod alloc;
+mod cancel;
 mod devices;
 mod early;
 mod failures;
@@ -33,6 +37,8 @@ mod metrics;
 mod modes;
 mod nvml_hang;
 mod process;
+mod reentrancy;
+mod reopen;
 mod rtld_next;
 mod secure;
 mod signals;

@@ -185,6 +185,12 @@ fn build() -> Artifacts {
         ],
     );
     cc("early_once", &["early_once.c", &l, "-lcuda", "-lpthread"]);
+    cc("signal_calls", &["signal_calls.c", &l, "-lcuda"]);
+    cc("reopen", &["reopen.c", "-ldl"]);
+    cc(
+        "cancel_calls",
+        &["cancel_calls.c", &l, "-lcuda", "-lpthread"],
+    );
     cc(
         "libearly_alloc.so",
         &["-shared", "-fPIC", "early_alloc.c", "-ldl"],
@@ -316,6 +322,32 @@ impl Run {
     pub fn finish(mut self) -> Finished {
         let output = self.cmd.output().expect("run test program");
         collect(output, self.trace_dir.path(), &self.driver_log)
+    }
+
+    /// Runs the program to completion, killing it and failing the test if it is still
+    /// running after `deadline` (a deadlock would otherwise hang the test).
+    pub fn finish_within(self, deadline: std::time::Duration) -> Finished {
+        let mut running = self.spawn();
+        let started = std::time::Instant::now();
+        while running
+            .child
+            .try_wait()
+            .expect("wait for test program")
+            .is_none()
+        {
+            if started.elapsed() > deadline {
+                let _ = running.child.kill();
+                let r = running.finish();
+                panic!(
+                    "still running after {deadline:?} (deadlock?); killed. stdout: {:?} \
+                     stderr: {:?}",
+                    r.stdout(),
+                    r.stderr()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        running.finish()
     }
 
     /// Starts the program and returns at once, with stdin, stdout and stderr piped: the test

@@ -1,13 +1,16 @@
-/* Finds cuInit through the global scope (no -lcuda, no dlopen of the driver) and calls it
- * from 8 threads at once. Without the shim there is no cuInit; with it, the shim's wrapper
- * is found, cannot load libcuda.so.1 when none is installed, and every call returns
- * CUDA_ERROR_NOT_FOUND (500). Prints one line per distinct result. */
+/* Finds cuInit through the global scope (a weak reference: no -lcuda, no dlopen of the
+ * driver) and calls it from 8 threads at once. Without the shim there is no cuInit; with
+ * it, the reference binds to the shim's wrapper, which cannot load libcuda.so.1 when none is
+ * installed, and every call returns CUDA_ERROR_NOT_FOUND (500). (A dlsym(RTLD_DEFAULT)
+ * look-up finds nothing in either case, as without the shim: e2e::reopen.) Prints one line
+ * per distinct result. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
 typedef int (*init_fn)(unsigned int);
+extern int cuInit(unsigned int) __attribute__((weak));
 static init_fn init;
 static int results[8];
 
@@ -18,7 +21,7 @@ static void *call(void *arg) {
 }
 
 int main(void) {
-    init = (init_fn)dlsym(RTLD_DEFAULT, "cuInit");
+    init = cuInit;
     if (!init) {
         printf("no cuInit in the process\n");
         return 0;

@@ -13,6 +13,10 @@
 //! | `FAKE_CUDA_CTX_OOM` | physical indices (comma list) of devices whose memory is full of another process's allocations: context creation fails with `CUDA_ERROR_OUT_OF_MEMORY` | none |
 //! | `FAKE_CUDA_FUNC_MAX_THREADS` | threads per block that kernels with a function handle `>= 0x2000` can run with (register-limited kernels: `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`), see [`crate::launch`] | the device's maximum |
 //! | `CUDA_VISIBLE_DEVICES` | visible physical devices, see [`parse_visible`] | all |
+//! | `FAKE_CUDA_RAISE` | `<signal>:<entry point>[:<times>]`: the first `times` calls of that entry point raise the signal first, see `global::raise_if_asked` (read once) | off |
+//! | `FAKE_CUDA_CANCEL_POINTS` | comma list of entry points (`cuCtxSynchronize`, `cuStreamSynchronize`, `cuStreamSynchronize_ptsz`) that are cancellation points, see `global::cancellation_point` (read once) | none |
+//! | `FAKE_CUDA_DEVICE_COUNT_IN`, `FAKE_CUDA_STUB_IN` | `<directory>=<value>`: `FAKE_CUDA_DEVICE_COUNT` or `FAKE_CUDA_STUB` for the copy of this library loaded from that directory only, see [`for_this_copy`] | unset |
+//! | `FAKE_CUDA_DEAD_HANDLE_CRASH` | `1`: a synchronize or destroy of a stream or event whose context was destroyed dies with `SIGSEGV`, see [`crate::global::crash_if_dead`] (read at each call) | off |
 //!
 //! In a comma list an empty entry, or a missing one, keeps the default for that device.
 //! In the index lists (`FAKE_CUDA_BUSY`, `FAKE_CUDA_CTX_OOM`) empty entries are skipped and
@@ -72,7 +76,10 @@ impl Topology {
     /// Reads the process environment and prints any warnings on stderr.
     /// Variables whose name or value is not UTF-8 are skipped.
     pub fn from_env() -> Topology {
-        let vars = env::vars(|k| k.starts_with("FAKE_CUDA_") || k == "CUDA_VISIBLE_DEVICES");
+        let mut vars = env::vars(|k| k.starts_with("FAKE_CUDA_") || k == "CUDA_VISIBLE_DEVICES");
+        if let Some(n) = for_this_copy("FAKE_CUDA_DEVICE_COUNT_IN") {
+            vars.insert("FAKE_CUDA_DEVICE_COUNT".to_string(), n);
+        }
         let topo = Topology::from_vars(&vars);
         env::print_warnings(&topo.warnings);
         topo
@@ -217,6 +224,17 @@ pub fn parse_visible(raw: Option<&str>, count: u32, uuids: &[String]) -> Vec<u32
         out.push(idx);
     }
     out
+}
+
+/// `<VAR>=<directory>=<value>` (`FAKE_CUDA_DEVICE_COUNT_IN`, `FAKE_CUDA_STUB_IN`): the
+/// value when this copy of the library was loaded from that directory, so that a test can
+/// load two copies that answer differently (a stub and a driver, or two device counts).
+pub fn for_this_copy(var: &str) -> Option<String> {
+    let raw = std::env::var(var).ok()?;
+    let (dir, value) = raw.rsplit_once('=')?;
+    let own = crate::global::own_path()?;
+    let own_dir = std::path::Path::new(&own).parent()?.to_path_buf();
+    (own_dir == std::path::Path::new(dir)).then(|| value.to_string())
 }
 
 /// Whether a `FAKE_CUDA_STUB` value turns stub mode on: `1`, `true`, `yes` or `on`

@@ -88,6 +88,9 @@ extern "C" fn deinitialize() {
 /// Whether `FAKE_CUDA_STUB` turned stub mode on (read once).
 pub fn stub() -> bool {
     *STUB.get_or_init(|| {
+        if let Some(v) = crate::config::for_this_copy("FAKE_CUDA_STUB_IN") {
+            return stub_enabled(Some(&v));
+        }
         let raw = std::env::var_os("FAKE_CUDA_STUB");
         stub_enabled(raw.as_deref().and_then(|v| v.to_str()))
     })
@@ -135,6 +138,7 @@ pub fn call(
     args: impl FnOnce() -> String,
     body: impl FnOnce() -> Result<(), CUresult>,
 ) -> CUresult {
+    raise_if_asked(name);
     let r = if stub() {
         CUresult::CUDA_ERROR_STUB_LIBRARY
     } else {
@@ -163,4 +167,111 @@ pub fn call_driver(
         Init::Deinitialized => Err(CUresult::CUDA_ERROR_DEINITIALIZED),
         _ => Err(CUresult::CUDA_ERROR_NOT_INITIALIZED),
     })
+}
+
+/// `FAKE_CUDA_DEAD_HANDLE_CRASH=1` (read at each use): a synchronize or destroy of a stream
+/// or event whose context was destroyed dies with `SIGSEGV` inside the call, as the real
+/// driver did for `cuStreamSynchronize` and `cuStreamDestroy` of such a stream (H200, driver
+/// 580.159: 4 of 4 runs; docs/validation.md). Without it those calls return
+/// `CUDA_ERROR_CONTEXT_IS_DESTROYED`, as the same driver did in other runs. Nothing is
+/// recorded for the crashing call (the process is gone).
+pub fn crash_if_dead(dead: impl FnOnce(&Driver) -> bool) {
+    let on = std::env::var("FAKE_CUDA_DEAD_HANDLE_CRASH").is_ok_and(|v| !v.is_empty() && v != "0");
+    if !on || with_driver(dead) != Some(true) {
+        return;
+    }
+    // SAFETY: raising a signal has no memory-safety preconditions; SIGSEGV's default action
+    // ends the process, as the real driver's fault does.
+    unsafe { libc::raise(libc::SIGSEGV) };
+}
+
+/// `FAKE_CUDA_RAISE=<signal number>:<entry point>[:<times>]` (read once): the first `times`
+/// calls (default 1) of that entry point raise the signal on the calling thread before
+/// doing anything else, so that the program's handler runs exactly there, inside whatever
+/// the caller (a preloaded interposer's own work) was doing. A bad value is ignored with
+/// one warning.
+fn raise_if_asked(name: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static ASKED: OnceLock<Option<(i32, String, u32)>> = OnceLock::new();
+    static RAISED: AtomicU32 = AtomicU32::new(0);
+    let asked = ASKED.get_or_init(|| {
+        let raw = std::env::var("FAKE_CUDA_RAISE").ok()?;
+        let mut parts = raw.split(':');
+        let parsed = (|| {
+            let sig = parts.next()?.trim().parse::<i32>().ok()?;
+            let entry = parts.next()?.trim().to_string();
+            let times = match parts.next() {
+                Some(t) => t.trim().parse::<u32>().ok()?,
+                None => 1,
+            };
+            (!entry.is_empty() && parts.next().is_none()).then_some((sig, entry, times))
+        })();
+        if parsed.is_none() {
+            fake_support::env::print_warnings(&[fake_support::env::bad_value(
+                "fake-cuda",
+                "FAKE_CUDA_RAISE",
+                &raw,
+            )]);
+        }
+        parsed
+    });
+    let Some((sig, entry, times)) = asked else {
+        return;
+    };
+    if entry != name {
+        return;
+    }
+    if RAISED
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < *times).then_some(n + 1)
+        })
+        .is_ok()
+    {
+        // SAFETY: raise has no memory-safety preconditions; the program chose the signal
+        // and installed its handler.
+        unsafe { libc::raise(*sig) };
+    }
+}
+
+/// `FAKE_CUDA_CANCEL_POINTS=<entry point>,..` (read once): those entry points are
+/// cancellation points, as a driver call that waits in the kernel can be: they call
+/// `pthread_testcancel` first, so a thread with a pending deferred cancel ends there (its
+/// cleanup runs as glibc's forced unwind passes through the caller's frames). Only entry
+/// points declared `extern "C-unwind"` call this.
+pub fn cancellation_point(name: &str) {
+    static POINTS: OnceLock<Vec<String>> = OnceLock::new();
+    let points = POINTS.get_or_init(|| {
+        std::env::var("FAKE_CUDA_CANCEL_POINTS")
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    if points.iter().any(|p| p == name) {
+        extern "C-unwind" {
+            fn pthread_testcancel();
+        }
+        // SAFETY: no preconditions; a pending cancel unwinds from here through `C-unwind`
+        // frames only (this function and the entry point that called it).
+        unsafe { pthread_testcancel() };
+    }
+}
+
+/// Path of this copy of the library (`dladdr` on one of its functions).
+pub fn own_path() -> Option<String> {
+    // SAFETY: Dl_info is plain data; zeroed is a valid initial value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address and writes info.
+    if unsafe { libc::dladdr(own_path as *const () as *const libc::c_void, &mut info) } == 0
+        || info.dli_fname.is_null()
+    {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    Some(name.to_string_lossy().into_owned())
 }

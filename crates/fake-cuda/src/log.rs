@@ -111,9 +111,28 @@ pub fn format_line(name: &str, args: &str, result: CUresult) -> String {
     fake_support::log::format_line(name, args, result.0)
 }
 
-/// Records one call when logging is on; `args` is only evaluated then.
+/// Records one call when logging is on; `args` is only evaluated then. Cancellation of
+/// the thread is disabled during the write: `write` is a cancellation point, and recording
+/// a call must not make one of an entry point (a real driver keeps no such log).
 pub fn record(name: &str, args: impl FnOnce() -> String, result: CUresult) {
+    if !LOG.enabled() {
+        return;
+    }
+    extern "C" {
+        fn pthread_setcancelstate(
+            state: std::ffi::c_int,
+            old: *mut std::ffi::c_int,
+        ) -> std::ffi::c_int;
+    }
+    /// glibc's `PTHREAD_CANCEL_DISABLE` (`<pthread.h>`).
+    const DISABLE: std::ffi::c_int = 1;
+    let mut old: std::ffi::c_int = DISABLE;
+    // SAFETY: a valid state and out-pointer (pthread_setcancelstate(3)).
+    unsafe { pthread_setcancelstate(DISABLE, &mut old) };
     LOG.record(name, args, result.0);
+    let mut ignored: std::ffi::c_int = 0;
+    // SAFETY: as above, putting back the state it returned.
+    unsafe { pthread_setcancelstate(old, &mut ignored) };
 }
 
 #[cfg(test)]

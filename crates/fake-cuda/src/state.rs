@@ -774,6 +774,21 @@ impl Driver {
         Ok(h)
     }
 
+    /// Whether `stream` is a created stream whose context was destroyed (its record is
+    /// kept; see the module documentation).
+    pub fn stream_of_dead_context(&self, stream: usize) -> bool {
+        self.streams
+            .get(&stream)
+            .is_some_and(|c| self.ctx_device(*c) == Err(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED))
+    }
+
+    /// Whether `e` is an event whose context was destroyed.
+    pub fn event_of_dead_context(&self, e: usize) -> bool {
+        self.events.get(&e).is_some_and(|ev| {
+            self.ctx_device(ev.ctx) == Err(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        })
+    }
+
     fn event(&self, e: usize) -> Result<Event, CUresult> {
         let ev = *self
             .events

@@ -40,7 +40,8 @@ pub unsafe fn ok_stream_create_priority(
 }
 
 /// Before `cuStreamDestroy(_v2)`: a stream of an ended context is already gone (fix mode
-/// answers for the driver); copies still running on a live stream are remembered with its
+/// answers for the driver; observe returns `CUDA_ERROR_CONTEXT_IS_DESTROYED` without the
+/// undefined call, [`refuse_dead`]); copies still running on a live stream are remembered with its
 /// context (the driver finishes them after the destroy).
 ///
 /// # Safety
@@ -53,7 +54,8 @@ pub unsafe fn pre_stream_destroy(id: HookId, stream: CUstream) -> Option<CUresul
         let h = stream as u64;
         let owned = TRACKER.lock().stream(h).cloned()?;
         if TRACKER.lock().ended(owned.ctx).is_some() {
-            let r = skip_dead(id, HandleKind::Stream, h, owned.ctx, Some(owned.created));
+            let r = skip_dead(id, HandleKind::Stream, h, owned.ctx, Some(owned.created))
+                .or_else(|| refuse_dead(id, HandleKind::Stream, h));
             if r.is_some() {
                 TRACKER.lock().stream_forgotten(h);
             }
@@ -98,7 +100,8 @@ pub unsafe fn fault_stream(id: HookId, r: CUresult, stream: CUstream) -> bool {
 }
 
 /// Before `cuStreamSynchronize(_ptsz)`: in fix mode, a stream whose context ended after
-/// all its work completed is synchronised already.
+/// all its work completed is synchronised already; any other stream of an ended context
+/// is not sent to the driver ([`refuse_dead`]).
 ///
 /// # Safety
 /// None: the handle is only a key.
@@ -106,7 +109,10 @@ pub unsafe fn pre_stream_sync(id: HookId, stream: CUstream) -> Option<CUresult> 
     if !on() || (stream as usize) <= 2 {
         return None;
     }
-    cold(|| complete_already(id, HandleKind::Stream, stream as u64))
+    cold(|| {
+        complete_already(id, HandleKind::Stream, stream as u64)
+            .or_else(|| refuse_dead(id, HandleKind::Stream, stream as u64))
+    })
 }
 
 fn complete_already(id: HookId, kind: HandleKind, h: u64) -> Option<CUresult> {
@@ -197,7 +203,8 @@ pub unsafe fn ok_event_create(id: HookId, ph: *mut CUevent, _flags: c_uint) {
     }
 }
 
-/// Before `cuEventDestroy(_v2)`: an event of an ended context is already gone.
+/// Before `cuEventDestroy(_v2)`: an event of an ended context is already gone (fix mode
+/// answers success, observe the driver's code without the call: [`refuse_dead`]).
 ///
 /// # Safety
 /// None: the handle is only a key.
@@ -209,7 +216,8 @@ pub unsafe fn pre_event_destroy(id: HookId, event: CUevent) -> Option<CUresult> 
         let h = event as u64;
         let owned = TRACKER.lock().event(h).cloned()?;
         TRACKER.lock().ended(owned.ctx)?;
-        let r = skip_dead(id, HandleKind::Event, h, owned.ctx, Some(owned.created));
+        let r = skip_dead(id, HandleKind::Event, h, owned.ctx, Some(owned.created))
+            .or_else(|| refuse_dead(id, HandleKind::Event, h));
         if r.is_some() {
             TRACKER.lock().event_forgotten(h);
         }
@@ -261,7 +269,8 @@ pub unsafe fn fault_event_record(
 }
 
 /// Before `cuEventSynchronize`: in fix mode, an event whose context ended after all its
-/// work completed is complete already.
+/// work completed is complete already; any other event of an ended context is not sent to
+/// the driver ([`refuse_dead`]).
 ///
 /// # Safety
 /// None: the handle is only a key.
@@ -269,7 +278,10 @@ pub unsafe fn pre_event_sync(id: HookId, event: CUevent) -> Option<CUresult> {
     if !on() {
         return None;
     }
-    cold(|| complete_already(id, HandleKind::Event, event as u64))
+    cold(|| {
+        complete_already(id, HandleKind::Event, event as u64)
+            .or_else(|| refuse_dead(id, HandleKind::Event, event as u64))
+    })
 }
 
 /// After a successful `cuEventSynchronize`: the work the event covered is done.

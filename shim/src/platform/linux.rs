@@ -62,24 +62,197 @@ pub fn lookup(handle: *mut c_void, name: &CStr) -> *mut c_void {
 }
 
 /// Decides what our exported `dlsym` answers. Returns the address to give the caller, or
-/// [`FORWARD`] to let the real `dlsym` answer as if we were not there.
-unsafe extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> usize {
+/// [`FORWARD`] to let the real `dlsym` answer as if we were not there. `caller` is the
+/// return address of the program's call (where glibc looks for the caller's object).
+unsafe extern "C" fn dlsym_hook(
+    handle: *mut c_void,
+    symbol: *const c_char,
+    caller: usize,
+) -> usize {
     if real_dlsym().is_none() {
         return 0;
     }
-    if handle == libc::RTLD_NEXT || symbol.is_null() {
+    if symbol.is_null() {
         return FORWARD;
     }
     // SAFETY: dlsym's contract: symbol is a NUL-terminated string.
     let name = unsafe { CStr::from_ptr(symbol) };
     if !crate::names::is_driver_name(name.to_bytes()) {
+        // Before any shim state: `RTLD_NEXT` look-ups made from inside the shim (a
+        // preloaded allocator's) go straight through.
         return FORWARD;
+    }
+    if handle == libc::RTLD_NEXT || handle == libc::RTLD_DEFAULT {
+        // Only names we export can come back wrong (our own export instead of the driver's).
+        let Some(hook) = crate::hooks::by_symbol(name.to_bytes()) else {
+            return FORWARD;
+        };
+        let answer = std::panic::catch_unwind(|| {
+            native_pseudo(handle, name, caller).map(|n| crate::hooks::answer_pseudo(hook, n))
+        });
+        return match answer {
+            Ok(Some(p)) if p.is_null() => {
+                // As natively: NULL, with dlerror set by a failing look-up of the name.
+                lookup(libc::RTLD_NEXT, name);
+                0
+            }
+            Ok(Some(p)) => p as usize,
+            _ => FORWARD,
+        };
     }
     let answer = std::panic::catch_unwind(|| crate::hooks::answer_dlsym(handle, name));
     match answer {
         Ok(Some(p)) => p as usize,
         _ => FORWARD,
     }
+}
+
+/// One loaded object: its path and the address ranges of its loaded segments.
+struct Loaded {
+    path: String,
+    ranges: Vec<(usize, usize)>,
+}
+
+impl Loaded {
+    fn contains(&self, addr: usize) -> bool {
+        self.ranges.iter().any(|&(lo, hi)| (lo..hi).contains(&addr))
+    }
+}
+
+/// Every loaded object in the loader's order (`dl_iterate_phdr`: the main program, the
+/// preloaded libraries in order, then the rest; other namespaces after the base one).
+fn loaded_objects() -> Vec<Loaded> {
+    unsafe extern "C" fn cb(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: data is the &mut Vec passed below; info is valid for the callback.
+        let (acc, info) = unsafe { (&mut *(data as *mut Vec<Loaded>), &*info) };
+        let path = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: dlpi_name is NUL-terminated.
+            unsafe { CStr::from_ptr(info.dlpi_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let mut ranges = Vec::new();
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type == libc::PT_LOAD {
+                let lo = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                ranges.push((lo, lo + ph.p_memsz as usize));
+            }
+        }
+        acc.push(Loaded { path, ranges });
+        0
+    }
+    let mut acc: Vec<Loaded> = Vec::new();
+    // SAFETY: the callback only touches acc, which outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(cb), &mut acc as *mut Vec<Loaded> as *mut c_void) };
+    acc
+}
+
+/// `RTLD_DL_LINKMAP` (glibc `<dlfcn.h>`): `dladdr1` returns the object's link map.
+const RTLD_DL_LINKMAP: c_int = 2;
+
+/// Whether `addr` lies in an object of the base namespace (`LM_ID_BASE`), where the shim
+/// is; unknown counts as yes.
+fn in_base_namespace(addr: usize) -> bool {
+    // SAFETY: Dl_info is plain data; zeroed is a valid initial value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let mut map: *mut c_void = std::ptr::null_mut();
+    // SAFETY: dladdr1 reads addr and writes info and, with RTLD_DL_LINKMAP, the link map.
+    let found = unsafe {
+        libc::dladdr1(
+            addr as *const c_void,
+            &mut info,
+            &mut map as *mut *mut c_void,
+            RTLD_DL_LINKMAP,
+        )
+    };
+    if found == 0 || map.is_null() {
+        return true;
+    }
+    let mut lmid: libc::Lmid_t = 0;
+    // SAFETY: a link map is a valid handle for dlinfo (glibc); lmid is a valid out-pointer.
+    let r = unsafe { libc::dlinfo(map, libc::RTLD_DI_LMID, &mut lmid as *mut _ as *mut c_void) };
+    r != 0 || lmid == libc::LM_ID_BASE
+}
+
+/// What `dlsym(handle, name)` (`RTLD_DEFAULT` or `RTLD_NEXT`, called from `caller`) finds
+/// without the shim, for a name the shim exports: `None` when glibc's own answer cannot be
+/// ours (forward it: exact), else the native answer, null when there is none.
+///
+/// glibc searches the caller's scope in the loader's order; it returns our export only if
+/// no object before us in that order defines the name. The native answer is then the
+/// first definition after us: for `RTLD_NEXT` from an object before us (the program,
+/// an earlier preload), the objects between it and us, then what our own `RTLD_NEXT`
+/// look-up finds; for `RTLD_DEFAULT`, our own `RTLD_NEXT` look-up (the rest of the global
+/// scope), then the caller's own dependencies when it was opened `RTLD_LOCAL`.
+fn native_pseudo(handle: *mut c_void, name: &CStr, caller: usize) -> Option<*mut c_void> {
+    let objects = loaded_objects();
+    let ours = objects
+        .iter()
+        .position(|o| o.contains(dlsym_hook as *const () as usize))?;
+    let at = objects.iter().position(|o| o.contains(caller));
+    let defined_in = |o: &Loaded| -> *mut c_void {
+        if o.path.is_empty() {
+            return std::ptr::null_mut();
+        }
+        let h = super::open(&o.path, libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            return std::ptr::null_mut();
+        }
+        let p = lookup(h, name);
+        // SAFETY: h came from dlopen(RTLD_NOLOAD), which took a reference we give back.
+        unsafe { libc::dlclose(h) };
+        if o.contains(p as usize) {
+            p
+        } else {
+            std::ptr::null_mut()
+        }
+    };
+    if handle == libc::RTLD_NEXT {
+        let at = at.filter(|&a| a < ours)?;
+        if let Some(p) = objects[at + 1..ours]
+            .iter()
+            .map(defined_in)
+            .find(|p| !p.is_null())
+        {
+            return Some(p);
+        }
+        return Some(lookup(libc::RTLD_NEXT, name));
+    }
+    if !in_base_namespace(caller) {
+        return None;
+    }
+    let first = lookup(libc::RTLD_DEFAULT, name);
+    if !first.is_null() && !super::is_ours(first) {
+        return Some(first);
+    }
+    let next = lookup(libc::RTLD_NEXT, name);
+    if !next.is_null() {
+        return Some(next);
+    }
+    // Loaded after us and maybe with RTLD_LOCAL: its own dependencies are in its scope.
+    let own = at
+        .filter(|&a| a > ours)
+        .map(|a| {
+            let o = &objects[a];
+            let h = super::open(&o.path, libc::RTLD_NOW | libc::RTLD_NOLOAD);
+            if h.is_null() {
+                return std::ptr::null_mut();
+            }
+            let p = lookup(h, name);
+            // SAFETY: as above.
+            unsafe { libc::dlclose(h) };
+            p
+        })
+        .filter(|p| !p.is_null() && !super::is_ours(*p));
+    Some(own.unwrap_or(std::ptr::null_mut()))
 }
 
 /// The exported `dlsym` (x86-64 System V).
@@ -90,8 +263,10 @@ unsafe extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> u
 #[unsafe(naked)]
 #[no_mangle]
 pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    // At entry rsp % 16 == 8; two pushes and 8 bytes re-align it for the call.
+    // At entry rsp % 16 == 8; two pushes and 8 bytes re-align it for the call. The
+    // caller's return address goes to the hook as its third argument.
     core::arch::naked_asm!(
+        "mov rdx, [rsp]",
         "push rdi",
         "push rsi",
         "sub rsp, 8",
@@ -121,6 +296,7 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
         "stp x29, x30, [sp, #-32]!",
         "mov x29, sp",
         "stp x0, x1, [sp, #16]",
+        "mov x2, x30",
         "bl {hook}",
         "mov x9, x0",
         "ldp x0, x1, [sp, #16]",
@@ -233,4 +409,30 @@ pub fn secure_execution() -> bool {
 pub fn on_fork_child(child: extern "C" fn()) {
     // SAFETY: registering a plain function pointer; no prepare or parent handler.
     unsafe { libc::pthread_atfork(None, None, Some(child)) };
+}
+
+/// `PTHREAD_CANCEL_DISABLE` and `PTHREAD_CANCEL_ENABLE` (glibc <pthread.h>: PTHREAD_CANCEL_ENABLE = 0, PTHREAD_CANCEL_DISABLE = 1).
+const CANCEL_DISABLE: c_int = 1;
+
+/// Disables cancellation of the calling thread (pthread_setcancelstate(3)) and returns the
+/// previous state for [`restore_cancellation`]. A pending cancel then waits for the next
+/// cancellation point after the restore, as if the shim's own work had not been there.
+pub fn disable_cancellation() -> c_int {
+    extern "C" {
+        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+    }
+    let mut old: c_int = CANCEL_DISABLE;
+    // SAFETY: a valid state and a valid out-pointer; never fails with those.
+    unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut old) };
+    old
+}
+
+/// Puts back the state [`disable_cancellation`] returned.
+pub fn restore_cancellation(old: c_int) {
+    extern "C" {
+        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+    }
+    let mut ignored: c_int = 0;
+    // SAFETY: as above; `old` is a state pthread_setcancelstate returned.
+    unsafe { pthread_setcancelstate(old, &mut ignored) };
 }

@@ -313,3 +313,29 @@ pub fn on_fork_child(child: extern "C" fn()) {
     // SAFETY: registering a plain function pointer; no prepare or parent handler.
     unsafe { libc::pthread_atfork(None, None, Some(child)) };
 }
+
+/// `PTHREAD_CANCEL_DISABLE` and `PTHREAD_CANCEL_ENABLE` (macOS <pthread.h>: PTHREAD_CANCEL_ENABLE = 0x01, PTHREAD_CANCEL_DISABLE = 0x00).
+const CANCEL_DISABLE: c_int = 0;
+
+/// Disables cancellation of the calling thread (pthread_setcancelstate(3)) and returns the
+/// previous state for [`restore_cancellation`]. A pending cancel then waits for the next
+/// cancellation point after the restore, as if the shim's own work had not been there.
+pub fn disable_cancellation() -> c_int {
+    extern "C" {
+        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+    }
+    let mut old: c_int = CANCEL_DISABLE;
+    // SAFETY: a valid state and a valid out-pointer; never fails with those.
+    unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut old) };
+    old
+}
+
+/// Puts back the state [`disable_cancellation`] returned.
+pub fn restore_cancellation(old: c_int) {
+    extern "C" {
+        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+    }
+    let mut ignored: c_int = 0;
+    // SAFETY: as above; `old` is a state pthread_setcancelstate returned.
+    unsafe { pthread_setcancelstate(old, &mut ignored) };
+}

@@ -291,7 +291,8 @@ pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
 ///
 /// None beyond the C ABI; takes no pointers.
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+pub unsafe extern "C-unwind" fn cuCtxSynchronize() -> CUresult {
+    crate::global::cancellation_point("cuCtxSynchronize");
     call_driver("cuCtxSynchronize", String::new, |d| {
         let ctx = current();
         d.ctx_device(ctx)?;

@@ -8,7 +8,7 @@ use std::ffi::c_uint;
 use seedance_cuda::{CUevent, CUresult, CUstream};
 
 use super::non_null;
-use crate::global::{call_driver, current};
+use crate::global::{call_driver, crash_if_dead, current};
 
 /// Flags `cuEventCreate` accepts: BLOCKING_SYNC (1), DISABLE_TIMING (2), INTERPROCESS (4).
 pub const EVENT_FLAGS: c_uint = 0x7;
@@ -45,6 +45,7 @@ pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) ->
 /// None: the handle is only looked up.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventDestroy_v2(h_event: CUevent) -> CUresult {
+    crash_if_dead(|d| d.event_of_dead_context(h_event as usize));
     call_driver(
         "cuEventDestroy_v2",
         || format!("event={:#x}", h_event as usize),
@@ -88,6 +89,7 @@ pub unsafe extern "C" fn cuEventRecord_ptsz(h_event: CUevent, h_stream: CUstream
 /// None: the handle is only looked up.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventSynchronize(h_event: CUevent) -> CUresult {
+    crash_if_dead(|d| d.event_of_dead_context(h_event as usize));
     call_driver(
         "cuEventSynchronize",
         || format!("event={:#x}", h_event as usize),

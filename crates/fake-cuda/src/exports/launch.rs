@@ -8,7 +8,7 @@ use std::ffi::{c_uint, c_void};
 
 use seedance_cuda::{CUfunction, CUlaunchConfig, CUresult, CUstream};
 
-use crate::global::{call_driver, current};
+use crate::global::{call_driver, crash_if_dead, current};
 use crate::launch::{check_detailed, LaunchDims, LaunchLimits};
 use crate::logs;
 use crate::state::Driver;
@@ -318,6 +318,7 @@ pub unsafe extern "C" fn cuLaunchKernelEx_ptsz(
 }
 
 fn stream_synchronize(name: &str, stream: CUstream) -> CUresult {
+    crash_if_dead(|d| d.stream_of_dead_context(stream as usize));
     call_driver(
         name,
         || format!("stream={:#x}", stream as usize),
@@ -338,7 +339,8 @@ fn stream_synchronize(name: &str, stream: CUstream) -> CUresult {
 ///
 /// None: the stream handle is not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
+pub unsafe extern "C-unwind" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
+    crate::global::cancellation_point("cuStreamSynchronize");
     stream_synchronize("cuStreamSynchronize", h_stream)
 }
 
@@ -348,6 +350,7 @@ pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
 ///
 /// None: the stream handle is not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamSynchronize_ptsz(h_stream: CUstream) -> CUresult {
+pub unsafe extern "C-unwind" fn cuStreamSynchronize_ptsz(h_stream: CUstream) -> CUresult {
+    crate::global::cancellation_point("cuStreamSynchronize_ptsz");
     stream_synchronize("cuStreamSynchronize_ptsz", h_stream)
 }

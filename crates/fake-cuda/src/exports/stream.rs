@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_uint};
 use seedance_cuda::{CUcontext, CUevent, CUresult, CUstream};
 
 use super::non_null;
-use crate::global::{call_driver, current};
+use crate::global::{call_driver, crash_if_dead, current};
 
 /// Flags `cuStreamCreate` accepts: `CU_STREAM_DEFAULT` (0), `CU_STREAM_NON_BLOCKING` (1).
 pub const STREAM_FLAGS: c_uint = 0x1;
@@ -73,6 +73,7 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(
 /// None: the handle is only looked up.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
+    crash_if_dead(|d| d.stream_of_dead_context(h_stream as usize));
     call_driver(
         "cuStreamDestroy_v2",
         || format!("stream={:#x}", h_stream as usize),

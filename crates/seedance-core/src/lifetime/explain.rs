@@ -168,6 +168,39 @@ pub fn explain_dead_handle(
     ctx: &Context,
     repaired: Option<&str>,
 ) -> String {
+    dead_handle(kind, handle, created, ctx, repaired.map(Answer::Repaired))
+}
+
+/// A call with a stream or event whose context is gone that the shim did not send to the
+/// driver, in any mode: the driver dereferences the handle, whose memory it released with
+/// the context (driver 580.159 on an H200 crashed with SIGSEGV in `cuStreamSynchronize` and
+/// `cuStreamDestroy` of such a stream: docs/validation.md). `code` names what the call
+/// returned instead (`CUDA_ERROR_CONTEXT_IS_DESTROYED`).
+pub fn explain_dead_handle_not_forwarded(
+    kind: HandleKind,
+    handle: u64,
+    created: Option<&Site>,
+    ctx: &Context,
+    code: &str,
+) -> String {
+    dead_handle(kind, handle, created, ctx, Some(Answer::NotForwarded(code)))
+}
+
+/// What the shim did with a call on a dead handle, when not just forwarded.
+enum Answer<'a> {
+    /// Fix mode answered for the driver (the text says how).
+    Repaired(&'a str),
+    /// Returned this code without calling the driver.
+    NotForwarded(&'a str),
+}
+
+fn dead_handle(
+    kind: HandleKind,
+    handle: u64,
+    created: Option<&Site>,
+    ctx: &Context,
+    answer: Option<Answer<'_>>,
+) -> String {
     let end = ctx.end.as_ref();
     let how = end.map_or("ended", |e| e.how.as_str());
     let made = created
@@ -189,9 +222,17 @@ pub fn explain_dead_handle(
         }
     }
     s.push_str("; ");
-    match (kind, repaired) {
-        (_, Some(what)) => {
+    match (kind, answer) {
+        (_, Some(Answer::Repaired(what))) => {
             let _ = write!(s, "fix: {what}; ");
+        }
+        (_, Some(Answer::NotForwarded(code))) => {
+            let _ = write!(
+                s,
+                "the driver released the {} with its context, and a call with it is undefined \
+                 (the driver may crash): returned {code} without calling the driver; ",
+                kind.as_str()
+            );
         }
         (HandleKind::Context, None) => {}
         _ => {

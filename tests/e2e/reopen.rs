@@ -1,0 +1,106 @@
+//! Programs that lose and find again the driver library (`tests/programs/reopen.c`): a
+//! `dlclose` and a `dlopen` of another copy, the same from `dlmopen`, a stub library whose
+//! `cuInit` fails followed by the real one by path, and `dlsym(RTLD_DEFAULT or RTLD_NEXT,
+//! "cuInit")` with no driver loaded globally. The wrappers must call the library the caller
+//! looked the function up in now, and a pseudo-handle look-up must find what it finds
+//! without the shim. Every mode gives the native output.
+
+use seedance_e2e::{artifacts, Finished, Run};
+use std::path::PathBuf;
+
+/// Two copies of the fake driver in their own directories (`a/`, `b/`).
+fn copies() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for d in ["a", "b"] {
+        let sub = dir.path().join(d);
+        std::fs::create_dir(&sub).unwrap();
+        let lib = sub.join("libcuda.so.1");
+        std::fs::copy(artifacts().fake_dir.join("libcuda.so.1"), &lib).unwrap();
+        paths.push(lib);
+    }
+    let b = paths.pop().unwrap();
+    let a = paths.pop().unwrap();
+    (dir, a, b)
+}
+
+fn in_every_mode(args: &[&str], env: &[(&str, String)], want: &str) -> Vec<Finished> {
+    let mut runs = Vec::new();
+    for mode in [None, Some("off"), Some("observe"), Some("fix")] {
+        let mut r = Run::new("reopen", mode.is_some()).args(args);
+        for (k, v) in env {
+            r = r.env(k, v);
+        }
+        if let Some(m) = mode {
+            r = r.env("SEEDANCE_MODE", m);
+        }
+        let f = r.finish();
+        assert_eq!(f.output.status.code(), Some(0), "{mode:?}: {}", f.stderr());
+        assert_eq!(f.stdout(), want, "{mode:?}: {}", f.stderr());
+        runs.push(f);
+    }
+    runs
+}
+
+fn dir_of(p: &std::path::Path) -> String {
+    p.parent().unwrap().display().to_string()
+}
+
+#[test]
+fn a_driver_closed_and_opened_again_from_elsewhere_is_the_one_called() {
+    let (_keep, a, b) = copies();
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    // A library that takes the range the first copy leaves (else the second copy can land
+    // at the very same address and stale pointers would still work).
+    let filler = artifacts().nvml_dir.join("libnvidia-ml.so.1");
+    let filler = filler.display().to_string();
+    // The second copy reports 3 devices, the first 2 (the harness default).
+    let env = [(
+        "FAKE_CUDA_DEVICE_COUNT_IN",
+        format!("{}=3", dir_of(std::path::Path::new(&b))),
+    )];
+    let want = "first: cuInit -> 0, cuDeviceGetCount -> 0, count 2\n\
+                second: cuInit -> 0, cuDeviceGetCount -> 0, count 3\n";
+    for how in ["reopen", "dlmopen"] {
+        let runs = in_every_mode(&[how, &a, &b, &filler], &env, want);
+        for r in &runs[2..] {
+            assert_eq!(r.summary_count("cuInit"), (2, 0), "{how}");
+            assert_eq!(r.summary_count("cuDeviceGetCount"), (2, 0), "{how}");
+        }
+    }
+}
+
+#[test]
+fn a_stub_then_the_real_driver_by_path_gets_the_real_answers() {
+    let (_keep, stub, real) = copies();
+    let env = [("FAKE_CUDA_STUB_IN", format!("{}=1", dir_of(&stub)))];
+    let want = "stub: cuInit -> 34\nreal: cuInit -> 0, cuDeviceGetCount -> 0, count 2\n";
+    let runs = in_every_mode(
+        &[
+            "fallback",
+            &stub.display().to_string(),
+            &real.display().to_string(),
+        ],
+        &env,
+        want,
+    );
+    for r in &runs[2..] {
+        let s = &r.events("exit_summary")[0]["functions"]["cuInit"];
+        assert_eq!(s["calls"], 2);
+        assert_eq!(s["errors_by_result"]["CUDA_ERROR_STUB_LIBRARY"], 1);
+    }
+}
+
+#[test]
+fn pseudo_handle_look_ups_find_the_driver_only_where_it_is() {
+    let (_keep, a, _) = copies();
+    let want = "no driver: RTLD_DEFAULT NULL (dlerror set), RTLD_NEXT NULL (dlerror set)\n\
+                RTLD_LOCAL driver: RTLD_DEFAULT NULL (dlerror set), RTLD_NEXT NULL (dlerror set)\n\
+                RTLD_GLOBAL driver: RTLD_DEFAULT found (dlerror clear), RTLD_NEXT found (dlerror clear)\n\
+                RTLD_GLOBAL driver: cuInit through RTLD_DEFAULT -> 0\n";
+    let runs = in_every_mode(&["pseudo", &a.display().to_string()], &[], want);
+    // Where the driver is global, observe and fix hand out the wrapper: the call is counted.
+    for r in &runs[2..] {
+        assert_eq!(r.summary_count("cuInit"), (1, 0));
+    }
+}
