@@ -95,6 +95,8 @@ pub struct RawConfig {
     pub validate: Option<String>,
     /// `SEEDANCE_LIFETIME`.
     pub lifetime: Option<String>,
+    /// `SEEDANCE_STRAY_CONTEXT`.
+    pub stray_context: Option<String>,
 }
 
 impl RawConfig {
@@ -115,6 +117,7 @@ impl RawConfig {
             metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
             validate: get("SEEDANCE_VALIDATE"),
             lifetime: get("SEEDANCE_LIFETIME"),
+            stray_context: get("SEEDANCE_STRAY_CONTEXT"),
         }
     }
 
@@ -160,6 +163,35 @@ pub struct Config {
     /// pending on each stream, to explain (and in `fix` mode prevent) destroy-before-sync,
     /// use after destroy and frees of memory that copies still use (default `true`).
     pub lifetime: bool,
+    /// What `fix` mode does with a primary-context retain of device 0 by a process that
+    /// works on exactly one other device and never used device 0
+    /// (`SEEDANCE_STRAY_CONTEXT`, default [`StrayRepair::Off`]: nothing; see
+    /// [`crate::stray`]).
+    pub stray_context: StrayRepair,
+}
+
+/// `SEEDANCE_STRAY_CONTEXT`: the opt-in repair of a stray primary context on device 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StrayRepair {
+    /// Report only (the default).
+    #[default]
+    Off,
+    /// Retain the working device's primary context instead (and send the matching
+    /// releases of device 0 there too).
+    Redirect,
+    /// Return `CUDA_ERROR_DEVICE_UNAVAILABLE` (46) without reaching the driver.
+    Refuse,
+}
+
+impl StrayRepair {
+    /// `off`, `redirect`, `refuse`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StrayRepair::Off => "off",
+            StrayRepair::Redirect => "redirect",
+            StrayRepair::Refuse => "refuse",
+        }
+    }
 }
 
 impl Default for Config {
@@ -178,6 +210,7 @@ impl Default for Config {
             metrics_interval_secs: 30,
             validate: Validate::Post,
             lifetime: true,
+            stray_context: StrayRepair::Off,
         }
     }
 }
@@ -265,6 +298,16 @@ impl Config {
                 Some(b) => cfg.lifetime = b,
                 None => warnings.push(format!(
                     "SEEDANCE_LIFETIME={l:?} is not a boolean (1/0, true/false, yes/no, on/off); using on"
+                )),
+            }
+        }
+        if let Some(v) = &raw.stray_context {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "off" | "0" | "" => cfg.stray_context = StrayRepair::Off,
+                "redirect" => cfg.stray_context = StrayRepair::Redirect,
+                "refuse" => cfg.stray_context = StrayRepair::Refuse,
+                _ => warnings.push(format!(
+                    "SEEDANCE_STRAY_CONTEXT={v:?} is not one of off, redirect, refuse; using off"
                 )),
             }
         }
@@ -451,6 +494,26 @@ mod tests {
             ]
         );
         assert_eq!(Validate::Pre.as_str(), "pre");
+    }
+
+    #[test]
+    fn stray_context_values() {
+        let parse = |v: &str| {
+            Config::from_raw(&RawConfig {
+                stray_context: Some(v.into()),
+                ..RawConfig::default()
+            })
+        };
+        assert_eq!(Config::default().stray_context, StrayRepair::Off);
+        assert_eq!(parse("redirect").0.stray_context, StrayRepair::Redirect);
+        assert_eq!(parse(" Refuse ").0.stray_context, StrayRepair::Refuse);
+        assert_eq!(parse("off").0.stray_context, StrayRepair::Off);
+        let (cfg, w) = parse("move");
+        assert_eq!(cfg.stray_context, StrayRepair::Off);
+        assert_eq!(
+            w,
+            ["SEEDANCE_STRAY_CONTEXT=\"move\" is not one of off, redirect, refuse; using off"]
+        );
     }
 
     #[test]

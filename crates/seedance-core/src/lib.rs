@@ -17,10 +17,11 @@ pub mod fallback;
 pub mod launch;
 pub mod lifetime;
 pub mod live;
+pub mod stray;
 pub mod tally;
 mod thread;
 pub mod work;
 
-pub use config::{Config, Mode, RawConfig, Validate};
+pub use config::{Config, Mode, RawConfig, StrayRepair, Validate};
 pub use counters::Counters;
 pub use tally::ErrorTally;
