@@ -238,3 +238,19 @@ pub fn free_memory(nvml: &'static Nvml, indices: Vec<u32>) -> Option<Vec<Option<
     })
     .ok()
 }
+
+/// The compute processes NVML lists on each NVML index in `indices`, as `(pid, used
+/// bytes)` (`None` for an index whose query failed); `None` for all when NVML was given up
+/// or did not answer in time.
+pub fn running_processes(
+    nvml: &'static Nvml,
+    indices: Vec<u32>,
+) -> Option<Vec<Option<Vec<(u32, Option<u64>)>>>> {
+    if indices.is_empty() {
+        return gave_up().is_none().then(Vec::new);
+    }
+    bounded(nvml.library(), None, move || {
+        indices.iter().map(|&i| nvml.running_processes(i)).collect()
+    })
+    .ok()
+}

@@ -182,6 +182,57 @@ pub fn explain_stray(f: &StrayFacts<'_>) -> String {
     s
 }
 
+/// A process NVML lists on a device (`nvmlDeviceGetComputeRunningProcesses`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder {
+    /// Process id, in the PID namespace of the host's driver.
+    pub pid: u32,
+    /// Used device memory, bytes, where NVML reports it.
+    pub used: Option<u64>,
+}
+
+/// The clause an out-of-memory explanation on `device` gains from NVML's process list
+/// (`holders`, `None` without NVML), leaving out this process (`me`): which other processes
+/// hold memory there and how much would be free without them. Empty when NVML lists no
+/// other process. Whether those processes work on another device is in their own traces,
+/// which the shim does not read (`seedance-analyze summary` joins them: stray contexts).
+pub fn explain_holders(device: i32, holders: Option<&[Holder]>, me: u32) -> String {
+    let Some(holders) = holders else {
+        return format!("; which other processes hold memory on device {device} is unknown (no NVML)");
+    };
+    let others: Vec<&Holder> = holders.iter().filter(|h| h.pid != me).collect();
+    if others.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = others
+        .iter()
+        .map(|h| match h.used {
+            Some(b) => format!("pid {} ({})", h.pid, short(b)),
+            None => format!("pid {} (memory not reported)", h.pid),
+        })
+        .collect();
+    let known: u64 = others.iter().filter_map(|h| h.used).sum();
+    let n = others.len();
+    let mut s = format!(
+        "; NVML lists {n} other process{} holding memory on device {device}: {}",
+        if n == 1 { "" } else { "es" },
+        list.join(", ")
+    );
+    if known > 0 {
+        let _ = write!(
+            s,
+            "; without {} {} more would be free",
+            if n == 1 { "it" } else { "them" },
+            short(known)
+        );
+    }
+    s.push_str(
+        " (whether they work on another device is in their own traces: seedance-analyze \
+         summary lists stray contexts per device)",
+    );
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,6 +272,45 @@ mod tests {
         let uses = [used(0, 0, 0), used(1, 0, 4096)];
         assert!(working_elsewhere(&uses, 0).is_empty());
         assert!(working_elsewhere(&uses, 1).is_empty());
+    }
+
+    #[test]
+    fn holders_clause_lists_the_others_and_what_they_hold() {
+        assert_eq!(
+            explain_holders(0, None, 1),
+            "; which other processes hold memory on device 0 is unknown (no NVML)"
+        );
+        let me_only = [Holder {
+            pid: 1,
+            used: Some(5),
+        }];
+        assert_eq!(explain_holders(0, Some(&me_only), 1), "");
+        assert_eq!(explain_holders(0, Some(&[]), 1), "");
+        let list = [
+            Holder {
+                pid: 1,
+                used: Some(5),
+            },
+            Holder {
+                pid: 5001,
+                used: Some(600 << 20),
+            },
+            Holder {
+                pid: 5002,
+                used: Some(1 << 30),
+            },
+            Holder {
+                pid: 5003,
+                used: None,
+            },
+        ];
+        assert_eq!(
+            explain_holders(0, Some(&list), 1),
+            "; NVML lists 3 other processes holding memory on device 0: pid 5001 (600.0 MiB), \
+             pid 5002 (1.0 GiB), pid 5003 (memory not reported); without them 1.6 GiB more would \
+             be free (whether they work on another device is in their own traces: \
+             seedance-analyze summary lists stray contexts per device)"
+        );
     }
 
     #[test]

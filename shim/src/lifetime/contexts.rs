@@ -131,6 +131,9 @@ fn release_ends(dev: CUdevice) -> Option<u64> {
 /// None beyond the C ABI.
 pub unsafe fn pre_primary_release(id: HookId, dev: CUdevice) -> Option<CUresult> {
     if on() {
+        if let Some(r) = cold(|| stray::redirected_release(id, dev)) {
+            return Some(r);
+        }
         cold(|| {
             if let Some(h) = release_ends(dev) {
                 before_end(id, EndKind::Released, h);
