@@ -36,4 +36,5 @@ mod process;
 mod rtld_next;
 mod secure;
 mod signals;
+mod stray;
 mod unused;
