@@ -424,11 +424,9 @@ fn handle(id: HookId, r: CUresult, req: &Request, message: Option<String>) -> bo
                 .collect()
         });
         if let Some(d) = device {
-            finding.explanation.push_str(&explain_holders(
-                d,
-                list.as_deref(),
-                std::process::id(),
-            ));
+            finding
+                .explanation
+                .push_str(&explain_holders(d, list.as_deref(), std::process::id()));
         }
         listed = p.clone();
     }

@@ -593,12 +593,12 @@ mod contexts;
 mod exit;
 mod launches;
 mod memory;
-mod streams;
 mod stray;
+mod streams;
 
 pub use contexts::*;
 pub use exit::*;
 pub use launches::*;
 pub use memory::*;
-pub use streams::*;
 pub use stray::{pre_primary_retain, stray_summary};
+pub use streams::*;

@@ -74,7 +74,12 @@ fn a_shutdown_that_retains_device_0_is_explained_at_exit_on_2_devices() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|u| (u["device"].as_i64().unwrap(), u["worked"].as_bool().unwrap()))
+        .map(|u| {
+            (
+                u["device"].as_i64().unwrap(),
+                u["worked"].as_bool().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(used, [(0, false), (1, true)]);
 }

@@ -20,7 +20,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// `newer_schema_records` (their known kinds and fields are still read). Deliberately not
 /// `seedance_trace::SCHEMA_VERSION`: the shim's version moves ahead when the schema grows,
 /// and this one only when the analyzer has learnt the new version.
-pub const KNOWN_SCHEMA_VERSION: u32 = 4;
+pub const KNOWN_SCHEMA_VERSION: u32 = 5;
 
 /// Result key of a `lifetime_fault` found before the call reached the driver.
 pub const NOT_CALLED: &str = "(not called)";
@@ -420,6 +420,8 @@ pub struct ProcessAgg {
     pub lifetime_repairs: BTreeMap<(String, String), u64>,
     /// `lifetime_fault` and `lifetime_repair` records in all.
     pub lifetime_events: u64,
+    /// `stray_context` records by device (schema 5; the first per device).
+    pub strays: BTreeMap<i32, crate::records::StrayInfo>,
 }
 
 impl ProcessAgg {
@@ -862,6 +864,15 @@ impl Aggregate {
                     || p.lifetime_repairs.len() < MAX_DEVICE_KEYS
                 {
                     *p.lifetime_repairs.entry(key).or_default() += 1;
+                }
+            }
+            Line::StrayContext(h, st) => {
+                self.counters.note_kind("stray_context", false);
+                let i = self.process(file, h.pid);
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                if p.strays.len() < MAX_DEVICE_KEYS {
+                    p.strays.entry(st.device).or_insert(*st);
                 }
             }
             Line::Unknown(h, kind) => {

@@ -198,7 +198,9 @@ pub struct Holder {
 /// which the shim does not read (`seedance-analyze summary` joins them: stray contexts).
 pub fn explain_holders(device: i32, holders: Option<&[Holder]>, me: u32) -> String {
     let Some(holders) = holders else {
-        return format!("; which other processes hold memory on device {device} is unknown (no NVML)");
+        return format!(
+            "; which other processes hold memory on device {device} is unknown (no NVML)"
+        );
     };
     let others: Vec<&Holder> = holders.iter().filter(|h| h.pid != me).collect();
     if others.is_empty() {
@@ -226,9 +228,12 @@ pub fn explain_holders(device: i32, holders: Option<&[Holder]>, me: u32) -> Stri
             short(known)
         );
     }
-    s.push_str(
-        " (whether they work on another device is in their own traces: seedance-analyze \
-         summary lists stray contexts per device)",
+    let _ = write!(
+        s,
+        " (whether {} on another device is in {} own traces: seedance-analyze summary lists \
+         stray contexts per device)",
+        if n == 1 { "it works" } else { "they work" },
+        if n == 1 { "its" } else { "their" }
     );
     s
 }

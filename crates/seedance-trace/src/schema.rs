@@ -91,8 +91,9 @@ pub struct StrayContext {
     pub device: i32,
     /// The call that made the context (`cuDevicePrimaryCtxRetain`, `cuCtxCreate_v2`, ...).
     pub function: String,
-    /// Kernel thread id of that call.
-    pub tid: u64,
+    /// Kernel thread id of that call (not `tid`: the envelope has that field, the thread
+    /// the record was written on).
+    pub creating_tid: u64,
     /// `context_end` (found when the context ended), `exit` (found at exit), `redirected`
     /// or `refused` (the opt-in repair, `SEEDANCE_STRAY_CONTEXT`).
     pub decided: String,
@@ -641,7 +642,7 @@ mod tests {
         let stray = Event::StrayContext(StrayContext {
             device: 0,
             function: "cuDevicePrimaryCtxRetain".into(),
-            tid: 5,
+            creating_tid: 5,
             decided: "exit".into(),
             redirected_to: None,
             there: there.clone(),
@@ -655,7 +656,10 @@ mod tests {
             explanation: "stray context on device 0: ...".into(),
         });
         let line = serde_json::to_string(&stray).unwrap();
-        assert!(line.starts_with(r#"{"event":"stray_context","device":0,"#), "{line}");
+        assert!(
+            line.starts_with(r#"{"event":"stray_context","device":0,"#),
+            "{line}"
+        );
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), stray);
         let old: Event = serde_json::from_str(
             r#"{"event":"exit_summary","duration_ns":1,"functions":{},"dropped_records":0}"#,

@@ -191,7 +191,7 @@ fn report(uses: &[DeviceUse], device: i32, decided: &str, redirected_to: Option<
     let event = StrayContext {
         device,
         function: function.to_string(),
-        tid,
+        creating_tid: tid,
         decided: decided.to_string(),
         redirected_to,
         there: trace_use(&there, bytes),
@@ -266,7 +266,11 @@ pub fn stray_summary() -> (Vec<TraceUse>, Vec<StrayContext>) {
 ///
 /// # Safety
 /// `pctx` is null or valid for one write (the driver's contract).
-pub unsafe fn pre_primary_retain(id: HookId, pctx: *mut CUcontext, dev: CUdevice) -> Option<CUresult> {
+pub unsafe fn pre_primary_retain(
+    id: HookId,
+    pctx: *mut CUcontext,
+    dev: CUdevice,
+) -> Option<CUresult> {
     let cfg = session::config();
     if cfg.stray_context == StrayRepair::Off || cfg.mode != Mode::Fix || !on() {
         return None;
