@@ -24,6 +24,22 @@ static REPORTED: Mutex<BTreeMap<i32, StrayContext>> = Mutex::new(BTreeMap::new()
 static REDIRECTED: Mutex<Option<(i32, u64)>> = Mutex::new(None);
 /// The final per-device figures, computed at exit.
 static FINAL: Mutex<Vec<TraceUse>> = Mutex::new(Vec::new());
+/// Devices (ordinals 0 to 63) the process ever made a context on, one bit each: a context
+/// end on a process's only device costs one load.
+static DEVICES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Notes a context made on `device` (from the context hooks).
+pub(super) fn note_context(device: Option<i32>) {
+    if let Some(d) = device.filter(|d| (0..64).contains(d)) {
+        DEVICES.fetch_or(1 << d, Ordering::Relaxed);
+    }
+}
+
+/// Whether the process made contexts on more than one device (ordinals above 63 count as
+/// "maybe").
+fn several_devices(device: i32) -> bool {
+    !(0..64).contains(&device) || DEVICES.load(Ordering::Relaxed) & !(1u64 << device) != 0
+}
 
 /// What the process did on each device it made a context on or allocated on, by device.
 fn usage() -> Vec<DeviceUse> {
@@ -214,7 +230,7 @@ fn report(uses: &[DeviceUse], device: i32, decided: &str, redirected_to: Option<
 /// when another device is already worked on; otherwise decided at exit.
 pub(super) fn at_context_end(device: Option<i32>) {
     let Some(device) = device else { return };
-    if REPORTED.lock().contains_key(&device) {
+    if !several_devices(device) || REPORTED.lock().contains_key(&device) {
         return;
     }
     let uses = usage();
