@@ -422,6 +422,9 @@ pub struct ProcessAgg {
     pub lifetime_events: u64,
     /// `stray_context` records by device (schema 5; the first per device).
     pub strays: BTreeMap<i32, crate::records::StrayInfo>,
+    /// Devices where an allocation failed for lack of memory, with the other processes'
+    /// pids NVML listed there at the failures (schema 5: `processes_on_device`).
+    pub oom_devices: BTreeMap<i32, BTreeSet<u32>>,
 }
 
 impl ProcessAgg {
@@ -930,6 +933,17 @@ impl Aggregate {
     }
 
     fn alloc_fault(&mut self, i: usize, h: &Head, f: AllocFaultInfo) {
+        if let (Some(d), "out_of_memory") = (f.device, f.check.as_str()) {
+            let p = &mut self.processes[i];
+            if p.oom_devices.contains_key(&d) || p.oom_devices.len() < MAX_DEVICE_KEYS {
+                let pids = p.oom_devices.entry(d).or_default();
+                for q in f.processes_on_device.iter().flatten() {
+                    if !q.this_process && pids.len() < MAX_DEVICE_KEYS {
+                        pids.insert(q.pid);
+                    }
+                }
+            }
+        }
         let key = (ExplainedKind::Alloc, f.function, f.check, f.result);
         let Some(e) = self.explained_entry(i, h, key, f.result_name) else {
             return;

@@ -288,6 +288,22 @@ pub struct AllocFaultInfo {
     /// The driver's own message for the failure, when it logged one.
     #[serde(default)]
     pub driver_message: Option<String>,
+    /// The processes NVML listed on the device (schema 5); `None` when unknown.
+    #[serde(default, deserialize_with = "lenient")]
+    pub processes_on_device: Option<Vec<DeviceProcessInfo>>,
+}
+
+/// A process NVML listed on a device at an out-of-memory failure (schema 5, see
+/// `seedance_trace::DeviceProcess`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct DeviceProcessInfo {
+    /// Pid as NVML reports it (the host's).
+    pub pid: u32,
+    /// Used memory, bytes, when NVML reports it.
+    pub used_bytes: Option<u64>,
+    /// The failing process itself.
+    pub this_process: bool,
 }
 
 /// A device with room for a failed allocation (see `seedance_trace::DeviceRoom`).

@@ -54,6 +54,12 @@ pub struct DeviceContexts {
     pub stray_bytes_unknown: u64,
     /// The stray processes, most memory first, then file and pid.
     pub stray_processes: Vec<StrayProcess>,
+    /// Processes of the host whose allocation on this device failed for lack of memory.
+    pub out_of_memory_processes: u64,
+    /// Pids of stray processes here that NVML listed on the device at those failures
+    /// (NVML's pids are the host's: they match the traces' when the processes share a PID
+    /// namespace), ascending.
+    pub stray_pids_at_out_of_memory: Vec<u32>,
 }
 
 /// The `device_contexts` section: devices with at least one stray context, most stray
@@ -101,6 +107,19 @@ pub(crate) fn device_contexts(procs: &[Proc]) -> Vec<DeviceContexts> {
             });
         }
     }
+    for p in procs {
+        let host = host_label(&p.hostname());
+        for (dev, pids) in &p.agg.oom_devices {
+            if let Some(d) = by.get_mut(&(host.clone(), *dev)) {
+                d.out_of_memory_processes += 1;
+                for s in &d.stray_processes {
+                    if pids.contains(&s.pid) && !d.stray_pids_at_out_of_memory.contains(&s.pid) {
+                        d.stray_pids_at_out_of_memory.push(s.pid);
+                    }
+                }
+            }
+        }
+    }
     let mut out: Vec<DeviceContexts> = by.into_values().filter(|d| d.stray > 0).collect();
     for d in &mut out {
         d.stray_processes.sort_by(|a, b| {
@@ -144,6 +163,8 @@ fn entry<'m>(
             stray_bytes: 0,
             stray_bytes_unknown: 0,
             stray_processes: Vec::new(),
+            out_of_memory_processes: 0,
+            stray_pids_at_out_of_memory: Vec::new(),
         })
 }
 
@@ -191,7 +212,31 @@ pub(crate) fn stray_problems(procs: &[Proc], devices: &[DeviceContexts], out: &m
                     .join(", "),
                 memory_words(d.stray_bytes, d.stray_bytes_unknown, d.stray)
             ));
+            if d.out_of_memory_processes > 0 {
+                let mut pids = d.stray_pids_at_out_of_memory.clone();
+                pids.sort_unstable();
+                context.push(format!(
+                    "an allocation on device {device} of {} failed for lack of memory in {} {}; \
+                     NVML listed {} of the stray processes there at the failure{}",
+                    host_label(&d.hostname),
+                    d.out_of_memory_processes,
+                    plural(d.out_of_memory_processes, "process", "processes"),
+                    pids.len(),
+                    if pids.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (pid {})",
+                            pids.iter()
+                                .map(|p| p.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ));
+            }
         }
+        let oom = ds.iter().any(|d| d.out_of_memory_processes > 0);
         for p in procs {
             for st in strays_of(p).into_iter().filter(|s| s.device == device) {
                 *explanations.entry(st.explanation.clone()).or_default() += 1;
@@ -202,7 +247,11 @@ pub(crate) fn stray_problems(procs: &[Proc], devices: &[DeviceContexts], out: &m
         out.push(Problem {
             rank: 0,
             kind: ProblemKind::StrayContext,
-            severity: Severity::Warning,
+            severity: if oom {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
             title: format!(
                 "stray contexts on device {device}: {} that work on other devices made a \
                  context there ({})",

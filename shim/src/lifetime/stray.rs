@@ -25,7 +25,7 @@ static REDIRECTED: Mutex<Option<(i32, u64)>> = Mutex::new(None);
 /// The final per-device figures, computed at exit.
 static FINAL: Mutex<Vec<TraceUse>> = Mutex::new(Vec::new());
 /// Devices (ordinals 0 to 63) the process ever made a context on, one bit each: a context
-/// end on a process's only device costs one load.
+/// end on a process's only device is not judged (only its memory noted).
 static DEVICES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Notes a context made on `device` (from the context hooks).
@@ -41,10 +41,24 @@ fn several_devices(device: i32) -> bool {
     !(0..64).contains(&device) || DEVICES.load(Ordering::Relaxed) & !(1u64 << device) != 0
 }
 
+/// Keeps the largest live device memory seen per device (memory freed with an ended
+/// context still counts at exit). One `cuPointerGetAttribute` per live allocation, at most
+/// 4096.
+fn note_peak() {
+    let live = alloc::live_by_device();
+    let mut peak = PEAK.lock();
+    for (&d, &(n, b)) in &live {
+        let p = peak.entry(d).or_default();
+        if b > p.1 {
+            *p = (n, b);
+        }
+    }
+}
+
 /// What the process did on each device it made a context on or allocated on, by device.
 fn usage() -> Vec<DeviceUse> {
+    note_peak();
     let shards = work::shards();
-    let live = alloc::live_by_device();
     let mut by: BTreeMap<i32, DeviceUse> = BTreeMap::new();
     let t = TRACKER.lock();
     let mut id = 0u32;
@@ -77,14 +91,7 @@ fn usage() -> Vec<DeviceUse> {
         }
     }
     drop(t);
-    let mut peak = PEAK.lock();
-    for (&d, &(n, b)) in &live {
-        let p = peak.entry(d).or_default();
-        if b > p.1 {
-            *p = (n, b);
-        }
-    }
-    for (&d, &(n, b)) in peak.iter() {
+    for (&d, &(n, b)) in PEAK.lock().iter() {
         let u = by.entry(d).or_insert(DeviceUse {
             device: d,
             ..DeviceUse::default()
@@ -231,6 +238,8 @@ fn report(uses: &[DeviceUse], device: i32, decided: &str, redirected_to: Option<
 pub(super) fn at_context_end(device: Option<i32>) {
     let Some(device) = device else { return };
     if !several_devices(device) || REPORTED.lock().contains_key(&device) {
+        // Still remembered for the exit summary's figures: the memory dies with the context.
+        note_peak();
         return;
     }
     let uses = usage();

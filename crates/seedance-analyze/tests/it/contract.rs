@@ -38,6 +38,8 @@ struct DeviceContexts {
     stray_bytes: u64,
     stray_bytes_unknown: u64,
     stray_processes: Vec<StrayProcess>,
+    out_of_memory_processes: u64,
+    stray_pids_at_out_of_memory: Vec<u32>,
 }
 
 #[derive(Deserialize)]
@@ -627,8 +629,14 @@ fn v5_report_values_through_the_contract_types() {
         .filter(|p| p.kind == Kind::StrayContext)
         .collect();
     assert_eq!(p.len(), 1);
+    assert_eq!(d.out_of_memory_processes, 1);
+    let mut strays: Vec<u32> = d.stray_processes[..2].iter().map(|s| s.pid).collect();
+    strays.sort_unstable();
+    assert_eq!(d.stray_pids_at_out_of_memory, strays);
     assert_eq!(p[0].key, "stray_context/0");
-    assert_eq!(p[0].severity, Severity::Warning);
+    // An allocation failed on the device they crowd: an error, ranked first.
+    assert_eq!(p[0].severity, Severity::Error);
+    assert_eq!(p[0].rank, 1);
     assert_eq!((p[0].count, p[0].processes), (3, 3));
     assert_eq!(p[0].requested_ordinal, Some(0));
     assert_eq!(p[0].explanations.len(), 3);
