@@ -27,6 +27,7 @@ use seedance_core::alloc::{
     OomFacts, OtherDevice,
 };
 use seedance_core::live::LiveTable;
+use seedance_core::stray::{explain_holders, Holder};
 use seedance_core::Validate;
 use seedance_cuda::{
     CUdevice, CUdeviceptr, CUmemAllocationProp, CUmemGenericAllocationHandle, CUresult, CUstream,
@@ -92,10 +93,32 @@ fn total_mem(dev: CUdevice) -> Option<u64> {
 
 /// NVML, opened at the first explanation that needs it; `None` without NVML, or when it
 /// did not answer in time ([`crate::nvml`]).
-fn nvml() -> Option<&'static Nvml> {
+pub fn nvml() -> Option<&'static Nvml> {
     static NVML: OnceCell<Option<Nvml>> = OnceCell::new();
     // dlopen waits for the loader's lock: opened outside the cell's initialiser.
     crate::real::once_outside_loader_lock(&NVML, crate::nvml::open).as_ref()
+}
+
+/// What this process holds on each device now: `device -> (allocations, bytes)`, from the
+/// tracked live addresses (device asked of the driver, at most 4096) and `cuMemCreate`
+/// handles. Cold: a driver query per address.
+pub fn live_by_device() -> std::collections::BTreeMap<i32, (u64, u64)> {
+    let mut out: std::collections::BTreeMap<i32, (u64, u64)> = std::collections::BTreeMap::new();
+    for e in POINTERS.entries().into_iter().take(MAX_ATTRIBUTED) {
+        if let Ok(d) = query::pointer_device(e.key) {
+            let g = out.entry(d).or_default();
+            g.0 += 1;
+            g.1 += e.bytes;
+        }
+    }
+    for e in HANDLES.entries() {
+        if let Some(d) = e.device {
+            let g = out.entry(i32::from(d)).or_default();
+            g.0 += 1;
+            g.1 += e.bytes;
+        }
+    }
+    out
 }
 
 /// One allocation request as the program made it.
@@ -191,6 +214,30 @@ fn others(device: Option<i32>) -> Option<Vec<OtherDevice>> {
     Some(out)
 }
 
+/// The compute processes NVML lists on CUDA ordinal `device`, with their used memory;
+/// `None` without NVML (or when it failed or did not answer in time).
+fn holders(device: i32) -> Option<Vec<seedance_trace::DeviceProcess>> {
+    let nvml = nvml()?;
+    let index = topo::get()
+        .devices
+        .iter()
+        .find(|d| d.ordinal == device)
+        .and_then(|d| d.nvml_index)?;
+    let me = std::process::id();
+    let list = crate::nvml::running_processes(nvml, vec![index])?
+        .pop()
+        .flatten()?;
+    Some(
+        list.into_iter()
+            .map(|(pid, used)| seedance_trace::DeviceProcess {
+                pid,
+                used_bytes: used,
+                this_process: pid == me,
+            })
+            .collect(),
+    )
+}
+
 /// `MemAvailable` and `MemTotal` from `/proc/meminfo`, bytes.
 fn host_memory() -> (Option<u64>, Option<u64>) {
     let Ok(text) = std::fs::read_to_string("/proc/meminfo") else {
@@ -219,6 +266,7 @@ struct Facts {
     total: Option<u64>,
     live: Option<LiveOnDevice>,
     room: Option<Vec<OtherDevice>>,
+    processes: Option<Vec<seedance_trace::DeviceProcess>>,
 }
 
 fn report(
@@ -267,6 +315,7 @@ fn report(
                 .collect()
         }),
         refused_before_driver: refused,
+        processes_on_device: facts.processes,
         explanation: finding.explanation.clone(),
         driver_message,
     }));
@@ -365,13 +414,32 @@ fn handle(id: HookId, r: CUresult, req: &Request, message: Option<String>) -> bo
         live,
         others: room,
     };
-    let finding = explain_oom(&facts);
+    let mut finding = explain_oom(&facts);
+    let processes = device.filter(|_| req.kind != AllocKind::Host).map(holders);
+    let mut listed = None;
+    if let Some(p) = &processes {
+        let list: Option<Vec<Holder>> = p.as_ref().map(|v| {
+            v.iter()
+                .map(|p| Holder {
+                    pid: p.pid,
+                    used: p.used_bytes,
+                })
+                .collect()
+        });
+        if let Some(d) = device {
+            finding
+                .explanation
+                .push_str(&explain_holders(d, list.as_deref(), std::process::id()));
+        }
+        listed = p.clone();
+    }
     let facts = Facts {
         device,
         free,
         total,
         live,
         room: facts.with_room(),
+        processes: listed,
     };
     report(id, r, req, &finding, facts, false, message);
     true

@@ -226,7 +226,7 @@ hook_table! {
         cuCtxCreate_v4 / "cuCtxCreate" (pctx: *mut CUcontext, ctxCreateParams: *mut CUctxCreateParams, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v4);
         cuCtxDestroy / "cuCtxDestroy" (ctx: CUcontext) pre(lifetime::pre_ctx_destroy) fault(lifetime::fault_ctx) ok(lifetime::ok_ctx_destroy);
         cuCtxDestroy_v2 / "cuCtxDestroy" (ctx: CUcontext) pre(lifetime::pre_ctx_destroy) fault(lifetime::fault_ctx) ok(lifetime::ok_ctx_destroy);
-        cuDevicePrimaryCtxRetain / "cuDevicePrimaryCtxRetain" (pctx: *mut CUcontext, dev: CUdevice) device dev: Handle ok(lifetime::ok_primary_retain);
+        cuDevicePrimaryCtxRetain / "cuDevicePrimaryCtxRetain" (pctx: *mut CUcontext, dev: CUdevice) device dev: Handle pre(lifetime::pre_primary_retain) ok(lifetime::ok_primary_retain);
         cuDevicePrimaryCtxRelease / "cuDevicePrimaryCtxRelease" (dev: CUdevice) pre(lifetime::pre_primary_release) ok(lifetime::ok_primary_release);
         cuDevicePrimaryCtxRelease_v2 / "cuDevicePrimaryCtxRelease" (dev: CUdevice) pre(lifetime::pre_primary_release) ok(lifetime::ok_primary_release);
         cuDevicePrimaryCtxReset / "cuDevicePrimaryCtxReset" (dev: CUdevice) pre(lifetime::pre_primary_reset) ok(lifetime::ok_primary_reset);

@@ -31,7 +31,7 @@
 //! summary's `repairs`.
 
 use crate::hooks::HookId;
-use crate::{alloc, platform, query, session};
+use crate::{alloc, platform, query, session, topo};
 use libc::{c_int, c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
@@ -371,6 +371,7 @@ fn before_end(id: HookId, how: EndKind, handle: u64) {
     let Some(ctx) = TRACKER.lock().live_context(handle).cloned() else {
         return;
     };
+    stray::at_context_end(ctx.device);
     let running = running_in_context(ctx.id);
     if running.is_empty() {
         return;
@@ -641,10 +642,12 @@ mod contexts;
 mod exit;
 mod launches;
 mod memory;
+mod stray;
 mod streams;
 
 pub use contexts::*;
 pub use exit::*;
 pub use launches::*;
 pub use memory::*;
+pub use stray::{pre_primary_retain, stray_summary};
 pub use streams::*;

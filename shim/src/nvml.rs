@@ -238,3 +238,20 @@ pub fn free_memory(nvml: &'static Nvml, indices: Vec<u32>) -> Option<Vec<Option<
     })
     .ok()
 }
+
+/// NVML's compute processes on one device: `(pid, used bytes)` each, `None` for an index
+/// whose query failed.
+pub type Processes = Option<Vec<(u32, Option<u64>)>>;
+
+/// The compute processes NVML lists on each NVML index in `indices`, as `(pid, used
+/// bytes)` (`None` for an index whose query failed); `None` for all when NVML was given up
+/// or did not answer in time.
+pub fn running_processes(nvml: &'static Nvml, indices: Vec<u32>) -> Option<Vec<Processes>> {
+    if indices.is_empty() {
+        return gave_up().is_none().then(Vec::new);
+    }
+    bounded(nvml.library(), None, move || {
+        indices.iter().map(|&i| nvml.running_processes(i)).collect()
+    })
+    .ok()
+}

@@ -397,6 +397,34 @@ pub fn device_handle(ordinal: i32) -> Option<CUdevice> {
     unsafe { f(&mut d, ordinal) }.is_success().then_some(d)
 }
 
+/// `cuDevicePrimaryCtxRetain(pctx, dev)` on the real driver, uncounted; `None` when the
+/// driver lacks it.
+pub fn primary_retain(pctx: *mut seedance_cuda::CUcontext, dev: CUdevice) -> Option<CUresult> {
+    type F = unsafe extern "C" fn(*mut seedance_cuda::CUcontext, CUdevice) -> CUresult;
+    let p = slots::cuDevicePrimaryCtxRetain.get();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the slot holds the driver's cuDevicePrimaryCtxRetain.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: pctx is the program's own out-pointer, under the same contract.
+    Some(unsafe { f(pctx, dev) })
+}
+
+/// `cuDevicePrimaryCtxRelease_v2(dev)` on the real driver, uncounted; `None` when the
+/// driver lacks it.
+pub fn primary_release(dev: CUdevice) -> Option<CUresult> {
+    type F = unsafe extern "C" fn(CUdevice) -> CUresult;
+    let p = slots::cuDevicePrimaryCtxRelease_v2.get();
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the slot holds the driver's cuDevicePrimaryCtxRelease_v2.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: no pointer argument.
+    Some(unsafe { f(dev) })
+}
+
 /// The ordinal of a `CUdevice` handle: the ordinal whose `cuDeviceGet` returns it. On every
 /// driver we know the handle equals the ordinal; this does not rely on it.
 pub fn ordinal_of(handle: CUdevice) -> Option<i32> {

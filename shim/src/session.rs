@@ -599,6 +599,7 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
         summary.unsynchronized_streams = r.unsynchronized_streams.clone();
         summary.calls_after_deinit = r.calls_after_deinit.clone();
     }
+    (summary.device_use, summary.stray_contexts) = crate::lifetime::stray_summary();
     summary
 }
 

@@ -42,4 +42,5 @@ mod reopen;
 mod rtld_next;
 mod secure;
 mod signals;
+mod stray;
 mod unused;

@@ -15,6 +15,7 @@
 //! | `FAKE_CUDA_ATTR_75` / `_76` | compute capability major / minor | 9 / 0 |
 //! | `FAKE_NVML_ABSENT` | `1`/`true`/`yes`/`on`: `nvmlInit*` fails with `NVML_ERROR_DRIVER_NOT_LOADED` | off |
 //! | `FAKE_NVML_INIT_DELAY_MS` | milliseconds every `nvmlInit_v2`/`nvmlInitWithFlags` sleeps before it answers, holding the library's lock (every other NVML call waits for it): a wedged driver; read at each init call | 0 |
+//! | `FAKE_NVML_PROCESSES` | compute processes to list, a comma list of `p:pid:bytes` (physical index, pid or `self` for the calling process, used memory in bytes); added after a busy device's process | none |
 //! | `FAKE_NVML_QUERY_DELAY_MS` | milliseconds every per-device query (`nvmlDeviceGet*` on a handle: index, name, UUID, PCI info, memory, compute mode, processes, compute capability) sleeps, holding the lock; read at the init that starts the library | 0 |
 //!
 //! The same parsing rules as `fake-cuda` (the comma-list parsing is shared with it, in
@@ -56,6 +57,9 @@ pub struct Gpu {
     pub pci_device: u32,
     /// CUDA compute capability `(major, minor)`.
     pub compute_capability: (i32, i32),
+    /// `FAKE_NVML_PROCESSES` entries for this device: (pid, `None` for the calling process;
+    /// used bytes).
+    pub processes: Vec<(Option<u32>, u64)>,
 }
 
 impl Gpu {
@@ -145,7 +149,9 @@ pub struct Host {
 impl Host {
     /// Reads the process environment and prints any warnings on stderr.
     pub fn from_env() -> Host {
-        let host = Host::from_vars(&env::vars(|k| k.starts_with("FAKE_CUDA_")));
+        let host = Host::from_vars(&env::vars(|k| {
+            k.starts_with("FAKE_CUDA_") || k == "FAKE_NVML_PROCESSES"
+        }));
         env::print_warnings(&host.warnings);
         host
     }
@@ -201,10 +207,24 @@ impl Host {
                     pci_bus: buses[i].unwrap_or(0x10 + p as i32) as u32,
                     pci_device: slots[i].unwrap_or(0) as u32,
                     compute_capability: (majors[i].unwrap_or(9), minors[i].unwrap_or(0)),
+                    processes: Vec::new(),
                 }
             })
             .collect();
-        Host { gpus, warnings }
+        let mut host = Host { gpus, warnings };
+        if let Some(raw) = get("FAKE_NVML_PROCESSES") {
+            match parse_processes(raw) {
+                Some(list) => {
+                    for (p, pid, bytes) in list {
+                        if let Some(g) = host.gpus.get_mut(p as usize) {
+                            g.processes.push((pid, bytes));
+                        }
+                    }
+                }
+                None => host.warnings.push(bad("FAKE_NVML_PROCESSES", raw)),
+            }
+        }
+        host
     }
 }
 
@@ -222,6 +242,25 @@ pub fn delay_ms(name: &str, raw: Option<&str>) -> (std::time::Duration, Option<S
 /// (case-insensitive).
 pub fn flag_enabled(raw: Option<&str>) -> bool {
     env::flag_enabled(raw)
+}
+
+/// `FAKE_NVML_PROCESSES`: `p:pid:bytes` entries (pid `self` = `None`); empty entries
+/// skipped; `None` when any entry does not parse.
+fn parse_processes(raw: &str) -> Option<Vec<(u32, Option<u32>, u64)>> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let mut it = e.split(':').map(str::trim);
+            let p = it.next()?.parse::<u32>().ok()?;
+            let pid = match it.next()? {
+                "self" => None,
+                n => Some(n.parse::<u32>().ok()?),
+            };
+            let bytes = it.next()?.parse::<u64>().ok()?;
+            it.next().is_none().then_some((p, pid, bytes))
+        })
+        .collect()
 }
 
 /// The name that prefixes this fake's messages.
@@ -262,12 +301,27 @@ mod tests {
                 pci_bus: 0x10,
                 pci_device: 0,
                 compute_capability: (9, 0),
+                processes: vec![],
             }]
         );
         let g = &h.gpus[0];
         assert_eq!(g.uuid(), "GPU-face5eed-0000-4000-8000-000000000000");
         assert_eq!(g.bus_id(), "00000000:10:00.0");
         assert_eq!(g.bus_id_legacy(), "0000:10:00.0");
+    }
+
+    #[test]
+    fn scripted_processes() {
+        let h = host(&[
+            ("FAKE_CUDA_DEVICE_COUNT", "2"),
+            ("FAKE_NVML_PROCESSES", "0:self:100, 0:5001:200,,1:7:3,9:1:1"),
+        ]);
+        assert!(h.warnings.is_empty(), "{:?}", h.warnings);
+        assert_eq!(h.gpus[0].processes, vec![(None, 100), (Some(5001), 200)]);
+        assert_eq!(h.gpus[1].processes, vec![(Some(7), 3)]);
+        let h = host(&[("FAKE_NVML_PROCESSES", "0:x:1")]);
+        assert_eq!(h.warnings.len(), 1, "{:?}", h.warnings);
+        assert!(h.gpus[0].processes.is_empty());
     }
 
     #[test]

@@ -579,16 +579,23 @@ unsafe fn running_processes(
         },
         |g| {
             let capacity = asked.ok_or(ret::INVALID_ARGUMENT)?;
-            let procs: &[nvmlProcessInfo_t] = if g.busy {
-                &[nvmlProcessInfo_t {
+            let mut procs: Vec<nvmlProcessInfo_t> = Vec::new();
+            if g.busy {
+                procs.push(nvmlProcessInfo_t {
                     pid: BUSY_PID,
                     usedGpuMemory: BUSY_USED_MEM,
                     gpuInstanceId: NO_INSTANCE,
                     computeInstanceId: NO_INSTANCE,
-                }]
-            } else {
-                &[]
-            };
+                });
+            }
+            for &(pid, used) in &g.processes {
+                procs.push(nvmlProcessInfo_t {
+                    pid: pid.unwrap_or_else(std::process::id),
+                    usedGpuMemory: used,
+                    gpuInstanceId: NO_INSTANCE,
+                    computeInstanceId: NO_INSTANCE,
+                });
+            }
             let n = procs.len() as c_uint;
             if capacity < n {
                 // SAFETY: non-null (checked above), caller contract.
@@ -611,7 +618,7 @@ unsafe fn running_processes(
 
 /// `nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned
 /// int *infoCount, nvmlProcessInfo_t *infos)`: a busy device has one process (pid 4242,
-/// 1 GiB), others none; see [`running_processes`] for the count protocol.
+/// 1 GiB), then the `FAKE_NVML_PROCESSES` entries of the device; see [`running_processes`] for the count protocol.
 ///
 /// # Safety
 ///

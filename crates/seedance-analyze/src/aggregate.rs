@@ -420,6 +420,11 @@ pub struct ProcessAgg {
     pub lifetime_repairs: BTreeMap<(String, String), u64>,
     /// `lifetime_fault` and `lifetime_repair` records in all.
     pub lifetime_events: u64,
+    /// `stray_context` records by device (schema 5; the first per device).
+    pub strays: BTreeMap<i32, crate::records::StrayInfo>,
+    /// Devices where an allocation failed for lack of memory, with the other processes'
+    /// pids NVML listed there at the failures (schema 5: `processes_on_device`).
+    pub oom_devices: BTreeMap<i32, BTreeSet<u32>>,
 }
 
 impl ProcessAgg {
@@ -864,6 +869,15 @@ impl Aggregate {
                     *p.lifetime_repairs.entry(key).or_default() += 1;
                 }
             }
+            Line::StrayContext(h, st) => {
+                self.counters.note_kind("stray_context", false);
+                let i = self.process(file, h.pid);
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                if p.strays.len() < MAX_DEVICE_KEYS {
+                    p.strays.entry(st.device).or_insert(*st);
+                }
+            }
             Line::Unknown(h, kind) => {
                 self.counters.note_kind(&kind, true);
                 let i = self.process(file, h.pid);
@@ -919,6 +933,17 @@ impl Aggregate {
     }
 
     fn alloc_fault(&mut self, i: usize, h: &Head, f: AllocFaultInfo) {
+        if let (Some(d), "out_of_memory") = (f.device, f.check.as_str()) {
+            let p = &mut self.processes[i];
+            if p.oom_devices.contains_key(&d) || p.oom_devices.len() < MAX_DEVICE_KEYS {
+                let pids = p.oom_devices.entry(d).or_default();
+                for q in f.processes_on_device.iter().flatten() {
+                    if !q.this_process && pids.len() < MAX_DEVICE_KEYS {
+                        pids.insert(q.pid);
+                    }
+                }
+            }
+        }
         let key = (ExplainedKind::Alloc, f.function, f.check, f.result);
         let Some(e) = self.explained_entry(i, h, key, f.result_name) else {
             return;

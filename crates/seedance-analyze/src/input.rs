@@ -20,7 +20,7 @@
 use crate::aggregate::{Aggregate, FileState};
 use crate::records::{
     AllocFaultInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, LaunchFaultInfo,
-    LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo,
+    LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo, StrayInfo,
 };
 use crate::Error;
 use flate2::read::MultiGzDecoder;
@@ -178,6 +178,8 @@ pub enum Line<'a> {
     LifetimeFault(Head, Box<LifetimeFaultInfo>),
     /// A `lifetime_repair` record (schema 4).
     LifetimeRepair(Head, Box<LifetimeRepairInfo>),
+    /// A `stray_context` record (schema 5).
+    StrayContext(Head, Box<StrayInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -196,6 +198,7 @@ impl Line<'_> {
             | Line::AllocFault(h, _)
             | Line::LifetimeFault(h, _)
             | Line::LifetimeRepair(h, _)
+            | Line::StrayContext(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -219,7 +222,7 @@ fn head_of(
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 9] = [
+pub const KNOWN_KINDS: [&str; 10] = [
     "session_start",
     "call_failed",
     "exit_summary",
@@ -229,6 +232,7 @@ pub const KNOWN_KINDS: [&str; 9] = [
     "alloc_fault",
     "lifetime_fault",
     "lifetime_repair",
+    "stray_context",
 ];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
@@ -374,6 +378,10 @@ fn classify<'a>(
         "lifetime_repair" => match serde_json::from_slice::<LifetimeRepairInfo>(line) {
             Ok(s) => Line::LifetimeRepair(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "lifetime_repair"),
+        },
+        "stray_context" => match serde_json::from_slice::<StrayInfo>(line) {
+            Ok(s) => Line::StrayContext(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "stray_context"),
         },
         _ => Line::Unknown(head, kind),
     }

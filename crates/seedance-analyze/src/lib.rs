@@ -37,6 +37,7 @@ pub mod render_html;
 pub mod render_json;
 pub mod render_text;
 pub mod report;
+pub mod stray;
 
 pub use aggregate::Aggregate;
 pub use input::{analyze_paths, Options};

@@ -288,6 +288,22 @@ pub struct AllocFaultInfo {
     /// The driver's own message for the failure, when it logged one.
     #[serde(default)]
     pub driver_message: Option<String>,
+    /// The processes NVML listed on the device (schema 5); `None` when unknown.
+    #[serde(default, deserialize_with = "lenient")]
+    pub processes_on_device: Option<Vec<DeviceProcessInfo>>,
+}
+
+/// A process NVML listed on a device at an out-of-memory failure (schema 5, see
+/// `seedance_trace::DeviceProcess`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct DeviceProcessInfo {
+    /// Pid as NVML reports it (the host's).
+    pub pid: u32,
+    /// Used memory, bytes, when NVML reports it.
+    pub used_bytes: Option<u64>,
+    /// The failing process itself.
+    pub this_process: bool,
 }
 
 /// A device with room for a failed allocation (see `seedance_trace::DeviceRoom`).
@@ -342,6 +358,54 @@ pub struct ExitInfo {
     /// Calls that got `CUDA_ERROR_DEINITIALIZED`, by function (schema 4).
     #[serde(deserialize_with = "lenient_map")]
     pub calls_after_deinit: BTreeMap<String, u64>,
+    /// What the process did on each device it made a context on (schema 5).
+    #[serde(deserialize_with = "lenient_vec")]
+    pub device_use: Vec<DeviceUseInfo>,
+    /// The stray contexts it reported, with the final figures (schema 5).
+    #[serde(deserialize_with = "lenient_vec")]
+    pub stray_contexts: Vec<StrayInfo>,
+}
+
+/// What a process did on one device (schema 5, see `seedance_trace::DeviceUse`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct DeviceUseInfo {
+    /// CUDA ordinal.
+    pub device: i32,
+    /// Contexts made there.
+    pub contexts: u32,
+    /// Kernel launches there.
+    pub launches: u64,
+    /// Copies and other stream operations there.
+    pub other_work: u64,
+    /// Live device memory there, bytes (largest seen).
+    pub bytes: u64,
+    /// Whether the process works on the device.
+    pub worked: bool,
+    /// NVML's used memory of the process there, when known.
+    pub nvml_used_bytes: Option<u64>,
+}
+
+/// The `stray_context` event and the exit summary's `stray_contexts` entries (schema 5,
+/// see `seedance_trace::StrayContext`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct StrayInfo {
+    /// CUDA ordinal of the stray context's device.
+    pub device: i32,
+    /// The call that made it.
+    pub function: String,
+    /// `context_end`, `exit`, `redirected` or `refused`.
+    pub decided: String,
+    /// What the process did there.
+    pub there: DeviceUseInfo,
+    /// The devices the process works on.
+    #[serde(deserialize_with = "lenient_vec")]
+    pub working_devices: Vec<DeviceUseInfo>,
+    /// NVML's used memory of the process there, bytes, when known.
+    pub context_bytes: Option<u64>,
+    /// The shim's explanation.
+    pub explanation: String,
 }
 
 /// Reads a list, giving an empty one instead of an error when it has the wrong shape.

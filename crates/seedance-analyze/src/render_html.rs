@@ -120,6 +120,9 @@ pub fn render(r: &Report) -> String {
     if !r.process_health.is_empty() {
         section(&mut h, "Process health", |h| process_health(h, r));
     }
+    if !r.device_contexts.is_empty() {
+        section(&mut h, "Device contexts", |h| device_contexts(h, r));
+    }
     section(&mut h, "Errors over time", |h| errors_chart(h, r));
     section(&mut h, "Calls per function", |h| functions_chart(h, r));
     section(&mut h, "Process timeline", |h| timeline_chart(h, r));
@@ -268,6 +271,37 @@ fn process_health(h: &mut String, r: &Report) {
             fmt::count(p.unsynchronized_streams),
             fmt::count(p.calls_after_deinit),
             escape(&crate::lifetime::health_words(p).join("; "))
+        );
+    }
+    h.push_str("</tbody></table>\n");
+}
+
+/// Per device, the processes that made a context there and the stray ones (trace schema 5).
+fn device_contexts(h: &mut String, r: &Report) {
+    h.push_str("<p>Devices where processes that work on other devices made a context and did nothing there (stray contexts), most memory first.</p>");
+    h.push_str("<table><thead><tr><th>Host</th><th class=\"n\">Device</th><th class=\"n\">Processes</th><th class=\"n\">Worked</th><th class=\"n\">Stray</th><th>Stray memory</th><th>Stray processes</th></tr></thead><tbody>");
+    for d in &r.device_contexts {
+        let list: Vec<String> = d
+            .stray_processes
+            .iter()
+            .map(|s| {
+                let works: Vec<String> = s.works_on.iter().map(|w| w.to_string()).collect();
+                let mem = s
+                    .context_bytes
+                    .map_or(String::new(), |b| format!(", {}", fmt::bytes(b)));
+                format!("pid {} (works on {}{mem})", s.pid, works.join(", "))
+            })
+            .collect();
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            escape(d.hostname.as_deref().unwrap_or("(unknown)")),
+            d.device,
+            fmt::count(d.processes),
+            fmt::count(d.worked),
+            fmt::count(d.stray),
+            escape(&crate::stray::memory_words(d.stray_bytes, d.stray_bytes_unknown, d.stray)),
+            escape(&list.join("; "))
         );
     }
     h.push_str("</tbody></table>\n");

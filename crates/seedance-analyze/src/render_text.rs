@@ -266,6 +266,61 @@ pub fn render(r: &Report) -> String {
         }
     }
 
+    if !r.device_contexts.is_empty() {
+        out.push_str(
+            "\nDEVICE CONTEXTS (stray: a context on a device the process did nothing on while \
+             it worked on another)\n",
+        );
+        let mut t = Table::new(&[
+            "HOST",
+            ">DEVICE",
+            ">PROCESSES",
+            ">WORKED",
+            ">STRAY",
+            "STRAY MEMORY",
+        ]);
+        for d in r.device_contexts.iter().take(MAX_ROWS) {
+            t.row(vec![
+                opt(&d.hostname),
+                d.device.to_string(),
+                fmt::count(d.processes),
+                fmt::count(d.worked),
+                fmt::count(d.stray),
+                crate::stray::memory_words(d.stray_bytes, d.stray_bytes_unknown, d.stray),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+        more(&mut out, r.device_contexts.len(), "devices");
+        for d in r.device_contexts.iter().take(MAX_ROWS) {
+            let list: Vec<String> = d
+                .stray_processes
+                .iter()
+                .map(|s| {
+                    let works: Vec<String> = s.works_on.iter().map(|w| w.to_string()).collect();
+                    let mem = s
+                        .context_bytes
+                        .map_or(String::new(), |b| format!(", {}", fmt::bytes(b)));
+                    format!(
+                        "{} pid {} (works on {}{mem})",
+                        s.executable.as_deref().map(basename).unwrap_or("?"),
+                        s.pid,
+                        works.join(", ")
+                    )
+                })
+                .collect();
+            push_wrapped(
+                &mut out,
+                "  ",
+                &format!(
+                    "device {} of {}, stray contexts: {}",
+                    d.device,
+                    opt(&d.hostname),
+                    list.join("; ")
+                ),
+            );
+        }
+    }
+
     out.push_str("\nHOSTS\n");
     let mut t = Table::new(&[
         "HOST",

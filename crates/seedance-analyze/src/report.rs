@@ -43,8 +43,10 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `processes_repaired`, `functions` counting records, `explanations`); `process_health`
 /// (left out when empty); `repairs` counts the `lifetime_repair` kinds; in the diff,
 /// lifetime faults are compared by fault kind among the `*_faults` (kind `lifetime_fault`,
-/// `check` the fault kind, `function` empty).
-pub const REPORT_VERSION: u32 = 4;
+/// `check` the fault kind, `function` empty). 5 = stray contexts (trace schema 5):
+/// `device_contexts` (left out when empty) and problems of kind `stray_context` (one per
+/// device ordinal, `requested_ordinal` the device).
+pub const REPORT_VERSION: u32 = 5;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,6 +77,10 @@ pub struct Report {
     /// first; left out when there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub process_health: Vec<ProcessHealth>,
+    /// Devices where processes that work on other devices made contexts (trace schema 5),
+    /// most stray memory first; left out when there is none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_contexts: Vec<crate::stray::DeviceContexts>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -332,6 +338,9 @@ pub enum ProblemKind {
     /// fault kind; `warning` when a `lifetime_repair` of the same function repaired it in
     /// every affected process, else `error`.
     LifetimeFault,
+    /// Processes that work on other devices made contexts on this device and did nothing
+    /// there (trace schema 5), per device ordinal; `warning`.
+    StrayContext,
 }
 
 /// A name and a count.
@@ -1076,6 +1085,8 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
     faults::device_fault_problems(&procs, &mut problems);
     explained::explained_problems(&procs, &mut problems);
     lifetime::lifetime_problems(&procs, &mut problems);
+    let device_contexts = crate::stray::device_contexts(&procs);
+    crate::stray::stray_problems(&procs, &device_contexts, &mut problems);
     faults::topology_problems(&procs, &mut problems);
     problems::other_problems(&agg, &procs, &mut problems);
     problems.sort_by(|a, b| {
@@ -1101,6 +1112,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
         errors_over_time: errors_over_time(&agg.timeline),
         repairs,
         process_health: lifetime::process_health(&procs),
+        device_contexts,
     }
 }
 

@@ -29,6 +29,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SEEDANCE_METRICS_INTERVAL", "30"),
     ("SEEDANCE_VALIDATE", "post"),
     ("SEEDANCE_LIFETIME", "on"),
+    ("SEEDANCE_STRAY_CONTEXT", "off"),
 ];
 
 /// `SEEDANCE_*` variables of this project's tests, scripts and container build that the
@@ -44,6 +45,11 @@ pub const TOOL_VARIABLES: &[&str] = &[
     "SEEDANCE_VERSION",
     "SEEDANCE_IMAGE",
 ];
+
+/// Prefixes of `SEEDANCE_*` variables that the project's tests and CI set for themselves
+/// (`SEEDANCE_REQUIRE_VALGRIND`, `SEEDANCE_E2E_TARGET`, ...): never a setting, never warned
+/// about.
+pub const TOOL_PREFIXES: &[&str] = &["SEEDANCE_REQUIRE_", "SEEDANCE_E2E_"];
 
 /// The setting whose name is closest to `name`: one that begins with the other's part after
 /// `SEEDANCE_` first (`SEEDANCE_EXCLUDE`, `SEEDANCE_NVML_TIMEOUT_MS`), then the smallest
@@ -160,6 +166,8 @@ pub struct RawConfig {
     /// Settings whose value is not UTF-8: the name and the value, escaped. Their field is
     /// `None`.
     pub not_utf8: Vec<(&'static str, String)>,
+    /// `SEEDANCE_STRAY_CONTEXT`.
+    pub stray_context: Option<String>,
 }
 
 impl RawConfig {
@@ -182,6 +190,7 @@ impl RawConfig {
             lifetime: get("SEEDANCE_LIFETIME"),
             unknown: Vec::new(),
             not_utf8: Vec::new(),
+            stray_context: get("SEEDANCE_STRAY_CONTEXT"),
         }
     }
 
@@ -209,7 +218,10 @@ impl RawConfig {
                         Err(v) => not_utf8.push((*name, escaped(&v))),
                     }
                 }
-                None if TOOL_VARIABLES.iter().any(|n| OsStr::new(n) == k) => {}
+                None if TOOL_VARIABLES.iter().any(|n| OsStr::new(n) == k)
+                    || TOOL_PREFIXES
+                        .iter()
+                        .any(|p| k.as_encoded_bytes().starts_with(p.as_bytes())) => {}
                 None => {
                     let name = escaped(&k);
                     if !unknown.contains(&name) {
@@ -268,6 +280,35 @@ pub struct Config {
     /// pending on each stream, to explain (and in `fix` mode prevent) destroy-before-sync,
     /// use after destroy and frees of memory that copies still use (default `true`).
     pub lifetime: bool,
+    /// What `fix` mode does with a primary-context retain of device 0 by a process that
+    /// works on exactly one other device and never used device 0
+    /// (`SEEDANCE_STRAY_CONTEXT`, default [`StrayRepair::Off`]: nothing; see
+    /// [`crate::stray`]).
+    pub stray_context: StrayRepair,
+}
+
+/// `SEEDANCE_STRAY_CONTEXT`: the opt-in repair of a stray primary context on device 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StrayRepair {
+    /// Report only (the default).
+    #[default]
+    Off,
+    /// Retain the working device's primary context instead (and send the matching
+    /// releases of device 0 there too).
+    Redirect,
+    /// Return `CUDA_ERROR_DEVICE_UNAVAILABLE` (46) without reaching the driver.
+    Refuse,
+}
+
+impl StrayRepair {
+    /// `off`, `redirect`, `refuse`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StrayRepair::Off => "off",
+            StrayRepair::Redirect => "redirect",
+            StrayRepair::Refuse => "refuse",
+        }
+    }
 }
 
 impl Default for Config {
@@ -286,6 +327,7 @@ impl Default for Config {
             metrics_interval_secs: 30,
             validate: Validate::Post,
             lifetime: true,
+            stray_context: StrayRepair::Off,
         }
     }
 }
@@ -398,6 +440,16 @@ impl Config {
                 "{name} is not a seedance setting; did you mean {}?",
                 closest_setting(name)
             ));
+        }
+        if let Some(v) = &raw.stray_context {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "off" | "0" | "" => cfg.stray_context = StrayRepair::Off,
+                "redirect" => cfg.stray_context = StrayRepair::Redirect,
+                "refuse" => cfg.stray_context = StrayRepair::Refuse,
+                _ => warnings.push(format!(
+                    "SEEDANCE_STRAY_CONTEXT={v:?} is not one of off, redirect, refuse; using off"
+                )),
+            }
         }
         (cfg, warnings)
     }
@@ -592,6 +644,26 @@ mod tests {
     }
 
     #[test]
+    fn stray_context_values() {
+        let parse = |v: &str| {
+            Config::from_raw(&RawConfig {
+                stray_context: Some(v.into()),
+                ..RawConfig::default()
+            })
+        };
+        assert_eq!(Config::default().stray_context, StrayRepair::Off);
+        assert_eq!(parse("redirect").0.stray_context, StrayRepair::Redirect);
+        assert_eq!(parse(" Refuse ").0.stray_context, StrayRepair::Refuse);
+        assert_eq!(parse("off").0.stray_context, StrayRepair::Off);
+        let (cfg, w) = parse("move");
+        assert_eq!(cfg.stray_context, StrayRepair::Off);
+        assert_eq!(
+            w,
+            ["SEEDANCE_STRAY_CONTEXT=\"move\" is not one of off, redirect, refuse; using off"]
+        );
+    }
+
+    #[test]
     fn lifetime_values() {
         let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_LIFETIME", "off")]));
         assert!(w.is_empty());
@@ -719,4 +791,33 @@ mod tests {
             let _ = cfg.mode.as_str();
         }
     }
+
+    #[test]
+    fn every_variable_read_is_a_known_setting() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let _ = RawConfig::from_lookup(|k| {
+            asked.borrow_mut().push(k.to_string());
+            None
+        });
+        let asked = asked.into_inner();
+        assert!(!asked.is_empty());
+        for name in &asked {
+            assert!(
+                SETTINGS.iter().any(|(n, _)| n == name),
+                "{name} is read but missing from SETTINGS: it would be warned about as unknown"
+            );
+        }
+    }
+
+    #[test]
+    fn tool_prefixes_are_not_warned_about() {
+        let vars = [
+            ("SEEDANCE_REQUIRE_CHROMIUM", "1"),
+            ("SEEDANCE_E2E_TARGET", "aarch64-unknown-linux-gnu"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let raw = RawConfig::from_vars(vars);
+        assert!(raw.unknown.is_empty(), "{:?}", raw.unknown);
+    }
+
 }

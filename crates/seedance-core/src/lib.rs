@@ -19,10 +19,11 @@ pub mod launch;
 pub mod lifetime;
 pub mod live;
 pub mod probe;
+pub mod stray;
 pub mod tally;
 mod thread;
 pub mod work;
 
-pub use config::{Config, Mode, RawConfig, Validate};
+pub use config::{Config, Mode, RawConfig, StrayRepair, Validate};
 pub use counters::Counters;
 pub use tally::ErrorTally;

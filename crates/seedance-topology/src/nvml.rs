@@ -292,6 +292,37 @@ impl Nvml {
     }
 }
 
+impl Nvml {
+    /// The compute processes on one device now, as `(pid, used bytes)`
+    /// (`nvmlDeviceGetComputeRunningProcesses_v3`); the bytes are `None` where NVML does not
+    /// report them. `None` if the index is unknown or the query fails. The pids are in the
+    /// PID namespace of the host's driver, not necessarily the caller's (a container's
+    /// process sees host pids). Cold paths only: it asks NVML afresh.
+    pub fn running_processes(&self, nvml_index: u32) -> Option<Vec<(u32, Option<u64>)>> {
+        catch_unwind(AssertUnwindSafe(|| {
+            let procs = self
+                .inner
+                .device_by_index(nvml_index)
+                .and_then(|d| d.running_compute_processes())
+                .ok()?;
+            Some(
+                procs
+                    .into_iter()
+                    .map(|p| {
+                        let used = match p.used_gpu_memory {
+                            nvml_wrapper::enums::device::UsedGpuMemory::Used(b) => Some(b),
+                            nvml_wrapper::enums::device::UsedGpuMemory::Unavailable => None,
+                        };
+                        (p.pid, used)
+                    })
+                    .collect(),
+            )
+        }))
+        .ok()
+        .flatten()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 /// session_start.topology, exit_summary.repairs and .fallbacks. 3 = launch_fault,
 /// alloc_fault. 4 = lifetime_fault, lifetime_repair, exit_summary.live_contexts,
 /// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit. 5 =
-/// exit_summary.device_questions.
+/// exit_summary.device_questions; stray_context, exit_summary.device_use and
+/// .stray_contexts, alloc_fault.processes_on_device.
 pub const SCHEMA_VERSION: u32 = 5;
 
 /// One line of the trace: the envelope fields and one event.
@@ -54,6 +55,72 @@ pub enum Event {
     LifetimeFault(LifetimeFault),
     /// A lifetime hazard repaired by the fix mode (schema 4).
     LifetimeRepair(LifetimeRepair),
+    /// A context on a device the process does nothing on while it works on another, or the
+    /// opt-in repair of one (schema 5).
+    StrayContext(StrayContext),
+}
+
+/// What a process did on one device, summed over its contexts there (schema 5).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DeviceUse {
+    /// CUDA ordinal.
+    pub device: i32,
+    /// Contexts the process made there, alive or ended.
+    pub contexts: u32,
+    /// Kernel launches counted there.
+    pub launches: u64,
+    /// Asynchronous copies and other stream operations counted there.
+    pub other_work: u64,
+    /// Bytes of the process's live device allocations there (the largest figure the shim
+    /// saw when it looked: at context ends, repairs and exit).
+    pub bytes: u64,
+    /// Number of those allocations.
+    pub allocations: u64,
+    /// Whether the process works on the device (a launch, a copy or other stream operation,
+    /// or more than 2 MiB of memory).
+    pub worked: bool,
+    /// NVML's used memory of this process on the device, bytes, when NVML listed it (read
+    /// only when a stray context was found).
+    #[serde(default)]
+    pub nvml_used_bytes: Option<u64>,
+}
+
+/// The `stray_context` event (schema 5): written once per device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrayContext {
+    /// CUDA ordinal of the stray context's device.
+    pub device: i32,
+    /// The call that made the context (`cuDevicePrimaryCtxRetain`, `cuCtxCreate_v2`, ...).
+    pub function: String,
+    /// Kernel thread id of that call (not `tid`: the envelope has that field, the thread
+    /// the record was written on).
+    pub creating_tid: u64,
+    /// `context_end` (found when the context ended), `exit` (found at exit), `redirected`
+    /// or `refused` (the opt-in repair, `SEEDANCE_STRAY_CONTEXT`).
+    pub decided: String,
+    /// For `redirected`: the device whose primary context was retained instead.
+    #[serde(default)]
+    pub redirected_to: Option<i32>,
+    /// What the process did on the device.
+    pub there: DeviceUse,
+    /// The devices it works on.
+    pub working_devices: Vec<DeviceUse>,
+    /// NVML's used memory of this process on the device, bytes; `None` when NVML is absent
+    /// or does not list the process (another PID namespace).
+    pub context_bytes: Option<u64>,
+    /// The explanation, as printed on stderr (without the `seedance: ` prefix).
+    pub explanation: String,
+}
+
+/// One process NVML lists on a device, in `alloc_fault` (schema 5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceProcess {
+    /// Process id as NVML reports it (the host's PID namespace).
+    pub pid: u32,
+    /// Used device memory, bytes; `None` when NVML does not report it.
+    pub used_bytes: Option<u64>,
+    /// Whether it is the failing process itself (its pid matched).
+    pub this_process: bool,
 }
 
 /// Where and when a lifetime call happened (schema 4).
@@ -343,6 +410,11 @@ pub struct AllocFault {
     /// `true` when the shim refused the allocation before the driver saw it
     /// (`SEEDANCE_VALIDATE=pre`).
     pub refused_before_driver: bool,
+    /// For `out_of_memory` on a device: the processes NVML lists there with their used
+    /// memory (`nvmlDeviceGetComputeRunningProcesses`); `None` when unknown (no NVML, or it
+    /// failed) (schema 5).
+    #[serde(default)]
+    pub processes_on_device: Option<Vec<DeviceProcess>>,
     /// The explanation, as printed on stderr (without the function and code prefix).
     pub explanation: String,
     /// The driver's own message for this failure, when it logged one on the calling thread.
@@ -465,6 +537,13 @@ pub struct ExitSummary {
     /// of their own (schema 5).
     #[serde(default)]
     pub device_questions: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Every device the process made a context on, with what it did there (schema 5;
+    /// empty when lifetime tracking is off).
+    #[serde(default)]
+    pub device_use: Vec<DeviceUse>,
+    /// The stray contexts found, each as reported, with the final figures (schema 5).
+    #[serde(default)]
+    pub stray_contexts: Vec<StrayContext>,
 }
 
 /// Call statistics of one function, in the exit summary.
@@ -505,7 +584,7 @@ mod tests {
         let line = serde_json::to_string(&sample()).unwrap();
         assert_eq!(
             line,
-            r#"{"v":4,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
+            r#"{"v":5,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
         );
     }
 
@@ -548,6 +627,11 @@ mod tests {
                 free_bytes: 2,
             }]),
             refused_before_driver: false,
+            processes_on_device: Some(vec![DeviceProcess {
+                pid: 42,
+                used_bytes: Some(3),
+                this_process: false,
+            }]),
             explanation: "x".into(),
             driver_message: Some("out of memory".into()),
         });
@@ -555,6 +639,45 @@ mod tests {
         assert!(line.contains(r#""requested_signed":-4096"#), "{line}");
         assert!(line.contains(r#""other_devices_with_room":[{"ordinal":1,"free_bytes":2}]"#));
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), alloc);
+    }
+
+    #[test]
+    fn stray_context_round_trips_and_old_summaries_still_parse() {
+        let there = DeviceUse {
+            device: 0,
+            contexts: 1,
+            ..DeviceUse::default()
+        };
+        let stray = Event::StrayContext(StrayContext {
+            device: 0,
+            function: "cuDevicePrimaryCtxRetain".into(),
+            creating_tid: 5,
+            decided: "exit".into(),
+            redirected_to: None,
+            there: there.clone(),
+            working_devices: vec![DeviceUse {
+                device: 1,
+                launches: 3,
+                worked: true,
+                ..there.clone()
+            }],
+            context_bytes: Some(7),
+            explanation: "stray context on device 0: ...".into(),
+        });
+        let line = serde_json::to_string(&stray).unwrap();
+        assert!(
+            line.starts_with(r#"{"event":"stray_context","device":0,"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), stray);
+        let old: Event = serde_json::from_str(
+            r#"{"event":"exit_summary","duration_ns":1,"functions":{},"dropped_records":0}"#,
+        )
+        .unwrap();
+        let Event::ExitSummary(old) = old else {
+            panic!("not a summary")
+        };
+        assert!(old.device_use.is_empty() && old.stray_contexts.is_empty());
     }
 
     #[test]

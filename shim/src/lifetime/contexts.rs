@@ -7,6 +7,7 @@ fn created_context(id: HookId, pctx: *mut CUcontext) {
     let handle = unsafe { written(pctx) } as u64;
     work::set_current_context(handle as usize);
     let device = query::ctx_get_device().ok();
+    stray::note_context(device);
     let mut t = TRACKER.lock();
     let s = site(&mut t, id);
     t.context_created(handle, device, s);
@@ -111,6 +112,7 @@ pub unsafe fn ok_primary_retain(id: HookId, pctx: *mut CUcontext, dev: CUdevice)
         cold(|| {
             // SAFETY: the driver wrote *pctx on success.
             let handle = unsafe { written(pctx) } as u64;
+            stray::note_context(Some(dev));
             let mut t = TRACKER.lock();
             let s = site(&mut t, id);
             t.primary_retained(handle, Some(dev), s);
@@ -131,6 +133,9 @@ fn release_ends(dev: CUdevice) -> Option<u64> {
 /// None beyond the C ABI.
 pub unsafe fn pre_primary_release(id: HookId, dev: CUdevice) -> Option<CUresult> {
     if on() {
+        if let Some(r) = cold(|| stray::redirected_release(id, dev)) {
+            return Some(r);
+        }
         cold(|| {
             if let Some(h) = release_ends(dev) {
                 before_end(id, EndKind::Released, h);

@@ -24,6 +24,7 @@ pub fn settle() {
     if !on() {
         return;
     }
+    super::stray::at_exit();
     cold(|| {
         let shards = work::shards();
         let pending = {

@@ -23,6 +23,34 @@ struct Report {
     repairs: Repairs,
     #[serde(default)]
     process_health: Vec<ProcessHealth>,
+    #[serde(default)]
+    device_contexts: Vec<DeviceContexts>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeviceContexts {
+    hostname: Option<String>,
+    device: i32,
+    processes: u64,
+    worked: u64,
+    stray: u64,
+    stray_bytes: u64,
+    stray_bytes_unknown: u64,
+    stray_processes: Vec<StrayProcess>,
+    out_of_memory_processes: u64,
+    stray_pids_at_out_of_memory: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrayProcess {
+    file: String,
+    pid: u32,
+    executable: Option<String>,
+    works_on: Vec<i32>,
+    context_bytes: Option<u64>,
+    decided: String,
 }
 
 #[derive(Deserialize)]
@@ -171,6 +199,7 @@ enum Kind {
     LaunchFault,
     AllocFault,
     LifetimeFault,
+    StrayContext,
 }
 
 #[derive(Deserialize)]
@@ -492,6 +521,7 @@ fn summary_report_matches_the_documented_schema() {
         &["tests/fixtures/v3-after"],
         &["tests/fixtures/v4"],
         &["tests/fixtures/v4-after"],
+        &["tests/fixtures/v5"],
         &["tests/fixtures/fleet/gpu-b/empty.jsonl"],
     ] {
         let mut args = vec!["summary", "--format", "json"];
@@ -499,7 +529,7 @@ fn summary_report_matches_the_documented_schema() {
         let (code, out, err) = run(&args);
         assert_eq!(code, 0, "{err}");
         let r: Report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{paths:?}: {e}"));
-        assert_eq!(r.report_version, 4);
+        assert_eq!(r.report_version, 5);
         // Keys are unique: diff compares problems by them.
         let keys: std::collections::BTreeSet<&str> =
             r.problems.iter().map(|p| p.key.as_str()).collect();
@@ -570,6 +600,54 @@ fn v2_report_values_through_the_contract_types() {
 }
 
 #[test]
+fn v5_report_values_through_the_contract_types() {
+    let (_, out, _) = run(&["summary", "--format", "json", "tests/fixtures/v5"]);
+    let r: Report = serde_json::from_str(&out).unwrap();
+    assert_eq!(r.device_contexts.len(), 1);
+    let d = &r.device_contexts[0];
+    assert_eq!(d.hostname.as_deref(), Some("vm"));
+    assert_eq!(d.device, 0);
+    assert_eq!((d.processes, d.worked, d.stray), (6, 3, 3));
+    assert_eq!(d.stray_bytes, 524_288_000 + 536_870_912);
+    assert_eq!(d.stray_bytes_unknown, 1);
+    let works: Vec<(Vec<i32>, Option<u64>, &str)> = d
+        .stray_processes
+        .iter()
+        .map(|s| (s.works_on.clone(), s.context_bytes, s.decided.as_str()))
+        .collect();
+    assert_eq!(
+        works,
+        [
+            (vec![2], Some(536_870_912), "exit"),
+            (vec![1], Some(524_288_000), "exit"),
+            (vec![3], None, "context_end"),
+        ]
+    );
+    let p: Vec<&Problem> = r
+        .problems
+        .iter()
+        .filter(|p| p.kind == Kind::StrayContext)
+        .collect();
+    assert_eq!(p.len(), 1);
+    assert_eq!(d.out_of_memory_processes, 1);
+    let mut strays: Vec<u32> = d.stray_processes[..2].iter().map(|s| s.pid).collect();
+    strays.sort_unstable();
+    assert_eq!(d.stray_pids_at_out_of_memory, strays);
+    assert_eq!(p[0].key, "stray_context/0");
+    // An allocation failed on the device they crowd: an error, ranked first.
+    assert_eq!(p[0].severity, Severity::Error);
+    assert_eq!(p[0].rank, 1);
+    assert_eq!((p[0].count, p[0].processes), (3, 3));
+    assert_eq!(p[0].requested_ordinal, Some(0));
+    assert_eq!(p[0].explanations.len(), 3);
+    assert_eq!(
+        p[0].title,
+        "stray contexts on device 0: 3 processes on 1 host that work on other devices made a \
+         context there (1012.0 MiB by NVML, 1 more unknown)"
+    );
+}
+
+#[test]
 fn diff_report_matches_the_documented_schema() {
     let (code, out, err) = run(&[
         "diff",
@@ -580,7 +658,7 @@ fn diff_report_matches_the_documented_schema() {
     ]);
     assert_eq!(code, 0, "{err}");
     let d: Diff = serde_json::from_str(&out).unwrap();
-    assert_eq!(d.report_version, 4);
+    assert_eq!(d.report_version, 5);
     assert_eq!(d.a.processes, 4);
     assert_eq!(d.b.processes, 3);
     assert_eq!(d.repair_changes[0].kind, "device_fallback");
@@ -667,6 +745,7 @@ fn fixtures_follow_the_trace_schema() {
         "tests/fixtures/v3-after",
         "tests/fixtures/v4",
         "tests/fixtures/v4-after",
+        "tests/fixtures/v5",
     ] {
         let (files, _) =
             seedance_analyze::input::collect_files(&[super::crate_dir().join(dir)]).unwrap();
@@ -699,6 +778,7 @@ fn fixtures_follow_the_trace_schema() {
                     Line::AllocFault(h, e) => format!("{h:?} {e:?}"),
                     Line::LifetimeFault(h, e) => format!("{h:?} {e:?}"),
                     Line::LifetimeRepair(h, e) => format!("{h:?} {e:?}"),
+                    Line::StrayContext(h, e) => format!("{h:?} {e:?}"),
                     other => panic!("{}: not read as a known record: {other:?}", f.display()),
                 };
                 let ours = parse_line(line.as_bytes());
@@ -718,6 +798,7 @@ fn fixtures_follow_the_trace_schema() {
     }
     // 25 records of schema-1 kinds and 4 device_fallback records in the schema-1 fixtures,
     // 7 records in the schema-2 ones, 32 of known kinds in the schema-3 ones (19 launch and
-    // allocation faults), 16 in the schema-4 ones (6 lifetime faults, 3 lifetime repairs).
-    assert_eq!(checked, 84);
+    // allocation faults), 16 in the schema-4 ones (6 lifetime faults, 3 lifetime repairs),
+    // 16 in the schema-5 ones (3 stray contexts, 1 allocation fault).
+    assert_eq!(checked, 100);
 }

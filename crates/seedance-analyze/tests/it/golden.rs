@@ -32,6 +32,34 @@ fn summary_v2_json() {
 }
 
 #[test]
+fn summary_v5_text() {
+    let (code, out, err) = run(&["summary", "tests/fixtures/v5"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v5.txt", &out);
+}
+
+#[test]
+fn summary_v5_json() {
+    let (code, out, err) = run(&["summary", "--format", "json", "tests/fixtures/v5"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v5.json", &out);
+}
+
+#[test]
+fn summary_v5_html_has_the_device_contexts() {
+    let (code, out, err) = run(&["summary", "--format", "html", "tests/fixtures/v5"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("<h2>Device contexts</h2>") || out.contains(">Device contexts<"),
+        "no section"
+    );
+    assert!(out.contains(
+        "<td>vm</td><td class=\"n\">0</td><td class=\"n\">6</td><td class=\"n\">3</td><td \
+         class=\"n\">3</td><td>1012.0 MiB by NVML, 1 more unknown</td>"
+    ));
+}
+
+#[test]
 fn summary_v3_text() {
     let (code, out, err) = run(&["summary", "tests/fixtures/v3"]);
     assert_eq!(code, 0, "{err}");
@@ -96,7 +124,7 @@ fn summary(paths: &[&str]) -> Value {
 #[test]
 fn fleet_numbers() {
     let r = summary(&["tests/fixtures/fleet"]);
-    assert_eq!(r["report_version"], 4);
+    assert_eq!(r["report_version"], 5);
     let i = &r["input"];
     assert_eq!(i["files_seen"], 7);
     assert_eq!(i["files_read"], 4);
@@ -309,7 +337,7 @@ fn diff_numbers() {
     assert_eq!(launch["calls_b"], 60_450);
     assert_eq!(launch["delta"], 11_950);
     assert_eq!(launch["delta_pct"], 24.6);
-    assert_eq!(d["report_version"], 4);
+    assert_eq!(d["report_version"], 5);
     // Repairs by kind (calls repaired), no longer the unknown kinds.
     assert_eq!(d["new_repairs"], serde_json::json!([]));
     assert_eq!(
@@ -721,7 +749,7 @@ fn diff_v4_text() {
 #[test]
 fn v4_numbers() {
     let r = summary(&["tests/fixtures/v4"]);
-    assert_eq!(r["report_version"], 4);
+    assert_eq!(r["report_version"], 5);
     let i = &r["input"];
     assert_eq!(i["newer_schema_records"], 0);
     assert_eq!(i["records_by_kind"]["lifetime_fault"], 5);

@@ -91,6 +91,7 @@ fn outcome(l: &Line) -> String {
         Line::LaunchFault(..) => "launch_fault".into(),
         Line::AllocFault(..) => "alloc_fault".into(),
         Line::LifetimeFault(..) => "lifetime_fault".into(),
+        Line::StrayContext(..) => "stray_context".into(),
         Line::LifetimeRepair(..) => "lifetime_repair".into(),
         Line::Unknown(_, k) => format!("unknown:{k}"),
     }
