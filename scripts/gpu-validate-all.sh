@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU validation in one run, for a 2-GPU machine (kind nvidia-h200-x2): the
-# compatibility matrix, device ordinals and fallback, launch faults and context lifetime.
+# compatibility matrix, device ordinals and fallback, launch faults, context lifetime and
+# calls on handles of destroyed contexts.
 # Then the analyzer summarizes every trace those runs wrote.
 #
 #   scripts/gpu-validate-all.sh [path/to/libseedance_fix.so] [path/to/seedance-analyze]
@@ -8,7 +9,7 @@
 # Results in $OUT (or /tmp/seedance-validate): summary.txt (each script's table and exit
 # status), analyze.txt (the analyzer's summary of all traces), and one NAME.tgz per script
 # with everything it wrote. GPU_SCRIPTS="matrix devices" runs only those (the device tool
-# allows 10 minutes a call: split the four over two calls). Exit status: the number of
+# allows 10 minutes a call: split the five over two calls). Exit status: the number of
 # scripts that failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,7 +19,7 @@ out=${OUT:-/tmp/seedance-validate}
 mkdir -p "$out"
 scratch=$(mktemp -d)
 failed=0
-for name in ${GPU_SCRIPTS:-matrix devices launch lifetime}; do
+for name in ${GPU_SCRIPTS:-matrix devices launch lifetime dead-handles}; do
   dir="$scratch/$name"
   mkdir -p "$dir"
   start=$(date +%s)
