@@ -140,6 +140,9 @@ pub fn cc() -> &'static str {
     cross().map_or("cc", |c| c.cc.as_str())
 }
 
+/// `SEEDANCE_NVML_TIMEOUT` (ms) of emulated runs that do not set their own.
+pub const EMULATED_NVML_TIMEOUT_MS: &str = "60000";
+
 /// A command with an empty environment that runs the target's `program`: the program itself
 /// natively, else qemu with the sysroot and the variables an exec'd child needs to run under
 /// qemu as well. Call [`finalize`] on it (after every variable is set) before starting it.
@@ -154,6 +157,11 @@ pub fn command(program: &Path) -> Command {
             let mut cmd = Command::new(&c.qemu);
             cmd.arg("-L").arg(&c.sysroot).arg(program).env_clear();
             cmd.env("QEMU_LD_PREFIX", &c.sysroot);
+            // Loading and starting the fake NVML (a debug Rust library) under qemu takes 1 to
+            // 3 s of wall time on a loaded 2-core machine, past the shim's default 2000 ms
+            // wait: the runs that do not set their own wait get a minute. The tests of the
+            // default wait itself are skipped under emulation (docs/reliability.md).
+            cmd.env("SEEDANCE_NVML_TIMEOUT", EMULATED_NVML_TIMEOUT_MS);
             if c.qemu_static {
                 cmd.env("SEEDANCE_TEST_EXEC_VIA", &c.qemu);
             }
@@ -198,6 +206,20 @@ pub fn finalize(cmd: Command) -> Command {
         out.current_dir(dir);
     }
     out
+}
+
+/// How much longer a program takes under emulation than natively, for the tests' upper
+/// bounds on wall time: qemu translates every instruction, and on a loaded 2-core machine a
+/// start-up alone took 1 to 3 s (native: 10 to 50 ms).
+pub const EMULATION_SLOWDOWN: u32 = 10;
+
+/// An upper bound on a run's wall time: `native` itself, times [`EMULATION_SLOWDOWN`] under
+/// emulation. Lower bounds (a wait that must have happened) are never scaled.
+pub fn wall_time_bound(native: std::time::Duration) -> std::time::Duration {
+    match cross() {
+        Some(_) => native * EMULATION_SLOWDOWN,
+        None => native,
+    }
 }
 
 /// True (after printing why) when the suite runs under emulation and the calling test cannot:
