@@ -343,13 +343,12 @@ pub fn emit(event: Event) {
             // held back until then: an event of this thread must not overtake them (it
             // happened after them). Under emulation (docs/reliability.md) that thread is
             // slow enough for this to show.
-            if st.held.load(Ordering::Acquire) {
+            let _in_order = st.held.load(Ordering::Acquire).then(|| {
                 let mut pending = st.pending.lock();
                 write_held(st, w, &mut pending);
-                w.emit(platform::thread_id(), event);
-            } else {
-                w.emit(platform::thread_id(), event);
-            }
+                pending
+            });
+            w.emit(platform::thread_id(), event);
         }
         Some(None) => {}
         None => {
