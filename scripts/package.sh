@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the release artifacts and packs them into one tarball:
 #
-#   bash scripts/package.sh [--target TRIPLE]
+#   bash scripts/package.sh [--target TRIPLE]... [--all]
 #
-# writes dist/seedance-fix-<version>-<target>.tar.gz (and a .sha256 beside it) holding
+# writes dist/seedance-fix-<version>-<target>.tar.gz (and a .sha256 beside it) for each target,
+# holding
 #
 #   seedance-fix-<version>-<target>/
 #     lib/libseedance_fix.so   the shim (LD_PRELOAD it)
@@ -11,19 +12,24 @@
 #     docs/  examples/  README.md  LICENSE (if the repository has one)
 #     SHA256SUMS               checksums of every other file, `sha256sum -c SHA256SUMS`
 #
-# and prints the tarball's path on the last line. The version is the seedance-fix
-# package's (cargo pkgid); the target is rustc's host triple unless --target is given.
+# and prints each tarball's path on a line of its own, the last one last. The version is the
+# seedance-fix package's (cargo pkgid); the target is rustc's host triple unless --target is
+# given (repeatable); --all builds both Linux architectures, x86_64-unknown-linux-gnu and
+# aarch64-unknown-linux-gnu (Grace Hopper, Grace Blackwell). aarch64 links with the cross
+# linker of .cargo/config.toml (Debian: gcc-aarch64-linux-gnu, libc6-dev-arm64-cross;
+# rustup target add aarch64-unknown-linux-gnu) and is stripped with aarch64-linux-gnu-strip.
 # Timestamps and owners in the tarball are fixed (SOURCE_DATE_EPOCH, else the last commit's
 # time), so the same build gives the same tarball.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-target=""
+targets=()
 while (($#)); do
   case $1 in
-    --target) target=${2:?--target needs a triple}; shift 2 ;;
-    --target=*) target=${1#--target=}; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --target) targets+=("${2:?--target needs a triple}"); shift 2 ;;
+    --target=*) targets+=("${1#--target=}"); shift ;;
+    --all) targets+=(x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu); shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "package.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -35,21 +41,29 @@ if [[ ! $version =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]]; then
   version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n1)
 fi
 [[ -n $version ]] || { echo "package.sh: cannot tell the version" >&2; exit 1; }
+host=$(rustc -vV | sed -n 's/^host: //p')
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
-cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze)
-if [[ -n $target ]]; then
-  cargo_args+=(--target "$target")
-  out=${CARGO_TARGET_DIR:-target}/$target/release
-else
-  target=$(rustc -vV | sed -n 's/^host: //p')
+# Builds and packs one target; prints the tarball's path.
+package() {
+local target=$1
+local cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze --target "$target")
+local out=${CARGO_TARGET_DIR:-target}/$target/release
+if [[ $target == "$host" ]]; then
+  # The host's build lives in target/release, where the other scripts look for it.
+  cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze)
   out=${CARGO_TARGET_DIR:-target}/release
 fi
+local strip=strip
+case $target in
+  aarch64-unknown-linux-gnu) [[ $host == "$target" ]] || strip=aarch64-linux-gnu-strip ;;
+esac
 echo "== cargo ${cargo_args[*]}" >&2
 cargo "${cargo_args[@]}" >&2
 
-name=seedance-fix-$version-$target
-stage=dist/$name
-tarball=dist/$name.tar.gz
+local name=seedance-fix-$version-$target
+local stage=dist/$name
+local tarball=dist/$name.tar.gz
 rm -rf "$stage" "$tarball" "$tarball.sha256"
 mkdir -p "$stage/lib" "$stage/bin"
 install -m 0755 "$out/libseedance_fix.so" "$stage/lib/libseedance_fix.so"
@@ -58,7 +72,7 @@ install -m 0755 "$out/seedance-analyze" "$stage/bin/seedance-analyze"
 # the DWARF sections (symbols stay, so backtraces still name functions): 17 MB -> ~2 MB for
 # the shim. A strip that does not know the target's format leaves the files as they are.
 for f in "$stage/lib/libseedance_fix.so" "$stage/bin/seedance-analyze"; do
-  strip --strip-debug "$f" 2>/dev/null || echo "package.sh: note: could not strip $f; kept as built" >&2
+  "$strip" --strip-debug "$f" 2>/dev/null || echo "package.sh: note: could not strip $f; kept as built" >&2
 done
 cp -R docs examples "$stage/"
 cp README.md "$stage/"
@@ -67,14 +81,20 @@ for f in LICENSE LICENSE-APACHE LICENSE-MIT LICENSE.md LICENSE.txt NOTICE; do
 done
 # Nothing generated belongs in the package (traces, editor or build leftovers).
 find "$stage" \( -name '*.jsonl' -o -name '*.jsonl.gz' -o -name '*~' -o -name '.*.swp' \) -delete
+local sums
 sums=$(mktemp)
 (cd "$stage" && find . -type f -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum) > "$sums"
 mv "$sums" "$stage/SHA256SUMS"
 chmod 0644 "$stage/SHA256SUMS"
 
-epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
     --mode='u+rwX,go+rX,go-w' -C dist -cf - "$name" | gzip -n -9 > "$tarball"
 (cd dist && sha256sum "$name.tar.gz" > "$name.tar.gz.sha256")
 rm -rf "$stage"
 echo "$tarball"
+}
+
+((${#targets[@]})) || targets=("$host")
+for t in "${targets[@]}"; do
+  package "$t"
+done

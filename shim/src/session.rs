@@ -22,7 +22,7 @@ use seedance_trace::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CStr;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// The bits of the configuration word ([`switches`]).
 pub mod sw {
@@ -119,6 +119,10 @@ struct State {
     /// Events from before the first `cuInit` returned, held back so that the trace's
     /// session_start (written when the trace is created) can list the devices.
     pending: Mutex<Vec<(u64, Event)>>,
+    /// Whether `pending` may hold events: set (under its lock) when one is queued, cleared
+    /// when the queue is written out. While it is set, an event written directly would
+    /// overtake the held ones, so [`emit`] writes the queue out first.
+    held: AtomicBool,
     pending_dropped: std::sync::atomic::AtomicU64,
     unmatched: Mutex<BTreeSet<String>>,
     said: Mutex<BTreeSet<String>>,
@@ -209,6 +213,7 @@ fn state() -> &'static State {
         tally: ErrorTally::new(),
         trace: OnceCell::new(),
         pending: Mutex::new(Vec::new()),
+        held: AtomicBool::new(false),
         pending_dropped: std::sync::atomic::AtomicU64::new(0),
         unmatched: Mutex::new(BTreeSet::new()),
         said: Mutex::new(BTreeSet::new()),
@@ -390,11 +395,18 @@ pub fn settle() {
 /// Most events held back before the first `cuInit`; more are counted as dropped.
 const MAX_PENDING: usize = 256;
 
+/// Writes the held-back events, in the order they came. The queue's lock is held while
+/// they are written, so no event emitted meanwhile lands in the trace before them.
 fn flush_pending(w: &TraceWriter) {
-    let pending = std::mem::take(&mut *state().pending.lock());
-    for (tid, event) in pending {
+    let st = state();
+    write_held(st, w, &mut st.pending.lock());
+}
+
+fn write_held(st: &State, w: &TraceWriter, pending: &mut Vec<(u64, Event)>) {
+    for (tid, event) in pending.drain(..) {
         w.emit(tid, event);
     }
+    st.held.store(false, Ordering::Release);
 }
 
 /// Notes a base name whose `cuGetProcAddress` pointer matched none of our variants.
@@ -413,7 +425,18 @@ pub fn note_unmatched(base: &CStr) {
 pub fn emit(event: Event) {
     let st = state();
     match st.trace.get() {
-        Some(Some(w)) => w.emit(platform::thread_id(), event),
+        Some(Some(w)) => {
+            // The trace is set before the session record's thread writes out the events
+            // held back until then: an event of this thread must not overtake them (it
+            // happened after them). Under emulation (docs/reliability.md) that thread is
+            // slow enough for this to show.
+            let _in_order = st.held.load(Ordering::Acquire).then(|| {
+                let mut pending = st.pending.lock();
+                write_held(st, w, &mut pending);
+                pending
+            });
+            w.emit(platform::thread_id(), event);
+        }
         Some(None) => {}
         None => {
             if config().trace_dir.is_none() {
@@ -422,6 +445,7 @@ pub fn emit(event: Event) {
             let mut pending = st.pending.lock();
             if pending.len() < MAX_PENDING {
                 pending.push((platform::thread_id(), event));
+                st.held.store(true, Ordering::Release);
             } else {
                 st.pending_dropped.fetch_add(1, Ordering::Relaxed);
             }

@@ -541,6 +541,11 @@ fn check(c: &Case, valgrind: &Path) -> Result<Outcome, String> {
 /// reported together.
 #[test]
 fn programs_under_memcheck_have_no_memory_errors() {
+    if seedance_e2e::target::skip_under_emulation(
+        "valgrind runs x86-64 code only; it cannot run the aarch64 programs or qemu's guest",
+    ) {
+        return;
+    }
     let Some(valgrind) = valgrind() else {
         let required = std::env::var("SEEDANCE_REQUIRE_VALGRIND").is_ok_and(|v| v == "1");
         assert!(!required, "valgrind not found on PATH");

@@ -18,11 +18,8 @@ fn forked_child_forwards_only() {
     assert_eq!(r.trace_files, 1);
     assert_eq!(r.summary_count("cuDeviceGet"), (1, 0));
     assert!(r.events("device_fault").is_empty());
-    assert!(
-        started.elapsed() < std::time::Duration::from_millis(900),
-        "took {:?}",
-        started.elapsed()
-    );
+    let bound = seedance_e2e::target::wall_time_bound(std::time::Duration::from_millis(900));
+    assert!(started.elapsed() < bound, "took {:?}", started.elapsed());
 }
 
 /// A child forked after the parent read `SEEDANCE_VALIDATE=pre` (it launched once) only
@@ -58,24 +55,32 @@ fn forked_child_makes_no_pre_checks() {
 }
 
 /// 32 threads x 100k launches plus context create/destroy: no deadlock, exact counts in the
-/// exit summary, nothing dropped.
+/// exit summary, nothing dropped. Under qemu (tests/harness/target.rs), where a call costs
+/// some 50 times more, each thread makes 10k launches: the same 32 threads race on the same
+/// counters.
 #[test]
 fn thirty_two_threads_exact_counts() {
+    let n: u64 = if seedance_e2e::target::cross().is_some() {
+        10_000
+    } else {
+        100_000
+    };
     let r = Run::new("stress", true)
         .env("SEEDANCE_QUIET", "1")
-        .args(&["32", "100000"])
+        .args(&["32", &n.to_string()])
         .finish();
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
-    // Per thread: cuDeviceGet + cuCtxCreate_v2, 100000 launches, 100 x (create, destroy,
+    // Per thread: cuDeviceGet + cuCtxCreate_v2, n launches, n/1000 x (create, destroy,
     // set current).
+    let rounds = n / 1000;
     assert_eq!(
         r.stdout(),
-        format!("ok_calls={}\n", 32 * (2 + 100_000 + 300))
+        format!("ok_calls={}\n", 32 * (2 + n + 3 * rounds))
     );
-    assert_eq!(r.summary_count("cuLaunchKernel"), (3_200_000, 0));
-    assert_eq!(r.summary_count("cuCtxCreate_v2"), (32 * 101, 0));
-    assert_eq!(r.summary_count("cuCtxDestroy_v2"), (3_200, 0));
-    assert_eq!(r.summary_count("cuCtxSetCurrent"), (3_200, 0));
+    assert_eq!(r.summary_count("cuLaunchKernel"), (32 * n, 0));
+    assert_eq!(r.summary_count("cuCtxCreate_v2"), (32 * (1 + rounds), 0));
+    assert_eq!(r.summary_count("cuCtxDestroy_v2"), (32 * rounds, 0));
+    assert_eq!(r.summary_count("cuCtxSetCurrent"), (32 * rounds, 0));
     assert_eq!(r.events("exit_summary")[0]["dropped_records"], 0);
 }
 

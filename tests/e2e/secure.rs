@@ -99,6 +99,12 @@ exec $RUN "$P" "$@"
 
 /// Prints why the test is skipped and returns `true` if it cannot run here.
 fn skip(test: &str) -> bool {
+    if seedance_e2e::target::skip_under_emulation(
+        "AT_SECURE comes from the kernel's exec of the setuid, setgid or file-capability file, \
+         and under qemu-user the kernel execs qemu, not the program",
+    ) {
+        return true;
+    }
     match seedance_e2e::mount_namespace_unavailable() {
         Some(why) => {
             eprintln!("secure::{test}: skipped: {why}");

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+pub mod target;
+
 /// Paths of the built libraries and programs, shared by every test in a binary.
 pub struct Artifacts {
     /// `libseedance_fix.so`.
@@ -44,8 +46,9 @@ pub fn artifacts() -> &'static Artifacts {
 }
 
 fn build() -> Artifacts {
-    let profile_dir = target_dir();
-    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let host_profile_dir = target_dir();
+    let release = host_profile_dir.file_name().is_some_and(|n| n == "release");
+    let profile_dir = target::profile_dir(&host_profile_dir);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root()).args([
@@ -57,6 +60,7 @@ fn build() -> Artifacts {
         "-p",
         "fake-nvml",
     ]);
+    cmd.args(target::cargo_args());
     if release {
         cmd.arg("--release");
     }
@@ -83,7 +87,7 @@ fn build() -> Artifacts {
     }
     let src = workspace_root().join("tests/programs");
     let cc = |out: &str, args: &[&str]| {
-        let status = Command::new("cc")
+        let status = Command::new(target::cc())
             .arg("-O1")
             .arg("-Wall")
             .arg("-o")
@@ -237,9 +241,8 @@ impl Run {
         let a = artifacts();
         let trace_dir = tempfile::tempdir().unwrap();
         let driver_log = trace_dir.path().join("driver-calls.log");
-        let mut cmd = Command::new(a.bin_dir.join(program));
-        cmd.env_clear()
-            .env("PATH", "/usr/bin:/bin")
+        let mut cmd = target::command(&a.bin_dir.join(program));
+        cmd.env("PATH", "/usr/bin:/bin")
             .env(
                 "LD_LIBRARY_PATH",
                 format!("{}:{}", a.fake_dir.display(), a.bin_dir.display()),
@@ -320,8 +323,10 @@ impl Run {
     }
 
     /// Runs the program to completion and collects its outputs.
-    pub fn finish(mut self) -> Finished {
-        let output = self.cmd.output().expect("run test program");
+    pub fn finish(self) -> Finished {
+        let output = target::finalize(self.cmd)
+            .output()
+            .expect("run test program");
         collect(output, self.trace_dir.path(), &self.driver_log)
     }
 
@@ -354,10 +359,9 @@ impl Run {
     /// Starts the program and returns at once, with stdin, stdout and stderr piped: the test
     /// can write to it, watch its output and trace while it runs, signal it, and then collect
     /// everything with [`Running::finish`].
-    pub fn spawn(mut self) -> Running {
+    pub fn spawn(self) -> Running {
         use std::process::Stdio;
-        let mut child = self
-            .cmd
+        let mut child = target::finalize(self.cmd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
