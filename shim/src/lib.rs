@@ -17,6 +17,7 @@ mod args;
 mod devices;
 mod driverlog;
 mod guard;
+mod hazard;
 mod hooks;
 mod launch;
 mod lifetime;

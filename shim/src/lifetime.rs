@@ -101,6 +101,7 @@ pub fn configure(cfg: &seedance_core::Config) {
 /// Turns tracking off for good (a forked child, which only forwards: a lock another thread
 /// of the parent held at the fork would never be released there).
 pub fn disable() {
+    crate::hazard::disable();
     ON.store(false, Ordering::Relaxed);
     ANY_DEAD.store(false, Ordering::Relaxed);
 }
@@ -267,6 +268,12 @@ fn report(f: Finding<'_>) {
     }
 }
 
+/// Counts one repair of `kind` made elsewhere (the pinned-copy ordering of
+/// [`crate::hazard`]) in the exit summary's `repairs`.
+pub(crate) fn count_repair(kind: &'static str) {
+    *REPAIRS.lock().entry(kind).or_insert(0) += 1;
+}
+
 /// Repairs made, by kind, for the exit summary.
 pub fn repairs() -> BTreeMap<String, u64> {
     REPAIRS
@@ -430,6 +437,7 @@ fn after_end(id: HookId, how: EndKind, handle: u64) {
             ANY_DEAD.store(true, Ordering::Relaxed);
         }
     }
+    crate::hazard::context_ended(handle);
     let mut t = TRACKER.lock();
     let s = site(&mut t, id);
     retire_context(&mut t, cid);

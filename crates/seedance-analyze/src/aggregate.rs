@@ -20,7 +20,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 /// `newer_schema_records` (their known kinds and fields are still read). Deliberately not
 /// `seedance_trace::SCHEMA_VERSION`: the shim's version moves ahead when the schema grows,
 /// and this one only when the analyzer has learnt the new version.
-pub const KNOWN_SCHEMA_VERSION: u32 = 4;
+pub const KNOWN_SCHEMA_VERSION: u32 = 5;
 
 /// Result key of a `lifetime_fault` found before the call reached the driver.
 pub const NOT_CALLED: &str = "(not called)";

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 /// History: 1 = session_start, call_failed, exit_summary. 2 = device_fault, device_fallback,
 /// session_start.topology, exit_summary.repairs and .fallbacks. 3 = launch_fault,
 /// alloc_fault. 4 = lifetime_fault, lifetime_repair, exit_summary.live_contexts,
-/// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit.
-pub const SCHEMA_VERSION: u32 = 4;
+/// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit. 5 = host_hazard.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// One line of the trace: the envelope fields and one event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +53,9 @@ pub enum Event {
     LifetimeFault(LifetimeFault),
     /// A lifetime hazard repaired by the fix mode (schema 4).
     LifetimeRepair(LifetimeRepair),
+    /// Two asynchronous copies racing on pinned host memory from unordered streams
+    /// (schema 5).
+    HostHazard(HostHazard),
 }
 
 /// Where and when a lifetime call happened (schema 4).
@@ -173,6 +176,53 @@ pub struct LifetimeRepair {
     /// What the program got (0 = success).
     pub result: u32,
     /// The announcement, as printed on stderr.
+    pub explanation: String,
+}
+
+/// One asynchronous copy's access to pinned host memory (schema 5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostAccess {
+    /// Exported symbol of the copy (`cuMemcpyHtoDAsync_v2`, `cuMemcpyDtoHAsync_v2`,
+    /// `cuMemcpyAsync`, their `_ptsz` variants).
+    pub function: String,
+    /// The created stream (hex); `None` for a default stream.
+    pub stream: Option<String>,
+    /// For a default stream: `legacy` or `per_thread`.
+    pub default_stream: Option<String>,
+    /// Kernel thread id of the caller.
+    pub tid: u64,
+    /// `read` (the copy reads the host memory: host to device) or `write` (device to host).
+    pub access: String,
+    /// Offset of the first byte touched from the start of the pinned range, bytes.
+    pub offset: u64,
+    /// Bytes touched.
+    pub bytes: u64,
+}
+
+/// The `host_hazard` event (schema 5): an asynchronous copy overlapping a pending one on
+/// pinned host memory, one of them writing it, on a stream nothing orders after the first
+/// one's. Written once per distinct pair of call sites (both entry points and directions).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostHazard {
+    /// Exported symbol of the second (new) copy.
+    pub function: String,
+    /// `pinned_copy_race`.
+    pub kind: String,
+    /// The pinned or registered range both copies touch.
+    pub range: MemoryRange,
+    /// The call that pinned it (`cuMemHostAlloc`, `cuMemAllocHost_v2`,
+    /// `cuMemHostRegister_v2`).
+    pub made_by: String,
+    /// The earlier copy, still pending.
+    pub first: HostAccess,
+    /// The new copy.
+    pub second: HostAccess,
+    /// Whether fix mode ordered the second after the first.
+    pub repaired: bool,
+    /// The repair: `event_wait` (the shim recorded its own event on the first stream and
+    /// made the second wait for it); `None` when not repaired.
+    pub repair: Option<String>,
+    /// The explanation, as printed on stderr.
     pub explanation: String,
 }
 
@@ -496,7 +546,7 @@ mod tests {
         let line = serde_json::to_string(&sample()).unwrap();
         assert_eq!(
             line,
-            r#"{"v":4,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
+            r#"{"v":5,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
         );
     }
 
