@@ -178,6 +178,9 @@ pub enum Line<'a> {
     LifetimeFault(Head, Box<LifetimeFaultInfo>),
     /// A `lifetime_repair` record (schema 4).
     LifetimeRepair(Head, Box<LifetimeRepairInfo>),
+    /// A `host_hazard` record (schema 5): read with the fields it shares with a
+    /// `lifetime_fault` (`function`, `kind`, `repaired`, `explanation`).
+    HostHazard(Head, Box<LifetimeFaultInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -196,6 +199,7 @@ impl Line<'_> {
             | Line::AllocFault(h, _)
             | Line::LifetimeFault(h, _)
             | Line::LifetimeRepair(h, _)
+            | Line::HostHazard(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -219,7 +223,7 @@ fn head_of(
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 9] = [
+pub const KNOWN_KINDS: [&str; 10] = [
     "session_start",
     "call_failed",
     "exit_summary",
@@ -229,6 +233,7 @@ pub const KNOWN_KINDS: [&str; 9] = [
     "alloc_fault",
     "lifetime_fault",
     "lifetime_repair",
+    "host_hazard",
 ];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
@@ -374,6 +379,10 @@ fn classify<'a>(
         "lifetime_repair" => match serde_json::from_slice::<LifetimeRepairInfo>(line) {
             Ok(s) => Line::LifetimeRepair(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "lifetime_repair"),
+        },
+        "host_hazard" => match serde_json::from_slice::<LifetimeFaultInfo>(line) {
+            Ok(s) => Line::HostHazard(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "host_hazard"),
         },
         _ => Line::Unknown(head, kind),
     }
