@@ -2,7 +2,7 @@
 
 Usage:
   torch_pinned.py loop [copies]   copy-bound loop: `copies` non_blocking host-to-device
-                                  copies of a 256 KiB pinned tensor (pin_memory()), each
+                                  copies of a 1 MiB pinned tensor (pin_memory()), each
                                   into a fresh device slot, synchronised every 64; prints
                                   "copies per second: X"
   torch_pinned.py dataloader      a DataLoader with pin_memory=True and 2 workers, batches
@@ -16,7 +16,7 @@ import torch
 
 
 def loop(copies):
-    src = torch.arange(64 * 1024, dtype=torch.float32).pin_memory()
+    src = torch.arange(256 * 1024, dtype=torch.float32).pin_memory()
     dst = torch.empty((64, src.numel()), device="cuda")
     for i in range(256):
         dst[i % 64].copy_(src, non_blocking=True)

@@ -49,9 +49,13 @@ static SEEN: Lazy<Mutex<HashSet<SiteKey>>> = Lazy::new(|| Mutex::new(HashSet::ne
 /// `CU_EVENT_DISABLE_TIMING` (cuda.h).
 const DISABLE_TIMING: u32 = 2;
 
+/// The accesses of one copy: its host side, or both sides of a unified copy.
+type Sides = [Option<Access>; 2];
+
 thread_local! {
-    /// The accesses of the copy this thread is making, from the `pre` hook to the `ok` hook.
-    static NEXT: RefCell<Vec<Access>> = const { RefCell::new(Vec::new()) };
+    /// The accesses of the copy this thread is making, from the `pre` hook to the `ok` hook
+    /// (a fixed pair: no allocation per copy).
+    static NEXT: RefCell<Sides> = const { RefCell::new([None, None]) };
 }
 
 fn on() -> bool {
@@ -96,6 +100,16 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
 
 /// The range starting at `lo` was freed or unregistered.
 pub fn pinned_removed(lo: u64) {
+    if crate::hostguard::on() {
+        let hi = TABLE
+            .lock()
+            .ranges()
+            .find(|r| r.lo == lo)
+            .map(|r| r.lo.saturating_add(r.bytes));
+        if let Some(hi) = hi {
+            crate::hostguard::release_range(lo, hi);
+        }
+    }
     let mut t = TABLE.lock();
     t.pinned_removed(lo);
     if t.ranges().next().is_none() {
@@ -132,19 +146,22 @@ fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, l
 /// Before an asynchronous copy whose host side `sides` (address, direction) may be pinned:
 /// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
 fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
-    let mut next = Vec::new();
+    let mut next: Sides = [None, None];
     let mut hazards = Vec::new();
     {
         let t = TABLE.lock();
-        for &(addr, dir) in sides {
+        for (slot, &(addr, dir)) in next.iter_mut().zip(sides) {
             let Some(r) = t.pinned_at(addr) else {
                 continue;
             };
             let a = access(id, dir, addr, bytes, stream, r.lo);
+            if dir == Direction::Write && crate::hostguard::on() {
+                crate::hostguard::release_range(addr, addr.saturating_add(bytes));
+            }
             if !t.is_idle() {
                 hazards.extend(t.check(&a));
             }
-            next.push(a);
+            *slot = Some(a);
         }
     }
     NEXT.with(|n| *n.borrow_mut() = next);
@@ -157,14 +174,37 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
 /// After the copy succeeded: its accesses are pending.
 fn after_copy() {
     let next = NEXT.with(|n| std::mem::take(&mut *n.borrow_mut()));
-    if next.is_empty() {
+    if next.iter().all(Option::is_none) {
         return;
     }
-    let mut t = TABLE.lock();
-    for a in next {
-        t.commit(a);
+    let guard: Vec<Access> = if crate::hostguard::on() {
+        next.iter()
+            .flatten()
+            .filter(|a| a.dir == Direction::Read)
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    {
+        let mut t = TABLE.lock();
+        for a in next.into_iter().flatten() {
+            t.commit(a);
+        }
+        PENDING.store(true, Ordering::Relaxed);
     }
-    PENDING.store(true, Ordering::Relaxed);
+    for a in guard {
+        let id = HookId::ALL
+            .iter()
+            .position(|h| h.name() == a.function)
+            .unwrap_or(0);
+        let stream = if a.per_thread && a.stream == 0 {
+            CU_STREAM_PER_THREAD as usize
+        } else {
+            a.stream as usize
+        };
+        crate::hostguard::arm(id, a.addr, a.bytes, stream, a.ctx as usize, a.key);
+    }
 }
 
 /// Before `cuMemcpyHtoDAsync_v2(_ptsz)`: `None` (the copy always goes ahead).
@@ -330,6 +370,7 @@ fn report(h: &Hazard, repaired: Option<String>) {
         repaired: repaired.is_some(),
         repair: repaired.is_some().then(|| "event_wait".to_string()),
         explanation,
+        backtrace: None,
     }));
 }
 
@@ -362,6 +403,10 @@ pub fn stream_destroyed(handle: u64) {
 
 /// `cuStreamSynchronize(_ptsz)` succeeded, or `cuStreamQuery(_ptsz)` found the stream idle.
 pub fn stream_completed(id: HookId, stream: CUstream) {
+    report_writes();
+    if crate::hostguard::on() {
+        crate::hostguard::key_completed(work::key_for(stream as usize, is_per_thread(id)));
+    }
     while_pending(|t| {
         let key = work::key_for(stream as usize, is_per_thread(id));
         t.stream_completed(key, platform::thread_id(), work::current_context() as u64)
@@ -370,6 +415,10 @@ pub fn stream_completed(id: HookId, stream: CUstream) {
 
 /// The context `ctx` was synchronised, or ended.
 pub fn context_completed(ctx: u64) {
+    report_writes();
+    if crate::hostguard::on() {
+        crate::hostguard::context_completed(ctx as usize);
+    }
     while_pending(|t| t.context_completed(ctx));
 }
 
@@ -397,7 +446,105 @@ pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
 
 /// `cuEventSynchronize` succeeded, or `cuEventQuery` reported the event complete.
 pub fn event_completed(event: CUevent) {
-    while_pending(|t| t.event_completed(event as u64));
+    report_writes();
+    while_pending(|t| {
+        if crate::hostguard::on() {
+            if let Some(k) = t.event_key(event as u64) {
+                crate::hostguard::key_completed(k);
+            }
+        }
+        t.event_completed(event as u64)
+    });
+}
+
+/// Reports a host write the guard caught (`SEEDANCE_HOST_GUARD`), outside the signal
+/// handler: one relaxed load when there is none.
+#[inline(always)]
+pub fn report_writes() {
+    if crate::hostguard::pending_report() {
+        cold(report_write);
+    }
+}
+
+fn report_write() {
+    let Some(w) = crate::hostguard::take() else {
+        return;
+    };
+    let function = HookId::ALL.get(w.function).map_or("?", |h| h.name());
+    let range = TABLE.lock().pinned_at(w.src).cloned();
+    let (lo, bytes, made_by) = range
+        .as_ref()
+        .map_or((w.src, w.bytes, "?"), |r| (r.lo, r.bytes, r.made_by));
+    let copy = Access {
+        function,
+        key: w.key,
+        stream: 0,
+        per_thread: false,
+        ctx: 0,
+        tid: w.copy_tid,
+        dir: Direction::Read,
+        addr: w.src,
+        bytes: w.bytes,
+        range_lo: lo,
+        seq: 0,
+    };
+    let what = if w.waited {
+        "; fix mode: the write waited until the copy completed (cuStreamSynchronize), so the \
+         copy sent the bytes from before it"
+    } else {
+        ""
+    };
+    let explanation = format!(
+        "host write into pinned memory at {:#x} (byte {} of pinned range {lo:#x}, {}, made \
+         by {made_by}) by thread {} while {function} on {} (thread {}) still reads bytes \
+         {}..{} of that range: the copy may send the new bytes instead of the ones it was \
+         given; fix: write the buffer only after the copy completed (cuStreamSynchronize, or \
+         an event recorded after the copy and synchronised), or copy from another buffer{what}",
+        w.addr,
+        w.addr - lo,
+        seedance_core::alloc::short(bytes),
+        w.tid,
+        copy.describe_stream(),
+        w.copy_tid,
+        w.src - lo,
+        w.src - lo + w.bytes,
+    );
+    let mut text = format!("host write: {explanation}");
+    if w.more > 0 {
+        text.push_str(&format!(" ({} more writes caught)", w.more));
+    }
+    text.push_str("; the writing thread's stack:");
+    for f in &w.frames {
+        text.push_str("\n    ");
+        text.push_str(f);
+    }
+    session::say(&text);
+    if w.waited {
+        crate::lifetime::count_repair("wait_before_host_write");
+    }
+    session::emit(Event::HostHazard(HostHazard {
+        function: "host write".to_string(),
+        kind: "host_write_race".to_string(),
+        range: MemoryRange {
+            address: format!("{lo:#x}"),
+            bytes,
+        },
+        made_by: made_by.to_string(),
+        first: trace_access(&copy, lo),
+        second: HostAccess {
+            function: "host write".to_string(),
+            stream: None,
+            default_stream: None,
+            tid: w.tid,
+            access: "write".to_string(),
+            offset: w.addr - lo,
+            bytes: 1,
+        },
+        repaired: w.waited,
+        repair: w.waited.then(|| "wait_before_host_write".to_string()),
+        explanation,
+        backtrace: Some(w.frames),
+    }));
 }
 
 /// Turns the checks off for good (a forked child).

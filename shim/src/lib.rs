@@ -19,6 +19,7 @@ mod driverlog;
 mod guard;
 mod hazard;
 mod hooks;
+mod hostguard;
 mod launch;
 mod lifetime;
 mod metrics;

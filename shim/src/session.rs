@@ -76,6 +76,7 @@ pub fn config() -> &'static Config {
         let _ = EXCLUSIONS.set(selectors);
         crate::guard::set_quiet(cfg.quiet);
         crate::lifetime::configure(&cfg);
+        crate::hostguard::configure(&cfg);
         let m = if cfg.mode == Mode::Off {
             MODE_OFF
         } else {

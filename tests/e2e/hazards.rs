@@ -239,3 +239,97 @@ fn copies_on_one_stream_or_disjoint_bytes_are_silent() {
     silent("same_stream");
     silent("disjoint");
 }
+
+fn guarded(scenario: &str, mode: &str) -> Finished {
+    ok(run(scenario, true)
+        .env("SEEDANCE_MODE", mode)
+        .env("SEEDANCE_HOST_GUARD", "on")
+        .finish())
+}
+
+#[test]
+fn a_host_write_into_a_pending_copys_source_is_caught_by_the_guard() {
+    let before = plain("host_write");
+    assert!(
+        before
+            .stdout()
+            .contains("device copy: corrupted (4096 of 65536 bytes wrong, first 0x11)"),
+        "{}",
+        before.stdout()
+    );
+    // Off by default: host writes are not watched.
+    let off = ok(run("host_write", true).finish());
+    assert_eq!(off.stdout(), before.stdout());
+    assert_eq!(off.stderr(), "");
+
+    let o = guarded("host_write", "observe");
+    assert_eq!(o.stdout(), before.stdout());
+    let f = guarded("host_write", "fix");
+    assert!(
+        f.stdout().ends_with("device copy: intact\n"),
+        "{}",
+        f.stdout()
+    );
+    for (r, repaired) in [(&o, false), (&f, true)] {
+        let h = hazards(r);
+        assert_eq!(h.len(), 1, "{}", r.stderr());
+        let h = h[0];
+        assert_eq!(h["kind"], "host_write_race");
+        assert_eq!(h["repaired"], repaired);
+        assert_eq!(h["first"]["function"], "cuMemcpyHtoDAsync_v2");
+        assert_eq!(h["first"]["stream"], "0x5eed50000100");
+        assert_eq!(h["second"]["access"], "write");
+        assert_eq!(h["second"]["offset"], 65536 - 4096);
+        let frames: Vec<&str> = h["backtrace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert!(
+            frames.iter().any(|f| f.contains(" host_write")),
+            "{frames:#?}"
+        );
+        assert!(frames.iter().any(|f| f.contains(" main")), "{frames:#?}");
+        let err = r.stderr();
+        assert!(
+            err.starts_with("seedance: host write: host write into pinned memory at 0x"),
+            "{err}"
+        );
+        assert!(err.contains("(byte 61440 of pinned range 0x"));
+        assert!(err.contains("while cuMemcpyHtoDAsync_v2 on stream 0x5eed50000100 (thread "));
+        assert!(err.contains("still reads bytes 0..65536 of that range"));
+        assert!(err.contains("the writing thread's stack:\n    0x"));
+        assert_eq!(
+            err.contains("fix mode: the write waited until the copy completed"),
+            repaired
+        );
+    }
+    assert_eq!(
+        f.events("exit_summary")[0]["repairs"]["wait_before_host_write"],
+        1
+    );
+}
+
+#[test]
+fn the_guard_is_silent_for_a_write_after_the_copy_and_chains_other_faults() {
+    for mode in ["observe", "fix"] {
+        let r = guarded("write_after_sync", mode);
+        assert!(
+            r.stdout().ends_with("device copy: intact\n"),
+            "{}",
+            r.stdout()
+        );
+        assert_eq!(r.stderr(), "", "{mode}");
+        assert!(hazards(&r).is_empty());
+
+        let r = guarded("foreign_fault", mode);
+        assert!(
+            r.stdout().contains("the program's handler ran\n"),
+            "{}",
+            r.stdout()
+        );
+        assert!(r.stdout().ends_with("device copy: intact\n"));
+        assert_eq!(r.stderr(), "", "{mode}");
+    }
+}

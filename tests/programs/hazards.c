@@ -8,6 +8,9 @@
  * The healthy scenarios order the streams correctly and must stay silent under the shim.
  * Exits 0 unless a setup call fails. */
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +190,49 @@ static void write_then_read(void) {
     teardown(0);
 }
 
+/* A host write (memset) into the last page of the source while the copy is pending. Not
+ * static: the guard's backtrace names it from the symbol table. */
+void host_write(void) {
+    setup(0);
+    first_copy(0, N);
+    memset(pinned + N - 4096, 0x33, 4096);
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* The same write after the copy was waited for: correct. */
+static void write_after_sync(void) {
+    setup(0);
+    first_copy(0, N);
+    SETUP(cuStreamSynchronize(a));
+    memset(pinned + N - 4096, 0x33, 4096);
+    finish("device copy", 0, N - 4096);
+    teardown(0);
+}
+
+static sigjmp_buf jump;
+static void own_handler(int sig) {
+    (void)sig;
+    siglongjmp(jump, 1);
+}
+
+/* The program's own SIGSEGV handler still gets the faults that are not the guard's: a
+ * guarded copy is pending while the program writes into a page it protected itself. */
+static void foreign_fault(void) {
+    char *page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    signal(SIGSEGV, own_handler);
+    setup(0);
+    first_copy(0, N);
+    if (sigsetjmp(jump, 1) == 0) {
+        page[0] = 1;
+        printf("no fault\n");
+    } else {
+        printf("the program's handler ran\n");
+    }
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
 /* ---- Healthy programs: every one orders its streams. ---- */
 
 /* cudf-style staging: an event recorded after the first copy, waited for by stream B. */
@@ -316,6 +362,9 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "interior") == 0) interior();
     else if (strcmp(s, "unified") == 0) unified();
     else if (strcmp(s, "write_then_read") == 0) write_then_read();
+    else if (strcmp(s, "host_write") == 0) host_write();
+    else if (strcmp(s, "write_after_sync") == 0) write_after_sync();
+    else if (strcmp(s, "foreign_fault") == 0) foreign_fault();
     else if (strcmp(s, "event_ordered") == 0) event_ordered();
     else if (strcmp(s, "event_synchronized") == 0) event_synchronized();
     else if (strcmp(s, "pool_query") == 0) pool_query();

@@ -95,6 +95,8 @@ pub struct RawConfig {
     pub validate: Option<String>,
     /// `SEEDANCE_LIFETIME`.
     pub lifetime: Option<String>,
+    /// `SEEDANCE_HOST_GUARD`.
+    pub host_guard: Option<String>,
 }
 
 impl RawConfig {
@@ -115,6 +117,7 @@ impl RawConfig {
             metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
             validate: get("SEEDANCE_VALIDATE"),
             lifetime: get("SEEDANCE_LIFETIME"),
+            host_guard: get("SEEDANCE_HOST_GUARD"),
         }
     }
 
@@ -160,6 +163,10 @@ pub struct Config {
     /// pending on each stream, to explain (and in `fix` mode prevent) destroy-before-sync,
     /// use after destroy and frees of memory that copies still use (default `true`).
     pub lifetime: bool,
+    /// While a host-to-device copy from pinned memory is pending, write-protect the whole
+    /// pages of its source and catch the program's first write into them (default
+    /// `false`: it costs an `mprotect` and a host function per such copy).
+    pub host_guard: bool,
 }
 
 impl Default for Config {
@@ -178,6 +185,7 @@ impl Default for Config {
             metrics_interval_secs: 30,
             validate: Validate::Post,
             lifetime: true,
+            host_guard: false,
         }
     }
 }
@@ -265,6 +273,14 @@ impl Config {
                 Some(b) => cfg.lifetime = b,
                 None => warnings.push(format!(
                     "SEEDANCE_LIFETIME={l:?} is not a boolean (1/0, true/false, yes/no, on/off); using on"
+                )),
+            }
+        }
+        if let Some(g) = &raw.host_guard {
+            match parse_bool(g) {
+                Some(b) => cfg.host_guard = b,
+                None => warnings.push(format!(
+                    "SEEDANCE_HOST_GUARD={g:?} is not a boolean (1/0, true/false, yes/no, on/off); using off"
                 )),
             }
         }
@@ -464,6 +480,19 @@ mod tests {
         assert_eq!(
             w,
             vec!["SEEDANCE_LIFETIME=\"later\" is not a boolean (1/0, true/false, yes/no, on/off); using on".to_string()]
+        );
+    }
+
+    #[test]
+    fn host_guard_values() {
+        assert!(!Config::default().host_guard);
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_HOST_GUARD", "on")]));
+        assert!(w.is_empty() && cfg.host_guard);
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_HOST_GUARD", "sometimes")]));
+        assert!(!cfg.host_guard);
+        assert_eq!(
+            w,
+            vec!["SEEDANCE_HOST_GUARD=\"sometimes\" is not a boolean (1/0, true/false, yes/no, on/off); using off".to_string()]
         );
     }
 

@@ -414,6 +414,11 @@ impl Table {
         );
     }
 
+    /// The stream key an event was last recorded on while accesses were pending.
+    pub fn event_key(&self, event: u64) -> Option<u64> {
+        self.events.get(&event).map(|m| m.key)
+    }
+
     /// `cuStreamWaitEvent(stream, event)` on thread `tid`: `waiter` is ordered after the
     /// event's record.
     pub fn stream_waited(&mut self, waiter: u64, tid: u64, event: u64) {

@@ -206,7 +206,8 @@ pub struct HostAccess {
 pub struct HostHazard {
     /// Exported symbol of the second (new) copy.
     pub function: String,
-    /// `pinned_copy_race`.
+    /// `pinned_copy_race` (two copies), or `host_write_race` (a host write into the source
+    /// of a pending host-to-device copy, caught by `SEEDANCE_HOST_GUARD`).
     pub kind: String,
     /// The pinned or registered range both copies touch.
     pub range: MemoryRange,
@@ -224,6 +225,10 @@ pub struct HostHazard {
     pub repair: Option<String>,
     /// The explanation, as printed on stderr.
     pub explanation: String,
+    /// For a `host_write_race` (`SEEDANCE_HOST_GUARD`): the writing thread's stack,
+    /// innermost frame first, symbolized (`address symbol (file:line)` where known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<Vec<String>>,
 }
 
 /// A context alive at exit (schema 4).

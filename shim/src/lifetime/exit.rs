@@ -24,6 +24,7 @@ pub fn settle() {
     if !on() {
         return;
     }
+    crate::hazard::report_writes();
     cold(|| {
         let shards = work::shards();
         let pending = {
