@@ -27,6 +27,7 @@ fn kind_words(kind: &str) -> String {
         "pinned_copy_race" => {
             "asynchronous copies racing on pinned host memory from unordered streams".into()
         }
+        "host_write_race" => "host writes into the source of a pending pinned copy".into(),
         other => other.replace('_', " "),
     }
 }
@@ -60,14 +61,19 @@ fn remediation(kind: &str, all_repaired: bool) -> Vec<String> {
              until the first copy completes: the second copy may run before the first one \
              reads or writes the host memory."
             .into(),
+        "host_write_race" => "Write a pinned staging buffer only after the copy from it \
+             completed (cuStreamSynchronize, or an event recorded after the copy and \
+             synchronised), or stage into another buffer: the copy may send the new bytes."
+            .into(),
         _ => "A lifetime fault kind this analyzer does not know: the explanation above is \
              the shim's own."
             .into(),
     });
     if !all_repaired {
-        v.push(if kind == "pinned_copy_race" {
+        v.push(if kind == "pinned_copy_race" || kind == "host_write_race" {
             "Until the program is fixed, run it under seedance-fix in fix mode \
-             (SEEDANCE_MODE=fix) so that the shim orders the second copy after the first."
+             (SEEDANCE_MODE=fix) so that the shim orders the second copy after the first \
+             (and SEEDANCE_HOST_GUARD=on to make host writes wait for the copy)."
                 .into()
         } else {
             "Until the program is fixed, run it under seedance-fix in fix mode \

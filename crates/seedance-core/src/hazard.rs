@@ -197,6 +197,9 @@ pub struct Table {
     non_blocking: std::collections::HashSet<u64>,
     next_seq: u64,
     forgotten: u64,
+    /// While every pending access is on one stream: that stream (key, thread). A new
+    /// access on it cannot race with any of them, so [`Table::check`] returns at once.
+    single: Option<(u64, u64)>,
 }
 
 impl Table {
@@ -218,6 +221,7 @@ impl Table {
     pub fn pinned_removed(&mut self, lo: u64) -> Option<Range> {
         let r = self.ranges.remove(&lo)?;
         self.pending.retain(|a| a.range_lo != lo);
+        self.prune();
         Some(r)
     }
 
@@ -289,6 +293,11 @@ impl Table {
     /// The pending accesses that `next` (not yet committed) would race with, the latest
     /// first per stream, one per stream.
     pub fn check(&self, next: &Access) -> Vec<Hazard> {
+        if let Some((key, tid)) = self.single {
+            if same(key, tid, next.key, next.tid) {
+                return Vec::new();
+            }
+        }
         let Some(range) = self.ranges.get(&next.range_lo) else {
             return Vec::new();
         };
@@ -337,6 +346,11 @@ impl Table {
             self.forgotten += 1;
         }
         let seq = a.seq;
+        self.single = match self.single {
+            _ if self.pending.is_empty() => Some((a.key, a.tid)),
+            Some((k, t)) if same(k, t, a.key, a.tid) => Some((k, t)),
+            _ => None,
+        };
         self.pending.push(a);
         seq
     }
@@ -467,6 +481,7 @@ impl Table {
         if self.pending.is_empty() {
             self.waits.clear();
             self.events.clear();
+            self.single = None;
         }
     }
 }
