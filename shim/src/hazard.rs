@@ -199,7 +199,7 @@ fn after_copy() {
             .position(|h| h.name() == a.function)
             .unwrap_or(0);
         let stream = if a.per_thread && a.stream == 0 {
-            CU_STREAM_PER_THREAD as usize
+            CU_STREAM_PER_THREAD
         } else {
             a.stream as usize
         };
