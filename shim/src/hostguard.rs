@@ -27,8 +27,9 @@
 //! unregistered.
 //!
 //! Async-signal-safety, and what is not: the handler itself calls only atomics, `mprotect`,
-//! `gettid`, `nanosleep`-free loops and the stack walk, plus, for a guarded address, the two
-//! driver calls above. The fault is synchronous (a store of the faulting thread into memory
+//! `gettid` and the stack walk, plus, for a guarded address, the two driver calls above
+//! (their entry points are looked up when the handler is installed, never in it; the
+//! unwinder is warmed up then too). The fault is synchronous (a store of the faulting thread into memory
 //! the shim protected), so the handler interrupts that store, not arbitrary code; it can
 //! deadlock only if the store was made while the thread held a lock the driver or the
 //! unwinder needs: a write made by the driver itself on the CPU into a guarded page (its
@@ -290,6 +291,11 @@ fn alt_stack() {
 
 fn install() {
     INSTALL.call_once(|| {
+        // What the handler calls is resolved and warmed up here, outside it: the driver's
+        // entry points (no dlsym in the handler) and the unwinder.
+        query::resolve_for_signal_handler();
+        // SAFETY: an empty walk of the current stack.
+        unsafe { backtrace::trace_unsynchronized(|_| false) };
         // SAFETY: a zeroed sigaction is a valid starting point; the handler has the
         // SA_SIGINFO signature.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };

@@ -302,6 +302,21 @@ pub fn stream_wait_event(stream: CUstream, event: CUevent) -> Result<(), CUresul
     result(unsafe { f(stream, event, 0) })
 }
 
+/// Looks up, now, the entry points the host-write guard's signal handler calls
+/// (`cuStreamQuery`, `cuStreamSynchronize`, `cuCtxGetCurrent`, `cuCtxPushCurrent_v2`,
+/// `cuCtxPopCurrent_v2`), so that the handler never runs the look-up (`dlsym`) itself.
+pub fn resolve_for_signal_handler() {
+    for f in [
+        &STREAM_QUERY,
+        &STREAM_SYNCHRONIZE,
+        &CTX_GET_CURRENT,
+        &CTX_PUSH,
+        &CTX_POP,
+    ] {
+        let _ = f.get();
+    }
+}
+
 /// `cuStreamSynchronize(stream)` (the legacy-default-stream variant).
 pub fn stream_synchronize(stream: CUstream) -> Result<(), CUresult> {
     type F = unsafe extern "C" fn(CUstream) -> CUresult;

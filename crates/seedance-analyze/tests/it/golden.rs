@@ -442,7 +442,7 @@ fn v3_numbers() {
         i["unknown_event_kinds"],
         serde_json::json!({"graph_fault": 1})
     );
-    // Only the schema-4 process's records are newer than the analyzer.
+    // Only the schema-6 process's records are newer than the analyzer.
     assert_eq!(i["newer_schema_records"], 4);
     assert_eq!(i["truncated_lines"], 1);
 

@@ -440,11 +440,11 @@ fn html_output_file() {
     assert!(html.contains("no exit summary (killed or still running)"));
 }
 
-/// The analyzer knows schema 3: its records are not "newer"; schema 4 records are, and
+/// The analyzer knows schema 5: its records are not "newer"; schema 6 records are, and
 /// their known kinds are still read.
 #[test]
-fn schema_4_is_known_and_5_is_newer() {
-    assert_eq!(seedance_analyze::aggregate::KNOWN_SCHEMA_VERSION, 4);
+fn schema_5_is_known_and_6_is_newer() {
+    assert_eq!(seedance_analyze::aggregate::KNOWN_SCHEMA_VERSION, 5);
     let dir = tempfile::tempdir().unwrap();
     let launch = |v: u32, seq: u64| {
         format!(
@@ -457,7 +457,7 @@ fn schema_4_is_known_and_5_is_newer() {
         &[
             &session_start(12, 0, 1).replace(r#""v":1"#, r#""v":3"#),
             &launch(3, 1),
-            &launch(5, 2).replace(r#""requested":65"#, r#""requested":66"#),
+            &launch(6, 2).replace(r#""requested":65"#, r#""requested":66"#),
             // Without its check, a launch fault says nothing: malformed.
             r#"{"v":3,"seq":3,"ts_ns":3,"pid":12,"tid":12,"event":"launch_fault","function":"cuLaunchKernel","result":1}"#,
             r#"{"v":3,"seq":4,"ts_ns":4,"pid":12,"tid":12,"event":"alloc_fault","check":"zero_size","result":1}"#,
