@@ -31,7 +31,7 @@ per_call() { # per_call PRELOAD MODE KIND -> instructions per iteration
 }
 status=0
 printf '%-8s %-8s %10s %10s %10s\n' call mode baseline shim added
-for kind in launch alloc; do
+for kind in launch alloc copy pinned_copy; do
   base=$(per_call "" fix "$kind")
   for mode in off observe fix; do
     with=$(per_call "$shim" "$mode" "$kind")

@@ -17,7 +17,13 @@ mod args;
 mod devices;
 mod driverlog;
 mod guard;
+mod hazard;
 mod hooks;
+#[cfg(target_os = "linux")]
+mod hostguard;
+#[cfg(not(target_os = "linux"))]
+#[path = "hostguard_other.rs"]
+mod hostguard;
 mod launch;
 mod lifetime;
 mod metrics;

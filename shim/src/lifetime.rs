@@ -265,6 +265,12 @@ fn report(f: Finding<'_>) {
     }
 }
 
+/// Counts one repair of `kind` made elsewhere (the pinned-copy ordering of
+/// [`crate::hazard`]) in the exit summary's `repairs`.
+pub(crate) fn count_repair(kind: &'static str) {
+    *REPAIRS.lock().entry(kind).or_insert(0) += 1;
+}
+
 /// Repairs made, by kind, for the exit summary.
 pub fn repairs() -> BTreeMap<String, u64> {
     REPAIRS
@@ -429,6 +435,7 @@ fn after_end(id: HookId, how: EndKind, handle: u64) {
             session::set_switch(session::sw::ANY_DEAD);
         }
     }
+    crate::hazard::context_ended(handle);
     let mut t = TRACKER.lock();
     let s = site(&mut t, id);
     retire_context(&mut t, cid);

@@ -13,7 +13,7 @@
 use crate::hooks::slots;
 use libc::{c_int, c_void};
 use seedance_cuda::{
-    CUcontext, CUdevice, CUdeviceptr, CUfunction, CUmemAllocationProp, CUresult, CUstream,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmemAllocationProp, CUresult, CUstream,
 };
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -86,6 +86,9 @@ real_fns! {
     CTX_PUSH = c"cuCtxPushCurrent_v2";
     CTX_POP = c"cuCtxPopCurrent_v2";
     PRIMARY_STATE = c"cuDevicePrimaryCtxGetState";
+    EVENT_CREATE = c"cuEventCreate";
+    EVENT_RECORD = c"cuEventRecord";
+    STREAM_WAIT_EVENT = c"cuStreamWaitEvent";
 }
 
 /// Reinterprets a looked-up address as the function type `F`.
@@ -271,6 +274,55 @@ pub fn stream_busy(stream: CUstream) -> Result<bool, CUresult> {
         CUresult::CUDA_SUCCESS => Ok(false),
         CUresult::CUDA_ERROR_NOT_READY => Ok(true),
         r => Err(r),
+    }
+}
+
+/// `cuEventCreate(&e, flags)` in the calling thread's current context: the shim's own
+/// event for ordering two streams ([`crate::hazard`]).
+pub fn event_create(flags: u32) -> Result<CUevent, CUresult> {
+    type F = unsafe extern "C" fn(*mut CUevent, u32) -> CUresult;
+    let p = EVENT_CREATE.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuEventCreate.
+    let f: F = unsafe { typed(p) };
+    let mut e: CUevent = std::ptr::null_mut();
+    // SAFETY: e is a valid out-pointer.
+    result(unsafe { f(&mut e, flags) }).map(|()| e)
+}
+
+/// `cuEventRecord(event, stream)` (the legacy-default-stream variant).
+pub fn event_record(event: CUevent, stream: CUstream) -> Result<(), CUresult> {
+    type F = unsafe extern "C" fn(CUevent, CUstream) -> CUresult;
+    let p = EVENT_RECORD.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuEventRecord.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: the handles are only passed on.
+    result(unsafe { f(event, stream) })
+}
+
+/// `cuStreamWaitEvent(stream, event, 0)` (the legacy-default-stream variant).
+pub fn stream_wait_event(stream: CUstream, event: CUevent) -> Result<(), CUresult> {
+    type F = unsafe extern "C" fn(CUstream, CUevent, u32) -> CUresult;
+    let p = STREAM_WAIT_EVENT
+        .get()
+        .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuStreamWaitEvent.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: the handles are only passed on.
+    result(unsafe { f(stream, event, 0) })
+}
+
+/// Looks up, now, the entry points the host-write guard's signal handler calls
+/// (`cuStreamQuery`, `cuStreamSynchronize`, `cuCtxGetCurrent`, `cuCtxPushCurrent_v2`,
+/// `cuCtxPopCurrent_v2`), so that the handler never runs the look-up (`dlsym`) itself.
+pub fn resolve_for_signal_handler() {
+    for f in [
+        &STREAM_QUERY,
+        &STREAM_SYNCHRONIZE,
+        &CTX_GET_CURRENT,
+        &CTX_PUSH,
+        &CTX_POP,
+    ] {
+        let _ = f.get();
     }
 }
 

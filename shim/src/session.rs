@@ -159,6 +159,7 @@ pub fn config() -> &'static Config {
             eprintln!("seedance: {w}");
         }
         let _ = EXCLUSIONS.set(selectors);
+        crate::hostguard::configure(&cfg);
         let w = word_of(&cfg);
         WORD.fetch_or(w, Ordering::Release);
         if w & sw::ACTIVE != 0 {

@@ -12,6 +12,8 @@
 //! * `alloc`: zero, wrapped and off-granularity sizes and out-of-memory, explained.
 //! * `lifetime`: destroy before synchronise, handles used after their context ended, pinned
 //!   memory freed under a copy, the exit report: explained, and repaired in `fix` mode.
+//! * `hazards`: asynchronous copies racing on pinned host memory from unordered streams:
+//!   explained, and ordered in `fix` mode.
 //! * `signals`: SIGTERM, SIGINT, SIGKILL, `exit()` from another thread and `_exit`: the
 //!   trace written before the end stays readable.
 //! * `secure`: a setuid process (`AT_SECURE`) ignores every `SEEDANCE_*` variable.
@@ -29,6 +31,7 @@ mod cancel;
 mod devices;
 mod early;
 mod failures;
+mod hazards;
 mod launch;
 mod lifetime;
 mod loading_paths;

@@ -128,6 +128,15 @@ const CASES: &[Case] = &[
     case("lifetime_pinned_free", "lifetime", &["pinned_free"], &[]),
     case("lifetime_leave", "lifetime", &["leave"], &[]),
     case("lifetime_after_deinit", "lifetime", &["after_deinit"], &[]),
+    Case {
+        driver_log: false,
+        ..case(
+            "hazards_recycle_thread",
+            "hazards",
+            &["recycle_thread"],
+            &[],
+        )
+    },
 ];
 
 fn run(c: &Case) -> Run {

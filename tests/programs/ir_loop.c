@@ -1,5 +1,7 @@
 /* For instruction counting under callgrind: N hooked calls of one kind, single thread, no
- * timing. Usage: ir_loop launch|alloc N */
+ * timing. Usage: ir_loop launch|alloc|copy|pinned_copy N. `copy`: cuMemcpyHtoDAsync from
+ * pageable memory while a registered (pinned) range exists elsewhere; `pinned_copy`: from
+ * the registered range itself, all on one stream (the PyTorch pin_memory pattern). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,8 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         unsigned, void *, void **, void **);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemHostRegister_v2(void *, size_t, unsigned int);
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, void *);
 
 int main(int argc, char **argv) {
     if (argc < 3 || cuInit(0)) return 2;
@@ -18,6 +22,12 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "launch") == 0) {
         for (long i = 0; i < n; i++)
             if (cuLaunchKernel((void *)0x1000, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL)) return 1;
+    } else if (strcmp(argv[1], "copy") == 0 || strcmp(argv[1], "pinned_copy") == 0) {
+        static char pinned[1 << 16], pageable[1 << 16];
+        const char *src = strcmp(argv[1], "copy") == 0 ? pageable : pinned;
+        if (cuMemHostRegister_v2(pinned, sizeof pinned, 0)) return 1;
+        for (long i = 0; i < n; i++)
+            if (cuMemcpyHtoDAsync_v2(0x10000, src, 4096, NULL)) return 1;
     } else {
         for (long i = 0; i < n; i++)
             if (cuMemAlloc_v2(&p, 4096) || cuMemFree_v2(p)) return 1;

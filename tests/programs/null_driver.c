@@ -23,3 +23,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
     return 0;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) { (void)p; return 0; }
+CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags) {
+    (void)p; (void)bytes; (void)flags;
+    return 0;
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, void *stream) {
+    (void)dst; (void)src; (void)bytes; (void)stream;
+    return 0;
+}

@@ -581,6 +581,10 @@ impl Driver {
             .filter(|(_, &c)| c == ctx)
             .map(|(&s, _)| s)
             .collect();
+        // Created streams in the order they were made (handles increase), then the
+        // default stream: a context synchronize runs them in a scripted order, never a
+        // hash map's.
+        keys.sort_unstable();
         keys.push(default_queue(ctx));
         keys
     }

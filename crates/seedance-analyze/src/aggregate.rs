@@ -878,6 +878,22 @@ impl Aggregate {
                     p.strays.entry(st.device).or_insert(*st);
                 }
             }
+            Line::HostHazard(h, f) => {
+                // A pinned-copy race is a lifetime problem of its own kind; a repaired one
+                // counts as repaired as a lifetime_repair of the same function would.
+                self.counters.note_kind("host_hazard", false);
+                let i = self.process(file, h.pid);
+                if f.repaired {
+                    let key = ("order_pinned_copies".to_string(), f.function.clone());
+                    let p = &mut self.processes[i];
+                    if p.lifetime_repairs.contains_key(&key)
+                        || p.lifetime_repairs.len() < MAX_DEVICE_KEYS
+                    {
+                        *p.lifetime_repairs.entry(key).or_default() += 1;
+                    }
+                }
+                self.lifetime_fault(i, &h, *f);
+            }
             Line::Unknown(h, kind) => {
                 self.counters.note_kind(&kind, true);
                 let i = self.process(file, h.pid);

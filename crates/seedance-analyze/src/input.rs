@@ -180,6 +180,9 @@ pub enum Line<'a> {
     LifetimeRepair(Head, Box<LifetimeRepairInfo>),
     /// A `stray_context` record (schema 5).
     StrayContext(Head, Box<StrayInfo>),
+    /// A `host_hazard` record (schema 5): read with the fields it shares with a
+    /// `lifetime_fault` (`function`, `kind`, `repaired`, `explanation`).
+    HostHazard(Head, Box<LifetimeFaultInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -199,6 +202,7 @@ impl Line<'_> {
             | Line::LifetimeFault(h, _)
             | Line::LifetimeRepair(h, _)
             | Line::StrayContext(h, _)
+            | Line::HostHazard(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -222,7 +226,7 @@ fn head_of(
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 10] = [
+pub const KNOWN_KINDS: [&str; 11] = [
     "session_start",
     "call_failed",
     "exit_summary",
@@ -233,6 +237,7 @@ pub const KNOWN_KINDS: [&str; 10] = [
     "lifetime_fault",
     "lifetime_repair",
     "stray_context",
+    "host_hazard",
 ];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
@@ -382,6 +387,10 @@ fn classify<'a>(
         "stray_context" => match serde_json::from_slice::<StrayInfo>(line) {
             Ok(s) => Line::StrayContext(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "stray_context"),
+        },
+        "host_hazard" => match serde_json::from_slice::<LifetimeFaultInfo>(line) {
+            Ok(s) => Line::HostHazard(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "host_hazard"),
         },
         _ => Line::Unknown(head, kind),
     }

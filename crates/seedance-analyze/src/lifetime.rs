@@ -24,6 +24,10 @@ fn kind_words(kind: &str) -> String {
         "use_after_destroy" => "handle used after its context ended".into(),
         "pinned_memory_in_use" => "pinned host memory freed while streams used it".into(),
         "device_memory_in_use" => "device memory freed while streams used it".into(),
+        "pinned_copy_race" => {
+            "asynchronous copies racing on pinned host memory from unordered streams".into()
+        }
+        "host_write_race" => "host writes into the source of a pending pinned copy".into(),
         other => other.replace('_', " "),
     }
 }
@@ -50,16 +54,32 @@ fn remediation(kind: &str, all_repaired: bool) -> Vec<String> {
              read or write the memory (or record an event and wait for it) before freeing \
              it: an asynchronous copy or kernel still using it reads or writes freed memory."
             .into(),
+        "pinned_copy_race" => "Order the second copy after the first: record an event after \
+             the first copy (cuEventRecord / cudaEventRecord on its stream) and make the \
+             second stream wait for it (cuStreamWaitEvent / cudaStreamWaitEvent) before the \
+             second copy, or keep the pinned buffer (do not return it to a pool or reuse it) \
+             until the first copy completes: the second copy may run before the first one \
+             reads or writes the host memory."
+            .into(),
+        "host_write_race" => "Write a pinned staging buffer only after the copy from it \
+             completed (cuStreamSynchronize, or an event recorded after the copy and \
+             synchronised), or stage into another buffer: the copy may send the new bytes."
+            .into(),
         _ => "A lifetime fault kind this analyzer does not know: the explanation above is \
              the shim's own."
             .into(),
     });
     if !all_repaired {
-        v.push(
+        v.push(if kind == "pinned_copy_race" || kind == "host_write_race" {
+            "Until the program is fixed, run it under seedance-fix in fix mode \
+             (SEEDANCE_MODE=fix) so that the shim orders the second copy after the first \
+             (and SEEDANCE_HOST_GUARD=on to make host writes wait for the copy)."
+                .into()
+        } else {
             "Until the program is fixed, run it under seedance-fix in fix mode \
              (SEEDANCE_MODE=fix) so that the shim synchronises before the destroy or free."
-                .into(),
-        );
+                .into()
+        });
     }
     v
 }

@@ -30,6 +30,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SEEDANCE_VALIDATE", "post"),
     ("SEEDANCE_LIFETIME", "on"),
     ("SEEDANCE_STRAY_CONTEXT", "off"),
+    ("SEEDANCE_HOST_GUARD", "off"),
 ];
 
 /// `SEEDANCE_*` variables of this project's tests, scripts and container build that the
@@ -168,6 +169,8 @@ pub struct RawConfig {
     pub not_utf8: Vec<(&'static str, String)>,
     /// `SEEDANCE_STRAY_CONTEXT`.
     pub stray_context: Option<String>,
+    /// `SEEDANCE_HOST_GUARD`.
+    pub host_guard: Option<String>,
 }
 
 impl RawConfig {
@@ -191,6 +194,7 @@ impl RawConfig {
             unknown: Vec::new(),
             not_utf8: Vec::new(),
             stray_context: get("SEEDANCE_STRAY_CONTEXT"),
+            host_guard: get("SEEDANCE_HOST_GUARD"),
         }
     }
 
@@ -285,6 +289,10 @@ pub struct Config {
     /// (`SEEDANCE_STRAY_CONTEXT`, default [`StrayRepair::Off`]: nothing; see
     /// [`crate::stray`]).
     pub stray_context: StrayRepair,
+    /// While a host-to-device copy from pinned memory is pending, write-protect the whole
+    /// pages of its source and catch the program's first write into them (default
+    /// `false`: it costs an `mprotect` and a host function per such copy).
+    pub host_guard: bool,
 }
 
 /// `SEEDANCE_STRAY_CONTEXT`: the opt-in repair of a stray primary context on device 0.
@@ -328,6 +336,7 @@ impl Default for Config {
             validate: Validate::Post,
             lifetime: true,
             stray_context: StrayRepair::Off,
+            host_guard: false,
         }
     }
 }
@@ -448,6 +457,14 @@ impl Config {
                 "refuse" => cfg.stray_context = StrayRepair::Refuse,
                 _ => warnings.push(format!(
                     "SEEDANCE_STRAY_CONTEXT={v:?} is not one of off, redirect, refuse; using off"
+                )),
+            }
+        }
+        if let Some(g) = &raw.host_guard {
+            match parse_bool(g) {
+                Some(b) => cfg.host_guard = b,
+                None => warnings.push(format!(
+                    "SEEDANCE_HOST_GUARD={g:?} is not a boolean (1/0, true/false, yes/no, on/off); using off"
                 )),
             }
         }
@@ -767,6 +784,19 @@ mod tests {
         assert_eq!(
             closest_setting("SEEDANCE_EXCLUDE"),
             "SEEDANCE_EXCLUDE_DEVICES"
+        );
+    }
+
+    #[test]
+    fn host_guard_values() {
+        assert!(!Config::default().host_guard);
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_HOST_GUARD", "on")]));
+        assert!(w.is_empty() && cfg.host_guard);
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_HOST_GUARD", "sometimes")]));
+        assert!(!cfg.host_guard);
+        assert_eq!(
+            w,
+            vec!["SEEDANCE_HOST_GUARD=\"sometimes\" is not a boolean (1/0, true/false, yes/no, on/off); using off".to_string()]
         );
     }
 

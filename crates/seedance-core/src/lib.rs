@@ -15,6 +15,7 @@ pub mod bytes;
 pub mod config;
 pub mod counters;
 pub mod fallback;
+pub mod hazard;
 pub mod launch;
 pub mod lifetime;
 pub mod live;

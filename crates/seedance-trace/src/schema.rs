@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// alloc_fault. 4 = lifetime_fault, lifetime_repair, exit_summary.live_contexts,
 /// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit. 5 =
 /// exit_summary.device_questions; stray_context, exit_summary.device_use and
-/// .stray_contexts, alloc_fault.processes_on_device.
+/// .stray_contexts, alloc_fault.processes_on_device; host_hazard.
 pub const SCHEMA_VERSION: u32 = 5;
 
 /// One line of the trace: the envelope fields and one event.
@@ -58,6 +58,9 @@ pub enum Event {
     /// A context on a device the process does nothing on while it works on another, or the
     /// opt-in repair of one (schema 5).
     StrayContext(StrayContext),
+    /// Two asynchronous copies racing on pinned host memory from unordered streams
+    /// (schema 5).
+    HostHazard(HostHazard),
 }
 
 /// What a process did on one device, summed over its contexts there (schema 5).
@@ -242,6 +245,58 @@ pub struct LifetimeRepair {
     pub result: u32,
     /// The announcement, as printed on stderr.
     pub explanation: String,
+}
+
+/// One asynchronous copy's access to pinned host memory (schema 5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostAccess {
+    /// Exported symbol of the copy (`cuMemcpyHtoDAsync_v2`, `cuMemcpyDtoHAsync_v2`,
+    /// `cuMemcpyAsync`, their `_ptsz` variants).
+    pub function: String,
+    /// The created stream (hex); `None` for a default stream.
+    pub stream: Option<String>,
+    /// For a default stream: `legacy` or `per_thread`.
+    pub default_stream: Option<String>,
+    /// Kernel thread id of the caller.
+    pub tid: u64,
+    /// `read` (the copy reads the host memory: host to device) or `write` (device to host).
+    pub access: String,
+    /// Offset of the first byte touched from the start of the pinned range, bytes.
+    pub offset: u64,
+    /// Bytes touched.
+    pub bytes: u64,
+}
+
+/// The `host_hazard` event (schema 5): an asynchronous copy overlapping a pending one on
+/// pinned host memory, one of them writing it, on a stream nothing orders after the first
+/// one's. Written once per distinct pair of call sites (both entry points and directions).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostHazard {
+    /// Exported symbol of the second (new) copy.
+    pub function: String,
+    /// `pinned_copy_race` (two copies), or `host_write_race` (a host write into the source
+    /// of a pending host-to-device copy, caught by `SEEDANCE_HOST_GUARD`).
+    pub kind: String,
+    /// The pinned or registered range both copies touch.
+    pub range: MemoryRange,
+    /// The call that pinned it (`cuMemHostAlloc`, `cuMemAllocHost_v2`,
+    /// `cuMemHostRegister_v2`).
+    pub made_by: String,
+    /// The earlier copy, still pending.
+    pub first: HostAccess,
+    /// The new copy.
+    pub second: HostAccess,
+    /// Whether fix mode ordered the second after the first.
+    pub repaired: bool,
+    /// The repair: `event_wait` (the shim recorded its own event on the first stream and
+    /// made the second wait for it); `None` when not repaired.
+    pub repair: Option<String>,
+    /// The explanation, as printed on stderr.
+    pub explanation: String,
+    /// For a `host_write_race` (`SEEDANCE_HOST_GUARD`): the writing thread's stack,
+    /// innermost frame first, symbolized (`address symbol (file:line)` where known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<Vec<String>>,
 }
 
 /// A context alive at exit (schema 4).

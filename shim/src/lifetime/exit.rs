@@ -25,6 +25,7 @@ pub fn settle() {
         return;
     }
     super::stray::at_exit();
+    crate::hazard::report_writes();
     cold(|| {
         let shards = work::shards();
         let pending = {

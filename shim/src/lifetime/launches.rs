@@ -96,6 +96,7 @@ pub unsafe fn ok_copy_htod(
     bytes: usize,
     stream: CUstream,
 ) {
+    crate::hazard::ok_copy(src as u64, src as u64);
     if on() {
         let k = CopyKind::HostToDevice;
         work::note_copy(
@@ -121,6 +122,7 @@ pub unsafe fn ok_copy_dtoh(
     bytes: usize,
     stream: CUstream,
 ) {
+    crate::hazard::ok_copy(dst as u64, dst as u64);
     if on() {
         let k = CopyKind::DeviceToHost;
         work::note_copy(
@@ -147,6 +149,7 @@ pub unsafe fn ok_copy(
     bytes: usize,
     stream: CUstream,
 ) {
+    crate::hazard::ok_copy(src, dst);
     if on() {
         let k = CopyKind::Unified;
         work::note_copy(

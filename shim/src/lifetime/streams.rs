@@ -2,9 +2,10 @@
 
 use super::*;
 
-fn created_stream(id: HookId, ph: *mut CUstream) {
+fn created_stream(id: HookId, ph: *mut CUstream, flags: c_uint) {
     // SAFETY: the driver wrote *ph on success.
     let h = unsafe { written(ph) } as u64;
+    crate::hazard::stream_created(h, flags);
     let mut t = TRACKER.lock();
     let ctx = current_context_id(&t);
     let s = site(&mut t, id);
@@ -18,9 +19,9 @@ fn created_stream(id: HookId, ph: *mut CUstream) {
 ///
 /// # Safety
 /// `ph` is null or the out-pointer the driver just wrote.
-pub unsafe fn ok_stream_create(id: HookId, ph: *mut CUstream, _flags: c_uint) {
+pub unsafe fn ok_stream_create(id: HookId, ph: *mut CUstream, flags: c_uint) {
     if on() {
-        cold(|| created_stream(id, ph));
+        cold(|| created_stream(id, ph, flags));
     }
 }
 
@@ -31,11 +32,11 @@ pub unsafe fn ok_stream_create(id: HookId, ph: *mut CUstream, _flags: c_uint) {
 pub unsafe fn ok_stream_create_priority(
     id: HookId,
     ph: *mut CUstream,
-    _flags: c_uint,
+    flags: c_uint,
     _priority: c_int,
 ) {
     if on() {
-        cold(|| created_stream(id, ph));
+        cold(|| created_stream(id, ph, flags));
     }
 }
 
@@ -83,6 +84,7 @@ pub unsafe fn ok_stream_destroy(_id: HookId, stream: CUstream) {
     if on() {
         cold(|| {
             let h = stream as u64;
+            crate::hazard::stream_destroyed(h);
             let shards = work::shards();
             let mut t = TRACKER.lock();
             t.retire(&shards, |k| k == h);
@@ -168,7 +170,57 @@ fn synchronized_stream(id: HookId, stream: CUstream) {
 /// None: the handle is only a key.
 pub unsafe fn ok_stream_sync(id: HookId, stream: CUstream) {
     if on() {
+        crate::hazard::stream_completed(id, stream);
         cold(|| synchronized_stream(id, stream));
+    }
+}
+
+/// After `cuStreamQuery(_ptsz)` reported the stream idle: its work is done (for the
+/// pinned-copy checks; the lifetime counts keep asking the driver themselves).
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn ok_stream_query(id: HookId, stream: CUstream) {
+    if on() {
+        crate::hazard::stream_completed(id, stream);
+    }
+}
+
+/// After a failed `cuStreamQuery(_ptsz)`: `CUDA_ERROR_NOT_READY` is the answer of a poll,
+/// counted and never reported; other codes as any call on a stream.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn fault_stream_query(id: HookId, r: CUresult, stream: CUstream) -> bool {
+    r == CUresult::CUDA_ERROR_NOT_READY || (on() && cold(|| explain_stream(id, r, stream)))
+}
+
+/// After `cuEventQuery` reported the event complete.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn ok_event_query(_id: HookId, event: CUevent) {
+    if on() {
+        crate::hazard::event_completed(event);
+    }
+}
+
+/// After a failed `cuEventQuery`: `CUDA_ERROR_NOT_READY` is the answer of a poll.
+///
+/// # Safety
+/// None: the handle is only a key.
+pub unsafe fn fault_event_query(id: HookId, r: CUresult, event: CUevent) -> bool {
+    r == CUresult::CUDA_ERROR_NOT_READY || (on() && cold(|| explain_event(id, r, event)))
+}
+
+/// After a successful `cuStreamWaitEvent(_ptsz)`: the stream is ordered after the event's
+/// record (for the pinned-copy checks).
+///
+/// # Safety
+/// None: the handles are only keys.
+pub unsafe fn ok_stream_wait_event(id: HookId, stream: CUstream, event: CUevent, _flags: c_uint) {
+    if on() {
+        crate::hazard::stream_waited(id, stream, event);
     }
 }
 
@@ -252,6 +304,7 @@ pub unsafe fn fault_event(id: HookId, r: CUresult, event: CUevent) -> bool {
 pub unsafe fn ok_event_record(id: HookId, event: CUevent, stream: CUstream) {
     if on() {
         work::note_event_record(event as u64, stream as usize, is_per_thread(id));
+        crate::hazard::event_recorded(id, event, stream);
     }
 }
 
@@ -290,6 +343,7 @@ pub unsafe fn pre_event_sync(id: HookId, event: CUevent) -> Option<CUresult> {
 /// None: the handle is only a key.
 pub unsafe fn ok_event_sync(_id: HookId, event: CUevent) {
     if on() {
+        crate::hazard::event_completed(event);
         cold(|| {
             let shards = work::shards();
             TRACKER.lock().retire_event(&shards, event as u64);

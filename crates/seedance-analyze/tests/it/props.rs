@@ -93,6 +93,7 @@ fn outcome(l: &Line) -> String {
         Line::LifetimeFault(..) => "lifetime_fault".into(),
         Line::StrayContext(..) => "stray_context".into(),
         Line::LifetimeRepair(..) => "lifetime_repair".into(),
+        Line::HostHazard(..) => "host_hazard".into(),
         Line::Unknown(_, k) => format!("unknown:{k}"),
     }
 }

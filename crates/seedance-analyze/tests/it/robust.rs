@@ -587,3 +587,48 @@ fn lifetime_records_are_read_leniently() {
     assert_eq!(h.calls_after_deinit, 0);
     assert_eq!(r.processes[0].calls, Some(1));
 }
+
+#[test]
+fn host_hazards_are_errors_and_repaired_ones_warnings_with_the_remedy() {
+    let dir = tempfile::tempdir().unwrap();
+    let hazard = |pid: u32, repaired: bool| {
+        format!(
+            r#"{{"v":5,"seq":1,"ts_ns":2,"pid":{pid},"tid":{pid},"event":"host_hazard","function":"cuMemcpyDtoHAsync_v2","kind":"pinned_copy_race","range":{{"address":"0x7f0000000000","bytes":65536}},"made_by":"cuMemHostAlloc","first":{{"function":"cuMemcpyHtoDAsync_v2","stream":"0x5eed50000100","default_stream":null,"tid":{pid},"access":"read","offset":0,"bytes":65536}},"second":{{"function":"cuMemcpyDtoHAsync_v2","stream":"0x5eed50000200","default_stream":null,"tid":{pid},"access":"write","offset":0,"bytes":65536}},"repaired":{repaired},"repair":{},"explanation":"the second copy may run before the first one reads"}}"#,
+            if repaired { r#""event_wait""# } else { "null" }
+        )
+    };
+    let observe = write_trace(
+        dir.path(),
+        "o.jsonl",
+        &[&session_start(31, 0, 1), &hazard(31, false)],
+        "",
+    );
+    let r = report(std::slice::from_ref(&observe));
+    assert_eq!(r.input.records_by_kind["host_hazard"], 1);
+    assert_eq!(r.input.malformed_lines, 0);
+    let p = r
+        .problems
+        .iter()
+        .find(|p| p.key == "lifetime_fault/pinned_copy_race")
+        .unwrap();
+    assert_eq!(p.severity, Severity::Error);
+    assert_eq!(p.processes_repaired, Some(0));
+    let text = format!("{p:?}");
+    assert!(text.contains("cuStreamWaitEvent"), "{text}");
+    assert!(text.contains("the second copy may run before the first one reads"));
+
+    let fixed = write_trace(
+        dir.path(),
+        "f.jsonl",
+        &[&session_start(32, 0, 1), &hazard(32, true)],
+        "",
+    );
+    let r = report(&[fixed]);
+    let p = r
+        .problems
+        .iter()
+        .find(|p| p.key == "lifetime_fault/pinned_copy_race")
+        .unwrap();
+    assert_eq!(p.severity, Severity::Warning);
+    assert_eq!(p.processes_repaired, Some(1));
+}

@@ -1,0 +1,768 @@
+//! Stream-ordered hazards on pinned host memory: two asynchronous copies that touch the
+//! same bytes of a pinned (page-locked) or registered host range from different streams,
+//! at least one of them writing the host side, with nothing ordering the second after the
+//! first.
+//!
+//! An asynchronous copy reads or writes its host side when the copy engine runs it, not
+//! when the call returns (CUDA driver API, "API synchronization behavior": asynchronous
+//! copies involving pinned host memory return before the copy starts). So a
+//! `cuMemcpyHtoDAsync` queued behind a long kernel on stream A and a `cuMemcpyDtoHAsync`
+//! into the same buffer on stream B may run in either order: the device can receive the
+//! bytes the second copy wrote (measured on an H200, driver 580.159; docs/validation.md).
+//!
+//! The [`Table`] is plain data; the shim keeps one behind a mutex and touches it only for
+//! copies whose host side falls inside a pinned range it saw being made (a bounding-box test
+//! first, then [`Table::pinned_at`]), and at the calls that complete or order pending
+//! accesses. Rules, each an `Ordering` the table follows:
+//!
+//! * an access is pending from its call until its stream (or its context) is synchronised,
+//!   `cuStreamQuery` reports the stream idle, or an event recorded on the stream after the
+//!   access completes (`cuEventSynchronize`, or `cuEventQuery` returning success);
+//! * two accesses on the same stream are ordered (stream order); the per-thread default
+//!   stream is the same stream only for the same thread;
+//! * `cuStreamWaitEvent(S2, e)` orders what is queued on S2 afterwards after everything on
+//!   the stream `e` was recorded on before the record (followed transitively: S2 inherits
+//!   what that stream was already ordered after);
+//! * the legacy default stream is ordered with every blocking stream of its context, both
+//!   ways (CUDA "stream synchronization behavior": a stream made without
+//!   `CU_STREAM_NON_BLOCKING`, or the per-thread default stream, synchronises with the
+//!   legacy default stream); a `cuStreamSynchronize` of the legacy default stream therefore
+//!   also completes the blocking streams' accesses;
+//! * a new access that overlaps a pending one, on a stream not ordered after it, where one
+//!   of the two writes the host memory, is a [`Hazard`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use crate::alloc::short as human;
+use crate::work::{key_kind, KeyKind};
+
+/// Pending accesses kept at most; when full, the oldest is forgotten (counted).
+pub const MAX_PENDING: usize = 1024;
+/// Stream orderings (`cuStreamWaitEvent`) kept at most; the oldest go first.
+pub const MAX_WAITS: usize = 512;
+/// Event records remembered at most (events recorded while accesses were pending).
+pub const MAX_EVENTS: usize = 1024;
+
+/// How a copy touches host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    /// The copy reads the host memory (host to device).
+    Read,
+    /// The copy writes the host memory (device to host).
+    Write,
+}
+
+impl Direction {
+    /// `read` / `write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Read => "read",
+            Direction::Write => "write",
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Direction::Read => "reads",
+            Direction::Write => "writes",
+        }
+    }
+}
+
+/// A pinned or registered host range as the table knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Range {
+    /// First byte.
+    pub lo: u64,
+    /// Length, bytes.
+    pub bytes: u64,
+    /// The call that made it (`cuMemHostAlloc`, `cuMemAllocHost_v2`, `cuMemHostRegister_v2`).
+    pub made_by: &'static str,
+}
+
+/// One asynchronous copy's access to pinned host memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    /// Exported symbol of the copy (`cuMemcpyHtoDAsync_v2`).
+    pub function: &'static str,
+    /// Stream key ([`crate::work::stream_key`]).
+    pub key: u64,
+    /// The stream argument as the program passed it (0, 1, 2 or a handle).
+    pub stream: u64,
+    /// A `_ptsz` call (stream 0 is the per-thread default stream).
+    pub per_thread: bool,
+    /// The calling thread's current context handle.
+    pub ctx: u64,
+    /// Kernel thread id of the caller.
+    pub tid: u64,
+    /// Read or write of the host memory.
+    pub dir: Direction,
+    /// First host byte touched.
+    pub addr: u64,
+    /// Bytes touched.
+    pub bytes: u64,
+    /// First byte of the pinned range it lies in.
+    pub range_lo: u64,
+    /// Order of the access among all accesses (set by [`Table::commit`]).
+    pub seq: u64,
+}
+
+impl Access {
+    fn overlaps(&self, other: &Access) -> bool {
+        self.bytes > 0
+            && other.bytes > 0
+            && self.addr < other.addr.saturating_add(other.bytes)
+            && other.addr < self.addr.saturating_add(self.bytes)
+    }
+
+    /// The default-stream kind of its key, per thread for the per-thread default stream:
+    /// two accesses are on the same stream when their keys are equal and, for the
+    /// per-thread default stream, their threads are.
+    fn same_stream(&self, other: &Access) -> bool {
+        self.key == other.key
+            && (!matches!(key_kind(self.key), KeyKind::PerThread(_)) || self.tid == other.tid)
+    }
+
+    /// `stream 0x5eed50000100`, `the legacy default stream`, `the per-thread default stream`.
+    pub fn describe_stream(&self) -> String {
+        describe_key(self.key)
+    }
+}
+
+/// `stream 0x5eed50000100`, `the legacy default stream`, `the per-thread default stream`.
+pub fn describe_key(key: u64) -> String {
+    match key_kind(key) {
+        KeyKind::Stream(h) => format!("stream {h:#x}"),
+        KeyKind::Legacy(_) => "the legacy default stream".to_string(),
+        KeyKind::PerThread(_) => "the per-thread default stream".to_string(),
+    }
+}
+
+/// A hazard found by [`Table::check`]: the pending access and the new one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hazard {
+    /// The earlier access, still pending.
+    pub first: Access,
+    /// The new access.
+    pub second: Access,
+    /// The pinned range both lie in.
+    pub range: Range,
+}
+
+impl Hazard {
+    /// The pair of call sites it is explained once for: both entry points and directions.
+    pub fn site_key(&self) -> (&'static str, Direction, &'static str, Direction) {
+        (
+            self.first.function,
+            self.first.dir,
+            self.second.function,
+            self.second.dir,
+        )
+    }
+}
+
+/// An event's last record while accesses were pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mark {
+    key: u64,
+    tid: u64,
+    /// Accesses with a lower seq were queued before the record.
+    upto: u64,
+}
+
+/// "Stream `waiter` is ordered after what stream `after` had queued before access `upto`".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Wait {
+    waiter: u64,
+    waiter_tid: u64,
+    after: u64,
+    after_tid: u64,
+    upto: u64,
+}
+
+fn same(key_a: u64, tid_a: u64, key_b: u64, tid_b: u64) -> bool {
+    key_a == key_b && (!matches!(key_kind(key_a), KeyKind::PerThread(_)) || tid_a == tid_b)
+}
+
+/// Pinned ranges, pending accesses and the orderings between streams (see the module
+/// documentation).
+#[derive(Debug, Default)]
+pub struct Table {
+    ranges: BTreeMap<u64, Range>,
+    pending: Vec<Access>,
+    waits: Vec<Wait>,
+    events: HashMap<u64, Mark>,
+    /// Created streams made with `CU_STREAM_NON_BLOCKING`.
+    non_blocking: std::collections::HashSet<u64>,
+    next_seq: u64,
+    forgotten: u64,
+    /// While every pending access is on one stream: that stream (key, thread). A new
+    /// access on it cannot race with any of them, so [`Table::check`] returns at once.
+    single: Option<(u64, u64)>,
+}
+
+impl Table {
+    /// An empty table.
+    pub fn new() -> Table {
+        Table {
+            next_seq: 1,
+            ..Table::default()
+        }
+    }
+
+    /// A pinned or registered range was made.
+    pub fn pinned_added(&mut self, r: Range) {
+        self.ranges.insert(r.lo, r);
+    }
+
+    /// The range starting at `lo` was freed or unregistered: its accesses are gone with it
+    /// (the free itself is checked by the lifetime tracker).
+    pub fn pinned_removed(&mut self, lo: u64) -> Option<Range> {
+        let r = self.ranges.remove(&lo)?;
+        self.pending.retain(|a| a.range_lo != lo);
+        self.prune();
+        Some(r)
+    }
+
+    /// The pinned range that holds `[addr, addr + bytes)` (its first byte is enough: a copy
+    /// that runs past the end is the driver's to refuse).
+    pub fn pinned_at(&self, addr: u64) -> Option<&Range> {
+        let (_, r) = self.ranges.range(..=addr).next_back()?;
+        (addr - r.lo < r.bytes.max(1)).then_some(r)
+    }
+
+    /// Every pinned range, lowest first.
+    pub fn ranges(&self) -> impl Iterator<Item = &Range> {
+        self.ranges.values()
+    }
+
+    /// Whether accesses are pending.
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Pending accesses.
+    pub fn pending(&self) -> &[Access] {
+        &self.pending
+    }
+
+    /// Accesses forgotten because the table was full.
+    pub fn forgotten(&self) -> u64 {
+        self.forgotten
+    }
+
+    /// A stream was created with `flags`; `CU_STREAM_NON_BLOCKING` (1) exempts it from the
+    /// legacy default stream's implicit ordering.
+    pub fn stream_created(&mut self, handle: u64, flags: u32) {
+        if flags & 1 != 0 {
+            self.non_blocking.insert(handle);
+        } else {
+            self.non_blocking.remove(&handle);
+        }
+    }
+
+    /// Whether a key synchronises with the legacy default stream of its context.
+    fn blocking(&self, key: u64) -> bool {
+        match key_kind(key) {
+            KeyKind::Stream(h) => !self.non_blocking.contains(&h),
+            KeyKind::PerThread(_) => true,
+            KeyKind::Legacy(_) => true,
+        }
+    }
+
+    /// Whether `second` is ordered after the pending `first`.
+    fn ordered(&self, first: &Access, second: &Access) -> bool {
+        if first.same_stream(second) {
+            return true;
+        }
+        let legacy = |a: &Access| matches!(key_kind(a.key), KeyKind::Legacy(_));
+        if first.ctx == second.ctx
+            && ((legacy(first) && self.blocking(second.key))
+                || (legacy(second) && self.blocking(first.key)))
+        {
+            return true;
+        }
+        self.waits.iter().any(|w| {
+            same(w.waiter, w.waiter_tid, second.key, second.tid)
+                && same(w.after, w.after_tid, first.key, first.tid)
+                && w.upto > first.seq
+        })
+    }
+
+    /// The pending accesses that `next` (not yet committed) would race with, the latest
+    /// first per stream, one per stream.
+    pub fn check(&self, next: &Access) -> Vec<Hazard> {
+        if let Some((key, tid)) = self.single {
+            if same(key, tid, next.key, next.tid) {
+                return Vec::new();
+            }
+        }
+        let Some(range) = self.ranges.get(&next.range_lo) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Hazard> = Vec::new();
+        for a in self.pending.iter().rev() {
+            if !a.overlaps(next)
+                || (a.dir == Direction::Read && next.dir == Direction::Read)
+                || self.ordered(a, next)
+            {
+                continue;
+            }
+            if out.iter().any(|h| h.first.same_stream(a)) {
+                continue;
+            }
+            out.push(Hazard {
+                first: a.clone(),
+                second: next.clone(),
+                range: range.clone(),
+            });
+        }
+        out
+    }
+
+    /// The sequence number the next committed access gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Records `a` as pending (its copy was accepted by the driver); returns its seq.
+    ///
+    /// A pending access that `a` supersedes (same stream, same direction, bytes inside
+    /// `a`'s) is dropped: whatever would race with it races with `a`, and whatever is
+    /// ordered after `a` is ordered after it. So a loop copying one buffer on one stream
+    /// keeps one entry, not one per copy.
+    pub fn commit(&mut self, mut a: Access) -> u64 {
+        a.seq = self.next_seq;
+        self.next_seq += 1;
+        self.pending.retain(|p| {
+            !(p.same_stream(&a)
+                && p.dir == a.dir
+                && a.addr <= p.addr
+                && p.addr.saturating_add(p.bytes) <= a.addr.saturating_add(a.bytes))
+        });
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.remove(0);
+            self.forgotten += 1;
+        }
+        let seq = a.seq;
+        self.single = match self.single {
+            _ if self.pending.is_empty() => Some((a.key, a.tid)),
+            Some((k, t)) if same(k, t, a.key, a.tid) => Some((k, t)),
+            _ => None,
+        };
+        self.pending.push(a);
+        seq
+    }
+
+    /// Orders what stream `waiter` (thread `tid` for its per-thread default stream) queues
+    /// from now on after everything stream `after` had queued up to now: a
+    /// `cuStreamWaitEvent` on an event just recorded, or the shim's own repair.
+    pub fn order(&mut self, waiter: u64, waiter_tid: u64, after: u64, after_tid: u64) {
+        let upto = self.next_seq;
+        self.add_wait(waiter, waiter_tid, after, after_tid, upto);
+    }
+
+    fn add_wait(&mut self, waiter: u64, waiter_tid: u64, after: u64, after_tid: u64, upto: u64) {
+        if same(waiter, waiter_tid, after, after_tid) {
+            return;
+        }
+        // What `after` was ordered after, `waiter` now is too (transitively).
+        let inherited: Vec<Wait> = self
+            .waits
+            .iter()
+            .filter(|w| same(w.waiter, w.waiter_tid, after, after_tid) && w.upto <= upto)
+            .map(|w| Wait {
+                waiter,
+                waiter_tid,
+                ..*w
+            })
+            .collect();
+        for w in std::iter::once(Wait {
+            waiter,
+            waiter_tid,
+            after,
+            after_tid,
+            upto,
+        })
+        .chain(inherited)
+        {
+            if same(w.waiter, w.waiter_tid, w.after, w.after_tid) {
+                continue;
+            }
+            if let Some(old) = self.waits.iter_mut().find(|o| {
+                o.waiter == w.waiter
+                    && o.waiter_tid == w.waiter_tid
+                    && o.after == w.after
+                    && o.after_tid == w.after_tid
+            }) {
+                old.upto = old.upto.max(w.upto);
+                continue;
+            }
+            if self.waits.len() >= MAX_WAITS {
+                self.waits.remove(0);
+            }
+            self.waits.push(w);
+        }
+    }
+
+    /// `cuEventRecord(event, stream)` on thread `tid`: the event covers what the stream has
+    /// queued so far. Only matters while accesses are pending (an access made later has a
+    /// higher seq than any record before it).
+    pub fn event_recorded(&mut self, event: u64, key: u64, tid: u64) {
+        if self.events.len() >= MAX_EVENTS && !self.events.contains_key(&event) {
+            // Keep the table bounded: records with nothing pending before them are useless.
+            let floor = self.pending.first().map_or(u64::MAX, |a| a.seq);
+            self.events.retain(|_, m| m.upto > floor);
+            if self.events.len() >= MAX_EVENTS {
+                return;
+            }
+        }
+        self.events.insert(
+            event,
+            Mark {
+                key,
+                tid,
+                upto: self.next_seq,
+            },
+        );
+    }
+
+    /// The stream key an event was last recorded on while accesses were pending.
+    pub fn event_key(&self, event: u64) -> Option<u64> {
+        self.events.get(&event).map(|m| m.key)
+    }
+
+    /// `cuStreamWaitEvent(stream, event)` on thread `tid`: `waiter` is ordered after the
+    /// event's record.
+    pub fn stream_waited(&mut self, waiter: u64, tid: u64, event: u64) {
+        if let Some(m) = self.events.get(&event).copied() {
+            self.add_wait(waiter, tid, m.key, m.tid, m.upto);
+        }
+    }
+
+    /// The event completed (`cuEventSynchronize`, `cuEventQuery` success): what it covered
+    /// is done.
+    pub fn event_completed(&mut self, event: u64) {
+        if let Some(m) = self.events.get(&event).copied() {
+            self.pending
+                .retain(|a| !(same(a.key, a.tid, m.key, m.tid) && a.seq < m.upto));
+            self.prune();
+        }
+    }
+
+    /// Stream `key` was synchronised or found idle by thread `tid`: its accesses are done;
+    /// for the legacy default stream, those of its context's blocking streams too.
+    pub fn stream_completed(&mut self, key: u64, tid: u64, ctx: u64) {
+        let legacy = matches!(key_kind(key), KeyKind::Legacy(_));
+        let blocking: Vec<bool> = self.pending.iter().map(|a| self.blocking(a.key)).collect();
+        let mut i = 0;
+        self.pending.retain(|a| {
+            let done = same(a.key, a.tid, key, tid) || (legacy && a.ctx == ctx && blocking[i]);
+            i += 1;
+            !done
+        });
+        self.prune();
+    }
+
+    /// Context `ctx` was synchronised, destroyed or reset: its accesses are done.
+    pub fn context_completed(&mut self, ctx: u64) {
+        self.pending.retain(|a| a.ctx != ctx);
+        self.prune();
+    }
+
+    /// Forgets a destroyed stream's flags (its accesses complete on their own; they stay
+    /// pending until something synchronises their context).
+    pub fn stream_destroyed(&mut self, handle: u64) {
+        self.non_blocking.remove(&handle);
+    }
+
+    fn prune(&mut self) {
+        if self.pending.is_empty() {
+            self.waits.clear();
+            self.events.clear();
+            self.single = None;
+        }
+    }
+}
+
+/// The explanation of a hazard, as the user sees it (without the `seedance: function: `
+/// prefix). `repaired` names what the shim did in fix mode.
+pub fn explain_hazard(h: &Hazard, repaired: Option<&str>) -> String {
+    let (a, b) = (&h.first, &h.second);
+    let off = |x: &Access| x.addr - h.range.lo;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{} on {} (thread {}) {} host bytes {}..{} ({}) of pinned range {:#x} ({}, made by {}) \
+         that {} on {} (thread {}) still {} (bytes {}..{}, {}); nothing orders {} after {} \
+         (no event recorded after the first copy and waited for by the second stream, no \
+         synchronisation in between), so the second copy may run before the first one {}",
+        b.function,
+        b.describe_stream(),
+        b.tid,
+        b.dir.verb(),
+        off(b),
+        off(b) + b.bytes,
+        human(b.bytes),
+        h.range.lo,
+        human(h.range.bytes),
+        h.range.made_by,
+        a.function,
+        a.describe_stream(),
+        a.tid,
+        a.dir.verb(),
+        off(a),
+        off(a) + a.bytes,
+        human(a.bytes),
+        b.describe_stream(),
+        a.describe_stream(),
+        match a.dir {
+            Direction::Read => "reads",
+            Direction::Write => "writes",
+        },
+    );
+    let consequence = match (a.dir, b.dir) {
+        (Direction::Read, Direction::Write) => {
+            ": the device would receive the bytes the second copy wrote"
+        }
+        (Direction::Write, Direction::Read) => {
+            ": the second copy would send the bytes from before the first copy wrote them"
+        }
+        _ => ": the bytes left in host memory would be either copy's",
+    };
+    s.push_str(consequence);
+    let _ = write!(
+        s,
+        "; fix: record an event after the first copy (cuEventRecord(event, {})) and make the \
+         second stream wait for it (cuStreamWaitEvent({}, event, 0)) before the second copy, \
+         or keep the buffer until the first copy completes (cuStreamSynchronize or \
+         cuEventSynchronize) before reusing it",
+        stream_arg(a),
+        stream_arg(b),
+    );
+    if let Some(r) = repaired {
+        let _ = write!(s, "; fix mode: {r}");
+    }
+    s
+}
+
+fn stream_arg(a: &Access) -> String {
+    match key_kind(a.key) {
+        KeyKind::Stream(h) => format!("{h:#x}"),
+        KeyKind::Legacy(_) => "0".to_string(),
+        KeyKind::PerThread(_) => "CU_STREAM_PER_THREAD".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::work::stream_key;
+
+    const CTX: u64 = 0x5eed_c000_0100;
+    const A: u64 = 0x5eed_5000_0100;
+    const B: u64 = 0x5eed_5000_0200;
+    const LO: u64 = 0x7f00_0000_0000;
+
+    fn table() -> Table {
+        let mut t = Table::new();
+        t.pinned_added(Range {
+            lo: LO,
+            bytes: 1 << 20,
+            made_by: "cuMemHostAlloc",
+        });
+        t
+    }
+
+    fn access(key: u64, tid: u64, dir: Direction, off: u64, bytes: u64) -> Access {
+        Access {
+            function: match dir {
+                Direction::Read => "cuMemcpyHtoDAsync_v2",
+                Direction::Write => "cuMemcpyDtoHAsync_v2",
+            },
+            key,
+            stream: key,
+            per_thread: false,
+            ctx: CTX,
+            tid,
+            dir,
+            addr: LO + off,
+            bytes,
+            range_lo: LO,
+            seq: 0,
+        }
+    }
+
+    #[test]
+    fn ranges_are_found_from_interior_pointers() {
+        let t = table();
+        assert_eq!(t.pinned_at(LO).map(|r| r.lo), Some(LO));
+        assert_eq!(t.pinned_at(LO + 4096).map(|r| r.lo), Some(LO));
+        assert_eq!(t.pinned_at(LO + (1 << 20)), None);
+        assert_eq!(t.pinned_at(LO - 1), None);
+    }
+
+    #[test]
+    fn a_read_then_a_write_on_another_stream_is_a_hazard() {
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        let w = access(B, 1, Direction::Write, 4000, 100);
+        let h = t.check(&w);
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].first.key, A);
+        // Two reads never race; the same stream is ordered; disjoint bytes never race.
+        assert!(t.check(&access(B, 1, Direction::Read, 0, 4096)).is_empty());
+        assert!(t.check(&access(A, 1, Direction::Write, 0, 4096)).is_empty());
+        assert!(t
+            .check(&access(B, 1, Direction::Write, 4096, 4096))
+            .is_empty());
+        // From another thread too.
+        assert_eq!(t.check(&access(B, 2, Direction::Write, 0, 1)).len(), 1);
+    }
+
+    #[test]
+    fn completion_ends_the_hazard() {
+        for how in 0..4 {
+            let mut t = table();
+            t.commit(access(A, 1, Direction::Read, 0, 4096));
+            match how {
+                0 => t.stream_completed(A, 1, CTX),
+                1 => t.context_completed(CTX),
+                2 => {
+                    t.event_recorded(0xe0, A, 1);
+                    t.event_completed(0xe0);
+                }
+                _ => {
+                    t.pinned_removed(LO);
+                    t.pinned_added(Range {
+                        lo: LO,
+                        bytes: 1 << 20,
+                        made_by: "cuMemHostAlloc",
+                    });
+                }
+            }
+            assert!(
+                t.check(&access(B, 1, Direction::Write, 0, 1)).is_empty(),
+                "{how}"
+            );
+            assert!(t.is_idle());
+        }
+        // An event recorded before the access does not cover it.
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 16));
+        t.event_recorded(0xe0, A, 1);
+        t.commit(access(A, 1, Direction::Read, 64, 16));
+        t.event_completed(0xe0);
+        assert_eq!(t.pending().len(), 1);
+        assert_eq!(t.check(&access(B, 1, Direction::Write, 64, 1)).len(), 1);
+        // Another stream's synchronisation does not either.
+        t.stream_completed(B, 1, CTX);
+        assert_eq!(t.pending().len(), 1);
+    }
+
+    #[test]
+    fn an_event_waited_for_orders_the_streams() {
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.event_recorded(0xe0, A, 1);
+        t.stream_waited(B, 2, 0xe0);
+        assert!(t.check(&access(B, 2, Direction::Write, 0, 4096)).is_empty());
+        // A third stream is not ordered, unless it waits on B afterwards (transitively).
+        let c = 0x5eed_5000_0300;
+        assert_eq!(t.check(&access(c, 2, Direction::Write, 0, 1)).len(), 1);
+        t.event_recorded(0xe1, B, 2);
+        t.stream_waited(c, 2, 0xe1);
+        assert!(t.check(&access(c, 2, Direction::Write, 0, 1)).is_empty());
+        // A copy on A after the record is not covered by the earlier wait.
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        assert_eq!(t.check(&access(B, 2, Direction::Write, 0, 1)).len(), 1);
+        // The shim's own ordering covers everything so far.
+        t.order(B, 2, A, 1);
+        assert!(t.check(&access(B, 2, Direction::Write, 0, 1)).is_empty());
+    }
+
+    #[test]
+    fn the_legacy_default_stream_orders_blocking_streams() {
+        let legacy = stream_key(0, CTX as usize, false);
+        let mut t = table();
+        t.stream_created(A, 0);
+        t.stream_created(B, 1);
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        assert!(t
+            .check(&access(legacy, 1, Direction::Write, 0, 1))
+            .is_empty());
+        t.commit(access(B, 1, Direction::Read, 0, 4096));
+        let h = t.check(&access(legacy, 1, Direction::Write, 0, 1));
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].first.key, B);
+        // A legacy synchronisation completes the blocking stream's access only.
+        t.stream_completed(legacy, 1, CTX);
+        assert_eq!(t.pending().len(), 1);
+        assert_eq!(t.pending()[0].key, B);
+    }
+
+    #[test]
+    fn per_thread_default_streams_of_two_threads_are_different_streams() {
+        let pt = stream_key(0, CTX as usize, true);
+        let mut t = table();
+        t.commit(access(pt, 1, Direction::Read, 0, 64));
+        assert!(t.check(&access(pt, 1, Direction::Write, 0, 64)).is_empty());
+        assert_eq!(t.check(&access(pt, 2, Direction::Write, 0, 64)).len(), 1);
+        t.stream_completed(pt, 2, CTX);
+        assert_eq!(t.pending().len(), 1);
+        t.stream_completed(pt, 1, CTX);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn a_repeated_copy_on_one_stream_keeps_one_entry() {
+        let mut t = table();
+        for _ in 0..10_000 {
+            t.commit(access(A, 1, Direction::Read, 0, 4096));
+        }
+        assert_eq!(t.pending().len(), 1);
+        // A larger read supersedes a smaller one; a write does not supersede a read.
+        t.commit(access(A, 1, Direction::Read, 0, 8192));
+        t.commit(access(A, 1, Direction::Write, 0, 8192));
+        assert_eq!(t.pending().len(), 2);
+        // What raced with the superseded access races with its successor.
+        assert_eq!(t.check(&access(B, 1, Direction::Write, 4000, 1)).len(), 1);
+    }
+
+    #[test]
+    fn the_table_stays_bounded() {
+        let mut t = table();
+        for i in 0..(MAX_PENDING as u64 + 5) {
+            t.commit(access(A, 1, Direction::Read, i * 2, 1));
+        }
+        assert_eq!(t.pending().len(), MAX_PENDING);
+        assert_eq!(t.forgotten(), 5);
+        for i in 0..(MAX_WAITS as u64 + 5) {
+            t.order(0x1000 + (i << 8), 1, A, 1);
+        }
+        assert!(t.waits.len() <= MAX_WAITS);
+    }
+
+    #[test]
+    fn the_explanation_names_both_calls_the_range_and_the_fix() {
+        let mut t = table();
+        t.commit(access(A, 11, Direction::Read, 0, 64 << 20));
+        let h = &t.check(&access(B, 22, Direction::Write, 4096, 4096))[0];
+        let e = explain_hazard(h, None);
+        assert!(
+            e.starts_with(
+                "cuMemcpyDtoHAsync_v2 on stream 0x5eed50000200 (thread 22) writes host bytes \
+                 4096..8192 (4.0 KiB) of pinned range 0x7f0000000000 (1.0 MiB, made by \
+                 cuMemHostAlloc) that cuMemcpyHtoDAsync_v2 on stream 0x5eed50000100 (thread \
+                 11) still reads (bytes 0..67108864, 64.0 MiB)"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("the second copy may run before the first one reads"));
+        assert!(e.contains("cuStreamWaitEvent(0x5eed50000200, event, 0)"));
+        assert!(e.contains("cuEventRecord(event, 0x5eed50000100)"));
+        let r = explain_hazard(h, Some("the shim ordered it"));
+        assert!(r.ends_with("; fix mode: the shim ordered it"));
+    }
+}

@@ -1,0 +1,548 @@
+//! Races between asynchronous copies on pinned host memory: the checks of
+//! `seedance_core::hazard` wired to the copy, stream and event hooks.
+//!
+//! Cost on the success path of an asynchronous copy: two relaxed loads and two compares
+//! (the host pointer against the bounding box of every pinned range the shim saw made,
+//! [`maybe_pinned`]), before and after the call. Only a copy whose host side lies in that
+//! box takes the table's lock (a `BTreeMap` look-up of the range, a scan of the pending
+//! accesses, one push). The stream and event hooks that complete or order accesses take the
+//! lock only while accesses are pending ([`PENDING`]).
+//!
+//! In `fix` mode a hazard is repaired before the second copy reaches the driver: the shim
+//! records its own event (one per context, made with `CU_EVENT_DISABLE_TIMING`) on the
+//! first copy's stream and makes the second copy's stream wait for it
+//! (`cuStreamWaitEvent`), which orders the second copy after everything queued on the first
+//! stream so far: what the program gets is what it would get had it synchronised the first
+//! stream before the second copy. Announced once per pair of call sites, counted every
+//! time (`repairs.order_pinned_copies` in the exit summary).
+
+use crate::hooks::HookId;
+use crate::{platform, query, session};
+use libc::c_void;
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+use seedance_core::hazard::{explain_hazard, Access, Direction, Hazard, Range, Table};
+use seedance_core::work::{self, key_kind, KeyKind};
+use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream, CU_STREAM_PER_THREAD};
+use seedance_trace::{Event, HostAccess, HostHazard, MemoryRange};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+static TABLE: Lazy<Mutex<Table>> = Lazy::new(|| Mutex::new(Table::new()));
+
+/// Lowest first byte and highest end of the pinned ranges ever made (a range freed later
+/// leaves the box as it was; an empty table resets it).
+static BOX_LO: AtomicU64 = AtomicU64::new(u64::MAX);
+static BOX_HI: AtomicU64 = AtomicU64::new(0);
+/// Set while the table holds pending accesses.
+static PENDING: AtomicBool = AtomicBool::new(false);
+/// The shim's own events, one per context (context handle, event).
+static EVENTS: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
+/// Most contexts with an event of the shim's.
+const MAX_EVENTS: usize = 16;
+/// Pairs of call sites already explained.
+type SiteKey = (&'static str, Direction, &'static str, Direction);
+static SEEN: Lazy<Mutex<HashSet<SiteKey>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+/// `CU_EVENT_DISABLE_TIMING` (cuda.h).
+const DISABLE_TIMING: u32 = 2;
+
+/// The accesses of one copy: its host side, or both sides of a unified copy.
+type Sides = [Option<Access>; 2];
+
+thread_local! {
+    /// The accesses of the copy this thread is making, from the `pre` hook to the `ok` hook
+    /// (a fixed pair: no allocation per copy).
+    static NEXT: RefCell<Sides> = const { RefCell::new([None, None]) };
+}
+
+fn on() -> bool {
+    crate::lifetime::on()
+}
+
+fn fix() -> bool {
+    session::switches() & session::sw::FIX != 0
+}
+
+fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        crate::guard::test_panic("hazard");
+        f()
+    }))
+    .unwrap_or_default()
+}
+
+/// Whether `addr` may lie in a pinned range: two relaxed loads.
+#[inline(always)]
+pub fn maybe_pinned(addr: u64) -> bool {
+    addr >= BOX_LO.load(Ordering::Relaxed) && addr < BOX_HI.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------
+// Pinned ranges.
+
+/// A pinned or registered range was made (`cuMemHostAlloc`, `cuMemAllocHost_v2`,
+/// `cuMemHostRegister(_v2)`).
+pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
+    if lo == 0 || bytes == 0 {
+        return;
+    }
+    TABLE.lock().pinned_added(Range {
+        lo,
+        bytes,
+        made_by: id.name(),
+    });
+    BOX_LO.fetch_min(lo, Ordering::Relaxed);
+    BOX_HI.fetch_max(lo.saturating_add(bytes), Ordering::Relaxed);
+}
+
+/// The range starting at `lo` was freed or unregistered.
+pub fn pinned_removed(lo: u64) {
+    if crate::hostguard::on() {
+        let hi = TABLE
+            .lock()
+            .ranges()
+            .find(|r| r.lo == lo)
+            .map(|r| r.lo.saturating_add(r.bytes));
+        if let Some(hi) = hi {
+            crate::hostguard::release_range(lo, hi);
+        }
+    }
+    let mut t = TABLE.lock();
+    t.pinned_removed(lo);
+    if t.ranges().next().is_none() {
+        BOX_LO.store(u64::MAX, Ordering::Relaxed);
+        BOX_HI.store(0, Ordering::Relaxed);
+    }
+    PENDING.store(!t.is_idle(), Ordering::Relaxed);
+}
+
+// ---------------------------------------------------------------------------------------
+// Copies.
+
+fn is_per_thread(id: HookId) -> bool {
+    id.name().ends_with("_ptsz")
+}
+
+fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo: u64) -> Access {
+    let per_thread = is_per_thread(id);
+    Access {
+        function: id.name(),
+        key: work::key_for(stream as usize, per_thread),
+        stream: stream as u64,
+        per_thread,
+        ctx: work::current_context() as u64,
+        tid: platform::thread_id(),
+        dir,
+        addr,
+        bytes,
+        range_lo: lo,
+        seq: 0,
+    }
+}
+
+/// Before an asynchronous copy whose host side `sides` (address, direction) may be pinned:
+/// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
+fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
+    let mut next: Sides = [None, None];
+    let mut hazards = Vec::new();
+    {
+        let t = TABLE.lock();
+        for (slot, &(addr, dir)) in next.iter_mut().zip(sides) {
+            let Some(r) = t.pinned_at(addr) else {
+                continue;
+            };
+            let a = access(id, dir, addr, bytes, stream, r.lo);
+            if dir == Direction::Write && crate::hostguard::on() {
+                crate::hostguard::release_range(addr, addr.saturating_add(bytes));
+            }
+            if !t.is_idle() {
+                hazards.extend(t.check(&a));
+            }
+            *slot = Some(a);
+        }
+    }
+    NEXT.with(|n| *n.borrow_mut() = next);
+    for h in hazards {
+        let repaired = if fix() { order(&h) } else { None };
+        report(&h, repaired);
+    }
+}
+
+/// After the copy succeeded: its accesses are pending.
+fn after_copy() {
+    let next = NEXT.with(|n| std::mem::take(&mut *n.borrow_mut()));
+    if next.iter().all(Option::is_none) {
+        return;
+    }
+    let guard: Vec<Access> = if crate::hostguard::on() {
+        next.iter()
+            .flatten()
+            .filter(|a| a.dir == Direction::Read)
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    {
+        let mut t = TABLE.lock();
+        for a in next.into_iter().flatten() {
+            t.commit(a);
+        }
+        PENDING.store(true, Ordering::Relaxed);
+    }
+    for a in guard {
+        let id = HookId::ALL
+            .iter()
+            .position(|h| h.name() == a.function)
+            .unwrap_or(0);
+        let stream = if a.per_thread && a.stream == 0 {
+            CU_STREAM_PER_THREAD
+        } else {
+            a.stream as usize
+        };
+        crate::hostguard::arm(id, a.addr, a.bytes, stream, a.ctx as usize, a.key);
+    }
+}
+
+/// Before `cuMemcpyHtoDAsync_v2(_ptsz)`: `None` (the copy always goes ahead).
+///
+/// # Safety
+/// None: the addresses are only compared.
+#[inline(always)]
+pub unsafe fn pre_copy_htod(
+    id: HookId,
+    _dst: CUdeviceptr,
+    src: *const c_void,
+    bytes: usize,
+    stream: CUstream,
+) -> Option<CUresult> {
+    if maybe_pinned(src as u64) && on() {
+        cold(|| before_copy(id, &[(src as u64, Direction::Read)], bytes as u64, stream));
+    }
+    None
+}
+
+/// Before `cuMemcpyDtoHAsync_v2(_ptsz)`.
+///
+/// # Safety
+/// None: the addresses are only compared.
+#[inline(always)]
+pub unsafe fn pre_copy_dtoh(
+    id: HookId,
+    dst: *mut c_void,
+    _src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> Option<CUresult> {
+    if maybe_pinned(dst as u64) && on() {
+        cold(|| before_copy(id, &[(dst as u64, Direction::Write)], bytes as u64, stream));
+    }
+    None
+}
+
+/// Before `cuMemcpyAsync(_ptsz)`: either side may be pinned host memory (the range table
+/// decides; a pointer it does not know is not tracked).
+///
+/// # Safety
+/// None: the addresses are only compared.
+#[inline(always)]
+pub unsafe fn pre_copy(
+    id: HookId,
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> Option<CUresult> {
+    if (maybe_pinned(src) || maybe_pinned(dst)) && on() {
+        cold(|| {
+            before_copy(
+                id,
+                &[(src, Direction::Read), (dst, Direction::Write)],
+                bytes as u64,
+                stream,
+            )
+        });
+    }
+    None
+}
+
+/// After a successful asynchronous copy with host side(s) `a` and `b` (the same address
+/// twice for a one-sided copy).
+#[inline(always)]
+pub fn ok_copy(a: u64, b: u64) {
+    if maybe_pinned(a) || maybe_pinned(b) {
+        cold(after_copy);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The repair.
+
+/// The shim's event in context `ctx`, made on first use.
+fn own_event(ctx: u64) -> Option<CUevent> {
+    let mut ev = EVENTS.lock();
+    if let Some(&(_, e)) = ev.iter().find(|(c, _)| *c == ctx) {
+        return Some(e as CUevent);
+    }
+    if ev.len() >= MAX_EVENTS {
+        return None;
+    }
+    let e = query::with_context(ctx as usize, || query::event_create(DISABLE_TIMING))
+        .ok()?
+        .ok()?;
+    ev.push((ctx, e as usize));
+    Some(e)
+}
+
+/// The stream argument that names `a`'s stream from the calling thread, for the plain
+/// (legacy-default-stream) entry points; `None` for another thread's per-thread default
+/// stream, which cannot be named.
+fn stream_arg(a: &Access) -> Option<CUstream> {
+    match key_kind(a.key) {
+        KeyKind::Stream(h) => Some(h as CUstream),
+        KeyKind::Legacy(_) => Some(std::ptr::null_mut()),
+        KeyKind::PerThread(_) => {
+            (a.tid == platform::thread_id()).then_some(CU_STREAM_PER_THREAD as CUstream)
+        }
+    }
+}
+
+/// Orders `h.second` after `h.first`: the shim's event recorded on the first stream, the
+/// second stream made to wait for it. `Some(what was done)` on success.
+fn order(h: &Hazard) -> Option<String> {
+    let (a, b) = (&h.first, &h.second);
+    let first = stream_arg(a)?;
+    let second = stream_arg(b)?;
+    let ev = own_event(a.ctx)?;
+    query::with_context(a.ctx as usize, || query::event_record(ev, first))
+        .ok()?
+        .ok()?;
+    query::stream_wait_event(second, ev).ok()?;
+    TABLE.lock().order(b.key, b.tid, a.key, a.tid);
+    crate::lifetime::count_repair("order_pinned_copies");
+    Some(format!(
+        "the shim recorded its own event on {} and made {} wait for it before the second copy",
+        a.describe_stream(),
+        b.describe_stream()
+    ))
+}
+
+fn trace_access(a: &Access, lo: u64) -> HostAccess {
+    let (stream, default_stream) = match key_kind(a.key) {
+        KeyKind::Stream(h) => (Some(format!("{h:#x}")), None),
+        KeyKind::Legacy(_) => (None, Some("legacy".to_string())),
+        KeyKind::PerThread(_) => (None, Some("per_thread".to_string())),
+    };
+    HostAccess {
+        function: a.function.to_string(),
+        stream,
+        default_stream,
+        tid: a.tid,
+        access: a.dir.as_str().to_string(),
+        offset: a.addr - lo,
+        bytes: a.bytes,
+    }
+}
+
+fn report(h: &Hazard, repaired: Option<String>) {
+    let first = {
+        let mut seen = SEEN.lock();
+        seen.len() < 4096 && seen.insert(h.site_key())
+    };
+    if !first {
+        return;
+    }
+    let explanation = explain_hazard(h, repaired.as_deref());
+    session::say(&format!("{}: {}", h.second.function, explanation));
+    session::emit(Event::HostHazard(HostHazard {
+        function: h.second.function.to_string(),
+        kind: "pinned_copy_race".to_string(),
+        range: MemoryRange {
+            address: format!("{:#x}", h.range.lo),
+            bytes: h.range.bytes,
+        },
+        made_by: h.range.made_by.to_string(),
+        first: trace_access(&h.first, h.range.lo),
+        second: trace_access(&h.second, h.range.lo),
+        repaired: repaired.is_some(),
+        repair: repaired.is_some().then(|| "event_wait".to_string()),
+        explanation,
+        backtrace: None,
+    }));
+}
+
+// ---------------------------------------------------------------------------------------
+// Completion and ordering.
+
+/// Runs `f` on the table when accesses are pending (one relaxed load otherwise).
+#[inline(always)]
+fn while_pending(f: impl FnOnce(&mut Table)) {
+    if PENDING.load(Ordering::Relaxed) && on() {
+        cold(|| {
+            let mut t = TABLE.lock();
+            f(&mut t);
+            PENDING.store(!t.is_idle(), Ordering::Relaxed);
+        });
+    }
+}
+
+/// A stream was created with `flags` (`CU_STREAM_NON_BLOCKING` matters).
+pub fn stream_created(handle: u64, flags: u32) {
+    if handle != 0 {
+        TABLE.lock().stream_created(handle, flags);
+    }
+}
+
+/// A stream was destroyed.
+pub fn stream_destroyed(handle: u64) {
+    TABLE.lock().stream_destroyed(handle);
+}
+
+/// `cuStreamSynchronize(_ptsz)` succeeded, or `cuStreamQuery(_ptsz)` found the stream idle.
+pub fn stream_completed(id: HookId, stream: CUstream) {
+    report_writes();
+    if crate::hostguard::on() {
+        crate::hostguard::key_completed(work::key_for(stream as usize, is_per_thread(id)));
+    }
+    while_pending(|t| {
+        let key = work::key_for(stream as usize, is_per_thread(id));
+        t.stream_completed(key, platform::thread_id(), work::current_context() as u64)
+    });
+}
+
+/// The context `ctx` was synchronised, or ended.
+pub fn context_completed(ctx: u64) {
+    report_writes();
+    if crate::hostguard::on() {
+        crate::hostguard::context_completed(ctx as usize);
+    }
+    while_pending(|t| t.context_completed(ctx));
+}
+
+/// The context `ctx` ended: the shim's event in it died with it.
+pub fn context_ended(ctx: u64) {
+    context_completed(ctx);
+    EVENTS.lock().retain(|(c, _)| *c != ctx);
+}
+
+/// `cuEventRecord(_ptsz)` succeeded.
+pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
+    while_pending(|t| {
+        let key = work::key_for(stream as usize, is_per_thread(id));
+        t.event_recorded(event as u64, key, platform::thread_id())
+    });
+}
+
+/// `cuStreamWaitEvent(_ptsz)` succeeded.
+pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
+    while_pending(|t| {
+        let key = work::key_for(stream as usize, is_per_thread(id));
+        t.stream_waited(key, platform::thread_id(), event as u64)
+    });
+}
+
+/// `cuEventSynchronize` succeeded, or `cuEventQuery` reported the event complete.
+pub fn event_completed(event: CUevent) {
+    report_writes();
+    while_pending(|t| {
+        if crate::hostguard::on() {
+            if let Some(k) = t.event_key(event as u64) {
+                crate::hostguard::key_completed(k);
+            }
+        }
+        t.event_completed(event as u64)
+    });
+}
+
+/// Reports a host write the guard caught (`SEEDANCE_HOST_GUARD`), outside the signal
+/// handler: one relaxed load when there is none.
+#[inline(always)]
+pub fn report_writes() {
+    if crate::hostguard::pending_report() {
+        cold(report_write);
+    }
+}
+
+fn report_write() {
+    let Some(w) = crate::hostguard::take() else {
+        return;
+    };
+    let function = HookId::ALL.get(w.function).map_or("?", |h| h.name());
+    let range = TABLE.lock().pinned_at(w.src).cloned();
+    let (lo, bytes, made_by) = range
+        .as_ref()
+        .map_or((w.src, w.bytes, "?"), |r| (r.lo, r.bytes, r.made_by));
+    let copy = Access {
+        function,
+        key: w.key,
+        stream: 0,
+        per_thread: false,
+        ctx: 0,
+        tid: w.copy_tid,
+        dir: Direction::Read,
+        addr: w.src,
+        bytes: w.bytes,
+        range_lo: lo,
+        seq: 0,
+    };
+    let what = if w.waited {
+        "; fix mode: the write waited until the copy completed (cuStreamSynchronize), so the \
+         copy sent the bytes from before it"
+    } else {
+        ""
+    };
+    let explanation = format!(
+        "host write into pinned memory at {:#x} (byte {} of pinned range {lo:#x}, {}, made \
+         by {made_by}) by thread {} while {function} on {} (thread {}) still reads bytes \
+         {}..{} of that range: the copy may send the new bytes instead of the ones it was \
+         given; fix: write the buffer only after the copy completed (cuStreamSynchronize, or \
+         an event recorded after the copy and synchronised), or copy from another buffer{what}",
+        w.addr,
+        w.addr - lo,
+        seedance_core::alloc::short(bytes),
+        w.tid,
+        copy.describe_stream(),
+        w.copy_tid,
+        w.src - lo,
+        w.src - lo + w.bytes,
+    );
+    let mut text = format!("host write: {explanation}");
+    if w.more > 0 {
+        text.push_str(&format!(" ({} more writes caught)", w.more));
+    }
+    text.push_str("; the writing thread's stack:");
+    for f in &w.frames {
+        text.push_str("\n    ");
+        text.push_str(f);
+    }
+    session::say(&text);
+    if w.waited {
+        crate::lifetime::count_repair("wait_before_host_write");
+    }
+    session::emit(Event::HostHazard(HostHazard {
+        function: "host write".to_string(),
+        kind: "host_write_race".to_string(),
+        range: MemoryRange {
+            address: format!("{lo:#x}"),
+            bytes,
+        },
+        made_by: made_by.to_string(),
+        first: trace_access(&copy, lo),
+        second: HostAccess {
+            function: "host write".to_string(),
+            stream: None,
+            default_stream: None,
+            tid: w.tid,
+            access: "write".to_string(),
+            offset: w.addr - lo,
+            bytes: 1,
+        },
+        repaired: w.waited,
+        repair: w.waited.then(|| "wait_before_host_write".to_string()),
+        explanation,
+        backtrace: Some(w.frames),
+    }));
+}
+

@@ -1,0 +1,65 @@
+//! `SEEDANCE_HOST_GUARD` on platforms other than Linux: not available (the guard relies on
+//! Linux's `siginfo_t` fault address, `gettid` and signal-stack behaviour, and has only been
+//! written and tested there). Asking for it gives one line; everything else is a no-op.
+
+use crate::session;
+
+/// Called with the validated configuration: says once that the guard is Linux-only.
+pub fn configure(cfg: &seedance_core::Config) {
+    if cfg.host_guard {
+        session::say("SEEDANCE_HOST_GUARD: only available on Linux; guard off");
+    }
+}
+
+/// Never on.
+#[inline(always)]
+pub fn on() -> bool {
+    false
+}
+
+/// Nothing to guard.
+pub fn arm(_function: usize, _src: u64, _bytes: u64, _stream: usize, _ctx: usize, _key: u64) {}
+
+/// Nothing guarded.
+pub fn key_completed(_key: u64) {}
+
+/// Nothing guarded.
+pub fn context_completed(_ctx: usize) {}
+
+/// Nothing guarded.
+pub fn release_range(_lo: u64, _hi: u64) {}
+
+/// A recorded write (never made here).
+pub struct Write {
+    /// Writing thread.
+    pub tid: u64,
+    /// Faulting address.
+    pub addr: u64,
+    /// Fix mode waited for the copy.
+    pub waited: bool,
+    /// The copy's hook index.
+    pub function: usize,
+    /// The copy's stream key.
+    pub key: u64,
+    /// The copying thread.
+    pub copy_tid: u64,
+    /// The copy's source.
+    pub src: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Symbolized frames.
+    pub frames: Vec<String>,
+    /// Writes caught and not reported.
+    pub more: u64,
+}
+
+/// No write is ever recorded.
+pub fn take() -> Option<Write> {
+    None
+}
+
+/// Never.
+#[inline(always)]
+pub fn pending_report() -> bool {
+    false
+}

@@ -1,0 +1,335 @@
+//! Races between asynchronous copies on pinned host memory, on the fake driver, whose copies
+//! read and write host memory when their stream runs (at its synchronisation). Each
+//! scenario of `tests/programs/hazards.c` queues a copy from a pinned buffer on stream A and
+//! touches the same bytes from stream B, then synchronises B before A (as a GPU runs B's
+//! copy while A is still busy): without the shim the device gets the later bytes; in `fix`
+//! mode the shim orders B after A (its own event, `cuStreamWaitEvent`) and the data equals
+//! the synchronised program's; `observe` explains and changes nothing. The healthy
+//! scenarios (events, synchronisation, pools, one stream) stay silent in every mode.
+
+use seedance_e2e::{assert_forwarded_unchanged, Finished, Run};
+use serde_json::Value;
+
+fn run(scenario: &str, shim: bool) -> Run {
+    Run::new("hazards", shim).arg(scenario)
+}
+
+fn ok(r: Finished) -> Finished {
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "{}\n{}",
+        r.stdout(),
+        r.stderr()
+    );
+    r
+}
+
+fn plain(scenario: &str) -> Finished {
+    let r = ok(run(scenario, false).finish());
+    assert_eq!(r.stderr(), "");
+    r
+}
+
+fn hazards(r: &Finished) -> Vec<&Value> {
+    r.events("host_hazard")
+}
+
+/// A racing scenario: corrupted without the shim, explained in `observe` (nothing
+/// changed), ordered in `fix` (intact). Returns the fix run.
+fn races(scenario: &str, corrupted: &str) -> Finished {
+    let before = plain(scenario);
+    assert!(before.stdout().contains(corrupted), "{}", before.stdout());
+
+    let o = ok(run(scenario, true).env("SEEDANCE_MODE", "observe").finish());
+    assert_eq!(o.stdout(), before.stdout());
+    assert_forwarded_unchanged(&before.driver_calls, &o.driver_calls);
+    let h = hazards(&o);
+    assert_eq!(h.len(), 1, "{}", o.stderr());
+    assert_eq!(h[0]["repaired"], false);
+    assert!(h[0]["repair"].is_null());
+    assert_eq!(o.stderr().lines().count(), 1, "{}", o.stderr());
+    assert!(!o.stderr().contains("fix mode:"));
+
+    let f = ok(run(scenario, true).finish());
+    assert!(
+        f.stdout().ends_with("device copy: intact\n"),
+        "{}",
+        f.stdout()
+    );
+    let h = hazards(&f);
+    assert_eq!(h.len(), 1, "{}", f.stderr());
+    assert_eq!(h[0]["repaired"], true);
+    assert_eq!(h[0]["repair"], "event_wait");
+    assert_eq!(
+        f.events("exit_summary")[0]["repairs"]["order_pinned_copies"],
+        1
+    );
+    assert_eq!(f.stderr().lines().count(), 1, "{}", f.stderr());
+    f
+}
+
+/// The shim's event is recorded on stream A and stream B waits for it, before the second
+/// copy reaches the driver.
+fn ordered_before(f: &Finished, second: &str) {
+    let calls = &f.driver_calls;
+    let rec = calls
+        .iter()
+        .position(|l| l.starts_with("cuEventRecord event=") && l.contains("stream=0x5eed50000100"))
+        .expect("the shim's cuEventRecord on stream A");
+    let wait = calls
+        .iter()
+        .position(|l| l.starts_with("cuStreamWaitEvent stream=0x5eed50000200"))
+        .expect("stream B waits");
+    let copy = calls
+        .iter()
+        .position(|l| l.starts_with(second))
+        .expect("the second copy");
+    assert!(rec < wait && wait < copy, "{calls:#?}");
+}
+
+#[test]
+fn a_copy_back_into_a_pinned_block_on_another_stream_is_ordered_after_the_first() {
+    let f = races(
+        "recycle",
+        "device copy: corrupted (65536 of 65536 bytes wrong, first 0x22)",
+    );
+    ordered_before(&f, "cuMemcpyDtoHAsync_v2");
+    let h = &hazards(&f)[0];
+    assert_eq!(h["function"], "cuMemcpyDtoHAsync_v2");
+    assert_eq!(h["kind"], "pinned_copy_race");
+    assert_eq!(h["range"]["bytes"], 65536);
+    assert_eq!(h["made_by"], "cuMemHostAlloc");
+    assert_eq!(h["first"]["function"], "cuMemcpyHtoDAsync_v2");
+    assert_eq!(h["first"]["stream"], "0x5eed50000100");
+    assert_eq!(h["first"]["access"], "read");
+    assert_eq!(h["first"]["offset"], 0);
+    assert_eq!(h["first"]["bytes"], 65536);
+    assert_eq!(h["second"]["stream"], "0x5eed50000200");
+    assert_eq!(h["second"]["access"], "write");
+    assert_eq!(h["first"]["tid"], h["second"]["tid"]);
+    let err = f.stderr();
+    assert!(
+        err.starts_with(
+            "seedance: cuMemcpyDtoHAsync_v2: cuMemcpyDtoHAsync_v2 on stream 0x5eed50000200 \
+             (thread "
+        ),
+        "{err}"
+    );
+    assert!(err.contains("writes host bytes 0..65536 (64.0 KiB) of pinned range 0x"));
+    assert!(err.contains("(64.0 KiB, made by cuMemHostAlloc) that cuMemcpyHtoDAsync_v2 on stream 0x5eed50000100 (thread "));
+    assert!(err.contains("still reads (bytes 0..65536, 64.0 KiB)"));
+    assert!(err.contains("so the second copy may run before the first one reads: the device would receive the bytes the second copy wrote"));
+    assert!(err.contains("fix: record an event after the first copy (cuEventRecord(event, 0x5eed50000100)) and make the second stream wait for it (cuStreamWaitEvent(0x5eed50000200, event, 0)) before the second copy, or keep the buffer until the first copy completes"));
+    assert!(err.trim_end().ends_with(
+        "fix mode: the shim recorded its own event on stream 0x5eed50000100 and made stream \
+         0x5eed50000200 wait for it before the second copy"
+    ));
+}
+
+#[test]
+fn the_same_copy_from_a_second_thread_is_ordered_too() {
+    let f = races(
+        "recycle_thread",
+        "device copy: corrupted (65536 of 65536 bytes wrong, first 0x22)",
+    );
+    ordered_before(&f, "cuMemcpyDtoHAsync_v2");
+    let h = &hazards(&f)[0];
+    assert_ne!(h["first"]["tid"], h["second"]["tid"]);
+}
+
+#[test]
+fn interior_pointers_of_a_registered_block_overlapping_by_a_page() {
+    let f = races(
+        "interior",
+        "device copy: corrupted (4096 of 8192 bytes wrong, first 0x11)",
+    );
+    let h = &hazards(&f)[0];
+    assert_eq!(h["made_by"], "cuMemHostRegister_v2");
+    assert_eq!(h["first"]["offset"], 4096);
+    assert_eq!(h["first"]["bytes"], 8192);
+    assert_eq!(h["second"]["offset"], 8192);
+    assert_eq!(h["second"]["bytes"], 8192);
+    assert!(f
+        .stderr()
+        .contains("writes host bytes 8192..16384 (8.0 KiB)"));
+    assert!(f
+        .stderr()
+        .contains("still reads (bytes 4096..12288, 8.0 KiB)"));
+}
+
+#[test]
+fn unified_copies_are_classified_by_the_pinned_range_table() {
+    let f = races(
+        "unified",
+        "device copy: corrupted (65536 of 65536 bytes wrong, first 0x22)",
+    );
+    ordered_before(&f, "cuMemcpyAsync dst=<host>");
+    let h = &hazards(&f)[0];
+    assert_eq!(h["first"]["function"], "cuMemcpyAsync");
+    assert_eq!(h["first"]["access"], "read");
+    assert_eq!(h["second"]["access"], "write");
+}
+
+#[test]
+fn a_read_before_a_pending_write_lands_is_ordered() {
+    let f = races(
+        "write_then_read",
+        "device copy: corrupted (65536 of 65536 bytes wrong, first 0x11)",
+    );
+    ordered_before(&f, "cuMemcpyHtoDAsync_v2");
+    let h = &hazards(&f)[0];
+    assert_eq!(h["first"]["access"], "write");
+    assert_eq!(h["second"]["access"], "read");
+    assert!(f
+        .stderr()
+        .contains("so the second copy may run before the first one writes"));
+}
+
+/// A healthy scenario: intact without the shim, and in both modes the same output, the
+/// same driver calls, no stderr, no hazard.
+fn silent(scenario: &str) {
+    let before = plain(scenario);
+    assert!(
+        before.stdout().ends_with("device copy: intact\n"),
+        "{}",
+        before.stdout()
+    );
+    for mode in ["observe", "fix"] {
+        let r = ok(run(scenario, true).env("SEEDANCE_MODE", mode).finish());
+        assert_eq!(r.stdout(), before.stdout(), "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        assert!(hazards(&r).is_empty(), "{mode}");
+        assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+    }
+}
+
+#[test]
+fn an_event_waited_for_by_the_second_stream_is_silent() {
+    silent("event_ordered");
+}
+
+#[test]
+fn a_staging_buffer_reused_after_its_event_completed_is_silent() {
+    silent("event_synchronized");
+}
+
+#[test]
+fn a_pool_block_reused_after_cu_event_query_is_silent() {
+    silent("pool_query");
+}
+
+#[test]
+fn a_stream_polled_until_idle_is_silent() {
+    silent("stream_polled");
+}
+
+#[test]
+fn a_synchronised_stream_is_silent() {
+    silent("synchronized");
+}
+
+#[test]
+fn a_dataloader_style_pinned_loop_is_silent() {
+    silent("dataloader");
+}
+
+#[test]
+fn copies_on_one_stream_or_disjoint_bytes_are_silent() {
+    silent("same_stream");
+    silent("disjoint");
+}
+
+fn guarded(scenario: &str, mode: &str) -> Finished {
+    ok(run(scenario, true)
+        .env("SEEDANCE_MODE", mode)
+        .env("SEEDANCE_HOST_GUARD", "on")
+        .finish())
+}
+
+#[test]
+fn a_host_write_into_a_pending_copys_source_is_caught_by_the_guard() {
+    let before = plain("host_write");
+    assert!(
+        before
+            .stdout()
+            .contains("device copy: corrupted (4096 of 65536 bytes wrong, first 0x11)"),
+        "{}",
+        before.stdout()
+    );
+    // Off by default: host writes are not watched.
+    let off = ok(run("host_write", true).finish());
+    assert_eq!(off.stdout(), before.stdout());
+    assert_eq!(off.stderr(), "");
+
+    let o = guarded("host_write", "observe");
+    assert_eq!(o.stdout(), before.stdout());
+    let f = guarded("host_write", "fix");
+    assert!(
+        f.stdout().ends_with("device copy: intact\n"),
+        "{}",
+        f.stdout()
+    );
+    for (r, repaired) in [(&o, false), (&f, true)] {
+        let h = hazards(r);
+        assert_eq!(h.len(), 1, "{}", r.stderr());
+        let h = h[0];
+        assert_eq!(h["kind"], "host_write_race");
+        assert_eq!(h["repaired"], repaired);
+        assert_eq!(h["first"]["function"], "cuMemcpyHtoDAsync_v2");
+        assert_eq!(h["first"]["stream"], "0x5eed50000100");
+        assert_eq!(h["second"]["access"], "write");
+        assert_eq!(h["second"]["offset"], 65536 - 4096);
+        let frames: Vec<&str> = h["backtrace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert!(
+            frames.iter().any(|f| f.contains(" host_write")),
+            "{frames:#?}"
+        );
+        assert!(frames.iter().any(|f| f.contains(" main")), "{frames:#?}");
+        let err = r.stderr();
+        assert!(
+            err.starts_with("seedance: host write: host write into pinned memory at 0x"),
+            "{err}"
+        );
+        assert!(err.contains("(byte 61440 of pinned range 0x"));
+        assert!(err.contains("while cuMemcpyHtoDAsync_v2 on stream 0x5eed50000100 (thread "));
+        assert!(err.contains("still reads bytes 0..65536 of that range"));
+        assert!(err.contains("the writing thread's stack:\n    0x"));
+        assert_eq!(
+            err.contains("fix mode: the write waited until the copy completed"),
+            repaired
+        );
+    }
+    assert_eq!(
+        f.events("exit_summary")[0]["repairs"]["wait_before_host_write"],
+        1
+    );
+}
+
+#[test]
+fn the_guard_is_silent_for_a_write_after_the_copy_and_chains_other_faults() {
+    for mode in ["observe", "fix"] {
+        let r = guarded("write_after_sync", mode);
+        assert!(
+            r.stdout().ends_with("device copy: intact\n"),
+            "{}",
+            r.stdout()
+        );
+        assert_eq!(r.stderr(), "", "{mode}");
+        assert!(hazards(&r).is_empty());
+
+        let r = guarded("foreign_fault", mode);
+        assert!(
+            r.stdout().contains("the program's handler ran\n"),
+            "{}",
+            r.stdout()
+        );
+        assert!(r.stdout().ends_with("device copy: intact\n"));
+        assert_eq!(r.stderr(), "", "{mode}");
+    }
+}

@@ -1,0 +1,381 @@
+/* Races between asynchronous copies on pinned host memory: each scenario named on the
+ * command line queues a 64 KiB cuMemcpyHtoDAsync from a pinned buffer on stream A behind a
+ * kernel, then touches the same buffer from another stream, and prints whether the device
+ * got the bytes the buffer held when the first copy was queued (what a program that
+ * synchronised stream A first gets). Against the fake driver a copy reads and writes host
+ * memory when its stream runs, which is when the program synchronises it: these programs
+ * synchronise stream B first, as a GPU runs B's copy while A is still busy with the kernel.
+ * The healthy scenarios order the streams correctly and must stay silent under the shim.
+ * Exits 0 unless a setup call fails. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUfunc_st *CUfunction;
+typedef unsigned long long CUdeviceptr;
+
+CUresult cuInit(unsigned int);
+CUresult cuDeviceGet(CUdevice *, int);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemHostAlloc(void **, size_t, unsigned int);
+CUresult cuMemAllocHost_v2(void **, size_t);
+CUresult cuMemFreeHost(void *);
+CUresult cuMemHostRegister_v2(void *, size_t, unsigned int);
+CUresult cuMemHostUnregister(void *);
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
+CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
+CUresult cuMemcpyAsync(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
+CUresult cuStreamCreate(CUstream *, unsigned int);
+CUresult cuStreamDestroy_v2(CUstream);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamQuery(CUstream);
+CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
+CUresult cuEventCreate(CUevent *, unsigned int);
+CUresult cuEventDestroy_v2(CUevent);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventSynchronize(CUevent);
+CUresult cuEventQuery(CUevent);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+
+#define KERNEL ((CUfunction)0x1000)
+#define N (64 * 1024)
+#define SETUP(call)                                                                        \
+    do {                                                                                   \
+        if ((call) != 0) {                                                                 \
+            printf("setup failed: %s\n", #call);                                           \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static void check(const char *what, const unsigned char *buf, size_t n, unsigned char want) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += buf[i] != want;
+    if (bad == 0)
+        printf("%s: intact\n", what);
+    else
+        printf("%s: corrupted (%zu of %zu bytes wrong, first 0x%02x)\n", what, bad, n, buf[0]);
+}
+
+static CUcontext ctx;
+static CUstream a, b;
+static CUdeviceptr d_in, d_out;
+static unsigned char *pinned;
+
+/* A context, two streams, a pinned buffer of N bytes holding 0x11, a device buffer for the
+ * first copy and one holding 0x22 (what a later copy brings back into the buffer). */
+static void setup(int registered) {
+    CUdevice dev;
+    static unsigned char fill[N];
+    SETUP(cuInit(0));
+    SETUP(cuDeviceGet(&dev, 0));
+    SETUP(cuCtxCreate_v2(&ctx, 0, dev));
+    SETUP(cuStreamCreate(&a, 0));
+    SETUP(cuStreamCreate(&b, 0));
+    if (registered) {
+        pinned = aligned_alloc(4096, N);
+        SETUP(cuMemHostRegister_v2(pinned, N, 0));
+    } else {
+        SETUP(cuMemHostAlloc((void **)&pinned, N, 0));
+    }
+    memset(pinned, 0x11, N);
+    SETUP(cuMemAlloc_v2(&d_in, N));
+    SETUP(cuMemAlloc_v2(&d_out, N));
+    memset(fill, 0x22, N);
+    SETUP(cuMemcpyHtoD_v2(d_out, fill, N));
+}
+
+/* The first copy: a kernel, then the buffer (from `off`, `n` bytes) to the device on A. */
+static void first_copy(size_t off, size_t n) {
+    SETUP(cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, a, NULL, NULL));
+    SETUP(cuMemcpyHtoDAsync_v2(d_in + off, pinned + off, n, a));
+}
+
+static void finish(const char *what, size_t off, size_t n) {
+    static unsigned char got[N];
+    SETUP(cuStreamSynchronize(b));
+    SETUP(cuStreamSynchronize(a));
+    SETUP(cuMemcpyDtoH_v2(got, d_in + off, n));
+    check(what, got, n, 0x11);
+}
+
+static void teardown(int registered) {
+    SETUP(cuCtxSynchronize());
+    if (registered) {
+        SETUP(cuMemHostUnregister(pinned));
+        free(pinned);
+    } else {
+        SETUP(cuMemFreeHost(pinned));
+    }
+    SETUP(cuStreamDestroy_v2(a));
+    SETUP(cuStreamDestroy_v2(b));
+    SETUP(cuCtxDestroy_v2(ctx));
+}
+
+/* A pool recycles the block: a copy back into it on stream B before A's copy ran. */
+static void recycle(void) {
+    setup(0);
+    first_copy(0, N);
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+static void *second_thread(void *arg) {
+    (void)arg;
+    SETUP(cuCtxSetCurrent(ctx));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    SETUP(cuStreamSynchronize(b));
+    return NULL;
+}
+
+/* The same from a second thread sharing the pool. */
+static void recycle_thread(void) {
+    pthread_t t;
+    setup(0);
+    first_copy(0, N);
+    if (pthread_create(&t, NULL, second_thread, NULL) != 0) exit(1);
+    pthread_join(t, NULL);
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* Interior pointers of one registered block: the first copy reads bytes 4096..12288, the
+ * second writes 8192..16384 (overlapping by 4 KiB). */
+static void interior(void) {
+    setup(1);
+    first_copy(4096, 8192);
+    SETUP(cuMemcpyDtoHAsync_v2(pinned + 8192, d_out, 8192, b));
+    finish("device copy", 4096, 8192);
+    teardown(1);
+}
+
+/* Unified addressing: cuMemcpyAsync in both directions. */
+static void unified(void) {
+    setup(0);
+    SETUP(cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, a, NULL, NULL));
+    SETUP(cuMemcpyAsync(d_in, (CUdeviceptr)pinned, N, a));
+    SETUP(cuMemcpyAsync((CUdeviceptr)pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* A copy back into the buffer is pending on A; B reads it before A wrote it. */
+static void write_then_read(void) {
+    static unsigned char got[N];
+    setup(0);
+    SETUP(cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, a, NULL, NULL));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, a));
+    SETUP(cuMemcpyHtoDAsync_v2(d_in, pinned, N, b));
+    SETUP(cuStreamSynchronize(b));
+    SETUP(cuStreamSynchronize(a));
+    SETUP(cuMemcpyDtoH_v2(got, d_in, N));
+    check("device copy", got, N, 0x22);
+    teardown(0);
+}
+
+/* A host write (memset) into the last page of the source while the copy is pending. Not
+ * static: the guard's backtrace names it from the symbol table. */
+void host_write(void) {
+    setup(0);
+    first_copy(0, N);
+    memset(pinned + N - 4096, 0x33, 4096);
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* The same write after the copy was waited for: correct. */
+static void write_after_sync(void) {
+    setup(0);
+    first_copy(0, N);
+    SETUP(cuStreamSynchronize(a));
+    memset(pinned + N - 4096, 0x33, 4096);
+    finish("device copy", 0, N - 4096);
+    teardown(0);
+}
+
+static sigjmp_buf jump;
+static void own_handler(int sig) {
+    (void)sig;
+    siglongjmp(jump, 1);
+}
+
+/* The program's own SIGSEGV handler still gets the faults that are not the guard's: a
+ * guarded copy is pending while the program writes into a page it protected itself. */
+static void foreign_fault(void) {
+    char *page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    signal(SIGSEGV, own_handler);
+    setup(0);
+    first_copy(0, N);
+    if (sigsetjmp(jump, 1) == 0) {
+        page[0] = 1;
+        printf("no fault\n");
+    } else {
+        printf("the program's handler ran\n");
+    }
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* ---- Healthy programs: every one orders its streams. ---- */
+
+/* cudf-style staging: an event recorded after the first copy, waited for by stream B. */
+static void event_ordered(void) {
+    CUevent e;
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(cuEventRecord(e, a));
+    SETUP(cuStreamWaitEvent(b, e, 0));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* The staging buffer is reused only once the event says the first copy is done. */
+static void event_synchronized(void) {
+    CUevent e;
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(cuEventRecord(e, a));
+    SETUP(cuEventSynchronize(e));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* CuPy's pinned memory pool: a block freed back to the pool carries an event recorded on
+ * the stream that used it; the pool hands it out again only when cuEventQuery says done
+ * (here the work has run: a synchronous copy drained the context). */
+static void pool_query(void) {
+    CUevent e;
+    static unsigned char tmp[16];
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(cuEventRecord(e, a));
+    SETUP(cuMemcpyDtoH_v2(tmp, d_out, sizeof tmp));
+    printf("cuEventQuery -> %d\n", cuEventQuery(e));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* A stream polled with cuStreamQuery until idle before the buffer is reused; the first poll
+ * comes while the work is queued (CUDA_ERROR_NOT_READY, 600). */
+static void stream_polled(void) {
+    static unsigned char tmp[16];
+    setup(0);
+    first_copy(0, N);
+    printf("cuStreamQuery while queued -> %d\n", cuStreamQuery(a));
+    SETUP(cuMemcpyDtoH_v2(tmp, d_out, sizeof tmp));
+    printf("cuStreamQuery -> %d\n", cuStreamQuery(a));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* The first stream synchronised before the buffer is reused. */
+static void synchronized(void) {
+    setup(0);
+    first_copy(0, N);
+    SETUP(cuStreamSynchronize(a));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* PyTorch's DataLoader with pin_memory and non_blocking copies: batches staged into pinned
+ * blocks by a host thread, copied on one stream, each block reused after the event recorded
+ * after its copy completed (the caching host allocator's rule); stream B (a consumer)
+ * waits for each batch's event. */
+static void dataloader(void) {
+    CUevent e[2];
+    unsigned char *blk[2];
+    static unsigned char got[N];
+    setup(0);
+    for (int i = 0; i < 2; i++) {
+        SETUP(cuEventCreate(&e[i], 2));
+        SETUP(cuMemAllocHost_v2((void **)&blk[i], N));
+    }
+    for (int step = 0; step < 6; step++) {
+        int i = step % 2;
+        if (step >= 2) SETUP(cuEventSynchronize(e[i]));
+        memset(blk[i], 0x11, N);
+        SETUP(cuMemcpyHtoDAsync_v2(d_in, blk[i], N, a));
+        SETUP(cuEventRecord(e[i], a));
+        SETUP(cuStreamWaitEvent(b, e[i], 0));
+    }
+    SETUP(cuStreamSynchronize(b));
+    SETUP(cuStreamSynchronize(a));
+    SETUP(cuMemcpyDtoH_v2(got, d_in, N));
+    check("device copy", got, N, 0x11);
+    for (int i = 0; i < 2; i++) {
+        SETUP(cuMemFreeHost(blk[i]));
+        SETUP(cuEventDestroy_v2(e[i]));
+    }
+    teardown(0);
+}
+
+/* Both copies on the same stream: stream order. */
+static void same_stream(void) {
+    setup(0);
+    first_copy(0, N);
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, a));
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* Disjoint halves of one block on two streams. */
+static void disjoint(void) {
+    setup(0);
+    first_copy(0, N / 2);
+    SETUP(cuMemcpyDtoHAsync_v2(pinned + N / 2, d_out, N / 2, b));
+    finish("device copy", 0, N / 2);
+    teardown(0);
+}
+
+int main(int argc, char **argv) {
+    const char *s = argc > 1 ? argv[1] : "";
+    if (strcmp(s, "recycle") == 0) recycle();
+    else if (strcmp(s, "recycle_thread") == 0) recycle_thread();
+    else if (strcmp(s, "interior") == 0) interior();
+    else if (strcmp(s, "unified") == 0) unified();
+    else if (strcmp(s, "write_then_read") == 0) write_then_read();
+    else if (strcmp(s, "host_write") == 0) host_write();
+    else if (strcmp(s, "write_after_sync") == 0) write_after_sync();
+    else if (strcmp(s, "foreign_fault") == 0) foreign_fault();
+    else if (strcmp(s, "event_ordered") == 0) event_ordered();
+    else if (strcmp(s, "event_synchronized") == 0) event_synchronized();
+    else if (strcmp(s, "pool_query") == 0) pool_query();
+    else if (strcmp(s, "stream_polled") == 0) stream_polled();
+    else if (strcmp(s, "synchronized") == 0) synchronized();
+    else if (strcmp(s, "dataloader") == 0) dataloader();
+    else if (strcmp(s, "same_stream") == 0) same_stream();
+    else if (strcmp(s, "disjoint") == 0) disjoint();
+    else {
+        printf("unknown scenario %s\n", s);
+        return 2;
+    }
+    return 0;
+}
