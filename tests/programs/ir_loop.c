@@ -1,5 +1,7 @@
 /* For instruction counting under callgrind: N hooked calls of one kind, single thread, no
- * timing. Usage: ir_loop launch|alloc N */
+ * timing. Usage: ir_loop launch|alloc|ctx N. ctx: N cuCtxCreate_v2 + cuCtxDestroy_v2 pairs
+ * after 1000 allocations made in another context that stays alive (a destroy must cost what
+ * its context owned, not what the process holds). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,8 @@ CUresult cuLaunchKernel(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         unsigned, void *, void **, void **);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuCtxCreate_v2(void **, unsigned int, int);
+CUresult cuCtxDestroy_v2(void *);
 
 int main(int argc, char **argv) {
     if (argc < 3 || cuInit(0)) return 2;
@@ -18,6 +22,13 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "launch") == 0) {
         for (long i = 0; i < n; i++)
             if (cuLaunchKernel((void *)0x1000, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL)) return 1;
+    } else if (strcmp(argv[1], "ctx") == 0) {
+        void *keep, *c;
+        if (cuCtxCreate_v2(&keep, 0, 0)) return 1;
+        for (int i = 0; i < 1000; i++)
+            if (cuMemAlloc_v2(&p, 4096)) return 1;
+        for (long i = 0; i < n; i++)
+            if (cuCtxCreate_v2(&c, 0, 0) || cuCtxDestroy_v2(c)) return 1;
     } else {
         for (long i = 0; i < n; i++)
             if (cuMemAlloc_v2(&p, 4096) || cuMemFree_v2(p)) return 1;

@@ -17,6 +17,7 @@ pub mod fallback;
 pub mod launch;
 pub mod lifetime;
 pub mod live;
+pub mod owners;
 pub mod tally;
 mod thread;
 pub mod work;

@@ -10,6 +10,22 @@ pub fn note_device_alloc(addr: CUdeviceptr) {
     if ANY_DEAD.load(Ordering::Relaxed) {
         revived(addr);
     }
+    if on() && !work::note_alloc(addr) {
+        ring_full(addr);
+    }
+}
+
+/// The calling thread's ring of allocations is full (or its thread-local storage is being
+/// torn down): files every ring's entries, then this allocation.
+#[cold]
+#[inline(never)]
+fn ring_full(addr: CUdeviceptr) {
+    let shards = work::shards();
+    let mut index = OWNERS.lock();
+    index.drain(shards.iter().map(|s| s.allocs()), &still_live);
+    if !work::note_alloc(addr) {
+        index.file(0, addr, &still_live);
+    }
 }
 
 #[cold]
