@@ -15,6 +15,7 @@ pub mod config;
 pub mod counters;
 pub mod fallback;
 pub mod launch;
+pub mod libraries;
 pub mod lifetime;
 pub mod live;
 pub mod owners;

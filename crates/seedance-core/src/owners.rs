@@ -16,8 +16,10 @@
 //!   ended context (and under "no context known", 0) are the only candidates the shim then
 //!   checks with the driver.
 //!
-//! Frees are not recorded: an index entry whose address is no longer live is dropped when
-//! its context's list has doubled since it was last compacted, so each list stays within
+//! Frees are not recorded: an entry whose address is no longer live when its ring is
+//! drained is dropped then (an allocation freed soon after it was made costs a ring push
+//! and one look-up in the live table), and a filed address that is freed later is dropped
+//! when its context's list has doubled since it was last compacted, so each list stays within
 //! twice its context's live allocations (at least [`COMPACT_MIN`]), and the work of
 //! compacting is paid once per entry. An address freed and handed out again in another
 //! context can sit in both lists; the driver's answer at the end decides.
@@ -79,6 +81,19 @@ impl AllocRing {
         true
     }
 
+    /// Forgets the most recent entry if it is `addr` (a free right after its allocation on
+    /// the same thread, the pattern of an allocate/free loop): its address becomes 0 and
+    /// the drainer skips it. Owner thread only; a drainer reading the entry at the same
+    /// time files it or not, either is correct.
+    #[inline(always)]
+    pub fn cancel_last(&self, addr: u64) {
+        let h = self.head.load(Ordering::Relaxed);
+        let e = &self.entries[(h.wrapping_sub(1) as usize) & (RING - 1)];
+        if e.addr.load(Ordering::Relaxed) == addr {
+            e.addr.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Hands every waiting entry to `f`, oldest first, and frees their places. One drainer
     /// at a time (the caller holds the index's lock).
     fn drain(&self, mut f: impl FnMut(u64, u64)) {
@@ -87,7 +102,10 @@ impl AllocRing {
         let mut i = t;
         while i != h {
             let e = &self.entries[(i as usize) & (RING - 1)];
-            f(e.ctx.load(Ordering::Relaxed), e.addr.load(Ordering::Relaxed));
+            f(
+                e.ctx.load(Ordering::Relaxed),
+                e.addr.load(Ordering::Relaxed),
+            );
             i = i.wrapping_add(1);
         }
         self.tail.store(h, Ordering::Release);
@@ -124,20 +142,46 @@ impl Index {
         }
     }
 
-    /// Files every entry waiting in `rings`.
+    /// Files every entry waiting in `rings` whose address `live` says is still live (one
+    /// freed since is dropped here, before it costs a place in a list).
     pub fn drain<'a>(
         &mut self,
         rings: impl IntoIterator<Item = &'a AllocRing>,
         live: &dyn Fn(u64) -> bool,
     ) {
+        let mut batch: Vec<(u64, u64)> = Vec::new();
         for r in rings {
-            r.drain(|ctx, addr| self.file(ctx, addr, live));
+            r.drain(|ctx, addr| {
+                if addr != 0 && live(addr) {
+                    batch.push((ctx, addr));
+                }
+            });
+        }
+        // One look-up per run of entries of the same context.
+        let mut i = 0;
+        while i < batch.len() {
+            let ctx = batch[i].0;
+            let mut j = i;
+            while j < batch.len() && batch[j].0 == ctx {
+                j += 1;
+            }
+            let l = self.by_ctx.entry(ctx).or_default();
+            l.addrs.extend(batch[i..j].iter().map(|&(_, a)| a));
+            if l.addrs.len() >= l.compact_at.max(COMPACT_MIN) {
+                l.addrs.retain(|&a| live(a));
+                l.compact_at = 2 * l.addrs.len();
+            }
+            i = j;
         }
     }
 
     /// Removes and returns the addresses filed under `ctx`, sorted, each once.
     pub fn take(&mut self, ctx: u64) -> Vec<u64> {
-        let mut v = self.by_ctx.remove(&ctx).map(|l| l.addrs).unwrap_or_default();
+        let mut v = self
+            .by_ctx
+            .remove(&ctx)
+            .map(|l| l.addrs)
+            .unwrap_or_default();
         v.sort_unstable();
         v.dedup();
         v

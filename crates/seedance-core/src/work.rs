@@ -666,6 +666,18 @@ pub fn note_alloc(addr: u64) -> bool {
     }
 }
 
+/// Notes a free of the device allocation at `addr` by the calling thread: cancels its
+/// ring's latest entry when it is that allocation ([`AllocRing::cancel_last`]).
+#[inline(always)]
+pub fn note_free(addr: u64) {
+    let scope = ();
+    if let Some(l) = crate::thread::state(&scope) {
+        if let Some(s) = l.work.get() {
+            s.allocs.cancel_last(addr);
+        }
+    }
+}
+
 /// The stream key the calling thread's `stream` argument stands for.
 pub fn key_for(stream: usize, per_thread: bool) -> u64 {
     stream_key(stream, current_context(), per_thread)

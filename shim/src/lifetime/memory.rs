@@ -15,6 +15,15 @@ pub fn note_device_alloc(addr: CUdeviceptr) {
     }
 }
 
+/// A successful free of device memory at `addr`: an allocation freed right after it was
+/// made on this thread is taken back from its ring (no look-up when the ring is filed).
+#[inline(always)]
+pub fn note_device_free(addr: CUdeviceptr) {
+    if on() {
+        work::note_free(addr);
+    }
+}
+
 /// The calling thread's ring of allocations is full (or its thread-local storage is being
 /// torn down): files every ring's entries, then this allocation.
 #[cold]
