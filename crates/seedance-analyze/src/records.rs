@@ -342,6 +342,41 @@ pub struct ExitInfo {
     /// Calls that got `CUDA_ERROR_DEINITIALIZED`, by function (schema 4).
     #[serde(deserialize_with = "lenient_map")]
     pub calls_after_deinit: BTreeMap<String, u64>,
+    /// The runtime's entry-point look-ups (schema 5; `None` when absent or not readable).
+    #[serde(deserialize_with = "lenient")]
+    pub runtime_probes: Option<RuntimeProbesInfo>,
+    /// CUDA libraries loaded at exit (schema 5).
+    #[serde(deserialize_with = "lenient_vec")]
+    pub cuda_libraries: Vec<CudaLibraryInfo>,
+}
+
+/// The runtime's `cuGetProcAddress` look-ups (schema 5, see `seedance_trace::RuntimeProbes`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct RuntimeProbesInfo {
+    /// Look-ups made.
+    pub lookups: u64,
+    /// Highest `cudaVersion` asked for.
+    pub max_cuda_version: Option<i32>,
+    /// Look-ups answered version-not-sufficient.
+    pub version_not_sufficient: u64,
+    /// Other look-ups answered not-found.
+    pub symbol_not_found: u64,
+    /// Some of the symbols answered version-not-sufficient.
+    #[serde(deserialize_with = "lenient_vec")]
+    pub unavailable: Vec<String>,
+}
+
+/// A CUDA library loaded at exit (schema 5, see `seedance_trace::CudaLibrary`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct CudaLibraryInfo {
+    /// `cudart`, `cublas`, ...
+    pub name: String,
+    /// The mapped file.
+    pub path: String,
+    /// The version in the file name.
+    pub version: Option<String>,
 }
 
 /// Reads a list, giving an empty one instead of an error when it has the wrong shape.
