@@ -539,7 +539,7 @@ mod tests {
         let line = serde_json::to_string(&sample()).unwrap();
         assert_eq!(
             line,
-            r#"{"v":4,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
+            r#"{"v":5,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
         );
     }
 

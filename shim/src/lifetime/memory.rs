@@ -29,12 +29,14 @@ pub fn note_device_free(addr: CUdeviceptr) {
 #[cold]
 #[inline(never)]
 fn ring_full(addr: CUdeviceptr) {
-    let shards = work::shards();
-    let mut index = OWNERS.lock();
-    index.drain(shards.iter().map(|s| s.allocs()), &still_live);
-    if !work::note_alloc(addr) {
-        index.file(0, addr, &still_live);
-    }
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let shards = work::shards();
+        let mut index = OWNERS.lock();
+        index.drain(shards.iter().map(|s| s.allocs()), &still_live);
+        if !work::note_alloc(addr) {
+            index.file(0, addr, &still_live);
+        }
+    }));
 }
 
 #[cold]
