@@ -3,7 +3,9 @@
 # unlike wall time on a noisy machine). Runs tests/programs/ir_loop.c against the null
 # driver with N and 2N calls, without and with the release shim, in each mode; the
 # difference between the two lengths cancels start-up, and the difference between with and
-# without is the shim's cost.
+# without is the shim's cost. Kinds: launch (cuLaunchKernel), alloc (cuMemAlloc_v2 +
+# cuMemFree_v2), ctx (cuCtxCreate_v2 + cuCtxDestroy_v2 with 1000 allocations live in another
+# context: a destroy costs what its context owned).
 #
 #   scripts/callgrind-hotpath.sh           print instructions per call
 #   scripts/callgrind-hotpath.sh --check   also fail if fix mode exceeds the bounds in
@@ -30,14 +32,14 @@ per_call() { # per_call PRELOAD MODE KIND -> instructions per iteration
   echo $(((b - a) / n))
 }
 status=0
-printf '%-8s %-8s %10s %10s %10s\n' call mode baseline shim added
-for kind in launch alloc copy pinned_copy; do
+printf '%-12s %-8s %10s %10s %10s\n' call mode baseline shim added
+for kind in launch alloc ctx copy pinned_copy; do
   base=$(per_call "" fix "$kind")
   for mode in off observe fix; do
     with=$(per_call "$shim" "$mode" "$kind")
     added=$((with - base))
-    label=$kind; [ "$kind" = alloc ] && label=alloc+free
-    printf '%-8s %-8s %10s %10s %10s\n' "$label" "$mode" "$base" "$with" "$added"
+    label=$kind; [ "$kind" = alloc ] && label=alloc+free; [ "$kind" = ctx ] && label=ctx+destroy
+    printf '%-12s %-8s %10s %10s %10s\n' "$label" "$mode" "$base" "$with" "$added"
     if [ "${1:-}" = --check ] && [ "$mode" = fix ]; then
       bound=$(awk -v k="$kind" '$1 == k {print $2}' scripts/hotpath-bounds.txt)
       if [ "$added" -gt "$bound" ]; then

@@ -746,6 +746,7 @@ pub unsafe fn ok_mem_create(
 #[inline(always)]
 pub unsafe fn ok_mem_free(_id: HookId, dptr: CUdeviceptr) {
     POINTERS.forget(dptr);
+    crate::lifetime::note_device_free(dptr);
 }
 
 /// After a successful `cuMemFreeAsync(_ptsz)`: forgets the allocation.
@@ -755,6 +756,7 @@ pub unsafe fn ok_mem_free(_id: HookId, dptr: CUdeviceptr) {
 #[inline(always)]
 pub unsafe fn ok_mem_free_async(_id: HookId, dptr: CUdeviceptr, _stream: CUstream) {
     POINTERS.forget(dptr);
+    crate::lifetime::note_device_free(dptr);
 }
 
 /// After a successful `cuMemRelease`: forgets the handle.

@@ -41,6 +41,7 @@ use seedance_core::lifetime::{
     ExitFindings, HandleKind, Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
 use seedance_core::live::LiveTable;
+use seedance_core::owners::Index;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
 use seedance_cuda::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUlaunchConfig, CUresult, CUstream,
@@ -64,6 +65,16 @@ static DEAD: LiveTable<4096> = LiveTable::new();
 fn any_dead() -> bool {
     session::switches_now() & session::sw::ANY_DEAD != 0
 }
+
+/// Device allocations by the context they were made in ([`seedance_core::owners`]), filed
+/// from the threads' rings at a context's end or when a ring fills.
+static OWNERS: Lazy<Mutex<Index>> = Lazy::new(|| Mutex::new(Index::new()));
+
+/// Whether the shim still tracks `addr` as a live allocation (the index's compaction test).
+fn still_live(addr: u64) -> bool {
+    alloc::live_pointer(addr).is_some()
+}
+
 
 /// A fault as explained once: (function, kind, context id).
 type FaultKey = (usize, &'static str, u32);
@@ -421,14 +432,9 @@ fn after_end(id: HookId, how: EndKind, handle: u64) {
         .map(|(_, n)| n)
         .unwrap_or_default();
     // The driver released the context's allocations: they are the tracked addresses it
-    // no longer knows.
-    let mut died = Vec::new();
-    for e in alloc::live_pointers() {
-        match query::pointer_context(e.key) {
-            Ok(_) | Err(CUresult::CUDA_ERROR_NOT_FOUND) => {}
-            Err(_) => died.push((e.key, e.bytes)),
-        }
-    }
+    // no longer knows, among those made while this context was current (and those made
+    // with no context known, which are filed under their context now).
+    let died = owned_allocations_that_died(handle);
     for &(addr, bytes) in &died {
         alloc::forget_pointer(addr);
         if DEAD.insert(addr, bytes, None) {
@@ -440,6 +446,47 @@ fn after_end(id: HookId, how: EndKind, handle: u64) {
     let s = site(&mut t, id);
     retire_context(&mut t, cid);
     t.context_ended(cid, how, s, lost, &died);
+}
+
+/// The tracked allocations filed under context `handle` (and under no context) that the
+/// driver no longer knows, as (address, bytes): the cost is what the context owned, not
+/// what the process holds (docs/performance.md, "Context create and destroy").
+fn owned_allocations_that_died(handle: u64) -> Vec<(u64, u64)> {
+    let shards = work::shards();
+    let (mine, unknown) = {
+        let mut index = OWNERS.lock();
+        index.drain(shards.iter().map(|s| s.allocs()), &still_live);
+        (index.take(handle), index.take(0))
+    };
+    let mut died = Vec::new();
+    let mut refile = Vec::new();
+    for (addr, from_unknown) in mine
+        .into_iter()
+        .map(|a| (a, false))
+        .chain(unknown.into_iter().map(|a| (a, true)))
+    {
+        let Some(e) = alloc::live_pointer(addr) else {
+            continue;
+        };
+        match query::pointer_context(addr) {
+            // Alive in another context (made there with a context the shim did not see
+            // made current, or an address handed out again): filed under that one.
+            Ok(c) if from_unknown || c as u64 != handle => refile.push((c as u64, addr)),
+            Ok(_) => {}
+            // The driver cannot be asked: kept as live, under no context.
+            Err(CUresult::CUDA_ERROR_NOT_FOUND) => refile.push((0, addr)),
+            Err(_) => died.push((addr, e.bytes)),
+        }
+    }
+    if !refile.is_empty() {
+        let mut index = OWNERS.lock();
+        for (c, addr) in refile {
+            index.file(c, addr, &still_live);
+        }
+    }
+    died.sort_unstable();
+    died.dedup();
+    died
 }
 
 /// Records the calling thread's current context as the driver has it now.

@@ -12,8 +12,58 @@ use crate::args::ArgVal;
 use crate::hooks::{slots, swap_proc_address, HookId};
 use crate::session;
 use libc::{c_char, c_int, c_void};
+use parking_lot::Mutex;
+use seedance_cuda::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
 use seedance_cuda::{CUdriverProcAddressQueryResult, CUresult};
+use seedance_trace::RuntimeProbes;
+use std::collections::BTreeSet;
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+
+/// Look-ups made, and the highest `cudaVersion` asked for.
+static LOOKUPS: AtomicU64 = AtomicU64::new(0);
+static MAX_VERSION: AtomicI32 = AtomicI32::new(i32::MIN);
+/// Look-ups answered `CUDA_ERROR_NOT_FOUND`, by `symbolStatus`.
+static VERSION_NOT_SUFFICIENT: AtomicU64 = AtomicU64::new(0);
+static SYMBOL_NOT_FOUND: AtomicU64 = AtomicU64::new(0);
+/// The first distinct symbols answered version-not-sufficient.
+static UNAVAILABLE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// Most names kept in [`UNAVAILABLE`].
+const MAX_UNAVAILABLE: usize = 32;
+
+/// The look-ups so far, for the exit summary; `None` when none was made.
+pub fn probes() -> Option<RuntimeProbes> {
+    let lookups = LOOKUPS.load(Ordering::Relaxed);
+    if lookups == 0 {
+        return None;
+    }
+    let max = MAX_VERSION.load(Ordering::Relaxed);
+    Some(RuntimeProbes {
+        lookups,
+        max_cuda_version: (max != i32::MIN).then_some(max),
+        version_not_sufficient: VERSION_NOT_SUFFICIENT.load(Ordering::Relaxed),
+        symbol_not_found: SYMBOL_NOT_FOUND.load(Ordering::Relaxed),
+        unavailable: UNAVAILABLE.lock().iter().cloned().collect(),
+    })
+}
+
+/// A look-up answered `CUDA_ERROR_NOT_FOUND`: how the runtime probes for entry points
+/// (for one newer than the driver, `symbolStatus` says version-not-sufficient). Counted as
+/// a call that succeeded, kept in [`probes`], never a `call_failed` record or a stderr
+/// line.
+fn probed(name: Option<&CStr>, version_not_sufficient: bool) {
+    if version_not_sufficient {
+        VERSION_NOT_SUFFICIENT.fetch_add(1, Ordering::Relaxed);
+        if let Some(n) = name {
+            let mut u = UNAVAILABLE.lock();
+            if u.len() < MAX_UNAVAILABLE {
+                u.insert(n.to_string_lossy().into_owned());
+            }
+        }
+    } else {
+        SYMBOL_NOT_FOUND.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 type ProcV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 type ProcV2 = unsafe extern "C" fn(
@@ -24,7 +74,9 @@ type ProcV2 = unsafe extern "C" fn(
     *mut CUdriverProcAddressQueryResult,
 ) -> CUresult;
 
-/// Common tail of both wrappers: count, report failure, swap the pointer.
+/// Common tail of both wrappers: count, report failure, swap the pointer. `status` is what
+/// `cuGetProcAddress_v2` wrote to `symbolStatus` (`None` for `cuGetProcAddress`, or a null
+/// `symbolStatus`).
 ///
 /// # Safety
 /// `symbol` is null or NUL-terminated; `pfn` is null or valid for reads and writes.
@@ -35,8 +87,23 @@ unsafe fn after(
     pfn: *mut *mut c_void,
     version: c_int,
     flags: u64,
+    status: Option<CUdriverProcAddressQueryResult>,
 ) {
     if !session::active() {
+        return;
+    }
+    LOOKUPS.fetch_add(1, Ordering::Relaxed);
+    MAX_VERSION.fetch_max(version, Ordering::Relaxed);
+    if r == CUresult::CUDA_ERROR_NOT_FOUND {
+        session::count(id, CUresult::CUDA_SUCCESS);
+        let _ = std::panic::catch_unwind(|| {
+            // SAFETY: a non-null symbol is a NUL-terminated string (cuGetProcAddress contract).
+            let name = (!symbol.is_null()).then(|| unsafe { CStr::from_ptr(symbol) });
+            probed(
+                name,
+                status == Some(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT),
+            );
+        });
         return;
     }
     session::count(id, r);
@@ -108,6 +175,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
             pfn,
             cuda_version,
             flags,
+            None,
         )
     };
     r
@@ -133,6 +201,12 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     let f: ProcV2 = unsafe { std::mem::transmute::<*mut c_void, ProcV2>(real) };
     // SAFETY: arguments forwarded unchanged.
     let r = unsafe { f(symbol, pfn, cuda_version, flags, symbol_status) };
+    let status = if symbol_status.is_null() {
+        None
+    } else {
+        // SAFETY: non-null, the caller's out-parameter, which the driver just wrote.
+        Some(unsafe { symbol_status.read() })
+    };
     // SAFETY: same pointers the driver just accepted.
     unsafe {
         after(
@@ -142,6 +216,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
             pfn,
             cuda_version,
             flags,
+            status,
         )
     };
     r

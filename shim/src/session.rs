@@ -569,12 +569,39 @@ pub fn shutdown() {
     // A failure while building the summary must not keep what was written from the file.
     let summary = std::panic::catch_unwind(AssertUnwindSafe(|| {
         crate::guard::test_panic("exit_summary");
-        build_summary(st, w.dropped())
+        let mut s = build_summary(st, w.dropped());
+        s.cuda_libraries = cuda_libraries();
+        s
     }));
     if let Ok(summary) = summary {
         w.emit(platform::thread_id(), Event::ExitSummary(summary));
     }
     w.close();
+}
+
+/// Most bytes of `/proc/self/maps` read for the library list (a process maps a few hundred
+/// files; a pathological one cannot make the exit read without end).
+const MAX_MAPS_BYTES: u64 = 4 << 20;
+
+/// The CUDA libraries mapped into the process now, with their file-name versions
+/// ([`seedance_core::libraries`]). Cold: once, at exit.
+fn cuda_libraries() -> Vec<seedance_trace::CudaLibrary> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let Ok(f) = std::fs::File::open("/proc/self/maps") else {
+        return Vec::new();
+    };
+    if f.take(MAX_MAPS_BYTES).read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    seedance_core::libraries::from_maps(&String::from_utf8_lossy(&bytes))
+        .into_iter()
+        .map(|l| seedance_trace::CudaLibrary {
+            name: l.name.to_string(),
+            path: l.path,
+            version: l.version,
+        })
+        .collect()
 }
 
 /// The counters as an exit summary (also what the metrics file shows). `dropped` is the
@@ -625,6 +652,7 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
         summary.calls_after_deinit = r.calls_after_deinit.clone();
     }
     (summary.device_use, summary.stray_contexts) = crate::lifetime::stray_summary();
+    summary.runtime_probes = crate::procaddr::probes();
     summary
 }
 

@@ -750,3 +750,42 @@ fn calls_on_dead_streams_and_events_never_reach_the_driver() {
         assert_eq!(f.stdout(), fixed(scenario).stdout(), "{scenario}");
     }
 }
+
+/// A context's end releases exactly the allocations made in it, found through the index of
+/// allocations by context (shim/src/lifetime.rs, `owned_allocations_that_died`): those made
+/// on another thread, more than one thread's ring holds, included; the other context's
+/// allocation stays live and its free reaches the driver.
+#[test]
+fn destroying_one_context_releases_exactly_its_own_allocations() {
+    let before = plain("two_contexts");
+    assert_eq!(
+        before.stdout(),
+        "cuCtxDestroy of a -> 0\ncuMemFree of a's allocation -> 1\n\
+         cuMemFree of the worker's first allocation in a -> 1\n\
+         cuMemFree of the worker's last allocation in a -> 1\n\
+         cuMemFree of b's allocation -> 0\ncuCtxDestroy of b -> 0\n"
+    );
+    let r = fixed("two_contexts");
+    assert_eq!(
+        r.stdout(),
+        "cuCtxDestroy of a -> 0\ncuMemFree of a's allocation -> 0\n\
+         cuMemFree of the worker's first allocation in a -> 0\n\
+         cuMemFree of the worker's last allocation in a -> 0\n\
+         cuMemFree of b's allocation -> 0\ncuCtxDestroy of b -> 0\n"
+    );
+    // Only b's free reaches the driver.
+    let frees = calls(&r, "cuMemFree_v2");
+    let b_free = calls(&before, "cuMemFree_v2").pop().unwrap();
+    assert_eq!(frees, [b_free]);
+    assert_eq!(repairs(&r), serde_json::json!({"already_released": 3}));
+    let dead: Vec<&str> = faults(&r, "use_after_destroy")
+        .iter()
+        .map(|f| f["handle_kind"].as_str().unwrap())
+        .collect();
+    // Explained once (per function, kind and context), repaired each time.
+    assert_eq!(dead, ["device_memory"]);
+    // Nothing is left behind: a's allocations died with it, b's was freed.
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(s["leaked_allocations"], serde_json::json!([]), "{s}");
+    observed("two_contexts");
+}

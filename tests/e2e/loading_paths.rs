@@ -3,6 +3,7 @@
 //! must be identical and the trace must count every call exactly.
 
 use seedance_e2e::{assert_forwarded_unchanged, Run};
+use serde_json::Value;
 
 /// Calls and errors the shared workload (tests/programs/workload.h) makes, by the exported
 /// symbol of the ABI variant each reaches.
@@ -96,11 +97,62 @@ fn linked_with_lcuda() {
 #[test]
 fn cudart_style_get_proc_address() {
     // 1 look-up of "cuGetProcAddress" through the dlsym'd pointer, 1 unknown symbol
-    // (CUDA_ERROR_NOT_FOUND), 16 entry points.
-    check_path("cudart_style", &[("cuGetProcAddress_v2", 18, 1)]);
+    // (CUDA_ERROR_NOT_FOUND: a probe, counted as a call, not an error), 16 entry points.
+    check_path("cudart_style", &[("cuGetProcAddress_v2", 18, 0)]);
 }
 
 #[test]
 fn pytorch_style_dlsym_of_versioned_names() {
     check_path("dlsym_style", &[]);
+}
+
+/// A CUDA 13.1 runtime on a 13.0 driver probes entry points the driver lacks: the answers
+/// (`CUDA_ERROR_NOT_FOUND`, `symbolStatus` version-not-sufficient) are how it learns what
+/// the driver has. Forwarded unchanged, no stderr, no `call_failed` record, counted as
+/// calls and not errors; the exit summary keeps the runtime's version, what it could not
+/// have, and the CUDA libraries the process loaded.
+#[test]
+fn a_newer_runtime_probing_an_older_driver_is_evidence_not_errors() {
+    let plain = Run::new("runtime_probe", false)
+        .env("FAKE_CUDA_DRIVER_VERSION", "13000")
+        .finish();
+    let expected = "cuGetProcAddress 13010 -> 0 status 0 (found)\n\
+                    cuInit 13010 -> 0 status 0 (found)\n\
+                    cuDriverGetVersion 13010 -> 0 status 0 (found)\n\
+                    cuFutureEntryPointA 13010 -> 500 status 2\n\
+                    cuFutureEntryPointB 13010 -> 500 status 2\n\
+                    cuFutureEntryPointA 13010 -> 500 status 2\n\
+                    cuNoSuchEntryPoint 13000 -> 500 status 1\n\
+                    cuInit -> 0\ncuDriverGetVersion -> 0 (13000)\n";
+    assert_eq!(plain.stdout(), expected);
+    let r = Run::new("runtime_probe", true)
+        .env("FAKE_CUDA_DRIVER_VERSION", "13000")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0));
+    assert_eq!(r.stdout(), expected);
+    assert_eq!(r.stderr(), "");
+    assert_forwarded_unchanged(&plain.driver_calls, &r.driver_calls);
+    assert!(r.events("call_failed").is_empty());
+    // 1 look-up through dlsym's pointer + 6 through the wrapper it returned.
+    assert_eq!(r.summary_count("cuGetProcAddress_v2"), (7, 0));
+    let s = &r.events("exit_summary")[0];
+    assert_eq!(
+        s["runtime_probes"],
+        serde_json::json!({
+            "lookups": 7,
+            "max_cuda_version": 13010,
+            "version_not_sufficient": 3,
+            "symbol_not_found": 1,
+            "unavailable": ["cuFutureEntryPointA", "cuFutureEntryPointB"],
+        })
+    );
+    assert_eq!(r.events("session_start")[0]["driver_version"], 13000);
+    let libs = s["cuda_libraries"].as_array().unwrap();
+    let driver: Vec<&Value> = libs.iter().filter(|l| l["name"] == "cuda").collect();
+    assert_eq!(driver.len(), 1, "{libs:?}");
+    assert!(driver[0]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("/driver/libcuda.so.1"));
+    assert_eq!(driver[0]["version"], "1");
 }

@@ -102,6 +102,7 @@ fn build() -> Artifacts {
     cc("linked", &["linked.c", &l, "-lcuda"]);
     cc("cudart_style", &["cudart_style.c", "-ldl"]);
     cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
+    cc("runtime_probe", &["runtime_probe.c", "-ldl"]);
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
     cc("missing_driver", &["missing_driver.c", "-ldl", "-lpthread"]);
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);

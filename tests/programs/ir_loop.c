@@ -1,7 +1,10 @@
 /* For instruction counting under callgrind: N hooked calls of one kind, single thread, no
- * timing. Usage: ir_loop launch|alloc|copy|pinned_copy N. `copy`: cuMemcpyHtoDAsync from
- * pageable memory while a registered (pinned) range exists elsewhere; `pinned_copy`: from
- * the registered range itself, all on one stream (the PyTorch pin_memory pattern). */
+ * timing. Usage: ir_loop launch|alloc|ctx|copy|pinned_copy N. ctx: N cuCtxCreate_v2 +
+ * cuCtxDestroy_v2 pairs after 1000 allocations made in another context that stays alive (a
+ * destroy must cost what its context owned, not what the process holds). `copy`:
+ * cuMemcpyHtoDAsync from pageable memory while a registered (pinned) range exists
+ * elsewhere; `pinned_copy`: from the registered range itself, all on one stream (the
+ * PyTorch pin_memory pattern). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +17,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemHostRegister_v2(void *, size_t, unsigned int);
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, void *);
+CUresult cuCtxCreate_v2(void **, unsigned int, int);
+CUresult cuCtxDestroy_v2(void *);
 
 int main(int argc, char **argv) {
     if (argc < 3 || cuInit(0)) return 2;
@@ -28,6 +33,13 @@ int main(int argc, char **argv) {
         if (cuMemHostRegister_v2(pinned, sizeof pinned, 0)) return 1;
         for (long i = 0; i < n; i++)
             if (cuMemcpyHtoDAsync_v2(0x10000, src, 4096, NULL)) return 1;
+    } else if (strcmp(argv[1], "ctx") == 0) {
+        void *keep, *c;
+        if (cuCtxCreate_v2(&keep, 0, 0)) return 1;
+        for (int i = 0; i < 1000; i++)
+            if (cuMemAlloc_v2(&p, 4096)) return 1;
+        for (long i = 0; i < n; i++)
+            if (cuCtxCreate_v2(&c, 0, 0) || cuCtxDestroy_v2(c)) return 1;
     } else {
         for (long i = 0; i < n; i++)
             if (cuMemAlloc_v2(&p, 4096) || cuMemFree_v2(p)) return 1;

@@ -3,6 +3,7 @@
  * came through. Against the fake driver, launches and copies wait in their stream until
  * something synchronises it, a copy reads its source only then, and destroying a context
  * loses its queued work. Exits 0 unless a setup call fails. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,6 +390,40 @@ static void clean(void) {
     SHOW("cuCtxDestroy", cuCtxDestroy_v2(ctx));
 }
 
+/* Allocations in two contexts, most of them made by another thread (more than one thread's
+ * ring of allocations holds): destroying one context releases exactly its own. */
+#define WORKER_ALLOCS 600
+static CUcontext worker_ctx;
+static CUdeviceptr worker_allocs[WORKER_ALLOCS];
+
+static void *alloc_in_worker_ctx(void *arg) {
+    (void)arg;
+    SETUP(cuCtxSetCurrent(worker_ctx));
+    for (int i = 0; i < WORKER_ALLOCS; i++) SETUP(cuMemAlloc_v2(&worker_allocs[i], 256));
+    return NULL;
+}
+
+static void two_contexts(void) {
+    CUdevice dev;
+    CUcontext a, b;
+    CUdeviceptr a1, b1;
+    pthread_t t;
+    SETUP(cuDeviceGet(&dev, 0));
+    SETUP(cuCtxCreate_v2(&a, 0, dev));
+    SETUP(cuMemAlloc_v2(&a1, N));
+    SETUP(cuCtxCreate_v2(&b, 0, dev));
+    SETUP(cuMemAlloc_v2(&b1, N));
+    worker_ctx = a;
+    if (pthread_create(&t, NULL, alloc_in_worker_ctx, NULL) || pthread_join(t, NULL)) exit(1);
+    SHOW("cuCtxDestroy of a", cuCtxDestroy_v2(a));
+    SHOW("cuMemFree of a's allocation", cuMemFree_v2(a1));
+    SHOW("cuMemFree of the worker's first allocation in a", cuMemFree_v2(worker_allocs[0]));
+    SHOW("cuMemFree of the worker's last allocation in a",
+         cuMemFree_v2(worker_allocs[WORKER_ALLOCS - 1]));
+    SHOW("cuMemFree of b's allocation", cuMemFree_v2(b1));
+    SHOW("cuCtxDestroy of b", cuCtxDestroy_v2(b));
+}
+
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
     if (strcmp(s, "after_deinit") == 0) {
@@ -404,6 +439,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "unregister_reuse") == 0) unregister_reuse();
     else if (strcmp(s, "alloc_reset_alloc") == 0) alloc_reset_alloc();
     else if (strcmp(s, "clean") == 0) clean();
+    else if (strcmp(s, "two_contexts") == 0) two_contexts();
     else if (strcmp(s, "free_async") == 0) free_async();
     else if (strcmp(s, "leave") == 0) leave();
     else if (strcmp(s, "memset_destroy") == 0) op_then_destroy("memset");

@@ -26,7 +26,10 @@
 //! `fake-cuda: ignoring bad FAKE_CUDA_...`, which [`Topology::from_env`] prints on stderr.
 //!
 //! `FAKE_CUDA_STUB` and `FAKE_CUDA_LOG` are read separately (before `cuInit`), see
-//! [`stub_enabled`] and [`crate::log`].
+//! [`stub_enabled`] and [`crate::log`]; so is `FAKE_CUDA_DRIVER_VERSION` (the version
+//! `cuDriverGetVersion` reports, default 13000; `cuGetProcAddress` answers names it lacks
+//! asked for with a higher `cudaVersion` as version-not-sufficient), see
+//! [`crate::exports::init::driver_version`].
 
 use std::collections::BTreeMap;
 

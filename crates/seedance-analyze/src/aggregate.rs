@@ -12,6 +12,7 @@
 
 use crate::input::{CallFailedRef, Head, Line};
 use crate::records::{AllocFaultInfo, ExitInfo, LaunchFaultInfo, LifetimeFaultInfo, SessionInfo};
+use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -123,26 +124,27 @@ impl Counters {
     }
 
     fn merge(&mut self, o: Counters) {
-        self.files_seen += o.files_seen;
-        self.files_read += o.files_read;
-        self.gzip_files += o.gzip_files;
-        self.files_skipped += o.files_skipped;
+        self.files_seen.sat_add(o.files_seen);
+        self.files_read.sat_add(o.files_read);
+        self.gzip_files.sat_add(o.gzip_files);
+        self.files_skipped.sat_add(o.files_skipped);
         self.skipped_files.extend(o.skipped_files);
-        self.empty_files += o.empty_files;
-        self.unreadable_files += o.unreadable_files;
-        self.files_with_read_errors += o.files_with_read_errors;
+        self.empty_files.sat_add(o.empty_files);
+        self.unreadable_files.sat_add(o.unreadable_files);
+        self.files_with_read_errors
+            .sat_add(o.files_with_read_errors);
         self.errors.extend(o.errors);
-        self.bytes += o.bytes;
-        self.bytes_uncompressed += o.bytes_uncompressed;
-        self.lines += o.lines;
-        self.records += o.records;
+        self.bytes.sat_add(o.bytes);
+        self.bytes_uncompressed.sat_add(o.bytes_uncompressed);
+        self.lines.sat_add(o.lines);
+        self.records.sat_add(o.records);
         for (k, n) in o.records_by_kind {
             bump_capped(&mut self.records_by_kind, &k, n);
         }
-        self.malformed_lines += o.malformed_lines;
-        self.truncated_lines += o.truncated_lines;
-        self.oversized_lines += o.oversized_lines;
-        self.newer_schema_records += o.newer_schema_records;
+        self.malformed_lines.sat_add(o.malformed_lines);
+        self.truncated_lines.sat_add(o.truncated_lines);
+        self.oversized_lines.sat_add(o.oversized_lines);
+        self.newer_schema_records.sat_add(o.newer_schema_records);
         for (k, n) in o.unknown_event_kinds {
             bump_capped(&mut self.unknown_event_kinds, &k, n);
         }
@@ -160,11 +162,11 @@ impl Counters {
 
 fn bump_capped(map: &mut BTreeMap<String, u64>, key: &str, n: u64) {
     if let Some(v) = map.get_mut(key) {
-        *v += n;
+        v.sat_add(n);
     } else if map.len() < MAX_KINDS || key == OTHER_KINDS {
         map.insert(key.to_string(), n);
     } else {
-        *map.entry(OTHER_KINDS.to_string()).or_default() += n;
+        map.entry(OTHER_KINDS.to_string()).or_default().sat_add(n);
     }
 }
 
@@ -186,7 +188,7 @@ impl Examples {
             return;
         }
         match self.0.binary_search_by(|(s, _)| s.as_str().cmp(args)) {
-            Ok(i) => self.0[i].1 += n,
+            Ok(i) => self.0[i].1.sat_add(n),
             Err(i) => {
                 if i < MAX_EXAMPLES {
                     self.0.insert(i, (args.to_string(), n));
@@ -487,7 +489,7 @@ impl Timeline {
         let start = ts_ns - ts_ns % self.width_ns;
         let b = self.buckets.entry(start).or_default();
         if let Some(v) = b.get_mut(name) {
-            *v += n;
+            v.sat_add(n);
         } else {
             b.insert(name.to_string(), n);
         }
@@ -504,7 +506,7 @@ impl Timeline {
                 for (start, names) in old {
                     let b = self.buckets.entry(start - start % width).or_default();
                     for (name, n) in names {
-                        *b.entry(name).or_default() += n;
+                        b.entry(name).or_default().sat_add(n);
                     }
                 }
             }
@@ -693,7 +695,7 @@ impl Aggregate {
             match by_result.entry(s.key) {
                 std::collections::hash_map::Entry::Occupied(mut e) => {
                     let f = e.get_mut();
-                    f.count += s.count;
+                    f.count.sat_add(s.count);
                     f.examples.merge(&s.examples);
                 }
                 std::collections::hash_map::Entry::Vacant(e) => {

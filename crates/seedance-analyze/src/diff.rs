@@ -11,6 +11,7 @@
 use crate::fmt;
 use crate::render_text::{push_wrapped, Table};
 use crate::report::{ProblemKind, Report, Severity, REPORT_VERSION};
+use crate::SatAdd;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -171,11 +172,13 @@ fn side(r: &Report) -> Side {
 }
 
 fn errors(r: &Report) -> BTreeMap<(String, String), u64> {
-    let mut m = BTreeMap::new();
+    let mut m = BTreeMap::<_, u64>::new();
     for f in &r.functions {
         for (res, n) in &f.errors_by_result {
             if *n > 0 {
-                *m.entry((f.function.clone(), res.clone())).or_default() += n;
+                m.entry((f.function.clone(), res.clone()))
+                    .or_default()
+                    .sat_add(n);
             }
         }
     }
@@ -373,8 +376,8 @@ fn faults(r: &Report) -> BTreeMap<(String, String, String), (u64, u64)> {
             let e: &mut (u64, u64) = m
                 .entry((kind.to_string(), String::new(), check))
                 .or_default();
-            e.0 += p.count;
-            e.1 += p.processes;
+            e.0.sat_add(p.count);
+            e.1.sat_add(p.processes);
             continue;
         }
         let function = p
@@ -384,8 +387,8 @@ fn faults(r: &Report) -> BTreeMap<(String, String, String), (u64, u64)> {
             .unwrap_or_default();
         let check = p.check.clone().unwrap_or_default();
         let e: &mut (u64, u64) = m.entry((kind.to_string(), function, check)).or_default();
-        e.0 += p.count;
-        e.1 += p.processes;
+        e.0.sat_add(p.count);
+        e.1.sat_add(p.processes);
     }
     m
 }

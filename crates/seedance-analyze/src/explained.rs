@@ -14,6 +14,7 @@ use crate::aggregate::{ExplainedKind, FaultValueKey};
 use crate::fmt;
 use crate::problems::{listed, plural, processes_on_hosts, tally};
 use crate::report::{host_label, FaultValue, NameCount, Problem, ProblemKind, Proc, Severity};
+use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Explanations and driver messages kept per problem.
@@ -350,11 +351,11 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             let mut rooms: Option<BTreeMap<i32, u64>> = None;
             for (r, ea) in entries {
                 let n = p.explained.get(&(kind, f, check, r)).copied().unwrap_or(0);
-                a.errors += n;
+                a.errors.sat_add(n);
                 let e = a.results.entry(r).or_insert_with(|| (ea.result_key(r), 0));
-                e.1 += n;
+                e.1.sat_add(n);
                 for (v, k) in &ea.values {
-                    *values.entry(v).or_default() += k;
+                    values.entry(v).or_default().sat_add(k);
                 }
                 explanations.extend(ea.explanations.iter().map(String::as_str));
                 messages.extend(ea.driver_messages.iter().map(String::as_str));
@@ -384,10 +385,10 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 }
                 let e = a.values.entry(v).or_default();
                 e.0 += 1;
-                e.1 += k;
+                e.1.sat_add(k);
             }
             a.facts.processes += 1;
-            a.facts.negative += u64::from(negative);
+            a.facts.negative.sat_add(u64::from(negative));
             if check == "out_of_memory" {
                 if genuine {
                     a.facts.genuine += 1;
@@ -421,7 +422,7 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 }
             }
             a.facts.host |= f.contains("Host");
-            a.refused += u64::from(refused);
+            a.refused.sat_add(u64::from(refused));
             for e in explanations {
                 *a.explanations.entry(e).or_default() += 1;
             }

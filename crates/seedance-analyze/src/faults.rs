@@ -14,6 +14,7 @@ use crate::report::{
     host_label, FallbackReport, NameCount, Problem, ProblemKind, Proc, RepairKind, RepairsReport,
     Severity,
 };
+use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Explanations kept per `device_fault` problem.
@@ -35,7 +36,7 @@ pub(crate) fn repairs_report(procs: &[Proc]) -> RepairsReport {
         }
         for (k, n) in &p.repairs {
             let e = kinds.entry(k).or_default();
-            e.0 += n;
+            e.0.sat_add(n);
             e.1 += 1;
         }
         // This process's fallbacks: from the records (with the functions), then the exit
@@ -102,7 +103,7 @@ pub(crate) fn repairs_report(procs: &[Proc]) -> RepairsReport {
         })
     });
     RepairsReport {
-        calls_repaired: by_kind.iter().map(|k| k.calls).sum(),
+        calls_repaired: crate::sat_sum(by_kind.iter().map(|k| k.calls)),
         processes,
         by_kind,
         fallbacks,
@@ -280,7 +281,7 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     .and_then(|(_, _, by)| by.get(key.as_str()))
                     .copied()
                     .unwrap_or(0);
-                *a.functions.entry(f).or_default() += n;
+                a.functions.entry(f).or_default().sat_add(n);
             }
             for (r, key) in results {
                 a.results.entry(r).or_insert(key);

@@ -41,6 +41,10 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 /// How many lines of a file are looked at to decide whether it is a trace at all.
 pub const DETECT_LINES: usize = 64;
 
+/// Most bytes of one over-long line read before the file is known to be a trace: past
+/// this (twice [`MAX_LINE_BYTES`]) the file is not a trace (`/dev/zero`, a binary blob).
+pub const NOT_TRACE_SKIP_LIMIT: u64 = 2 * MAX_LINE_BYTES as u64;
+
 /// Size of each read from a file (after decompression), and of its line buffer.
 pub const READ_BUFFER: usize = 256 << 10;
 
@@ -489,6 +493,9 @@ pub struct LineReader {
     block: usize,
     max: usize,
     eof: bool,
+    /// Most bytes of one over-long line skipped before the reader gives up on the stream
+    /// (it then ends as if at end of file); `u64::MAX` for no limit.
+    skip_limit: u64,
 }
 
 /// What [`LineReader::next_block`] hands out.
@@ -533,7 +540,15 @@ impl LineReader {
             block,
             max,
             eof: false,
+            skip_limit: u64::MAX,
         }
+    }
+
+    /// Limits how much of one over-long line is skipped: past `bytes` the stream is treated
+    /// as ended (a device like `/dev/zero` never ends its first line). The line is still
+    /// reported, as oversized and without a newline.
+    pub fn set_skip_limit(&mut self, bytes: u64) {
+        self.skip_limit = bytes;
     }
 
     /// Reads into the free end of the buffer, after moving the current partial line to the
@@ -602,6 +617,10 @@ impl LineReader {
         self.scanned = 0;
         loop {
             if self.eof {
+                return Ok(oversized(false, len));
+            }
+            if len >= self.skip_limit {
+                self.eof = true;
                 return Ok(oversized(false, len));
             }
             self.fill(reader)?;
@@ -789,6 +808,8 @@ struct Stream<'n> {
     pending_lines: u64,
     pending_bytes: u64,
     pending_malformed: u64,
+    /// Of those, lines over [`MAX_LINE_BYTES`].
+    pending_oversized: u64,
     is_trace: bool,
     any_line: bool,
     /// The file's first line is unterminated and starts like a trace record (`{"v":`): a
@@ -809,7 +830,11 @@ impl Stream<'_> {
             self.pending_lines += 1;
             self.pending_bytes += raw.len;
             match &line {
-                None | Some(Line::Malformed) => self.pending_malformed += 1,
+                None => {
+                    self.pending_malformed += 1;
+                    self.pending_oversized += 1;
+                }
+                Some(Line::Malformed) => self.pending_malformed += 1,
                 Some(Line::Blank) => {}
                 Some(Line::NotRecord) => return Some(Outcome::NotTrace),
                 Some(_) => {
@@ -817,7 +842,8 @@ impl Stream<'_> {
                     // The lines before this one were garbage in a trace.
                     agg.counters.lines += self.pending_lines - 1;
                     agg.counters.bytes_uncompressed += self.pending_bytes - raw.len;
-                    agg.counters.malformed_lines += self.pending_malformed;
+                    agg.counters.malformed_lines += self.pending_malformed - self.pending_oversized;
+                    agg.counters.oversized_lines += self.pending_oversized;
                 }
             }
             if !self.is_trace {
@@ -884,11 +910,18 @@ fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outc
         pending_lines: 0,
         pending_bytes: 0,
         pending_malformed: 0,
+        pending_oversized: 0,
         is_trace: false,
         any_line: false,
         cut_first_record: false,
     };
     loop {
+        // Until a record shows this is a trace, one line may not make us read without end.
+        lines.set_skip_limit(if s.is_trace {
+            u64::MAX
+        } else {
+            NOT_TRACE_SKIP_LIMIT
+        });
         let early = match lines.next_block(reader) {
             Ok(Some(Block::Lines(block))) => s.lines(agg, block),
             Ok(Some(Block::Line(line, raw))) => {

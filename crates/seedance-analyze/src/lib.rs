@@ -70,3 +70,23 @@ pub fn summarize(paths: &[PathBuf], options: &Options) -> Result<Report, Error> 
     let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     Ok(build_report(agg, &shown))
 }
+
+/// Saturating `+=` for the counts read from traces: a hostile or corrupt exit summary
+/// (counts near `u64::MAX`) makes totals stop at `u64::MAX` instead of wrapping or
+/// panicking.
+pub(crate) trait SatAdd {
+    /// `*self = self.saturating_add(n)`.
+    fn sat_add(&mut self, n: impl std::borrow::Borrow<u64>);
+}
+
+impl SatAdd for u64 {
+    #[inline]
+    fn sat_add(&mut self, n: impl std::borrow::Borrow<u64>) {
+        *self = self.saturating_add(*n.borrow());
+    }
+}
+
+/// Saturating sum of counts.
+pub(crate) fn sat_sum<I: IntoIterator<Item = u64>>(it: I) -> u64 {
+    it.into_iter().fold(0, u64::saturating_add)
+}

@@ -13,6 +13,7 @@ use crate::problems::{listed, plural, processes_on_hosts, tally};
 use crate::report::{
     host_label, DeviceLeak, NameCount, Problem, ProblemKind, Proc, ProcessHealth, Severity,
 };
+use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Explanations kept per problem.
@@ -129,10 +130,10 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             }
             let mut explanations: BTreeSet<&str> = BTreeSet::new();
             for (function, la) in list {
-                a.records += la.records;
-                *a.functions.entry(function).or_default() += la.records;
+                a.records.sat_add(la.records);
+                a.functions.entry(function).or_default().sat_add(la.records);
                 for (r, n) in &la.results {
-                    *a.results.entry(r).or_default() += n;
+                    a.results.entry(r).or_default().sat_add(n);
                 }
                 explanations.extend(la.explanations.iter().map(String::as_str));
             }

@@ -19,6 +19,7 @@ use crate::aggregate::{Aggregate, Examples, ExplainedKind, MAX_EXAMPLES};
 use crate::explain;
 use crate::fmt;
 use crate::report::{host_label, ArgExample, NameCount, Problem, ProblemKind, Proc, Severity};
+use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Processes listed by name in the context of a problem.
@@ -26,10 +27,23 @@ const LISTED_PROCESSES: usize = 10;
 
 fn severity_of(code: Option<u32>) -> Severity {
     match code {
-        Some(600) | Some(704) => Severity::Info,
-        Some(4) | Some(500) => Severity::Warning,
+        // CUDA_ERROR_NOT_READY, CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: polling and
+        // idempotent set-up; CUDA_ERROR_DEINITIALIZED: the runtime's own teardown.
+        Some(600) | Some(704) | Some(4) => Severity::Info,
+        Some(500) => Severity::Warning,
         _ => Severity::Error,
     }
+}
+
+/// Whether the errors counted under `functions` are the CUDA runtime's entry-point
+/// probes: `cuGetProcAddress(_v2)` answering `CUDA_ERROR_NOT_FOUND` (500), how the runtime
+/// learns which entry points a driver has (traces of schema 4 and older count them as
+/// errors; schema 5 keeps them in the exit summary's `runtime_probes`).
+fn only_probes(code: Option<u32>, functions: &[NameCount]) -> bool {
+    code == Some(500)
+        && functions
+            .iter()
+            .all(|f| matches!(f.name.as_str(), "cuGetProcAddress" | "cuGetProcAddress_v2"))
 }
 
 /// Counts of values, rendered `"a" (2), unset (1)`, most frequent first.
@@ -112,18 +126,18 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     continue;
                 }
                 if p.fault_covers(f, r) {
-                    *to_faults.entry(r).or_default() += n;
+                    to_faults.entry(r).or_default().sat_add(n);
                     continue;
                 }
                 if p.lifetime_covers(f, r) {
-                    *to_lifetime.entry(r).or_default() += n;
+                    to_lifetime.entry(r).or_default().sat_add(n);
                     continue;
                 }
                 let mut n = *n;
                 for (kind, k) in p.explained_errors(f, r) {
                     let k = k.min(n);
                     if k > 0 {
-                        *to_explained.entry((r, kind)).or_default() += k;
+                        to_explained.entry((r, kind)).or_default().sat_add(k);
                         n -= k;
                     }
                 }
@@ -141,8 +155,8 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     repaired: 0,
                     fallbacks: BTreeMap::new(),
                 });
-                a.count += n;
-                *a.functions.entry(f).or_default() += n;
+                a.count.sat_add(n);
+                a.functions.entry(f).or_default().sat_add(n);
                 if !a.procs.iter().any(|q| std::ptr::eq(*q, p)) {
                     a.procs.push(p);
                 }
@@ -158,7 +172,7 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                         }
                     }
                     if repaired {
-                        a.repaired += n;
+                        a.repaired.sat_add(n);
                     }
                 }
             }
@@ -331,10 +345,28 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             )],
         };
         let nprocs = a.procs.len() as u64;
+        let mut severity = severity_of(a.code);
+        if only_probes(a.code, &functions) {
+            severity = Severity::Info;
+            context.insert(
+                0,
+                "expected: the CUDA runtime asks cuGetProcAddress for every entry point it \
+                 knows, and a driver older than the runtime answers CUDA_ERROR_NOT_FOUND for \
+                 those it lacks (version probes, not faults)"
+                    .to_string(),
+            );
+        } else if a.code == Some(4) {
+            context.insert(
+                0,
+                "expected at exit: calls made after the driver shut down (the runtime's own \
+                 teardown); see process_health for calls after deinitialisation"
+                    .to_string(),
+            );
+        }
         out.push(Problem {
             rank: 0,
             kind: ProblemKind::CudaError,
-            severity: severity_of(a.code),
+            severity,
             title: format!(
                 "{name_code}: {} {} in {}",
                 fmt::count(a.count),
@@ -468,10 +500,11 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
         .filter(|p| p.agg.exit.as_ref().is_some_and(|e| e.dropped_records > 0))
         .collect();
     if !dropped.is_empty() {
-        let n: u64 = dropped
-            .iter()
-            .map(|p| p.agg.exit.as_ref().map_or(0, |e| e.dropped_records))
-            .sum();
+        let n: u64 = crate::sat_sum(
+            dropped
+                .iter()
+                .map(|p| p.agg.exit.as_ref().map_or(0, |e| e.dropped_records)),
+        );
         let hosts: BTreeSet<String> = dropped.iter().map(|p| host_label(&p.hostname())).collect();
         out.push(simple_problem(
             ProblemKind::DroppedRecords,
@@ -502,7 +535,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
         .filter(|p| unexplained_missing(p) > 0)
         .collect();
     if !missing.is_empty() {
-        let n: u64 = missing.iter().map(|p| unexplained_missing(p)).sum();
+        let n: u64 = crate::sat_sum(missing.iter().map(|p| unexplained_missing(p)));
         let hosts: BTreeSet<String> = missing.iter().map(|p| host_label(&p.hostname())).collect();
         out.push(simple_problem(
             ProblemKind::MissingRecords,
@@ -525,6 +558,8 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
             ],
         ));
     }
+
+    runtime_newer_than_driver(&sorted, out);
 
     let unmatched: Vec<&Proc> = sorted
         .iter()
@@ -727,4 +762,82 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
 fn unexplained_missing(p: &Proc) -> u64 {
     let dropped = p.agg.exit.as_ref().map_or(0, |e| e.dropped_records);
     p.agg.missing_records().saturating_sub(dropped)
+}
+
+/// One info problem per (host, runtime version, driver version) where a process's CUDA
+/// runtime asked for entry points of a newer CUDA than its driver's (exit summaries'
+/// `runtime_probes`, trace schema 5): `runtime 13.1 on a 13.0 driver: 136 entry points
+/// unavailable`.
+fn runtime_newer_than_driver<'a>(sorted: &[&'a Proc<'a>], out: &mut Vec<Problem>) {
+    type Group<'a> = (u64, Vec<&'a Proc<'a>>, BTreeSet<String>, BTreeSet<String>);
+    let mut groups: BTreeMap<(String, i32, i32), Group<'a>> = BTreeMap::new();
+    for p in sorted.iter().copied() {
+        let Some(probes) = p.agg.exit.as_ref().and_then(|e| e.runtime_probes.as_ref()) else {
+            continue;
+        };
+        let Some(runtime) = probes.max_cuda_version else {
+            continue;
+        };
+        let Some(driver) = p.agg.session.as_ref().and_then(|s| s.driver_version) else {
+            continue;
+        };
+        if runtime <= driver && probes.version_not_sufficient == 0 {
+            continue;
+        }
+        let g = groups
+            .entry((host_label(&p.hostname()), runtime, driver))
+            .or_insert_with(|| (0, Vec::new(), BTreeSet::new(), BTreeSet::new()));
+        g.0 = g.0.saturating_add(probes.version_not_sufficient);
+        g.1.push(p);
+        g.2.extend(probes.unavailable.iter().cloned());
+        let libs = p.agg.exit.as_ref().map(|e| &e.cuda_libraries);
+        for l in libs.into_iter().flatten() {
+            g.3.insert(match &l.version {
+                Some(v) => format!("{} {v}", l.name),
+                None => l.name.clone(),
+            });
+        }
+    }
+    for ((host, runtime, driver), (n, procs, names, libs)) in groups {
+        let mut context = vec![format!(
+            "{host}: {} whose CUDA runtime asked for CUDA {} entry points of a CUDA {} \
+             driver; the driver answered CUDA_ERROR_NOT_FOUND (symbolStatus \
+             CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT), as expected",
+            processes_on_hosts(procs.len() as u64, 1),
+            fmt::driver_version(runtime),
+            fmt::driver_version(driver)
+        )];
+        if !names.is_empty() {
+            context.push(format!(
+                "unavailable entry points: {}",
+                names.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if !libs.is_empty() {
+            context.push(format!(
+                "CUDA libraries loaded: {}",
+                libs.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let mut p = simple_problem(
+            ProblemKind::RuntimeNewerThanDriver,
+            Severity::Info,
+            format!(
+                "runtime {} on a {} driver: {} {} unavailable",
+                fmt::driver_version(runtime),
+                fmt::driver_version(driver),
+                fmt::count(n),
+                plural(n, "entry point", "entry points")
+            ),
+            n,
+            &procs,
+            context,
+            &[
+                "Nothing to fix: the runtime works with what the driver has. To use the newer \
+                 entry points, install a driver of the runtime's CUDA version or newer.",
+            ],
+        );
+        p.key = format!("runtime_newer_than_driver/{host}/{runtime}/{driver}");
+        out.push(p);
+    }
 }

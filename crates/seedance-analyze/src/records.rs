@@ -364,6 +364,12 @@ pub struct ExitInfo {
     /// The stray contexts it reported, with the final figures (schema 5).
     #[serde(deserialize_with = "lenient_vec")]
     pub stray_contexts: Vec<StrayInfo>,
+    /// The runtime's entry-point look-ups (schema 5; `None` when absent or not readable).
+    #[serde(deserialize_with = "lenient")]
+    pub runtime_probes: Option<RuntimeProbesInfo>,
+    /// CUDA libraries loaded at exit (schema 5).
+    #[serde(deserialize_with = "lenient_vec")]
+    pub cuda_libraries: Vec<CudaLibraryInfo>,
 }
 
 /// What a process did on one device (schema 5, see `seedance_trace::DeviceUse`).
@@ -406,6 +412,35 @@ pub struct StrayInfo {
     pub context_bytes: Option<u64>,
     /// The shim's explanation.
     pub explanation: String,
+}
+
+/// The runtime's `cuGetProcAddress` look-ups (schema 5, see `seedance_trace::RuntimeProbes`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct RuntimeProbesInfo {
+    /// Look-ups made.
+    pub lookups: u64,
+    /// Highest `cudaVersion` asked for.
+    pub max_cuda_version: Option<i32>,
+    /// Look-ups answered version-not-sufficient.
+    pub version_not_sufficient: u64,
+    /// Other look-ups answered not-found.
+    pub symbol_not_found: u64,
+    /// Some of the symbols answered version-not-sufficient.
+    #[serde(deserialize_with = "lenient_vec")]
+    pub unavailable: Vec<String>,
+}
+
+/// A CUDA library loaded at exit (schema 5, see `seedance_trace::CudaLibrary`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct CudaLibraryInfo {
+    /// `cudart`, `cublas`, ...
+    pub name: String,
+    /// The mapped file.
+    pub path: String,
+    /// The version in the file name.
+    pub version: Option<String>,
 }
 
 /// Reads a list, giving an empty one instead of an error when it has the wrong shape.

@@ -319,7 +319,7 @@ fn explained(h: &mut String, r: &Report) {
         return;
     }
     rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-    let errors: u64 = rows.iter().map(|p| p.count).sum();
+    let errors: u64 = crate::sat_sum(rows.iter().map(|p| p.count));
     let _ = write!(
         h,
         "<p>{} failed {} explained by the shim (launch_fault and alloc_fault records), in {} {}.</p>",
@@ -410,7 +410,7 @@ fn errors_chart(h: &mut String, r: &Report) {
     }
     let max = slots
         .iter()
-        .map(|s| s.values().sum::<u64>())
+        .map(|s| crate::sat_sum(s.values().copied()))
         .max()
         .unwrap_or(1)
         .max(1);

@@ -20,6 +20,7 @@ use crate::fmt;
 use crate::lifetime;
 use crate::problems;
 use crate::records::{DeviceEntry, SessionInfo, TopologyDevice};
+use crate::SatAdd;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,7 +46,12 @@ use std::collections::{BTreeMap, BTreeSet};
 /// lifetime faults are compared by fault kind among the `*_faults` (kind `lifetime_fault`,
 /// `check` the fault kind, `function` empty). 5 = stray contexts (trace schema 5):
 /// `device_contexts` (left out when empty) and problems of kind `stray_context` (one per
-/// device ordinal, `requested_ordinal` the device).
+/// device ordinal, `requested_ordinal` the device);
+/// and expected failures (trace schema 5):
+/// problems of kind `runtime_newer_than_driver` (info, one per host, runtime and driver
+/// version); a `cuda_error` problem of `CUDA_ERROR_NOT_FOUND` made only of
+/// `cuGetProcAddress(_v2)` look-ups (version probes of older traces), and every
+/// `CUDA_ERROR_DEINITIALIZED` one, is `info`.
 pub const REPORT_VERSION: u32 = 5;
 
 /// The whole report.
@@ -341,6 +347,10 @@ pub enum ProblemKind {
     /// Processes that work on other devices made contexts on this device and did nothing
     /// there (trace schema 5), per device ordinal; `warning`.
     StrayContext,
+    /// A CUDA runtime newer than its driver probed entry points the driver lacks
+    /// (exit summaries' `runtime_probes`, trace schema 5), per host, runtime and driver
+    /// version; always `info`.
+    RuntimeNewerThanDriver,
 }
 
 /// A name and a count.
@@ -779,7 +789,7 @@ fn explained_shares<'a>(
     by_function: &ByFunction<'a>,
 ) -> (BTreeMap<ExplainedKey<'a>, u64>, ExplainedByResult<'a>) {
     let mut shares = BTreeMap::new();
-    let mut by_result = BTreeMap::new();
+    let mut by_result = BTreeMap::<_, u64>::new();
     // (function, result number) -> its faults: (key, records, result key).
     type Member<'b> = (ExplainedKey<'b>, u64, String);
     let mut groups: BTreeMap<(&str, u32), Vec<Member>> = BTreeMap::new();
@@ -808,17 +818,18 @@ fn explained_shares<'a>(
             .filter(|((_, k), n)| **n > 0 && matches(k))
             .map(|((_, k), n)| (*k, *n))
             .collect();
-        let errors: u64 = counted.iter().map(|(_, n)| n).sum();
-        let records: u64 = members.iter().map(|m| m.1).sum();
+        let errors: u64 = crate::sat_sum(counted.iter().map(|(_, n)| *n));
+        let records: u64 = crate::sat_sum(members.iter().map(|m| m.1));
         let share = if p.exit.is_some() {
             let plain: u64 = p
                 .failed
                 .get(f)
                 .map(|m| {
-                    m.iter()
-                        .filter(|(k, fl)| matches(k) || fl.code == r)
-                        .map(|(_, fl)| fl.count)
-                        .sum()
+                    crate::sat_sum(
+                        m.iter()
+                            .filter(|(k, fl)| matches(k) || fl.code == r)
+                            .map(|(_, fl)| fl.count),
+                    )
                 })
                 .unwrap_or(0);
             errors.saturating_sub(plain).max(records).min(errors)
@@ -829,7 +840,7 @@ fn explained_shares<'a>(
         let mut per_kind: BTreeMap<ExplainedKind, u64> = BTreeMap::new();
         for (m, n) in members.iter().zip(split(share, &weights)) {
             shares.insert(m.0, n);
-            *per_kind.entry(m.0 .0).or_default() += n;
+            per_kind.entry(m.0 .0).or_default().sat_add(n);
         }
         // Take the kinds' shares from the counted keys in order.
         for (kind, mut n) in per_kind {
@@ -839,7 +850,10 @@ fn explained_shares<'a>(
                 };
                 let take = n.min(*left);
                 if take > 0 {
-                    *by_result.entry((f, k.to_string(), kind)).or_default() += take;
+                    by_result
+                        .entry((f, k.to_string(), kind))
+                        .or_default()
+                        .sat_add(take);
                     *left -= take;
                     n -= take;
                 }
@@ -856,10 +870,10 @@ impl<'a> Proc<'a> {
             Some(exit) => {
                 for (f, s) in &exit.functions {
                     let e = by_function.entry(f.as_str()).or_default();
-                    e.0 += s.calls;
-                    e.1 += s.errors;
+                    e.0.sat_add(s.calls);
+                    e.1.sat_add(s.errors);
                     for (r, n) in &s.errors_by_result {
-                        *e.2.entry(Cow::Borrowed(r.as_str())).or_default() += n;
+                        e.2.entry(Cow::Borrowed(r.as_str())).or_default().sat_add(n);
                     }
                 }
             }
@@ -867,37 +881,42 @@ impl<'a> Proc<'a> {
                 for (f, m) in &p.failed {
                     let e = by_function.entry(f.as_str()).or_default();
                     for (r, fl) in m {
-                        e.1 += fl.count;
-                        *e.2.entry(Cow::Borrowed(r.as_str())).or_default() += fl.count;
+                        e.1.sat_add(fl.count);
+                        e.2.entry(Cow::Borrowed(r.as_str()))
+                            .or_default()
+                            .sat_add(fl.count);
                     }
                 }
                 // Device faults are not written as call_failed: each record stands for at
                 // least one failed call.
                 for ((f, _, result), fa) in &p.faults {
                     let e = by_function.entry(f.as_str()).or_default();
-                    e.1 += fa.records;
+                    e.1.sat_add(fa.records);
                     let key = match &fa.result_name {
                         Some(n) => Cow::Borrowed(n.as_str()),
                         None => Cow::Owned(result.to_string()),
                     };
-                    *e.2.entry(key).or_default() += fa.records;
+                    e.2.entry(key).or_default().sat_add(fa.records);
                 }
                 // Launch and allocation faults likewise.
                 for ((_, f, _, result), ea) in &p.explained {
                     let e = by_function.entry(f.as_str()).or_default();
-                    e.1 += ea.records;
+                    e.1.sat_add(ea.records);
                     let key = match &ea.result_name {
                         Some(n) => Cow::Borrowed(n.as_str()),
                         None => Cow::Owned(result.to_string()),
                     };
-                    *e.2.entry(key).or_default() += ea.records;
+                    e.2.entry(key).or_default().sat_add(ea.records);
                 }
             }
         }
-        let mut errors_by_result = BTreeMap::new();
+        let mut errors_by_result = BTreeMap::<_, u64>::new();
         for (_, _, m) in by_function.values() {
             for (r, n) in m {
-                *errors_by_result.entry(r.to_string()).or_default() += n;
+                errors_by_result
+                    .entry(r.to_string())
+                    .or_default()
+                    .sat_add(n);
             }
         }
         let mut repairs: BTreeMap<String, u64> = p
@@ -920,7 +939,7 @@ impl<'a> Proc<'a> {
         // only when they are more (no exit summary).
         let mut lifetime: BTreeMap<&str, u64> = BTreeMap::new();
         for ((kind, _), n) in &p.lifetime_repairs {
-            *lifetime.entry(kind).or_default() += n;
+            lifetime.entry(kind).or_default().sat_add(n);
         }
         for (kind, n) in lifetime {
             let e = repairs.entry(kind.to_string()).or_default();
@@ -932,8 +951,8 @@ impl<'a> Proc<'a> {
             calls: p
                 .exit
                 .as_ref()
-                .map(|_| by_function.values().map(|v| v.0).sum()),
-            errors: by_function.values().map(|v| v.1).sum(),
+                .map(|_| crate::sat_sum(by_function.values().map(|v| v.0))),
+            errors: crate::sat_sum(by_function.values().map(|v| v.1)),
             by_function,
             errors_by_result,
             repairs,
@@ -1349,10 +1368,13 @@ fn function_reports(procs: &[Proc]) -> Vec<FunctionReport> {
                 processes: 0,
                 processes_without_exit_summary: 0,
             });
-            e.calls += calls;
-            e.errors += errors;
+            e.calls.sat_add(calls);
+            e.errors.sat_add(errors);
             for (r, n) in by {
-                *e.errors_by_result.entry(r.to_string()).or_default() += n;
+                e.errors_by_result
+                    .entry(r.to_string())
+                    .or_default()
+                    .sat_add(n);
             }
             e.processes += 1;
             if p.agg.exit.is_none() {
@@ -1402,8 +1424,8 @@ fn host_reports(procs: &[Proc]) -> Vec<HostReport> {
         if p.agg.exit.is_none() {
             e.0.processes_without_exit_summary += 1;
         }
-        e.0.calls += p.calls.unwrap_or(0);
-        e.0.errors += p.errors;
+        e.0.calls.sat_add(p.calls.unwrap_or(0));
+        e.0.errors.sat_add(p.errors);
         if let Some(s) = &p.agg.session {
             if let Some(v) = s.driver_version {
                 e.2.insert(fmt::driver_version(v));
@@ -1464,8 +1486,8 @@ fn overview(
             as u64,
         devices: devices.len() as u64,
         functions: functions.len() as u64,
-        calls: procs.iter().filter_map(|p| p.calls).sum(),
-        errors: procs.iter().map(|p| p.errors).sum(),
+        calls: crate::sat_sum(procs.iter().filter_map(|p| p.calls)),
+        errors: crate::sat_sum(procs.iter().map(|p| p.errors)),
         first_ts_ns: first,
         last_ts_ns: last.filter(|_| first.is_some()),
         first_time: first.map(fmt::timestamp),
@@ -1485,7 +1507,7 @@ fn errors_over_time(t: &Timeline) -> ErrorsOverTime {
             .map(|(start, by)| TimeBucket {
                 start_ns: *start,
                 start_time: fmt::timestamp(*start),
-                errors: by.values().sum(),
+                errors: crate::sat_sum(by.values().copied()),
                 by_result: by.clone(),
             })
             .collect(),

@@ -490,6 +490,7 @@ impl Tracker {
     pub fn pending(&self, shards: &[&Shard], want: impl Fn(u64) -> bool) -> Vec<Pending> {
         let mut by_key: BTreeMap<u64, Pending> = BTreeMap::new();
         for s in shards {
+            let mut any = false;
             for (key, counts) in s.keys() {
                 if !want(key) {
                     continue;
@@ -498,6 +499,7 @@ impl Tracker {
                 if since.is_zero() {
                     continue;
                 }
+                any = true;
                 let p = by_key.entry(key).or_insert_with(|| Pending {
                     key,
                     shards: Vec::new(),
@@ -506,6 +508,10 @@ impl Tracker {
                 });
                 p.shards.push(s.id());
                 p.counts = p.counts.plus(since);
+            }
+            // The copy ring is read only for a shard with pending work on a wanted key.
+            if !any {
+                continue;
             }
             for c in s.copy_records() {
                 if let Some(p) = by_key.get_mut(&c.key) {

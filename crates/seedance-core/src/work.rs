@@ -8,7 +8,7 @@
 //! other threads read it at the few moments that need the numbers (a context destroy or
 //! reset, a free of pinned or device memory, a synchronize, exit), under the lifetime
 //! tracker's lock ([`crate::lifetime`]). A thread's first launch takes a shard from a free
-//! list, or leaks a new one (about 20 KiB); when the thread exits its shard goes back with
+//! list, or leaks a new one (about 29 KiB); when the thread exits its shard goes back with
 //! its counts intact, so nothing is lost and shard ids stay stable.
 //!
 //! Counts are cumulative and never reset. What is "since the last synchronisation" is the
@@ -25,6 +25,7 @@
 //! with the driver (`cuStreamQuery`) before it reports or repairs anything.
 
 use crate::counters::{Counters, MAX_FUNCTIONS};
+use crate::owners::AllocRing;
 use crate::thread::ThreadState;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -254,6 +255,10 @@ pub struct Shard {
     copies: [CopySlot; COPIES],
     events: [EventSlot; EVENTS],
     untracked: AtomicU64,
+    /// Stream slots claimed (readers skip a shard that never counted anything).
+    used: AtomicU64,
+    /// Device allocations made by this thread, waiting to be filed by context.
+    allocs: AllocRing,
 }
 
 #[inline(always)]
@@ -304,6 +309,8 @@ impl Shard {
                 }
             }; EVENTS],
             untracked: AtomicU64::new(0),
+            used: AtomicU64::new(0),
+            allocs: AllocRing::new(),
         }
     }
 
@@ -334,6 +341,9 @@ impl Shard {
             }
             if k == 0 {
                 self.keys[j].store(key, Ordering::Release);
+                // Release: a reader that sees the count sees the key.
+                let n = self.used.load(Ordering::Relaxed) + 1;
+                self.used.store(n, Ordering::Release);
                 return Some(j);
             }
         }
@@ -437,6 +447,9 @@ impl Shard {
 
     /// Every key this shard has used, with its cumulative counts.
     pub fn keys(&self) -> Vec<(u64, Counts)> {
+        if self.used.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
         (0..SLOTS)
             .filter_map(|j| {
                 let k = self.keys[j].load(Ordering::Acquire);
@@ -489,6 +502,12 @@ impl Shard {
         std::sync::atomic::fence(Ordering::Acquire);
         (e.seq.load(Ordering::Relaxed) == seq && e.event.load(Ordering::Relaxed) == event)
             .then_some(m)
+    }
+
+    /// This thread's ring of device allocations not yet filed by context
+    /// ([`crate::owners`]).
+    pub fn allocs(&self) -> &AllocRing {
+        &self.allocs
     }
 
     /// Launches, copies and other operations that found no free stream slot.
@@ -631,6 +650,32 @@ pub fn copies_on_several_streams() -> bool {
 /// Records a successful `cuEventRecord(event, stream)` by the calling thread.
 pub fn note_event_record(event: u64, stream: usize, per_thread: bool) {
     with_local(|s, ctx| s.add_event_record(event, stream_key(stream, ctx, per_thread)));
+}
+
+/// Notes a device allocation at `addr` made by the calling thread, under its current
+/// context ([`crate::owners`]): one thread-local access and a push on its shard's ring, no
+/// lock. `false` when the ring is full (the caller files the ring's entries and calls
+/// again) or the thread is exiting (nothing noted: the allocation is filed under no
+/// context by the caller).
+#[inline(always)]
+pub fn note_alloc(addr: u64) -> bool {
+    let scope = ();
+    match crate::thread::state(&scope) {
+        Some(l) => shard_of(l).allocs.push(l.ctx.get() as u64, addr),
+        None => false,
+    }
+}
+
+/// Notes a free of the device allocation at `addr` by the calling thread: cancels its
+/// ring's latest entry when it is that allocation ([`AllocRing::cancel_last`]).
+#[inline(always)]
+pub fn note_free(addr: u64) {
+    let scope = ();
+    if let Some(l) = crate::thread::state(&scope) {
+        if let Some(s) = l.work.get() {
+            s.allocs.cancel_last(addr);
+        }
+    }
 }
 
 /// The stream key the calling thread's `stream` argument stands for.

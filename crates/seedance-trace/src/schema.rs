@@ -599,6 +599,49 @@ pub struct ExitSummary {
     /// The stray contexts found, each as reported, with the final figures (schema 5).
     #[serde(default)]
     pub stray_contexts: Vec<StrayContext>,
+    /// The runtime's `cuGetProcAddress(_v2)` version probes (schema 5): how the CUDA
+    /// runtime learns which entry points the driver has. Look-ups answered
+    /// `CUDA_ERROR_NOT_FOUND` are counted here, as calls but not as errors, and get no
+    /// `call_failed` record. `None` when no look-up was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_probes: Option<RuntimeProbes>,
+    /// CUDA libraries mapped into the process at exit, with the version their file name
+    /// gives (schema 5). Read from `/proc/self/maps`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cuda_libraries: Vec<CudaLibrary>,
+}
+
+/// The runtime's entry-point look-ups (`cuGetProcAddress`, `cuGetProcAddress_v2`), in the
+/// exit summary (schema 5).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RuntimeProbes {
+    /// Look-ups made.
+    pub lookups: u64,
+    /// Highest `cudaVersion` asked for (`1000 * major + 10 * minor`: 13010 is CUDA 13.1):
+    /// the version of the CUDA runtime that made the look-ups.
+    pub max_cuda_version: Option<i32>,
+    /// Look-ups answered `CUDA_ERROR_NOT_FOUND` with `symbolStatus`
+    /// `CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT`: the entry point exists in a newer CUDA
+    /// than this driver's (`cuda.h`, CUDA 12.0+).
+    pub version_not_sufficient: u64,
+    /// Other look-ups answered `CUDA_ERROR_NOT_FOUND` (`CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND`,
+    /// or `cuGetProcAddress` without a status).
+    pub symbol_not_found: u64,
+    /// The first distinct symbols answered version-not-sufficient (at most 32).
+    #[serde(default)]
+    pub unavailable: Vec<String>,
+}
+
+/// One CUDA library the process had loaded, in the exit summary (schema 5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CudaLibrary {
+    /// Which library: `cudart`, `cublas`, `cublasLt`, `cudnn`, `nccl`, `nvrtc`, `cufft`,
+    /// `curand`, `cusparse`, `cusolver`, `torch_cuda`, `cuda` (the driver).
+    pub name: String,
+    /// The mapped file.
+    pub path: String,
+    /// The version in the file name (`libcudart.so.13.1.80` -> `13.1.80`), when it has one.
+    pub version: Option<String>,
 }
 
 /// Call statistics of one function, in the exit summary.

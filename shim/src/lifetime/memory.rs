@@ -10,6 +10,33 @@ pub fn note_device_alloc(addr: CUdeviceptr) {
     if any_dead() {
         revived(addr);
     }
+    if on() && !work::note_alloc(addr) {
+        ring_full(addr);
+    }
+}
+
+/// A successful free of device memory at `addr`: an allocation freed right after it was
+/// made on this thread is taken back from its ring (no look-up when the ring is filed).
+#[inline(always)]
+pub fn note_device_free(addr: CUdeviceptr) {
+    if on() {
+        work::note_free(addr);
+    }
+}
+
+/// The calling thread's ring of allocations is full (or its thread-local storage is being
+/// torn down): files every ring's entries, then this allocation.
+#[cold]
+#[inline(never)]
+fn ring_full(addr: CUdeviceptr) {
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let shards = work::shards();
+        let mut index = OWNERS.lock();
+        index.drain(shards.iter().map(|s| s.allocs()), &still_live);
+        if !work::note_alloc(addr) {
+            index.file(0, addr, &still_live);
+        }
+    }));
 }
 
 #[cold]

@@ -8,8 +8,26 @@ use super::non_null;
 use crate::errstr;
 use crate::global::{call, init};
 
-/// The version `cuDriverGetVersion` reports: CUDA 13.0.
+/// The version `cuDriverGetVersion` reports by default: CUDA 13.0.
 pub const DRIVER_VERSION: c_int = 13000;
+
+/// The driver version: `FAKE_CUDA_DRIVER_VERSION` (`1000 * major + 10 * minor`, 1000 to
+/// 99990), else [`DRIVER_VERSION`]; read once, a bad value warns on stderr and keeps the
+/// default. `cuGetProcAddress` answers a look-up for a symbol it does not export with a
+/// `cudaVersion` above it as version-not-sufficient (a runtime newer than the driver).
+pub fn driver_version() -> c_int {
+    static V: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
+    *V.get_or_init(|| match std::env::var("FAKE_CUDA_DRIVER_VERSION") {
+        Err(_) => DRIVER_VERSION,
+        Ok(v) => match v.trim().parse::<c_int>() {
+            Ok(n) if (1000..=99990).contains(&n) => n,
+            _ => {
+                eprintln!("fake-cuda: ignoring bad FAKE_CUDA_DRIVER_VERSION={v:?}");
+                DRIVER_VERSION
+            }
+        },
+    })
+}
 
 /// `cuInit(unsigned int Flags)`: `flags` must be 0; reads the topology on first success.
 /// `CUDA_ERROR_NO_DEVICE` when no device is visible.
@@ -22,7 +40,7 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     call("cuInit", || format!("flags={flags}"), || init(flags))
 }
 
-/// `cuDriverGetVersion(int *driverVersion)`: writes 13000; works before `cuInit`.
+/// `cuDriverGetVersion(int *driverVersion)`: writes [`driver_version`]; works before `cuInit`.
 ///
 /// # Safety
 ///
@@ -32,7 +50,7 @@ pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
     call("cuDriverGetVersion", String::new, || {
         non_null(&[version.cast()])?;
         // SAFETY: non-null, and the caller guarantees it points to a writable int.
-        unsafe { version.write(DRIVER_VERSION) };
+        unsafe { version.write(driver_version()) };
         Ok(())
     })
 }

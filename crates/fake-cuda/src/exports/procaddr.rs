@@ -52,6 +52,12 @@ unsafe fn get_proc_address(
                     Some(p) => (p, CU_GET_PROC_ADDRESS_SUCCESS),
                     None => (std::ptr::null_mut(), CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND),
                 },
+                // A name this driver lacks, asked for by a newer runtime: an entry point
+                // of that newer CUDA.
+                Lookup::NotFound if cuda_version > super::init::driver_version() => (
+                    std::ptr::null_mut(),
+                    CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
+                ),
                 Lookup::NotFound => (std::ptr::null_mut(), CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND),
                 Lookup::VersionNotSufficient => (
                     std::ptr::null_mut(),

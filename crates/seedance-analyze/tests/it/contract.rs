@@ -200,6 +200,7 @@ enum Kind {
     AllocFault,
     LifetimeFault,
     StrayContext,
+    RuntimeNewerThanDriver,
 }
 
 #[derive(Deserialize)]
@@ -522,6 +523,7 @@ fn summary_report_matches_the_documented_schema() {
         &["tests/fixtures/v4"],
         &["tests/fixtures/v4-after"],
         &["tests/fixtures/v5"],
+        &["tests/fixtures/v5-probes"],
         &["tests/fixtures/fleet/gpu-b/empty.jsonl"],
     ] {
         let mut args = vec!["summary", "--format", "json"];
@@ -746,6 +748,7 @@ fn fixtures_follow_the_trace_schema() {
         "tests/fixtures/v4",
         "tests/fixtures/v4-after",
         "tests/fixtures/v5",
+        "tests/fixtures/v5-probes",
     ] {
         let (files, _) =
             seedance_analyze::input::collect_files(&[super::crate_dir().join(dir)]).unwrap();

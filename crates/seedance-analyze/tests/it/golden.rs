@@ -862,3 +862,50 @@ fn diff_observe_to_fix_shows_the_repair_as_a_changed_problem() {
     golden("diff-observe-fix.txt", &out);
     assert!(out.contains("CHANGED PROBLEMS (on both sides)\n  [warning, was error] device fault"));
 }
+
+#[test]
+fn summary_v5_probes_text() {
+    let (code, out, err) = run(&["summary", "tests/fixtures/v5-probes"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v5-probes.txt", &out);
+}
+
+#[test]
+fn summary_v5_probes_json() {
+    let (code, out, err) = run(&["summary", "--format", "json", "tests/fixtures/v5-probes"]);
+    assert_eq!(code, 0, "{err}");
+    golden("summary-v5-probes.json", &out);
+}
+
+/// A runtime newer than its driver: the version probes are info, per host, with the
+/// runtime and driver versions and the libraries loaded; the probes a schema-4 shim counted
+/// as errors are info too; no problem is a warning or an error.
+#[test]
+fn v5_version_probes_are_info_not_errors() {
+    let r = summary(&["tests/fixtures/v5-probes"]);
+    assert_eq!(r["report_version"], 5);
+    let problems = r["problems"].as_array().unwrap();
+    assert!(
+        problems.iter().all(|p| p["severity"] == "info"),
+        "{problems:?}"
+    );
+    let p = &problems[0];
+    assert_eq!(p["kind"], "runtime_newer_than_driver");
+    assert_eq!(p["key"], "runtime_newer_than_driver/h200-a/13010/13000");
+    assert_eq!(
+        p["title"],
+        "runtime 13.1 on a 13.0 driver: 136 entry points unavailable"
+    );
+    assert_eq!(p["count"], 136);
+    assert_eq!(p["processes"], 2);
+    assert_eq!(p["hosts"], serde_json::json!(["h200-a"]));
+    let context = p["context"].as_array().unwrap();
+    assert!(context.iter().any(|c| c
+        == "CUDA libraries loaded: cublas 13.2.0.9, cuda 580.159.04, cudart 13.1.80, torch_cuda"));
+    let old = &problems[1];
+    assert_eq!(old["kind"], "cuda_error");
+    assert_eq!(old["result"], "CUDA_ERROR_NOT_FOUND");
+    assert_eq!(old["hosts"], serde_json::json!(["h200-b"]));
+    let (_, text, _) = run(&["summary", "--format", "html", "tests/fixtures/v5-probes"]);
+    assert!(text.contains("runtime 13.1 on a 13.0 driver: 136 entry points unavailable"));
+}

@@ -632,3 +632,90 @@ fn host_hazards_are_errors_and_repaired_ones_warnings_with_the_remedy() {
     assert_eq!(p.severity, Severity::Warning);
     assert_eq!(p.processes_repaired, Some(1));
 }
+
+/// A device that never ends its first line is refused as not a trace after a bounded read
+/// (`input::NOT_TRACE_SKIP_LIMIT`), where it was read without end before.
+#[test]
+fn dev_zero_is_not_a_trace_and_is_read_only_so_far() {
+    let t0 = std::time::Instant::now();
+    let r = report(&[PathBuf::from("/dev/zero")]);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(r.input.files_read, 0);
+    assert_eq!(r.input.files_skipped, 1);
+    assert_eq!(r.input.skipped_files, ["/dev/zero"]);
+    assert!(r.input.bytes <= seedance_analyze::input::NOT_TRACE_SKIP_LIMIT + (1 << 20));
+    assert!(r.processes.is_empty());
+}
+
+/// An over-long line before the first record is counted as oversized, not malformed.
+#[test]
+fn an_over_long_first_line_is_oversized_not_malformed() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = format!(
+        r#"{{"v":1,"seq":0,"ts_ns":1,"pid":3,"tid":3,"event":"session_start","argv":["{}"]}}"#,
+        "x".repeat(seedance_analyze::input::MAX_LINE_BYTES)
+    );
+    let p = write_trace(
+        dir.path(),
+        "big-first.jsonl",
+        &[
+            &huge,
+            &call_failed(3, 1, 5, "cuInit", 3, "CUDA_ERROR_NOT_INITIALIZED"),
+        ],
+        "",
+    );
+    let r = report(&[p]);
+    assert_eq!(r.input.files_read, 1);
+    assert_eq!(r.input.oversized_lines, 1);
+    assert_eq!(r.input.malformed_lines, 0);
+    assert_eq!(r.input.records, 1);
+}
+
+/// Totals of hostile exit summaries (counts near `u64::MAX` in two processes) saturate
+/// instead of wrapping or panicking.
+#[test]
+fn totals_saturate_instead_of_wrapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = u64::MAX - 1;
+    let mut paths = Vec::new();
+    for pid in [21u32, 22] {
+        paths.push(write_trace(
+            dir.path(),
+            &format!("t{pid}.jsonl"),
+            &[
+                &session_start(pid, 0, 1),
+                &exit_summary(
+                    pid,
+                    1,
+                    2,
+                    "cuMemAlloc_v2",
+                    big,
+                    big,
+                    "CUDA_ERROR_OUT_OF_MEMORY",
+                ),
+            ],
+            "",
+        ));
+    }
+    let r = report(&paths);
+    assert_eq!(r.overview.calls, u64::MAX);
+    assert_eq!(r.overview.errors, u64::MAX);
+    let f = &r.functions[0];
+    assert_eq!((f.calls, f.errors), (u64::MAX, u64::MAX));
+    assert_eq!(f.errors_by_result["CUDA_ERROR_OUT_OF_MEMORY"], u64::MAX);
+    let oom = r
+        .problems
+        .iter()
+        .find(|p| p.key == "cuda_error/CUDA_ERROR_OUT_OF_MEMORY")
+        .unwrap();
+    assert_eq!(oom.count, u64::MAX);
+    let (code, out, err) = run(&[
+        "summary",
+        "--format",
+        "json",
+        paths[0].to_str().unwrap(),
+        paths[1].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("18446744073709551615"));
+}
