@@ -207,7 +207,10 @@ fn traces_hold_no_payloads_or_foreign_environment() {
 fn a_missing_trace_directory_is_created() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("new/traces");
-    let r = Run::new("ordinals", true).args(&["0"]).env("SEEDANCE_TRACE_DIR", &dir).finish();
+    let r = Run::new("ordinals", true)
+        .args(&["0"])
+        .env("SEEDANCE_TRACE_DIR", &dir)
+        .finish();
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
     assert_eq!(r.stderr(), "");
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
@@ -219,7 +222,10 @@ fn a_missing_trace_directory_is_created() {
     let blocker = root.path().join("file");
     std::fs::write(&blocker, b"").unwrap();
     let dir = blocker.join("traces");
-    let r = Run::new("ordinals", true).args(&["0"]).env("SEEDANCE_TRACE_DIR", &dir).finish();
+    let r = Run::new("ordinals", true)
+        .args(&["0"])
+        .env("SEEDANCE_TRACE_DIR", &dir)
+        .finish();
     assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
     let err = r.stderr();
     assert_eq!(err.lines().count(), 1, "{err}");
