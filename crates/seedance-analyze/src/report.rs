@@ -43,8 +43,10 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `processes_repaired`, `functions` counting records, `explanations`); `process_health`
 /// (left out when empty); `repairs` counts the `lifetime_repair` kinds; in the diff,
 /// lifetime faults are compared by fault kind among the `*_faults` (kind `lifetime_fault`,
-/// `check` the fault kind, `function` empty).
-pub const REPORT_VERSION: u32 = 4;
+/// `check` the fault kind, `function` empty). 5 = `errors_over_time.bucket_ns` is one
+/// millisecond times a power of two (was one second), so that a run of milliseconds has a
+/// readable chart.
+pub const REPORT_VERSION: u32 = 5;
 
 /// The whole report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -680,8 +682,8 @@ pub struct FunctionReport {
 /// records dropped by the shim are missing).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorsOverTime {
-    /// Bucket width, nanoseconds (one second times a power of two, so that there are at
-    /// most 512 buckets).
+    /// Bucket width, nanoseconds (one millisecond times a power of two, so that there are
+    /// at most 512 buckets; one second times a power of two before report version 5).
     pub bucket_ns: u64,
     /// Buckets with at least one error, in time order.
     pub buckets: Vec<TimeBucket>,

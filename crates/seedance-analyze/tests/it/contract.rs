@@ -505,7 +505,7 @@ fn summary_report_matches_the_documented_schema() {
         };
         assert_eq!(code, expected, "{err}");
         let r: Report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{paths:?}: {e}"));
-        assert_eq!(r.report_version, 4);
+        assert_eq!(r.report_version, 5);
         // Keys are unique: diff compares problems by them.
         let keys: std::collections::BTreeSet<&str> =
             r.problems.iter().map(|p| p.key.as_str()).collect();
@@ -586,7 +586,7 @@ fn diff_report_matches_the_documented_schema() {
     ]);
     assert_eq!(code, 0, "{err}");
     let d: Diff = serde_json::from_str(&out).unwrap();
-    assert_eq!(d.report_version, 4);
+    assert_eq!(d.report_version, 5);
     assert_eq!(d.a.processes, 4);
     assert_eq!(d.b.processes, 3);
     assert_eq!(d.repair_changes[0].kind, "device_fallback");
