@@ -607,7 +607,7 @@ fn fx_bytes(mut h: u64, bytes: &[u8]) -> u64 {
 
 /// Width of the buckets `call_failed` errors are held in before they reach the timeline:
 /// its finest width, so holding them changes nothing.
-const PENDING_BUCKET_NS: u64 = 1_000_000_000;
+const PENDING_BUCKET_NS: u64 = TIMELINE_BASE_NS;
 
 impl FailedTable {
     /// The slot of (process, function, key), created with `code` if new.

@@ -782,7 +782,10 @@ fn functions_table(h: &mut String, r: &Report) {
         );
     }
     h.push_str("</tbody></table>\n");
-    if r.functions.iter().any(|f| f.processes_without_exit_summary > 0) {
+    if r.functions
+        .iter()
+        .any(|f| f.processes_without_exit_summary > 0)
+    {
         h.push_str("<p class=\"muted\">+ : some processes had no exit summary, their calls are unknown.</p>\n");
     }
 }

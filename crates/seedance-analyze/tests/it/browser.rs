@@ -220,7 +220,10 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
             w.split('"').next().unwrap().parse::<f64>().unwrap()
         })
         .fold(0.0, f64::max);
-    assert!(widest < 894.0 / 2.0, "{fixture}: a bar {widest} wide fills the plot");
+    assert!(
+        widest < 894.0 / 2.0,
+        "{fixture}: a bar {widest} wide fills the plot"
+    );
     assert_eq!(
         c.matches("<rect").count(),
         bars,
@@ -294,7 +297,12 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
     // Counts read in words as the text report writes them: no "1 hosts", "1 errors".
     let header = element(dom, "<header>", "</header>");
     for bad in [
-        "1 processes", "1 hosts", "1 devices", "1 functions", "1 calls", "1 errors",
+        "1 processes",
+        "1 hosts",
+        "1 devices",
+        "1 functions",
+        "1 calls",
+        "1 errors",
     ] {
         assert!(
             !header.contains(&format!(">{bad} ")) && !header.contains(&format!(" {bad} ")),

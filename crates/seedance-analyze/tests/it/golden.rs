@@ -96,7 +96,7 @@ fn summary(paths: &[&str]) -> Value {
 #[test]
 fn fleet_numbers() {
     let r = summary(&["tests/fixtures/fleet"]);
-    assert_eq!(r["report_version"], 4);
+    assert_eq!(r["report_version"], 5);
     let i = &r["input"];
     assert_eq!(i["files_seen"], 7);
     assert_eq!(i["files_read"], 4);
@@ -208,7 +208,8 @@ fn fleet_numbers() {
     assert_eq!(shared["processes"], 2);
 
     let t = &r["errors_over_time"];
-    assert_eq!(t["bucket_ns"], 1_000_000_000u64);
+    // 1 ms: the finest width; 9 errors are far fewer than 512 buckets.
+    assert_eq!(t["bucket_ns"], 1_000_000u64);
     let total: u64 = t["buckets"]
         .as_array()
         .unwrap()
@@ -309,7 +310,7 @@ fn diff_numbers() {
     assert_eq!(launch["calls_b"], 60_450);
     assert_eq!(launch["delta"], 11_950);
     assert_eq!(launch["delta_pct"], 24.6);
-    assert_eq!(d["report_version"], 4);
+    assert_eq!(d["report_version"], 5);
     // Repairs by kind (calls repaired), no longer the unknown kinds.
     assert_eq!(d["new_repairs"], serde_json::json!([]));
     assert_eq!(
@@ -721,7 +722,7 @@ fn diff_v4_text() {
 #[test]
 fn v4_numbers() {
     let r = summary(&["tests/fixtures/v4"]);
-    assert_eq!(r["report_version"], 4);
+    assert_eq!(r["report_version"], 5);
     let i = &r["input"];
     assert_eq!(i["newer_schema_records"], 0);
     assert_eq!(i["records_by_kind"]["lifetime_fault"], 5);
