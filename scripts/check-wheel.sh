@@ -25,9 +25,14 @@ check "seedance-fix and seedance-analyze on PATH" \
   '[ "$(command -v seedance-fix)" = "$work/venv/bin/seedance-fix" ] && seedance-analyze --version >/dev/null'
 seedance-fix --version | tee "$work/version.txt"
 check "--version finds the installed shim" \
-  'grep -q "^shim .*: $work/venv/lib/seedance-fix/libseedance_fix.so$" "$work/version.txt"'
+  'grep -q "^shim .*: $work/venv/lib/python3[.0-9]*/site-packages/seedance_fix/libseedance_fix.so$" "$work/version.txt"'
 
-fake=$work/venv/lib/seedance-fix/fake-cuda
+# The layout the GPU machines get (pip install --target, scripts/gpu-wheel.sh).
+"$work/venv/bin/pip" install -q --no-index --no-deps --target "$work/site" "$wheel"
+check "pip install --target: the launcher finds the shim" \
+  '"$work/site/bin/seedance-fix" --version | grep -q "^shim .*: $work/site/seedance_fix/libseedance_fix.so$"'
+
+fake=$(echo "$work"/venv/lib/python3*/site-packages/seedance_fix/fake-cuda)
 cc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c -L"$fake" -l:libcuda.so.1
 echo "== seedance-fix run --fake-driver -- ./wrong_ordinal   (CUDA_VISIBLE_DEVICES=1)"
 CUDA_VISIBLE_DEVICES=1 seedance-fix run --fake-driver --trace-dir "$work/traces" \

@@ -46,7 +46,7 @@ launcher=$work/site/bin/seedance-fix
 "$launcher" --version >"$out/version.txt" 2>&1
 cat "$out/version.txt"
 check "the launcher finds the installed shim" \
-  'grep -q "^shim .*: $work/site/lib/seedance-fix/libseedance_fix.so$" "$out/version.txt"'
+  'grep -q "^shim .*: $work/site/seedance_fix/libseedance_fix.so$" "$out/version.txt"'
 
 script=$here/gpu/wheel_torch.py
 python3 "$script" >"$out/without.txt" 2>"$out/without-err.txt"

@@ -5,7 +5,11 @@
 //! | --- | --- | --- | --- |
 //! | `cargo build --release` | `target/release/seedance-fix` | `target/release/libseedance_fix.so` | `target/release/libcuda.so` |
 //! | release tarball (`scripts/package.sh`) | `bin/seedance-fix` | `lib/libseedance_fix.so` | `lib/fake-cuda/libcuda.so.1` |
-//! | pip wheel (`python/`, installed in a virtualenv, `--user` or `--target`) | `bin/seedance-fix` | `lib/seedance-fix/libseedance_fix.so` | `lib/seedance-fix/fake-cuda/libcuda.so.1` |
+//! | pip wheel in a virtualenv or `--user` (`pyproject.toml`) | `bin/seedance-fix` | `lib/python3.X/site-packages/seedance_fix/libseedance_fix.so` | `.../seedance_fix/fake-cuda/libcuda.so.1` |
+//! | pip wheel, `pip install --target DIR` | `DIR/bin/seedance-fix` | `DIR/seedance_fix/libseedance_fix.so` | `DIR/seedance_fix/fake-cuda/libcuda.so.1` |
+//!
+//! (The wheel carries the shim as platform-library data, `seedance_fix/` in site-packages,
+//! because `pip install --target` drops a wheel's other data files.)
 
 use std::path::{Path, PathBuf};
 
@@ -20,13 +24,29 @@ pub fn exe_dir() -> Option<PathBuf> {
     exe.parent().map(Path::to_path_buf)
 }
 
+/// The wheel's package directories for a launcher in `dir`: `../seedance_fix` (`--target`)
+/// and `../lib/python*/site-packages/seedance_fix` (a virtualenv, `--user`), those that
+/// exist, in name order.
+fn wheel_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.join("../seedance_fix")];
+    let mut pythons: Vec<PathBuf> = std::fs::read_dir(dir.join("../lib"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("python"))
+                .map(|e| e.path().join("site-packages/seedance_fix"))
+                .collect()
+        })
+        .unwrap_or_default();
+    pythons.sort();
+    out.extend(pythons);
+    out
+}
+
 /// The places the shim is looked for, in order, for a launcher in `dir`.
 pub fn shim_candidates(dir: &Path) -> Vec<PathBuf> {
-    vec![
-        dir.join(SHIM),
-        dir.join("../lib").join(SHIM),
-        dir.join("../lib/seedance-fix").join(SHIM),
-    ]
+    let mut c = vec![dir.join(SHIM), dir.join("../lib").join(SHIM)];
+    c.extend(wheel_dirs(dir).into_iter().map(|d| d.join(SHIM)));
+    c
 }
 
 /// The first existing shim among [`shim_candidates`], made absolute and clean, or the list
@@ -51,10 +71,11 @@ pub enum FakeDriver {
 
 /// Finds the fake driver for a launcher in `dir`.
 pub fn find_fake_driver(dir: &Path) -> Result<FakeDriver, Vec<PathBuf>> {
-    let dirs = [
-        dir.join("../lib/seedance-fix/fake-cuda"),
-        dir.join("../lib/fake-cuda"),
-    ];
+    let mut dirs: Vec<PathBuf> = wheel_dirs(dir)
+        .into_iter()
+        .map(|d| d.join("fake-cuda"))
+        .collect();
+    dirs.push(dir.join("../lib/fake-cuda"));
     for d in &dirs {
         if d.join("libcuda.so.1").is_file() {
             return Ok(FakeDriver::Dir(
@@ -128,7 +149,11 @@ mod tests {
         for (exe, shim) in [
             ("release", "release/libseedance_fix.so"),
             ("tar/bin", "tar/lib/libseedance_fix.so"),
-            ("venv/bin", "venv/lib/seedance-fix/libseedance_fix.so"),
+            (
+                "venv/bin",
+                "venv/lib/python3.11/site-packages/seedance_fix/libseedance_fix.so",
+            ),
+            ("site/bin", "site/seedance_fix/libseedance_fix.so"),
         ] {
             let root = tempfile::tempdir().unwrap();
             std::fs::create_dir_all(root.path().join(exe)).unwrap();
