@@ -439,12 +439,12 @@ fn errors_chart(h: &mut String, r: &Report) {
     let end = base + width * nslots as u64;
     let _ = write!(
         h,
-        "<text x=\"{left}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+        "<text x=\"{left}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">+{}</text>",
         ht - 12.0,
         fmt::timestamp(base),
         w - 10.0,
         ht - 12.0,
-        format!("+{}", fmt::duration(end - base))
+        fmt::duration(end - base)
     );
     let _ = write!(
         h,
