@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, on any Linux machine, no GPU needed: build the shim, the fake driver and the
 # analyzer; run a program that asks for a GPU it cannot have, first without and then with the
-# shim; then summarize the trace the shim wrote.
+# shim; then summarize the trace the shim wrote; then the same through the launcher,
+# seedance-fix run.
 #
 #   bash scripts/demo.sh
 #
@@ -11,7 +12,10 @@
 # machine. Builds go to $CARGO_TARGET_DIR when it is set (target/ otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p seedance-fix -p fake-cuda -p fake-nvml -p seedance-analyze
+echo "== building the shim, the launcher, the analyzer and the fake driver and NVML"
+echo "   (cargo build --release; a few minutes the first time, seconds after that)"
+cargo build --release --quiet -p seedance-fix -p fake-cuda -p fake-nvml -p seedance-analyze \
+  -p seedance-launch
 tgt=${CARGO_TARGET_DIR:-target}
 mkdir -p "$tgt"
 tgt=$(cd "$tgt" && pwd)
@@ -21,7 +25,9 @@ rm -rf "$demo" && mkdir -p "$demo/driver" "$demo/nvml" "$demo/traces"
 cp "$rel/libcuda.so" "$demo/driver/libcuda.so.1"
 cp "$rel/libcuda.so" "$demo/driver/libcuda.so"
 cp "$rel/libnvidia_ml.so" "$demo/nvml/libnvidia-ml.so.1"
+echo "== compiling examples/wrong_ordinal.c against the fake driver"
 cc -O1 -o "$demo/wrong_ordinal" examples/wrong_ordinal.c -L"$demo/driver" -lcuda
+echo
 export LD_LIBRARY_PATH="$demo/driver:$demo/nvml" FAKE_CUDA_DEVICE_COUNT=2 CUDA_VISIBLE_DEVICES=1
 
 echo "== 1. without the shim"
@@ -33,3 +39,7 @@ LD_PRELOAD="$rel/libseedance_fix.so" SEEDANCE_TRACE_DIR="$demo/traces" \
 echo
 echo "== 3. seedance-analyze summary $demo/traces"
 "$rel/seedance-analyze" summary "$demo/traces"
+echo
+echo "== 4. the same in one command: seedance-fix run -- ./wrong_ordinal"
+echo "   (the launcher preloads the shim, traces to a private directory, summarizes the run)"
+"$rel/seedance-fix" run -- "$demo/wrong_ordinal" || echo "(exit status $?)"

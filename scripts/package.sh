@@ -7,9 +7,13 @@
 # holding
 #
 #   seedance-fix-<version>-<target>/
-#     lib/libseedance_fix.so   the shim (LD_PRELOAD it)
+#     bin/seedance-fix         the launcher (seedance-fix run -- CMD), finds ../lib
 #     bin/seedance-analyze     the analyzer
-#     docs/  examples/  README.md  LICENSE (if the repository has one)
+#     lib/libseedance_fix.so   the shim (LD_PRELOAD it, or let bin/seedance-fix do it)
+#     lib/fake-cuda/libcuda.so.1  the fake driver, for seedance-fix run --fake-driver
+#     docs/  examples/  LICENSE (if the repository has one)
+#     README.md                about this tarball (not the repository's: that one
+#                              builds from source and runs scripts the tarball lacks)
 #     SHA256SUMS               checksums of every other file, `sha256sum -c SHA256SUMS`
 #
 # and prints each tarball's path on a line of its own, the last one last. The version is the
@@ -47,11 +51,11 @@ epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 # Builds and packs one target; prints the tarball's path.
 package() {
 local target=$1
-local cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze --target "$target")
+local cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze -p seedance-launch -p fake-cuda --target "$target")
 local out=${CARGO_TARGET_DIR:-target}/$target/release
 if [[ $target == "$host" ]]; then
   # The host's build lives in target/release, where the other scripts look for it.
-  cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze)
+  cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze -p seedance-launch -p fake-cuda)
   out=${CARGO_TARGET_DIR:-target}/release
 fi
 local strip=strip
@@ -65,17 +69,20 @@ local name=seedance-fix-$version-$target
 local stage=dist/$name
 local tarball=dist/$name.tar.gz
 rm -rf "$stage" "$tarball" "$tarball.sha256"
-mkdir -p "$stage/lib" "$stage/bin"
+mkdir -p "$stage/lib/fake-cuda" "$stage/bin"
 install -m 0755 "$out/libseedance_fix.so" "$stage/lib/libseedance_fix.so"
+install -m 0755 "$out/libcuda.so" "$stage/lib/fake-cuda/libcuda.so.1"
 install -m 0755 "$out/seedance-analyze" "$stage/bin/seedance-analyze"
+install -m 0755 "$out/seedance-fix" "$stage/bin/seedance-fix"
 # The release profile keeps debug info (debug = 1) for local profiling; the package drops
 # the DWARF sections (symbols stay, so backtraces still name functions): 17 MB -> ~2 MB for
 # the shim. A strip that does not know the target's format leaves the files as they are.
-for f in "$stage/lib/libseedance_fix.so" "$stage/bin/seedance-analyze"; do
+for f in "$stage/lib/libseedance_fix.so" "$stage/lib/fake-cuda/libcuda.so.1" \
+         "$stage/bin/seedance-analyze" "$stage/bin/seedance-fix"; do
   "$strip" --strip-debug "$f" 2>/dev/null || echo "package.sh: note: could not strip $f; kept as built" >&2
 done
 cp -R docs examples "$stage/"
-cp README.md "$stage/"
+sed -e "s/@VERSION@/$version/" -e "s/@TARGET@/$target/" scripts/release-README.md >"$stage/README.md"
 for f in LICENSE LICENSE-APACHE LICENSE-MIT LICENSE.md LICENSE.txt NOTICE; do
   if [[ -f $f ]]; then cp "$f" "$stage/"; fi
 done

@@ -202,3 +202,44 @@ fn traces_hold_no_payloads_or_foreign_environment() {
         }
     }
 }
+
+/// A trace directory that does not exist yet is created (mode 0700, with its missing
+/// parents) and the trace lands in it, silently; one that cannot be created says what was
+/// tried, and the program runs as without a trace.
+#[test]
+fn a_missing_trace_directory_is_created() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("new/traces");
+    let r = Run::new("ordinals", true)
+        .args(&["0"])
+        .env("SEEDANCE_TRACE_DIR", &dir)
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.stderr(), "");
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(files.len(), 1);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & !0o700, 0, "{mode:o}");
+
+    let blocker = root.path().join("file");
+    std::fs::write(&blocker, b"").unwrap();
+    let dir = blocker.join("traces");
+    let r = Run::new("ordinals", true)
+        .args(&["0"])
+        .env("SEEDANCE_TRACE_DIR", &dir)
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    let err = r.stderr();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "seedance: no trace will be written: {} does not exist; tried to create it (mode \
+             0700) below {}, but creating {} failed: Not a directory",
+            dir.display(),
+            blocker.display(),
+            dir.display()
+        )),
+        "{err}"
+    );
+}

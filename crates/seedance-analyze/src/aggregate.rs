@@ -36,6 +36,10 @@ pub const MAX_KINDS: usize = 256;
 pub const OTHER_KINDS: &str = "(other kinds)";
 /// Most buckets in the errors-over-time histogram.
 pub const MAX_BUCKETS: usize = 512;
+
+/// The finest width of the errors-over-time buckets, nanoseconds (1 ms); the width is
+/// always this times a power of two.
+pub const TIMELINE_BASE_NS: u64 = 1_000_000;
 /// Paths kept for each list of problem files (skipped, unreadable); the counts stay exact.
 pub const MAX_LISTED_FILES: usize = 20;
 /// Distinct device faults, and distinct device fallbacks, kept per process (the shim writes
@@ -477,7 +481,9 @@ pub struct Timeline {
 impl Default for Timeline {
     fn default() -> Self {
         Timeline {
-            width_ns: 1_000_000_000,
+            // 1 ms: a run of milliseconds gets bars of milliseconds; longer runs coarsen
+            // (doubling) to at most MAX_BUCKETS buckets.
+            width_ns: TIMELINE_BASE_NS,
             buckets: BTreeMap::new(),
         }
     }
@@ -608,7 +614,7 @@ fn fx_bytes(mut h: u64, bytes: &[u8]) -> u64 {
 
 /// Width of the buckets `call_failed` errors are held in before they reach the timeline:
 /// its finest width, so holding them changes nothing.
-const PENDING_BUCKET_NS: u64 = 1_000_000_000;
+const PENDING_BUCKET_NS: u64 = TIMELINE_BASE_NS;
 
 impl FailedTable {
     /// The slot of (process, function, key), created with `code` if new.
@@ -1141,7 +1147,8 @@ mod tests {
         b.merge(a);
         assert_eq!(one, b);
         assert!(one.buckets.len() <= MAX_BUCKETS);
-        assert_eq!(one.width_ns, 4_000_000_000);
+        // 2000 s over at most 512 buckets: 1 ms * 2^12.
+        assert_eq!(one.width_ns, 4_096_000_000);
         assert_eq!(one.buckets.values().map(|m| m["X"]).sum::<u64>(), 2000);
     }
 

@@ -126,6 +126,12 @@ pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// `1 call`, `2 calls`, `1,234 calls`: the count ([`count`]) and the noun in the number it
+/// needs, as the text report writes them.
+pub(crate) fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", count(n), if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

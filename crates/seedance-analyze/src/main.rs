@@ -3,12 +3,18 @@
 //!
 //! Exit codes: 0 success; 1 `explain` of a number the CUresult table lacks; 2 bad usage,
 //! a path that does not exist, or an `explain` argument that is neither a number nor a
-//! known name.
+//! known name; 3 ([`gate::EXIT_NO_TRACE`]) no trace file in the input of `summary`, `export`
+//! or either side of `diff` ("no trace found in ..." on stderr; the report is still
+//! written); 4 ([`gate::EXIT_GATE`]) a `--fail-on` gate found what it gates on (one line on
+//! stderr says what).
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use seedance_analyze::{diff, explain, render_html, render_json, render_text, Options, Report};
+use seedance_analyze::gate::{self, FailOn};
+use seedance_analyze::{
+    diff, explain, export, render_html, render_json, render_text, Options, Report,
+};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +51,30 @@ enum SimpleFormat {
     Json,
 }
 
+/// `summary --fail-on`.
+#[derive(Clone, Copy, ValueEnum)]
+enum FailOnArg {
+    /// Exit 4 when a problem of severity `error` is found.
+    Error,
+    /// Exit 4 when a problem of severity `error` or `warning` is found.
+    Warning,
+}
+
+/// `diff --fail-on`.
+#[derive(Clone, Copy, ValueEnum)]
+enum DiffFailOn {
+    /// Exit 4 when the second run has CUresults, faults or problems (error or warning) that
+    /// the first lacks.
+    New,
+}
+
+/// `export --format`.
+#[derive(Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    /// OTLP log records in the OTLP/JSON encoding (one `ExportLogsServiceRequest`).
+    OtlpJson,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Summarize traces: processes, devices, functions, problems and what to do.
@@ -55,6 +85,22 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Write to this file instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Exit 4 when problems of this severity or worse are found (for CI jobs).
+        #[arg(long, value_enum)]
+        fail_on: Option<FailOnArg>,
+    },
+    /// Write the traces' events in another format: OTLP/JSON log records for an
+    /// OpenTelemetry Collector (docs/analyzer.md, "OpenTelemetry").
+    Export {
+        /// Trace files or directories (walked recursively); plain or gzip JSON lines.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = ExportFormat::OtlpJson)]
+        format: ExportFormat,
         /// Write to this file instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
@@ -80,6 +126,9 @@ enum Command {
         /// Write to this file instead of standard output.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// `new`: exit 4 when B has failing calls, faults or problems that A lacks.
+        #[arg(long, value_enum)]
+        fail_on: Option<DiffFailOn>,
     },
 }
 
@@ -110,6 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             paths,
             format,
             output,
+            fail_on,
         } => {
             let report = summarize(&paths)?;
             let text = match format {
@@ -118,7 +168,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Format::Html => render_html::render(&report),
             };
             emit(&text, output)?;
-            Ok(ExitCode::SUCCESS)
+            if let Some(code) = no_trace_in(&report, &paths) {
+                return Ok(code);
+            }
+            let level = fail_on.map(|f| match f {
+                FailOnArg::Error => FailOn::Error,
+                FailOnArg::Warning => FailOn::Warning,
+            });
+            match level.and_then(|l| gate::summary_gate(&report, l)) {
+                Some(line) => {
+                    eprintln!("seedance-analyze: --fail-on: {line}");
+                    Ok(ExitCode::from(gate::EXIT_GATE))
+                }
+                None => Ok(ExitCode::SUCCESS),
+            }
+        }
+        Command::Export {
+            paths,
+            format,
+            output,
+        } => {
+            let ExportFormat::OtlpJson = format;
+            let files: Vec<PathBuf> = seedance_analyze::input::collect_files(&paths)
+                .context("cannot read the input")?
+                .0;
+            let resources = export::otlp_json(&files, &export::Environment::from_process());
+            emit(&resources.json, output)?;
+            Ok(no_trace_warning(
+                resources.files_read,
+                files.len() as u64,
+                resources.empty_files,
+                &paths,
+            )
+            .unwrap_or(ExitCode::SUCCESS))
         }
         Command::Explain { code, format } => match explain::explain(&code) {
             Ok(e) => {
@@ -143,6 +225,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             b,
             format,
             output,
+            fail_on,
         } => {
             let ra = summarize(std::slice::from_ref(&a))?;
             let rb = summarize(std::slice::from_ref(&b))?;
@@ -152,9 +235,61 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 SimpleFormat::Json => render_json::to_json(&d),
             };
             emit(&text, output)?;
-            Ok(ExitCode::SUCCESS)
+            let empty_a = no_trace_in(&ra, std::slice::from_ref(&a));
+            let empty_b = no_trace_in(&rb, std::slice::from_ref(&b));
+            if let Some(code) = empty_a.or(empty_b) {
+                return Ok(code);
+            }
+            match fail_on.and_then(|DiffFailOn::New| gate::diff_gate(&d)) {
+                Some(line) => {
+                    eprintln!("seedance-analyze: --fail-on new: {line}");
+                    Ok(ExitCode::from(gate::EXIT_GATE))
+                }
+                None => Ok(ExitCode::SUCCESS),
+            }
         }
     }
+}
+
+/// The paths as the user gave them, for a message.
+fn shown(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Says "no trace found in ..." on stderr and gives [`gate::EXIT_NO_TRACE`] when no trace
+/// file was read (`files_read`) among the `files_seen` (`empty` of them empty).
+fn no_trace_warning(
+    files_read: u64,
+    files_seen: u64,
+    empty: u64,
+    paths: &[PathBuf],
+) -> Option<ExitCode> {
+    if files_read > 0 {
+        return None;
+    }
+    let why = match (files_seen, empty == files_seen) {
+        (0, _) => "no files".to_string(),
+        (1, true) => "1 file, empty".to_string(),
+        (1, false) => "1 file, not a trace".to_string(),
+        (n, true) => format!("{n} files, all empty"),
+        (n, false) => format!("{n} files, none a trace"),
+    };
+    eprintln!(
+        "seedance-analyze: warning: no trace found in {} ({why})",
+        shown(paths)
+    );
+    Some(ExitCode::from(gate::EXIT_NO_TRACE))
+}
+
+/// [`no_trace_warning`] for a report.
+fn no_trace_in(report: &Report, paths: &[PathBuf]) -> Option<ExitCode> {
+    gate::no_trace(report)
+        .then(|| no_trace_warning(0, report.input.files_seen, report.input.empty_files, paths))
+        .flatten()
 }
 
 /// Reads the traces, with a progress bar on stderr when it is a terminal and the input is

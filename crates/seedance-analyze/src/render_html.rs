@@ -101,16 +101,23 @@ pub fn render(r: &Report) -> String {
     h.push_str("</style></head><body>\n<header><h1>seedance-analyze report</h1><p>");
     let _ = write!(
         h,
-        "{} processes on {} hosts &middot; {} devices &middot; {} functions &middot; {} calls &middot; {} errors",
-        o.processes,
-        o.hosts,
-        o.devices,
-        o.functions,
-        fmt::count(o.calls),
-        fmt::count(o.errors)
+        "{} on {} &middot; {} &middot; {} &middot; {} &middot; {}",
+        fmt::counted(o.processes, "process", "processes"),
+        fmt::counted(o.hosts, "host", "hosts"),
+        fmt::counted(o.devices, "device", "devices"),
+        fmt::counted(o.functions, "function", "functions"),
+        fmt::counted(o.calls, "call", "calls"),
+        fmt::counted(o.errors, "error", "errors")
     );
     if let (Some(a), Some(b)) = (&o.first_time, &o.last_time) {
         let _ = write!(h, " &middot; {} .. {}", escape(a), escape(b));
+        if let (Some(x), Some(y)) = (o.first_ts_ns, o.last_ts_ns) {
+            let _ = write!(
+                h,
+                " ({}, first to last record of all traces)",
+                fmt::duration(y.saturating_sub(x))
+            );
+        }
     }
     h.push_str("</p></header>\n<main>\n");
 
@@ -216,9 +223,9 @@ fn repairs(h: &mut String, r: &Report) {
     }
     let _ = write!(
         h,
-        "<p>{} calls repaired in {} processes by the fix mode.</p>",
-        fmt::count(rp.calls_repaired),
-        fmt::count(rp.processes)
+        "<p>{} repaired in {} by the fix mode.</p>",
+        fmt::counted(rp.calls_repaired, "call", "calls"),
+        fmt::counted(rp.processes, "process", "processes")
     );
     h.push_str("<table><thead><tr><th>Kind</th><th class=\"n\">Calls repaired</th><th class=\"n\">Processes</th></tr></thead><tbody>");
     for k in &rp.by_kind {
@@ -388,8 +395,12 @@ fn errors_chart(h: &mut String, r: &Report) {
             .unwrap_or(OTHER_COLOUR)
     };
     // Display slots: the report's buckets, widened so that gaps do not make thousands of bars.
+    // The axis spans the whole run (first to last record), not only the buckets with
+    // errors: errors in one bucket of a run of milliseconds are one narrow bar at their time.
     let first = t.buckets.first().map(|b| b.start_ns).unwrap_or(0);
     let last = t.buckets.last().map(|b| b.start_ns).unwrap_or(0);
+    let first = r.overview.first_ts_ns.map_or(first, |f| f.min(first));
+    let last = r.overview.last_ts_ns.map_or(last, |l| l.max(last));
     let mut width = t.bucket_ns.max(1);
     while (last - first) / width + 1 > CHART_SLOTS {
         width = width.saturating_mul(2);
@@ -408,12 +419,17 @@ fn errors_chart(h: &mut String, r: &Report) {
             *slots[i].entry(key).or_default() += v;
         }
     }
-    let max = slots
+    let highest = slots
         .iter()
         .map(|s| crate::sat_sum(s.values().copied()))
         .max()
         .unwrap_or(1)
         .max(1);
+    // Integer ticks: a step of 1, 2 or 5 times a power of ten, at most 4 steps; the axis
+    // ends at the first tick at or above the highest bar.
+    let step = tick_step(highest);
+    let ticks = highest.div_ceil(step);
+    let max = step * ticks;
     let (w, ht, left, bottom, top) = (960.0, 240.0, 56.0, 34.0, 10.0);
     let plot_w = w - left - 10.0;
     let plot_h = ht - bottom - top;
@@ -422,16 +438,16 @@ fn errors_chart(h: &mut String, r: &Report) {
         h,
         "<svg viewBox=\"0 0 {w} {ht}\" width=\"100%\" role=\"img\" aria-label=\"errors over time\">"
     );
-    for i in 0..=4 {
-        let v = max as f64 * i as f64 / 4.0;
-        let y = top + plot_h - plot_h * i as f64 / 4.0;
+    for i in 0..=ticks {
+        let v = step * i;
+        let y = top + plot_h - plot_h * i as f64 / ticks as f64;
         let _ = write!(
             h,
             "<line x1=\"{left}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#e5e7eb\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
             w - 10.0,
             left - 4.0,
             y + 4.0,
-            fmt::count(v.round() as u64)
+            fmt::count(v)
         );
     }
     for (i, s) in slots.iter().enumerate() {
@@ -457,12 +473,12 @@ fn errors_chart(h: &mut String, r: &Report) {
     let end = base + width * nslots as u64;
     let _ = write!(
         h,
-        "<text x=\"{left}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+        "<text x=\"{left}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">+{}</text>",
         ht - 12.0,
         fmt::timestamp(base),
         w - 10.0,
         ht - 12.0,
-        fmt::timestamp(end)
+        fmt::duration(end - base)
     );
     let _ = write!(
         h,
@@ -799,7 +815,28 @@ fn functions_table(h: &mut String, r: &Report) {
             )
         );
     }
-    h.push_str("</tbody></table>\n<p class=\"muted\">+ : some processes had no exit summary, their calls are unknown.</p>\n");
+    h.push_str("</tbody></table>\n");
+    if r.functions
+        .iter()
+        .any(|f| f.processes_without_exit_summary > 0)
+    {
+        h.push_str("<p class=\"muted\">+ : some processes had no exit summary, their calls are unknown.</p>\n");
+    }
+}
+
+/// The step of the errors chart's value axis: 1, 2 or 5 times a power of ten, the smallest
+/// that covers `highest` (at least 1) in at most 4 steps.
+fn tick_step(highest: u64) -> u64 {
+    let mut p = 1u64;
+    loop {
+        for m in [1, 2, 5] {
+            let step = m * p;
+            if step.saturating_mul(4) >= highest {
+                return step;
+            }
+        }
+        p = p.saturating_mul(10);
+    }
 }
 
 fn input(h: &mut String, r: &Report) {

@@ -121,7 +121,7 @@ pub fn render(r: &Report) -> String {
         (o.first_ts_ns, o.last_ts_ns, &o.first_time, &o.last_time)
     {
         out.push_str(&format!(
-            "  {fa} .. {fb} ({})\n",
+            "  {fa} .. {fb} ({}, first to last record of all traces)\n",
             fmt::duration(b.saturating_sub(a))
         ));
     }

@@ -51,7 +51,10 @@ use std::collections::{BTreeMap, BTreeSet};
 /// problems of kind `runtime_newer_than_driver` (info, one per host, runtime and driver
 /// version); a `cuda_error` problem of `CUDA_ERROR_NOT_FOUND` made only of
 /// `cuGetProcAddress(_v2)` look-ups (version probes of older traces), and every
-/// `CUDA_ERROR_DEINITIALIZED` one, is `info`.
+/// `CUDA_ERROR_DEINITIALIZED` one, is `info`;
+/// and `errors_over_time.bucket_ns` is one
+/// millisecond times a power of two (was one second), so that a run of milliseconds has a
+/// readable chart.
 pub const REPORT_VERSION: u32 = 5;
 
 /// The whole report.
@@ -699,8 +702,8 @@ pub struct FunctionReport {
 /// records dropped by the shim are missing).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorsOverTime {
-    /// Bucket width, nanoseconds (one second times a power of two, so that there are at
-    /// most 512 buckets).
+    /// Bucket width, nanoseconds (one millisecond times a power of two, so that there are
+    /// at most 512 buckets; one second times a power of two before report version 5).
     pub bucket_ns: u64,
     /// Buckets with at least one error, in time order.
     pub buckets: Vec<TimeBucket>,

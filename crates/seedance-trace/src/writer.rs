@@ -11,7 +11,9 @@
 //!
 //! Files are created with `O_CREAT | O_EXCL | O_NOFOLLOW` and mode 0600: a file or symlink
 //! already at the path is an error, never overwritten or followed. A directory that is
-//! world-writable without the sticky bit is refused.
+//! world-writable without the sticky bit is refused. A missing directory is created, with
+//! its missing parents, mode 0700, but only below an existing directory that passes the same
+//! rule ([`ensure_dir`]).
 
 use crate::schema::{Event, Record, SCHEMA_VERSION};
 use std::fmt;
@@ -38,6 +40,26 @@ pub enum WriterError {
     UnsafeDirectory(PathBuf),
     /// The directory could not be inspected or the file could not be created.
     Io(PathBuf, io::Error),
+    /// The directory was missing and could not be created: `dir`, its nearest existing
+    /// ancestor `below`, the directory whose creation failed and why.
+    CreateDir {
+        /// The trace directory asked for.
+        dir: PathBuf,
+        /// Its nearest existing ancestor.
+        below: PathBuf,
+        /// The directory that could not be created (`dir` or one of its missing parents).
+        failed: PathBuf,
+        /// The error of that creation.
+        error: io::Error,
+    },
+    /// The directory was missing and its nearest existing ancestor is world-writable without
+    /// the sticky bit, so nothing was created there.
+    UnsafeAncestor {
+        /// The trace directory asked for.
+        dir: PathBuf,
+        /// Its nearest existing ancestor.
+        below: PathBuf,
+    },
 }
 
 impl fmt::Display for WriterError {
@@ -49,6 +71,26 @@ impl fmt::Display for WriterError {
                 p.display()
             ),
             WriterError::Io(p, e) => write!(f, "cannot create {}: {e}", p.display()),
+            WriterError::CreateDir {
+                dir,
+                below,
+                failed,
+                error,
+            } => write!(
+                f,
+                "{} does not exist; tried to create it (mode 0700) below {}, but creating {} \
+                 failed: {error}",
+                dir.display(),
+                below.display(),
+                failed.display()
+            ),
+            WriterError::UnsafeAncestor { dir, below } => write!(
+                f,
+                "{} does not exist and {} is world-writable without the sticky bit; refusing \
+                 to create a trace directory there",
+                dir.display(),
+                below.display()
+            ),
         }
     }
 }
@@ -65,17 +107,20 @@ pub struct TraceFile {
 impl TraceFile {
     /// Creates `<dir>/seedance-<host>-<pid>-<start_ns>.jsonl` exclusively, mode 0600.
     ///
+    /// A missing `dir` is created first ([`ensure_dir`]).
+    ///
     /// Errors: [`WriterError::UnsafeDirectory`] for a world-writable directory without the
-    /// sticky bit; [`WriterError::Io`] when the directory is missing or the file exists.
+    /// sticky bit; those of [`ensure_dir`] for a missing one; [`WriterError::Io`] when the
+    /// directory cannot be inspected or the file exists.
     pub fn create(
         dir: &Path,
         host: &str,
         pid: u32,
         start_ns: u64,
     ) -> Result<TraceFile, WriterError> {
+        ensure_dir(dir)?;
         let meta = std::fs::metadata(dir).map_err(|e| WriterError::Io(dir.to_path_buf(), e))?;
-        let mode = meta.mode();
-        if mode & 0o002 != 0 && mode & 0o1000 == 0 {
+        if unsafe_mode(meta.mode()) {
             return Err(WriterError::UnsafeDirectory(dir.to_path_buf()));
         }
         let host: String = host
@@ -98,6 +143,87 @@ impl TraceFile {
             .map_err(|e| WriterError::Io(path.clone(), e))?;
         Ok(TraceFile { path, file })
     }
+}
+
+/// Not there: missing, or a component of the path is a file (the creation then fails and
+/// says so).
+fn missing_kind(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// World-writable without the sticky bit: another user could replace what we create there.
+fn unsafe_mode(mode: u32) -> bool {
+    mode & 0o002 != 0 && mode & 0o1000 == 0
+}
+
+/// Makes sure the trace directory `dir` exists. When it is missing, finds its nearest
+/// existing ancestor, refuses when that ancestor is world-writable without the sticky bit
+/// (the rule [`TraceFile::create`] applies to the directory itself), and creates each missing
+/// component in turn with mode 0700 (before the umask). Another process creating the same
+/// component at the same moment is not an error. A relative `dir` is taken from the current
+/// directory.
+///
+/// Errors: [`WriterError::UnsafeAncestor`] for an unsafe ancestor; [`WriterError::CreateDir`]
+/// when a component cannot be created (permission, a file in the way, read-only file
+/// system); [`WriterError::Io`] when `dir` cannot be inspected for another reason than not
+/// existing.
+pub fn ensure_dir(dir: &Path) -> Result<(), WriterError> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::metadata(dir) {
+        Ok(_) => return Ok(()),
+        Err(e) if missing_kind(&e) => {}
+        Err(e) => return Err(WriterError::Io(dir.to_path_buf(), e)),
+    }
+    let mut missing = vec![dir.to_path_buf()];
+    let mut below = dir.parent().map(Path::to_path_buf);
+    let below = loop {
+        let candidate = match below {
+            Some(p) if p.as_os_str().is_empty() => PathBuf::from("."),
+            Some(p) => p,
+            None => PathBuf::from("/"),
+        };
+        match std::fs::metadata(&candidate) {
+            Ok(m) => {
+                if unsafe_mode(m.mode()) {
+                    return Err(WriterError::UnsafeAncestor {
+                        dir: dir.to_path_buf(),
+                        below: candidate,
+                    });
+                }
+                break candidate;
+            }
+            Err(e) if missing_kind(&e) => {
+                below = candidate.parent().map(Path::to_path_buf);
+                missing.push(candidate);
+            }
+            Err(error) => {
+                return Err(WriterError::CreateDir {
+                    dir: dir.to_path_buf(),
+                    below: candidate.clone(),
+                    failed: missing.last().cloned().unwrap_or_else(|| dir.to_path_buf()),
+                    error,
+                })
+            }
+        }
+    };
+    for p in missing.iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o700).create(p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            Err(error) => {
+                return Err(WriterError::CreateDir {
+                    dir: dir.to_path_buf(),
+                    below,
+                    failed: p.clone(),
+                    error,
+                })
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(target_os = "linux")]
@@ -318,6 +444,57 @@ mod tests {
         assert!(matches!(err, WriterError::UnsafeDirectory(_)), "{err}");
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert!(TraceFile::create(dir.path(), "h", 1, 2).is_ok());
+    }
+
+    #[test]
+    fn creates_a_missing_directory_and_parents_mode_0700() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("a/b/traces");
+        let f = TraceFile::create(&dir, "h", 1, 2).unwrap();
+        assert_eq!(f.path, dir.join("seedance-h-1-2.jsonl"));
+        for p in [root.path().join("a"), root.path().join("a/b"), dir.clone()] {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            // 0700 before the umask; a umask never adds bits.
+            assert_eq!(mode & !0o700, 0, "{}: {mode:o}", p.display());
+            assert_eq!(mode & 0o700, 0o700, "{}: {mode:o}", p.display());
+        }
+    }
+
+    #[test]
+    fn creates_nothing_below_a_world_writable_dir_without_sticky_bit() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let dir = root.path().join("a/traces");
+        let err = TraceFile::create(&dir, "h", 1, 2).err().unwrap();
+        assert!(matches!(err, WriterError::UnsafeAncestor { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} does not exist and {} is world-writable without the sticky bit; refusing \
+                 to create a trace directory there",
+                dir.display(),
+                root.path().display()
+            )
+        );
+        assert!(!root.path().join("a").exists());
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_created_says_what_was_tried() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("file"), b"").unwrap();
+        let dir = root.path().join("file/traces");
+        let err = TraceFile::create(&dir, "h", 1, 2).err().unwrap();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "{} does not exist; tried to create it (mode 0700) below {}, but creating {} failed: ",
+                dir.display(),
+                root.path().join("file").display(),
+                dir.display()
+            )),
+            "{text}"
+        );
     }
 
     /// /dev/full refuses every write with ENOSPC, as a full disk does: the hook hears it

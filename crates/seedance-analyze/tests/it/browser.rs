@@ -156,8 +156,9 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
     );
     let len = |v: &Value| v.as_array().unwrap().len();
 
-    // Errors over time: one bar per result in each bucket (1-second buckets over less than
-    // a minute and at most six results: no slot is merged, no result is "other").
+    // Errors over time: one bar per result in each display slot (at most six results: no
+    // result is "other"). The slots are the report's buckets, widened by doubling until the
+    // run (first to last record) fits in 600 of them, as render_html.rs draws them.
     let buckets = r["errors_over_time"]["buckets"].as_array().unwrap();
     let results: std::collections::BTreeSet<&str> = buckets
         .iter()
@@ -173,11 +174,56 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
         results.len() <= 6 && !buckets.is_empty(),
         "{fixture}: fixture too big for this test"
     );
-    let bars: usize = buckets
+    let u = |v: &Value| v.as_u64().unwrap();
+    let first = u(&buckets[0]["start_ns"]).min(u(&r["overview"]["first_ts_ns"]));
+    let last = u(&buckets[buckets.len() - 1]["start_ns"]).max(u(&r["overview"]["last_ts_ns"]));
+    let mut width = u(&r["errors_over_time"]["bucket_ns"]);
+    while (last - first) / width + 1 > 600 {
+        width *= 2;
+    }
+    let base = first - first % width;
+    let slots: std::collections::BTreeSet<(u64, &str)> = buckets
         .iter()
-        .map(|b| b["by_result"].as_object().unwrap().len())
-        .sum();
+        .flat_map(|b| {
+            let slot = (u(&b["start_ns"]) - base) / width;
+            b["by_result"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(move |k| (slot, k.as_str()))
+        })
+        .collect();
+    let bars = slots.len();
     let c = chart(dom, "errors over time");
+    // Integer value ticks, increasing, from 0; the plot's bars are narrower than the plot.
+    let ticks: Vec<u64> = c
+        .split("text-anchor=\"end\">")
+        .skip(1)
+        .filter_map(|t| t.split('<').next())
+        .filter(|t| !t.starts_with('+'))
+        .map(|t| {
+            t.replace(',', "")
+                .parse()
+                .unwrap_or_else(|_| panic!("{fixture}: tick {t:?} is not an integer"))
+        })
+        .collect();
+    assert_eq!(ticks.first(), Some(&0), "{fixture}: ticks {ticks:?}");
+    assert!(
+        ticks.windows(2).all(|w| w[0] < w[1]) && ticks.len() >= 2,
+        "{fixture}: ticks {ticks:?}"
+    );
+    let widest = c
+        .split("<rect ")
+        .skip(1)
+        .map(|rect| {
+            let w = rect.split("width=\"").nth(1).unwrap();
+            w.split('"').next().unwrap().parse::<f64>().unwrap()
+        })
+        .fold(0.0, f64::max);
+    assert!(
+        widest < 894.0 / 2.0,
+        "{fixture}: a bar {widest} wide fills the plot"
+    );
     assert_eq!(
         c.matches("<rect").count(),
         bars,
@@ -248,6 +294,51 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
     } else {
         assert_eq!(rows(s), faults, "{fixture}: faults table");
     }
+    // Counts read in words as the text report writes them: no "1 hosts", "1 errors".
+    let header = element(dom, "<header>", "</header>");
+    for bad in [
+        "1 processes",
+        "1 hosts",
+        "1 devices",
+        "1 functions",
+        "1 calls",
+        "1 errors",
+    ] {
+        assert!(
+            !header.contains(&format!(">{bad} ")) && !header.contains(&format!(" {bad} ")),
+            "{fixture}: {bad:?} in {header}"
+        );
+    }
+    let o = &r["overview"];
+    let word = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    assert!(
+        header.contains(&format!(
+            "{} on {}",
+            word(u(&o["processes"]), "process", "processes"),
+            word(u(&o["hosts"]), "host", "hosts")
+        )),
+        "{fixture}: {header}"
+    );
+    assert!(
+        header.contains(", first to last record of all traces)"),
+        "{fixture}: the span says what it is: {header}"
+    );
+    let rp = &r["repairs"];
+    if u(&rp["calls_repaired"]) > 0 {
+        let want = format!(
+            "{} repaired in {} by the fix mode.",
+            word(u(&rp["calls_repaired"]), "call", "calls"),
+            word(u(&rp["processes"]), "process", "processes")
+        );
+        assert!(section(dom, "repairs").contains(&want), "{fixture}: {want}");
+    }
+    // The footnote on unknown call counts only when a process had no exit summary.
+    assert_eq!(
+        section(dom, "functions").contains("some processes had no exit summary"),
+        u(&o["processes_without_exit_summary"]) > 0,
+        "{fixture}: footnote"
+    );
+
     // The sorting script ran without error and left the tables sortable.
     assert!(dom.contains("<table class=\"sortable\""), "{fixture}");
 }
@@ -257,7 +348,8 @@ fn html_report_renders_in_chromium() {
     let started = Instant::now();
     let browser = chromium();
     let dir = tempfile::tempdir().unwrap();
-    let fixtures = ["fleet", "v2", "v3"];
+    // `fix`: one process, one host, one repaired call, a run of milliseconds.
+    let fixtures = ["fleet", "v2", "v3", "fix"];
     let mut jobs: Vec<(String, PathBuf)> = Vec::new();
     let mut reports: Vec<Value> = Vec::new();
     for f in fixtures {
@@ -304,14 +396,14 @@ fn html_report_renders_in_chromium() {
     for ((f, r), page) in fixtures.iter().zip(&reports).zip(&pages) {
         check_report(f, page, r);
     }
-    let control = console_errors(&pages[3].log);
+    let control = console_errors(&pages[fixtures.len()].log);
     assert!(
         control
             .iter()
             .any(|l| l.contains("Uncaught") && l.contains("seedanceNoSuchFunction")),
         "the browser log shows no uncaught exception for the broken page, so the check above \
          proves nothing:\n{}",
-        pages[3].log
+        pages[fixtures.len()].log
     );
     eprintln!(
         "chromium: {} pages in {:.1} s",

@@ -10,13 +10,18 @@
 //!   with mutated fields fed to the line parser, the reader and the whole pipeline.
 //! - `browser`: the HTML report rendered in headless Chromium (required: the test fails
 //!   without it).
+//! - `gates`: `summary --fail-on`, `diff --fail-on new` and the no-trace warning, with
+//!   their exit codes.
+//! - `otlp`: `export --format otlp-json` decoded with `opentelemetry-proto`'s types.
 //! - `bench`: an ignored throughput measurement (`cargo test --release -- --ignored bench`).
 
 mod bench;
 mod browser;
 mod contract;
 mod explain;
+mod gates;
 mod golden;
+mod otlp;
 mod props;
 mod robust;
 mod runtime;

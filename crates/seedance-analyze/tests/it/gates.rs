@@ -1,0 +1,90 @@
+//! CI gates: `summary --fail-on error|warning` and `diff --fail-on new` exit 4 with one
+//! line on stderr when they find what they gate on, 0 otherwise; a directory without a
+//! trace exits 3 with "no trace found in ..." (docs/analyzer.md, "Exit codes").
+
+use super::run;
+
+#[test]
+fn summary_fail_on_error_trips_on_errors_only() {
+    // v4: two lifetime hazards that were not repaired everywhere (severity error).
+    let (code, out, err) = run(&["summary", "--fail-on", "error", "tests/fixtures/v4"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        out.starts_with("SUMMARY"),
+        "the report is still written: {out}"
+    );
+    assert_eq!(
+        err,
+        "seedance-analyze: --fail-on: 2 problems at severity error: 2 errors\n"
+    );
+    // fix: the device fault was repaired by fallback, a warning, no error.
+    let (code, _, err) = run(&["summary", "--fail-on", "error", "tests/fixtures/fix"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, _, err) = run(&["summary", "--fail-on", "warning", "tests/fixtures/fix"]);
+    assert_eq!(code, 4);
+    assert_eq!(
+        err,
+        "seedance-analyze: --fail-on: 1 problem at severity warning or worse: 0 errors, 1 warning\n"
+    );
+    // Without --fail-on the exit is 0 whatever the report holds.
+    let (code, _, err) = run(&["summary", "tests/fixtures/v4"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+}
+
+#[test]
+fn diff_fail_on_new_trips_on_new_problems_only() {
+    let (code, _, err) = run(&[
+        "diff",
+        "--fail-on",
+        "new",
+        "tests/fixtures/v3",
+        "tests/fixtures/v3-after",
+    ]);
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(
+        err,
+        "seedance-analyze: --fail-on new: new in tests/fixtures/v3-after: 1 failing call \
+         (function, CUresult), 2 faults, 2 problems\n"
+    );
+    // observe -> fix: the same fault, now repaired; nothing new.
+    let (code, _, err) = run(&[
+        "diff",
+        "--fail-on",
+        "new",
+        "tests/fixtures/observe",
+        "tests/fixtures/fix",
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    // A run against itself never has anything new.
+    let (code, _, _) = run(&[
+        "diff",
+        "--fail-on",
+        "new",
+        "tests/fixtures/v4",
+        "tests/fixtures/v4",
+    ]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn no_trace_is_a_warning_with_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let (code, out, err) = run(&["summary", d]);
+    assert_eq!(code, 3);
+    assert!(out.starts_with("SUMMARY"), "{out}");
+    assert_eq!(
+        err,
+        format!("seedance-analyze: warning: no trace found in {d} (no files)\n")
+    );
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+    let (code, _, err) = run(&["summary", "--fail-on", "warning", d]);
+    assert_eq!(code, 3);
+    assert_eq!(
+        err,
+        format!("seedance-analyze: warning: no trace found in {d} (1 file, not a trace)\n")
+    );
+    let (code, _, err) = run(&["diff", "tests/fixtures/v4", d]);
+    assert_eq!(code, 3);
+    assert!(err.contains(&format!("no trace found in {d}")), "{err}");
+}

@@ -1,0 +1,301 @@
+//! `seedance-fix run` as a user runs it: real processes, the shim found beside the launcher
+//! (`target/<profile>/`), the fake driver (`--fake-driver`, or `LD_LIBRARY_PATH`), the test
+//! programs of `tests/programs/` built by the end-to-end harness.
+
+use seedance_e2e::artifacts;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn launcher() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_seedance-fix"))
+}
+
+/// A command with a clean environment: PATH, TMPDIR (a private directory, to see what the
+/// launcher leaves behind) and the given variables.
+fn command(exe: &Path, tmp: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(exe);
+    c.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TMPDIR", tmp)
+        .args(args);
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn program(name: &str) -> String {
+    artifacts().bin_dir.join(name).display().to_string()
+}
+
+fn shim() -> PathBuf {
+    std::fs::canonicalize(launcher().parent().unwrap().join("libseedance_fix.so")).unwrap()
+}
+
+#[test]
+fn a_healthy_program_runs_unchanged_and_quietly() {
+    let a = artifacts();
+    let tmp = tempfile::tempdir().unwrap();
+    let ordinals = program("ordinals");
+    let plain: Output = command(Path::new(&ordinals), tmp.path(), &["0", "1"])
+        .env("LD_LIBRARY_PATH", &a.fake_dir)
+        .env("FAKE_CUDA_DEVICE_COUNT", "2")
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(0), "{}", text(&plain.stdout));
+    let run = command(
+        &launcher(),
+        tmp.path(),
+        &["run", "--fake-driver", "--", &ordinals, "0", "1"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert_eq!(text(&run.stdout), text(&plain.stdout));
+    assert_eq!(text(&run.stderr), "");
+    // Nothing to say: the private trace directory (and the fake driver's link) are gone.
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_repaired_fault_is_summarized_and_the_trace_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let traces = tmp.path().join("new/traces");
+    let run = command(
+        &launcher(),
+        tmp.path(),
+        &[
+            "run",
+            "--fake-driver",
+            "--trace-dir",
+            traces.to_str().unwrap(),
+            "--",
+            &program("ordinals"),
+            "1",
+        ],
+    )
+    .env("CUDA_VISIBLE_DEVICES", "1")
+    .output()
+    .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert_eq!(text(&run.stdout), "ordinal 1 -> 0000:11:00.0\n");
+    let err = text(&run.stderr);
+    // The shim's two lines, then the summary of this run.
+    assert!(
+        err.starts_with(
+            "seedance: cuDeviceGet: CUDA_ERROR_INVALID_DEVICE (101): ordinal 1 requested"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("\nseedance-fix: what the shim saw in this run\nSUMMARY\n  1 process on 1 host, 1 device"), "{err}");
+    assert!(
+        err.contains("   1. [warning] device fault: ordinal 1 requested but not visible"),
+        "{err}"
+    );
+    assert!(
+        err.contains("REPAIRS\n  1 call repaired in 1 process by the fix mode\n"),
+        "{err}"
+    );
+    let files: Vec<PathBuf> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1);
+    assert!(
+        err.ends_with(&format!(
+            "seedance-fix: traces: {}  (full report: seedance-analyze summary {})\n",
+            traces.display(),
+            files[0].display()
+        )),
+        "{err}"
+    );
+    // A second run into the same directory reports only itself.
+    let again = command(
+        &launcher(),
+        tmp.path(),
+        &[
+            "run",
+            "--fake-driver",
+            "--trace-dir",
+            traces.to_str().unwrap(),
+            "--",
+            &program("ordinals"),
+            "0",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(text(&again.stderr), "");
+    assert_eq!(std::fs::read_dir(&traces).unwrap().count(), 2);
+}
+
+#[test]
+fn the_report_option_writes_html_and_keeps_the_traces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let html = tmp.path().join("r.html");
+    let run = command(
+        &launcher(),
+        tmp.path(),
+        &[
+            "run",
+            "--fake-driver",
+            "--report",
+            html.to_str().unwrap(),
+            "--",
+            &program("ordinals"),
+            "0",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(run.status.code(), Some(0));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.starts_with("<!DOCTYPE html>"),
+        "{}",
+        &page[..80.min(page.len())]
+    );
+    let err = text(&run.stderr);
+    assert!(
+        err.starts_with(&format!("seedance-fix: report: {}\n", html.display())),
+        "{err}"
+    );
+    assert!(err.contains("seedance-fix: traces: "), "{err}");
+}
+
+#[test]
+fn exit_status_and_signals_are_the_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let l = launcher();
+    let code = |script: &str| {
+        command(&l, tmp.path(), &["run", "--", "sh", "-c", script])
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(code("exit 7"), Some(7));
+    assert_eq!(code("exit 0"), Some(0));
+    assert_eq!(code("kill -TERM $$"), Some(128 + 15));
+    assert_eq!(code("kill -KILL $$"), Some(128 + 9));
+    let missing = command(&l, tmp.path(), &["run", "--", "/nonexistent/prog"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(127));
+    assert!(
+        text(&missing.stderr).starts_with("seedance-fix: cannot run /nonexistent/prog: "),
+        "{}",
+        text(&missing.stderr)
+    );
+}
+
+/// A signal sent to the launcher (by a supervisor, `timeout`, Kubernetes) reaches the
+/// command, whose own handler decides the exit status. (The command gives up after 30 s
+/// with status 99, so a launcher that does not forward fails the test instead of hanging
+/// it.)
+#[test]
+fn signals_sent_to_the_launcher_reach_the_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (sig, name) in [(2, "INT"), (15, "TERM"), (1, "HUP"), (3, "QUIT")] {
+        let script = format!(
+            "trap 'echo got {name}; exit {}' {name}; echo ready; i=0; \
+             while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; exit 99",
+            40 + sig
+        );
+        let mut child = command(&launcher(), tmp.path(), &["run", "--", "sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        let st = Command::new("kill")
+            .args([format!("-{name}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // Waited for first: a launcher that did not forward would end by the signal itself.
+        assert_eq!(child.wait().unwrap().code(), Some(40 + sig), "SIG{name}");
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, format!("got {name}\n"));
+    }
+}
+
+#[test]
+fn ld_preload_keeps_what_was_there_and_mode_is_passed() {
+    let a = artifacts();
+    let tmp = tempfile::tempdir().unwrap();
+    let other = a.nvml_dir.join("libnvidia-ml.so.1");
+    let out = command(
+        &launcher(),
+        tmp.path(),
+        &[
+            "run",
+            "--mode",
+            "observe",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$LD_PRELOAD|$SEEDANCE_MODE\"",
+        ],
+    )
+    .env("LD_PRELOAD", &other)
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("{}:{}|observe\n", shim().display(), other.display())
+    );
+}
+
+#[test]
+fn version_names_shim_analyzer_and_schema() {
+    let out = Command::new(launcher()).arg("--version").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "seedance-fix {v}\nshim {v}: {}\nanalyzer {v} (report version {})\ntrace schema {}\n",
+            shim().display(),
+            seedance_analyze::REPORT_VERSION,
+            seedance_trace::SCHEMA_VERSION
+        )
+    );
+}
+
+/// Without a shim beside it the launcher still runs the command, unchanged, with one line
+/// saying where it looked (fail open).
+#[test]
+fn without_a_shim_the_command_runs_as_without_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alone = tmp.path().join("bin");
+    std::fs::create_dir(&alone).unwrap();
+    let exe = alone.join("seedance-fix");
+    std::fs::copy(launcher(), &exe).unwrap();
+    let out = command(
+        &exe,
+        tmp.path(),
+        &["run", "--", "sh", "-c", "echo \"[$LD_PRELOAD]\""],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "[]\n");
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "seedance-fix: cannot find libseedance_fix.so (looked in {}, ",
+            alone.join("libseedance_fix.so").display()
+        )),
+        "{err}"
+    );
+}

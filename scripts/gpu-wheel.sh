@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# GPU check of the pip package: installs the seedance-fix wheel the way the device tool
+# carries wheels (pip install --no-index --target, no network) and runs a small PyTorch
+# script (scripts/gpu/wheel_torch.py) with and without `seedance-fix run`. One GPU is
+# enough (kind nvidia-h200). Run from the repository root on the GPU machine:
+#
+#   scripts/gpu-wheel.sh [path/to/seedance_fix-*.whl]     # default: .whl/seedance_fix-*.whl
+#
+# Build the wheel first, here: bash scripts/wheel.sh && cp target/wheels/seedance_fix-*.whl .whl/
+# (the wheel is tagged linux_x86_64 and needs that machine's glibc to be at least this
+# one's; `ldd --version` on both).
+#
+# Checks: the installed seedance-fix finds the installed shim (--version); the script's
+# stdout is identical without the launcher and with it in fix and observe mode; a healthy
+# run prints nothing of the launcher's; --report writes the HTML report and the trace
+# holds the process's session start and exit summary; the exit status is the command's.
+# Logs go to $OUT (default /tmp/seedance-wheel). Exit status: the number of failed checks.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+wheel=${1:-$(ls .whl/seedance_fix-*.whl 2>/dev/null | head -n 1)}
+[ -f "$wheel" ] || { echo "FAIL no wheel (give its path, or put it in .whl/)"; exit 1; }
+wheel=$(readlink -f "$wheel")
+out=${OUT:-/tmp/seedance-wheel}
+mkdir -p "$out"
+work=$(mktemp -d)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+fails=0
+checks=0
+check() {
+  checks=$((checks + 1))
+  if eval "$2"; then echo "PASS $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi
+}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | paste -sd';')"
+  echo "glibc: $(ldd --version | head -n 1)"
+  echo "torch: $(python3 -c 'import torch; print(torch.__version__)' 2>&1)"
+  echo "wheel: $wheel ($(sha256sum "$wheel" | cut -c1-16))"
+} | tee "$out/environment.txt"
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" "$wheel" \
+  >"$out/pip.txt" 2>&1
+check "pip install --target" '[ -x "$work/site/bin/seedance-fix" ]'
+launcher=$work/site/bin/seedance-fix
+"$launcher" --version >"$out/version.txt" 2>&1
+cat "$out/version.txt"
+check "the launcher finds the installed shim" \
+  'grep -q "^shim .*: $work/site/seedance_fix/libseedance_fix.so$" "$out/version.txt"'
+
+script=$here/gpu/wheel_torch.py
+python3 "$script" >"$out/without.txt" 2>"$out/without-err.txt"
+echo "exit $?" >>"$out/without.txt"
+"$launcher" run --trace-dir "$out/traces-fix" --report "$out/report.html" -- python3 "$script" \
+  >"$out/fix.txt" 2>"$out/fix-err.txt"
+echo "exit $?" >>"$out/fix.txt"
+"$launcher" run --mode observe --trace-dir "$out/traces-observe" -- python3 "$script" \
+  >"$out/observe.txt" 2>"$out/observe-err.txt"
+echo "exit $?" >>"$out/observe.txt"
+cat "$out/without.txt"
+
+check "the script ran without the launcher" 'grep -q "^exit 0$" "$out/without.txt"'
+check "fix: identical stdout and exit status" 'cmp -s "$out/without.txt" "$out/fix.txt"'
+check "observe: identical stdout and exit status" 'cmp -s "$out/without.txt" "$out/observe.txt"'
+check "fix: nothing from the launcher for a healthy run but the report's path" \
+  '[ "$(grep -v "^seedance-fix: \(report\|traces\): " "$out/fix-err.txt" | grep -c "seedance")" = 0 ]'
+check "observe: no line from the shim or the launcher" '! grep -q seedance "$out/observe-err.txt"'
+check "--report wrote the HTML report" 'grep -q "<title>seedance-analyze report</title>" "$out/report.html"'
+check "the trace has a session start and an exit summary" \
+  'cat "$out"/traces-fix/*.jsonl | grep -q "\"event\":\"session_start\"" && cat "$out"/traces-fix/*.jsonl | grep -q "\"event\":\"exit_summary\""'
+check "the installed analyzer finds no problem" \
+  '"$work/site/bin/seedance-analyze" summary --fail-on warning "$out/traces-fix" >"$out/summary.txt" 2>&1'
+"$launcher" run -- python3 -c 'import sys; sys.exit(5)' 2>/dev/null
+check "the exit status is the command's" '[ $? = 5 ]'
+
+rm -rf "$work"
+echo "$((checks - fails)) of $checks passed"
+exit "$fails"
