@@ -218,8 +218,16 @@ pub struct Finished {
     pub records: Vec<Value>,
     /// Number of trace files written.
     pub trace_files: usize,
-    /// The fake driver's call log lines.
+    /// The fake driver's call log lines made on the program's own threads, in the order
+    /// each thread made them. Calls made on the shim's background threads (the session
+    /// record, NVML helper and metrics threads, named `seedance-*`, which the fake driver
+    /// tags: `crates/fake-support/src/log.rs`) are left out: they can land anywhere
+    /// between the program's calls, so no assertion on order may see them. They are in
+    /// [`Finished::shim_thread_calls`].
     pub driver_calls: Vec<String>,
+    /// The calls made on the shim's own background threads, each still tagged with its
+    /// thread: `[seedance-init] cuDriverGetVersion -> 0`.
+    pub shim_thread_calls: Vec<String>,
 }
 
 impl Run {
@@ -417,14 +425,18 @@ fn collect(output: Output, trace_dir: &Path, driver_log: &Path) -> Finished {
             );
         }
     }
-    let driver_calls = std::fs::read_to_string(driver_log)
-        .map(|s| s.lines().map(normalize_host_pointer).collect())
-        .unwrap_or_default();
+    let (shim_thread_calls, driver_calls): (Vec<String>, Vec<String>) =
+        std::fs::read_to_string(driver_log)
+            .map(|s| s.lines().map(normalize_host_pointer).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|l| l.starts_with("[seedance-"));
     Finished {
         output,
         records,
         trace_files,
         driver_calls,
+        shim_thread_calls,
     }
 }
 
@@ -450,6 +462,16 @@ fn normalize_host_pointer(line: &str) -> String {
 }
 
 impl Finished {
+    /// Every call the driver received, the program's threads' first, then the shim's
+    /// background threads' (tag removed): for counting, never for order.
+    pub fn all_driver_calls(&self) -> Vec<String> {
+        let untagged = self
+            .shim_thread_calls
+            .iter()
+            .map(|l| l.split_once("] ").map_or(l.as_str(), |(_, rest)| rest).to_string());
+        self.driver_calls.iter().cloned().chain(untagged).collect()
+    }
+
     /// Standard output as text.
     pub fn stdout(&self) -> String {
         String::from_utf8_lossy(&self.output.stdout).into_owned()
