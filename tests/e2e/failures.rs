@@ -71,7 +71,7 @@ fn quiet_silences_stderr_but_not_the_trace() {
 #[test]
 fn a_full_trace_disk_costs_one_line_and_no_wait() {
     if let Some(why) = seedance_e2e::mount_namespace_unavailable() {
-        eprintln!("failures::a_full_trace_disk_costs_one_line_and_no_wait: skipped: {why}");
+        seedance_e2e::say_skipped("failures::a_full_trace_disk_costs_one_line_and_no_wait", &why);
         return;
     }
     let plain = Run::new("ordinals", true)
@@ -134,7 +134,10 @@ fn a_panic_inside_the_shim_never_reaches_the_program() {
         .components()
         .any(|c| c.as_os_str() == "release")
     {
-        eprintln!("skipped: SEEDANCE_TEST_PANIC exists in debug builds only");
+        seedance_e2e::say_skipped(
+            "failures::a_panic_inside_the_shim_never_reaches_the_program",
+            "SEEDANCE_TEST_PANIC exists in debug builds only",
+        );
         return;
     }
     let sites = "device_fault,alloc_fault,launch_fault,call_failed,lifetime,exit_summary";

@@ -586,6 +586,43 @@ pub fn assert_forwarded_unchanged(plain: &[String], shimmed: &[String]) {
     }
 }
 
+/// Finds an optional tool a test needs (valgrind, setcap, ...) on `PATH`, trying each of
+/// `names`. When none is there the test must not fail on a machine without it: this writes
+/// `<test>: skipped: <names[0]> not found on PATH ...` straight to the test process's
+/// stderr (not through `eprintln!`, which libtest captures, so the skip shows in a plain
+/// `cargo test`) and returns `None`, unless `<require_var>=1` (CI sets it, having
+/// installed the tool), when it panics instead. Any other value of the variable counts as
+/// unset.
+pub fn optional_tool(test: &str, names: &[&str], require_var: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        .find(|p| p.is_file());
+    if found.is_some() {
+        return found;
+    }
+    let required = std::env::var(require_var).is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: {} not found on PATH, and {require_var}=1 says it must run",
+        names[0]
+    );
+    say_skipped(
+        test,
+        &format!(
+            "{} not found on PATH (set {require_var}=1 to make that a failure)",
+            names[0]
+        ),
+    );
+    None
+}
+
+/// Writes `<test>: skipped: <why>` to the test process's stderr, past libtest's capture.
+pub fn say_skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
+}
+
 /// Why a test that needs a private mount namespace (`unshare -m`, as root) cannot run here,
 /// if it cannot: not root, or no `CAP_SYS_ADMIN`. CI runs as root, so there it runs.
 pub fn mount_namespace_unavailable() -> Option<String> {
