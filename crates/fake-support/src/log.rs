@@ -37,20 +37,35 @@ pub const SHIM_THREAD_PREFIX: &str = "seedance-";
 
 /// The calling thread's name when it is one of the shim's (see [`SHIM_THREAD_PREFIX`]),
 /// read from `/proc/thread-self/comm` once per thread (std names a thread before it runs
-/// any of its code, so the first call already sees the final name).
+/// any of its code, so the first call already sees the final name). The per-thread cache
+/// is a plain `Cell` of `Copy` data, which has no destructor: calls made at exit, after
+/// the thread's thread-local destructors ran (the shim's exit report queries the driver
+/// then), still find it.
 fn shim_thread_name() -> Option<String> {
+    /// Not read yet, or the name (at most 15 bytes, the kernel's limit) and its length.
+    type Cached = Option<Option<([u8; 16], usize)>>;
     thread_local! {
-        static NAME: OnceLock<Option<String>> = const { OnceLock::new() };
+        static NAME: std::cell::Cell<Cached> = const { std::cell::Cell::new(None) };
     }
-    NAME.with(|n| {
-        n.get_or_init(|| {
-            let comm = std::fs::read_to_string("/proc/thread-self/comm").ok()?;
-            let name = comm.trim_end_matches('\n');
-            name.starts_with(SHIM_THREAD_PREFIX)
-                .then(|| name.to_string())
-        })
-        .clone()
-    })
+    let read = || {
+        let comm = std::fs::read("/proc/thread-self/comm").ok()?;
+        let name = comm.strip_suffix(b"\n").unwrap_or(&comm);
+        if !name.starts_with(SHIM_THREAD_PREFIX.as_bytes()) || name.len() > 16 {
+            return None;
+        }
+        let mut buf = [0u8; 16];
+        buf[..name.len()].copy_from_slice(name);
+        Some((buf, name.len()))
+    };
+    let cached = NAME.with(|n| match n.get() {
+        Some(c) => c,
+        None => {
+            let c = read();
+            n.set(Some(c));
+            c
+        }
+    });
+    cached.map(|(buf, len)| String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
 /// Makes free text safe to embed as one `key=value` token: blanks, control characters and

@@ -66,6 +66,9 @@ pub const DEFAULT_NVML_TIMEOUT_MS: u64 = 2000;
 /// Largest accepted `SEEDANCE_NVML_TIMEOUT`: 10 minutes.
 pub const MAX_NVML_TIMEOUT_MS: u64 = 600_000;
 
+/// Default of `SEEDANCE_METRICS_MODE`: 0600, owner only, as the trace file.
+pub const DEFAULT_METRICS_MODE: u32 = 0o600;
+
 /// The `SEEDANCE_*` variables exactly as found (`None` = unset).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawConfig {
@@ -91,6 +94,8 @@ pub struct RawConfig {
     pub metrics_file: Option<String>,
     /// `SEEDANCE_METRICS_INTERVAL`.
     pub metrics_interval: Option<String>,
+    /// `SEEDANCE_METRICS_MODE`.
+    pub metrics_mode: Option<String>,
     /// `SEEDANCE_VALIDATE`.
     pub validate: Option<String>,
     /// `SEEDANCE_LIFETIME`.
@@ -113,6 +118,7 @@ impl RawConfig {
             nvml_timeout: get("SEEDANCE_NVML_TIMEOUT"),
             metrics_file: get("SEEDANCE_METRICS_FILE"),
             metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
+            metrics_mode: get("SEEDANCE_METRICS_MODE"),
             validate: get("SEEDANCE_VALIDATE"),
             lifetime: get("SEEDANCE_LIFETIME"),
         }
@@ -154,6 +160,10 @@ pub struct Config {
     pub metrics_file: Option<PathBuf>,
     /// Seconds between metrics file writes (default 30; 0 writes only at exit).
     pub metrics_interval_secs: u64,
+    /// Permission bits of the metrics file (default [`DEFAULT_METRICS_MODE`], owner only;
+    /// `0644` lets a node_exporter running as another user read it). Never execute,
+    /// setuid, setgid or sticky bits.
+    pub metrics_mode: u32,
     /// When launches and allocations are checked (default [`Validate::Post`]).
     pub validate: Validate,
     /// Track the lifetimes of contexts, streams, events and pinned memory and the work
@@ -176,6 +186,7 @@ impl Default for Config {
             nvml_timeout_ms: DEFAULT_NVML_TIMEOUT_MS,
             metrics_file: None,
             metrics_interval_secs: 30,
+            metrics_mode: DEFAULT_METRICS_MODE,
             validate: Validate::Post,
             lifetime: true,
         }
@@ -247,6 +258,19 @@ impl Config {
                 Ok(n) if n <= 86_400 => cfg.metrics_interval_secs = n,
                 _ => warnings.push(format!(
                     "SEEDANCE_METRICS_INTERVAL={i:?} is not a number of seconds from 0 to 86400; using 30"
+                )),
+            }
+        }
+        if let Some(m) = &raw.metrics_mode {
+            let t = m.trim();
+            let digits = t.strip_prefix("0o").unwrap_or(t);
+            match u32::from_str_radix(digits, 8) {
+                Ok(n) if (3..=4).contains(&digits.len()) && n & !0o666 == 0 && n & 0o200 != 0 => {
+                    cfg.metrics_mode = n
+                }
+                _ => warnings.push(format!(
+                    "SEEDANCE_METRICS_MODE={m:?} is not an octal file mode of read and write bits \
+                     with the owner's write bit (0600, 0640, 0644, ...); using 0600"
                 )),
             }
         }
@@ -327,6 +351,20 @@ mod tests {
             let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_MODE", s)]));
             assert_eq!(cfg.mode, m, "{s}");
             assert!(w.is_empty());
+        }
+    }
+
+    #[test]
+    fn metrics_mode_is_octal_read_write_bits_only() {
+        for (v, want) in [("0644", 0o644), ("640", 0o640), ("0o600", 0o600), (" 0660 ", 0o660)] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_METRICS_MODE", v)]));
+            assert_eq!((cfg.metrics_mode, w.len()), (want, 0), "{v}");
+        }
+        for v in ["0755", "4600", "0400", "rw", "", "06444", "0999"] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_METRICS_MODE", v)]));
+            assert_eq!(cfg.metrics_mode, DEFAULT_METRICS_MODE, "{v}");
+            assert_eq!(w.len(), 1, "{v}");
+            assert!(w[0].ends_with("using 0600"), "{}", w[0]);
         }
     }
 
