@@ -401,8 +401,14 @@ fn session_start(host: String) -> SessionStart {
         } else {
             crate::real::library_path_of(init)
         },
-        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
-        cuda_device_order: std::env::var("CUDA_DEVICE_ORDER").ok(),
+        // At most MAX_SHOWN bytes of each, as in the messages: a hostile value must not
+        // make every trace line of a fleet 128 KiB long.
+        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES")
+            .ok()
+            .map(|v| seedance_core::text::clip(&v)),
+        cuda_device_order: std::env::var("CUDA_DEVICE_ORDER")
+            .ok()
+            .map(|v| seedance_core::text::clip(&v)),
         topology: (!devices.is_empty()).then(|| crate::topo::get().clone()),
         devices: devices
             .into_iter()

@@ -71,7 +71,10 @@ fn quiet_silences_stderr_but_not_the_trace() {
 #[test]
 fn a_full_trace_disk_costs_one_line_and_no_wait() {
     if let Some(why) = seedance_e2e::mount_namespace_unavailable() {
-        seedance_e2e::say_skipped("failures::a_full_trace_disk_costs_one_line_and_no_wait", &why);
+        seedance_e2e::say_skipped(
+            "failures::a_full_trace_disk_costs_one_line_and_no_wait",
+            &why,
+        );
         return;
     }
     let plain = Run::new("ordinals", true)

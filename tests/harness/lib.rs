@@ -465,10 +465,11 @@ impl Finished {
     /// Every call the driver received, the program's threads' first, then the shim's
     /// background threads' (tag removed): for counting, never for order.
     pub fn all_driver_calls(&self) -> Vec<String> {
-        let untagged = self
-            .shim_thread_calls
-            .iter()
-            .map(|l| l.split_once("] ").map_or(l.as_str(), |(_, rest)| rest).to_string());
+        let untagged = self.shim_thread_calls.iter().map(|l| {
+            l.split_once("] ")
+                .map_or(l.as_str(), |(_, rest)| rest)
+                .to_string()
+        });
         self.driver_calls.iter().cloned().chain(untagged).collect()
     }
 

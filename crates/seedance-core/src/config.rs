@@ -204,7 +204,8 @@ impl Config {
                 "observe" => cfg.mode = Mode::Observe,
                 "fix" | "" => cfg.mode = Mode::Fix,
                 _ => warnings.push(format!(
-                    "SEEDANCE_MODE={m:?} is not one of off, observe, fix; using fix"
+                    "SEEDANCE_MODE={} is not one of off, observe, fix; using fix",
+                    crate::text::quoted(m)
                 )),
             }
         }
@@ -214,7 +215,8 @@ impl Config {
             match parse_bool(q) {
                 Some(b) => cfg.quiet = b,
                 None => warnings.push(format!(
-                    "SEEDANCE_QUIET={q:?} is not a boolean (1/0, true/false, yes/no, on/off); using 0"
+                    "SEEDANCE_QUIET={} is not a boolean (1/0, true/false, yes/no, on/off); using 0",
+                    crate::text::quoted(q)
                 )),
             }
         }
@@ -222,7 +224,8 @@ impl Config {
             match parse_bool(f) {
                 Some(b) => cfg.fallback = b,
                 None => warnings.push(format!(
-                    "SEEDANCE_FALLBACK={f:?} is not a boolean (1/0, true/false, yes/no, on/off); using on"
+                    "SEEDANCE_FALLBACK={} is not a boolean (1/0, true/false, yes/no, on/off); using on",
+                    crate::text::quoted(f)
                 )),
             }
         }
@@ -237,7 +240,8 @@ impl Config {
                 Ok(0) => {}
                 Ok(n) => cfg.min_free_memory = Some(n),
                 Err(e) => warnings.push(format!(
-                    "SEEDANCE_MIN_FREE_MEMORY={m:?} is not a size ({e}); using no minimum"
+                    "SEEDANCE_MIN_FREE_MEMORY={} is not a size ({e}); using no minimum",
+                    crate::text::quoted(m)
                 )),
             }
         }
@@ -246,8 +250,9 @@ impl Config {
             match t.trim().parse::<u64>() {
                 Ok(n) if (1..=MAX_NVML_TIMEOUT_MS).contains(&n) => cfg.nvml_timeout_ms = n,
                 _ => warnings.push(format!(
-                    "SEEDANCE_NVML_TIMEOUT={t:?} is not a number of milliseconds from 1 to \
-                     {MAX_NVML_TIMEOUT_MS}; using {DEFAULT_NVML_TIMEOUT_MS}"
+                    "SEEDANCE_NVML_TIMEOUT={} is not a number of milliseconds from 1 to \
+                     {MAX_NVML_TIMEOUT_MS}; using {DEFAULT_NVML_TIMEOUT_MS}",
+                    crate::text::quoted(t)
                 )),
             }
         }
@@ -257,7 +262,8 @@ impl Config {
             match i.trim().parse::<u64>() {
                 Ok(n) if n <= 86_400 => cfg.metrics_interval_secs = n,
                 _ => warnings.push(format!(
-                    "SEEDANCE_METRICS_INTERVAL={i:?} is not a number of seconds from 0 to 86400; using 30"
+                    "SEEDANCE_METRICS_INTERVAL={} is not a number of seconds from 0 to 86400; using 30",
+                    crate::text::quoted(i)
                 )),
             }
         }
@@ -269,8 +275,9 @@ impl Config {
                     cfg.metrics_mode = n
                 }
                 _ => warnings.push(format!(
-                    "SEEDANCE_METRICS_MODE={m:?} is not an octal file mode of read and write bits \
-                     with the owner's write bit (0600, 0640, 0644, ...); using 0600"
+                    "SEEDANCE_METRICS_MODE={} is not an octal file mode of read and write bits \
+                     with the owner's write bit (0600, 0640, 0644, ...); using 0600",
+                    crate::text::quoted(m)
                 )),
             }
         }
@@ -280,7 +287,8 @@ impl Config {
                 "pre" => cfg.validate = Validate::Pre,
                 "off" | "0" => cfg.validate = Validate::Off,
                 _ => warnings.push(format!(
-                    "SEEDANCE_VALIDATE={v:?} is not one of pre, post, off; using post"
+                    "SEEDANCE_VALIDATE={} is not one of pre, post, off; using post",
+                    crate::text::quoted(v)
                 )),
             }
         }
@@ -288,7 +296,8 @@ impl Config {
             match parse_bool(l) {
                 Some(b) => cfg.lifetime = b,
                 None => warnings.push(format!(
-                    "SEEDANCE_LIFETIME={l:?} is not a boolean (1/0, true/false, yes/no, on/off); using on"
+                    "SEEDANCE_LIFETIME={} is not a boolean (1/0, true/false, yes/no, on/off); using on",
+                    crate::text::quoted(l)
                 )),
             }
         }
@@ -356,7 +365,12 @@ mod tests {
 
     #[test]
     fn metrics_mode_is_octal_read_write_bits_only() {
-        for (v, want) in [("0644", 0o644), ("640", 0o640), ("0o600", 0o600), (" 0660 ", 0o660)] {
+        for (v, want) in [
+            ("0644", 0o644),
+            ("640", 0o640),
+            ("0o600", 0o600),
+            (" 0660 ", 0o660),
+        ] {
             let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_METRICS_MODE", v)]));
             assert_eq!((cfg.metrics_mode, w.len()), (want, 0), "{v}");
         }

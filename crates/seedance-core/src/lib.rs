@@ -18,6 +18,7 @@ pub mod launch;
 pub mod lifetime;
 pub mod live;
 pub mod tally;
+pub mod text;
 mod thread;
 pub mod work;
 

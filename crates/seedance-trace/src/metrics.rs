@@ -429,9 +429,15 @@ mod tests {
         let tmp = temporary_path(&path, std::process::id());
         std::os::unix::fs::symlink(&victim, &tmp).unwrap();
         let err = write_file(&path, "a 1\n", DEFAULT_FILE_MODE).unwrap_err();
-        assert!(matches!(err, MetricsFileError::Io(ref p, _) if *p == tmp), "{err}");
+        assert!(
+            matches!(err, MetricsFileError::Io(ref p, _) if *p == tmp),
+            "{err}"
+        );
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
-        assert!(std::fs::symlink_metadata(&tmp).unwrap().file_type().is_symlink());
+        assert!(std::fs::symlink_metadata(&tmp)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         assert!(!path.exists());
     }
 
@@ -461,7 +467,10 @@ mod tests {
             )
         );
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
-        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
 
         let fifo = dir.path().join("fifo.prom");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status();
@@ -471,7 +480,10 @@ mod tests {
             matches!(err, MetricsFileError::NotRegularFile(_, "a FIFO")),
             "{err}"
         );
-        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 3, "no temporary file left behind");
     }
@@ -497,7 +509,10 @@ mod tests {
         }
         let err = write_file(&dev, "a 1\n", DEFAULT_FILE_MODE).unwrap_err();
         assert!(
-            matches!(err, MetricsFileError::NotRegularFile(_, "a character device")),
+            matches!(
+                err,
+                MetricsFileError::NotRegularFile(_, "a character device")
+            ),
             "{err}"
         );
         assert!(std::fs::symlink_metadata(&dev)

@@ -375,9 +375,11 @@ pub struct SessionStart {
     pub driver_version: Option<i32>,
     /// File the real driver was loaded from (from `dladdr`), if known.
     pub libcuda_path: Option<String>,
-    /// `CUDA_VISIBLE_DEVICES` as set in the environment (`None` when unset).
+    /// `CUDA_VISIBLE_DEVICES` as set in the environment (`None` when unset); since version
+    /// 5 at most 200 bytes of it, a longer value cut and ended with `... (N bytes)`.
     pub cuda_visible_devices: Option<String>,
-    /// `CUDA_DEVICE_ORDER` as set in the environment (`None` when unset).
+    /// `CUDA_DEVICE_ORDER` as set in the environment (`None` when unset), cut as
+    /// `cuda_visible_devices` is.
     pub cuda_device_order: Option<String>,
     /// Every device the driver reports, by CUDA ordinal.
     pub devices: Vec<DeviceInfo>,
