@@ -42,6 +42,20 @@ struct State {
     pending_dropped: std::sync::atomic::AtomicU64,
     unmatched: Mutex<BTreeSet<String>>,
     said: Mutex<BTreeSet<String>>,
+    /// Failures by kind (function, result, argument names), for counting repeats past
+    /// [`seedance_trace::REPEAT_RECORDS`] instead of writing each.
+    repeats: Mutex<BTreeMap<RepeatKey, Repeats>>,
+}
+
+/// What makes two failures the same kind: function, result, and the names of the
+/// arguments recorded (their shape; the values differ from call to call).
+type RepeatKey = (usize, u32, Vec<String>);
+
+/// One kind of failure: how many `call_failed` records were written, and the ones after.
+#[derive(Default)]
+struct Repeats {
+    written: u64,
+    later: Option<seedance_trace::CallFailedRepeats>,
 }
 
 /// The validated configuration, read from the environment on first use. Bad values are
@@ -139,6 +153,7 @@ fn state() -> &'static State {
         pending: Mutex::new(Vec::new()),
         pending_dropped: std::sync::atomic::AtomicU64::new(0),
         unmatched: Mutex::new(BTreeSet::new()),
+        repeats: Mutex::new(BTreeMap::new()),
         said: Mutex::new(BTreeSet::new()),
     })
 }
@@ -235,15 +250,69 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
     } else {
         r.name().map(str::to_string)
     };
+    if config().trace_dir.is_none() {
+        return;
+    }
+    let json: BTreeMap<String, serde_json::Value> = args
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_json()))
+        .collect();
+    // The first REPEAT_RECORDS failures of a kind are written one by one; later ones are
+    // counted, with the first and last kept, and written at exit (`write_repeats`).
+    let key: RepeatKey = (
+        id as usize,
+        r.0,
+        args.iter().map(|(k, _)| k.to_string()).collect(),
+    );
+    {
+        let mut repeats = st.repeats.lock();
+        let kind = repeats.entry(key).or_default();
+        if kind.written >= seedance_trace::REPEAT_RECORDS {
+            let now = seedance_trace::writer::now_ns();
+            let tid = platform::thread_id();
+            match &mut kind.later {
+                Some(l) => {
+                    l.count += 1;
+                    l.last_ts_ns = now;
+                    l.last_tid = tid;
+                    l.last_args = json;
+                }
+                None => {
+                    kind.later = Some(seedance_trace::CallFailedRepeats {
+                        function: id.name().to_string(),
+                        result: r.0,
+                        result_name,
+                        count: 1,
+                        first_ts_ns: now,
+                        last_ts_ns: now,
+                        last_tid: tid,
+                        first_args: json.clone(),
+                        last_args: json,
+                    })
+                }
+            }
+            return;
+        }
+        kind.written += 1;
+    }
     emit(Event::CallFailed(CallFailed {
         function: id.name().to_string(),
         result: r.0,
         result_name,
-        args: args
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_json()))
-            .collect(),
+        args: json,
     }));
+}
+
+/// Writes one `call_failed_repeats` record per kind of failure that went past
+/// [`seedance_trace::REPEAT_RECORDS`], in a fixed order (by the function's place in the hook
+/// table, `shim/src/hooks.rs`, then result and argument names).
+fn write_repeats(st: &State, w: &TraceWriter) {
+    let repeats = std::mem::take(&mut *st.repeats.lock());
+    for (_, kind) in repeats {
+        if let Some(later) = kind.later {
+            w.emit(platform::thread_id(), Event::CallFailedRepeats(later));
+        }
+    }
 }
 
 /// Whether a failure deserves a stderr line. Not announced (still counted and traced):
@@ -310,7 +379,7 @@ const MAX_PENDING: usize = 256;
 fn flush_pending(w: &TraceWriter) {
     let pending = std::mem::take(&mut *state().pending.lock());
     for (tid, event) in pending {
-        w.emit(tid, event);
+        emit_to(w, tid, event);
     }
 }
 
@@ -322,11 +391,23 @@ pub fn note_unmatched(base: &CStr) {
         .insert(base.to_string_lossy().into_owned());
 }
 
+/// Queues `event` with `w`; the first record past the trace's size limit says so, once.
+fn emit_to(w: &TraceWriter, tid: u64, event: Event) {
+    w.emit(tid, event);
+    if w.take_limit_reached() {
+        say(&format!(
+            "the trace reached its size limit (SEEDANCE_TRACE_MAX_BYTES={} bytes); later \
+             records are counted in its exit summary (records_over_limit), not written",
+            w.max_bytes()
+        ));
+    }
+}
+
 /// Queues an event for the trace (held back until the trace starts, dropped without one).
 pub fn emit(event: Event) {
     let st = state();
     match st.trace.get() {
-        Some(Some(w)) => w.emit(platform::thread_id(), event),
+        Some(Some(w)) => emit_to(w, platform::thread_id(), event),
         Some(None) => {}
         None => {
             if config().trace_dir.is_none() {
@@ -354,7 +435,7 @@ fn trace() -> Option<&'static TraceWriter> {
             match TraceFile::create(dir, &host, std::process::id(), st.start_ns) {
                 Ok(file) => {
                     let path = file.path.display().to_string();
-                    let w = TraceWriter::start(
+                    let w = TraceWriter::start_with_limit(
                         file,
                         Box::new(move |e| {
                             say(&format!(
@@ -362,6 +443,7 @@ fn trace() -> Option<&'static TraceWriter> {
                                  to it and the records are counted as dropped"
                             ))
                         }),
+                        config().trace_max_bytes,
                     );
                     w.emit(
                         platform::thread_id(),
@@ -460,10 +542,13 @@ pub fn shutdown() {
     }
     let Some(w) = trace() else { return };
     flush_pending(w);
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| write_repeats(st, w)));
     // A failure while building the summary must not keep what was written from the file.
     let summary = std::panic::catch_unwind(AssertUnwindSafe(|| {
         crate::guard::test_panic("exit_summary");
-        build_summary(st, w.dropped())
+        let mut s = build_summary(st, w.dropped());
+        s.records_over_limit = w.over_limit();
+        s
     }));
     if let Ok(summary) = summary {
         w.emit(platform::thread_id(), Event::ExitSummary(summary));

@@ -103,6 +103,7 @@ fn build() -> Artifacts {
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
     cc("fork_child", &["fork_child.c", &l, "-lcuda"]);
     cc("stress", &["stress.c", &l, "-lcuda", "-lpthread"]);
+    cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);

@@ -19,8 +19,8 @@
 
 use crate::aggregate::{Aggregate, FileState};
 use crate::records::{
-    AllocFaultInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, LaunchFaultInfo,
-    LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo,
+    AllocFaultInfo, CallFailedRepeatsInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo,
+    LaunchFaultInfo, LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo,
 };
 use crate::Error;
 use flate2::read::MultiGzDecoder;
@@ -178,6 +178,8 @@ pub enum Line<'a> {
     LifetimeFault(Head, Box<LifetimeFaultInfo>),
     /// A `lifetime_repair` record (schema 4).
     LifetimeRepair(Head, Box<LifetimeRepairInfo>),
+    /// A `call_failed_repeats` record (schema 5).
+    CallFailedRepeats(Head, Box<CallFailedRepeatsInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -196,6 +198,7 @@ impl Line<'_> {
             | Line::AllocFault(h, _)
             | Line::LifetimeFault(h, _)
             | Line::LifetimeRepair(h, _)
+            | Line::CallFailedRepeats(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -219,7 +222,7 @@ fn head_of(
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 9] = [
+pub const KNOWN_KINDS: [&str; 10] = [
     "session_start",
     "call_failed",
     "exit_summary",
@@ -229,6 +232,7 @@ pub const KNOWN_KINDS: [&str; 9] = [
     "alloc_fault",
     "lifetime_fault",
     "lifetime_repair",
+    "call_failed_repeats",
 ];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
@@ -374,6 +378,10 @@ fn classify<'a>(
         "lifetime_repair" => match serde_json::from_slice::<LifetimeRepairInfo>(line) {
             Ok(s) => Line::LifetimeRepair(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "lifetime_repair"),
+        },
+        "call_failed_repeats" => match serde_json::from_slice::<CallFailedRepeatsInfo>(line) {
+            Ok(s) => Line::CallFailedRepeats(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "call_failed_repeats"),
         },
         _ => Line::Unknown(head, kind),
     }

@@ -66,6 +66,12 @@ pub const DEFAULT_NVML_TIMEOUT_MS: u64 = 2000;
 /// Largest accepted `SEEDANCE_NVML_TIMEOUT`: 10 minutes.
 pub const MAX_NVML_TIMEOUT_MS: u64 = 600_000;
 
+/// Default of `SEEDANCE_TRACE_MAX_BYTES`: 64 MiB per process (a loop of failing calls
+/// wrote about 65 MB/s of trace before repeated failures were counted instead).
+pub const DEFAULT_TRACE_MAX_BYTES: u64 = 64 << 20;
+/// Smallest accepted `SEEDANCE_TRACE_MAX_BYTES`: 4 KiB (about two session records).
+pub const MIN_TRACE_MAX_BYTES: u64 = 4 << 10;
+
 /// Default of `SEEDANCE_METRICS_MODE`: 0600, owner only, as the trace file.
 pub const DEFAULT_METRICS_MODE: u32 = 0o600;
 
@@ -96,6 +102,8 @@ pub struct RawConfig {
     pub metrics_interval: Option<String>,
     /// `SEEDANCE_METRICS_MODE`.
     pub metrics_mode: Option<String>,
+    /// `SEEDANCE_TRACE_MAX_BYTES`.
+    pub trace_max_bytes: Option<String>,
     /// `SEEDANCE_VALIDATE`.
     pub validate: Option<String>,
     /// `SEEDANCE_LIFETIME`.
@@ -119,6 +127,7 @@ impl RawConfig {
             metrics_file: get("SEEDANCE_METRICS_FILE"),
             metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
             metrics_mode: get("SEEDANCE_METRICS_MODE"),
+            trace_max_bytes: get("SEEDANCE_TRACE_MAX_BYTES"),
             validate: get("SEEDANCE_VALIDATE"),
             lifetime: get("SEEDANCE_LIFETIME"),
         }
@@ -160,6 +169,9 @@ pub struct Config {
     pub metrics_file: Option<PathBuf>,
     /// Seconds between metrics file writes (default 30; 0 writes only at exit).
     pub metrics_interval_secs: u64,
+    /// Most bytes of records the trace file gets (default [`DEFAULT_TRACE_MAX_BYTES`]);
+    /// later records are counted in the exit summary, not written.
+    pub trace_max_bytes: u64,
     /// Permission bits of the metrics file (default [`DEFAULT_METRICS_MODE`], owner only;
     /// `0644` lets a node_exporter running as another user read it). Never execute,
     /// setuid, setgid or sticky bits.
@@ -187,6 +199,7 @@ impl Default for Config {
             metrics_file: None,
             metrics_interval_secs: 30,
             metrics_mode: DEFAULT_METRICS_MODE,
+            trace_max_bytes: DEFAULT_TRACE_MAX_BYTES,
             validate: Validate::Post,
             lifetime: true,
         }
@@ -264,6 +277,16 @@ impl Config {
                 _ => warnings.push(format!(
                     "SEEDANCE_METRICS_INTERVAL={} is not a number of seconds from 0 to 86400; using 30",
                     crate::text::quoted(i)
+                )),
+            }
+        }
+        if let Some(m) = &raw.trace_max_bytes {
+            match crate::bytes::parse_bytes(m) {
+                Ok(n) if n >= MIN_TRACE_MAX_BYTES => cfg.trace_max_bytes = n,
+                _ => warnings.push(format!(
+                    "SEEDANCE_TRACE_MAX_BYTES={} is not a size of at least 4KiB (4096, 16MiB, \
+                     1GiB); using 64MiB",
+                    crate::text::quoted(m)
                 )),
             }
         }
@@ -360,6 +383,20 @@ mod tests {
             let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_MODE", s)]));
             assert_eq!(cfg.mode, m, "{s}");
             assert!(w.is_empty());
+        }
+    }
+
+    #[test]
+    fn trace_max_bytes_is_a_size_of_at_least_4_kib() {
+        for (v, want) in [("1GiB", 1 << 30), ("4096", 4096), ("16M", 16 << 20)] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_TRACE_MAX_BYTES", v)]));
+            assert_eq!((cfg.trace_max_bytes, w.len()), (want, 0), "{v}");
+        }
+        for v in ["0", "4095", "lots", "-1"] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_TRACE_MAX_BYTES", v)]));
+            assert_eq!(cfg.trace_max_bytes, DEFAULT_TRACE_MAX_BYTES, "{v}");
+            assert_eq!(w.len(), 1, "{v}");
+            assert!(w[0].ends_with("using 64MiB"), "{}", w[0]);
         }
     }
 

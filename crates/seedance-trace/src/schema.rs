@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// session_start.topology, exit_summary.repairs and .fallbacks. 3 = launch_fault,
 /// alloc_fault. 4 = lifetime_fault, lifetime_repair, exit_summary.live_contexts,
 /// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// One line of the trace: the envelope fields and one event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +53,41 @@ pub enum Event {
     LifetimeFault(LifetimeFault),
     /// A lifetime hazard repaired by the fix mode (schema 4).
     LifetimeRepair(LifetimeRepair),
+    /// Failures of one kind past the first [`REPEAT_RECORDS`] `call_failed` records of it,
+    /// counted instead of written one by one; written at exit, before `exit_summary`
+    /// (schema 5).
+    CallFailedRepeats(CallFailedRepeats),
+}
+
+/// How many `call_failed` records of one kind (same function, result and argument
+/// names) are written one by one; the later ones are counted in one
+/// [`CallFailedRepeats`] record at exit.
+pub const REPEAT_RECORDS: u64 = 10;
+
+/// The `call_failed_repeats` event (schema 5): a failure that kept repeating. Its first
+/// [`REPEAT_RECORDS`] occurrences are `call_failed` records; this counts the rest and keeps
+/// the first and last of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallFailedRepeats {
+    /// The exported symbol, as in `call_failed`.
+    pub function: String,
+    /// The CUresult returned, as a number.
+    pub result: u32,
+    /// The CUresult's `cuda.h` name, as in `call_failed`.
+    pub result_name: Option<String>,
+    /// Calls of this kind not written as `call_failed` records (after the first
+    /// [`REPEAT_RECORDS`]).
+    pub count: u64,
+    /// When the first of them failed, nanoseconds since the Unix epoch.
+    pub first_ts_ns: u64,
+    /// When the last of them failed.
+    pub last_ts_ns: u64,
+    /// Thread id of the last of them.
+    pub last_tid: u64,
+    /// Arguments of the first of them, as `call_failed.args`.
+    pub first_args: BTreeMap<String, serde_json::Value>,
+    /// Arguments of the last of them.
+    pub last_args: BTreeMap<String, serde_json::Value>,
 }
 
 /// Where and when a lifetime call happened (schema 4).
@@ -430,6 +465,11 @@ pub struct ExitSummary {
     /// Records that could not be written (writer queue full or I/O error), counted at the
     /// moment this summary was built.
     pub dropped_records: u64,
+    /// Records not written because the trace reached its size limit
+    /// (`SEEDANCE_TRACE_MAX_BYTES`; schema 5; 0 in earlier traces). The exit summary and
+    /// `call_failed_repeats` are written past the limit; the calls are all in `functions`.
+    #[serde(default)]
+    pub records_over_limit: u64,
     /// Base names for which the shim hooks some ABI variant but `cuGetProcAddress` returned
     /// a pointer matching none of them, so the call was passed through uninstrumented.
     /// Empty on a healthy run; non-empty means a driver newer than the shim's table.
@@ -498,7 +538,7 @@ mod tests {
         let line = serde_json::to_string(&sample()).unwrap();
         assert_eq!(
             line,
-            r#"{"v":4,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
+            r#"{"v":5,"seq":3,"ts_ns":1700000000000000000,"pid":42,"tid":43,"event":"call_failed","function":"cuMemAlloc_v2","result":1,"result_name":"CUDA_ERROR_INVALID_VALUE","args":{"bytesize":0}}"#
         );
     }
 

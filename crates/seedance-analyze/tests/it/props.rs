@@ -92,6 +92,7 @@ fn outcome(l: &Line) -> String {
         Line::AllocFault(..) => "alloc_fault".into(),
         Line::LifetimeFault(..) => "lifetime_fault".into(),
         Line::LifetimeRepair(..) => "lifetime_repair".into(),
+        Line::CallFailedRepeats(..) => "call_failed_repeats".into(),
         Line::Unknown(_, k) => format!("unknown:{k}"),
     }
 }

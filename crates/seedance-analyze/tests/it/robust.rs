@@ -440,11 +440,11 @@ fn html_output_file() {
     assert!(html.contains("no exit summary (killed or still running)"));
 }
 
-/// The analyzer knows schema 3: its records are not "newer"; schema 4 records are, and
+/// The analyzer knows schema 5: records of 3 are not "newer"; schema 6 records are, and
 /// their known kinds are still read.
 #[test]
-fn schema_4_is_known_and_5_is_newer() {
-    assert_eq!(seedance_analyze::aggregate::KNOWN_SCHEMA_VERSION, 4);
+fn schema_5_is_known_and_6_is_newer() {
+    assert_eq!(seedance_analyze::aggregate::KNOWN_SCHEMA_VERSION, 5);
     let dir = tempfile::tempdir().unwrap();
     let launch = |v: u32, seq: u64| {
         format!(
@@ -457,7 +457,7 @@ fn schema_4_is_known_and_5_is_newer() {
         &[
             &session_start(12, 0, 1).replace(r#""v":1"#, r#""v":3"#),
             &launch(3, 1),
-            &launch(5, 2).replace(r#""requested":65"#, r#""requested":66"#),
+            &launch(6, 2).replace(r#""requested":65"#, r#""requested":66"#),
             // Without its check, a launch fault says nothing: malformed.
             r#"{"v":3,"seq":3,"ts_ns":3,"pid":12,"tid":12,"event":"launch_fault","function":"cuLaunchKernel","result":1}"#,
             r#"{"v":3,"seq":4,"ts_ns":4,"pid":12,"tid":12,"event":"alloc_fault","check":"zero_size","result":1}"#,
@@ -585,4 +585,40 @@ fn lifetime_records_are_read_leniently() {
     );
     assert_eq!(h.calls_after_deinit, 0);
     assert_eq!(r.processes[0].calls, Some(1));
+}
+
+/// A `call_failed_repeats` record (schema 5) counts its failures as that many
+/// `call_failed` records would: with or without an exit summary, the error's count and
+/// its argument examples include them.
+#[test]
+fn call_failed_repeats_count_as_their_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![session_start(21, 0, 1_000)];
+    for i in 0..10 {
+        lines.push(call_failed(
+            21,
+            1 + i,
+            2_000 + i,
+            "cuDeviceGet",
+            101,
+            "CUDA_ERROR_INVALID_DEVICE",
+        ));
+    }
+    lines.push(
+        r#"{"v":5,"seq":11,"ts_ns":9000,"pid":21,"tid":21,"event":"call_failed_repeats","function":"cuDeviceGet","result":101,"result_name":"CUDA_ERROR_INVALID_DEVICE","count":990,"first_ts_ns":3000,"last_ts_ns":8000,"last_tid":21,"first_args":{},"last_args":{}}"#
+            .to_string(),
+    );
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let p = write_trace(dir.path(), "r.jsonl", &refs, "");
+    let r = report(&[p]);
+    assert_eq!(r.input.records_by_kind["call_failed_repeats"], 1);
+    assert_eq!(r.input.malformed_lines, 0);
+    assert!(r.input.unknown_event_kinds.is_empty());
+    assert_eq!(r.overview.processes_without_exit_summary, 1);
+    let problem = r
+        .problems
+        .iter()
+        .find(|p| p.result.as_deref() == Some("CUDA_ERROR_INVALID_DEVICE"))
+        .expect("the error is reported");
+    assert_eq!(problem.count, 1000);
 }
