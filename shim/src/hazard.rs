@@ -545,4 +545,3 @@ fn report_write() {
         backtrace: Some(w.frames),
     }));
 }
-

@@ -75,7 +75,6 @@ fn still_live(addr: u64) -> bool {
     alloc::live_pointer(addr).is_some()
 }
 
-
 /// A fault as explained once: (function, kind, context id).
 type FaultKey = (usize, &'static str, u32);
 /// Faults already explained.

@@ -1,7 +1,10 @@
 //! The Prometheus metrics file (`SEEDANCE_METRICS_FILE`): the exit summary's counters in the
 //! text exposition format, for node_exporter's textfile collector. Written atomically (a
 //! temporary file in the same directory, then `rename`), every `SEEDANCE_METRICS_INTERVAL`
-//! seconds from a background thread started by the first `cuInit`, and once more at exit.
+//! seconds from a background thread started by the first `cuInit`, and once more at exit,
+//! with the trace file's safety rules (`seedance_trace::metrics::write_file`: no symbolic
+//! link followed, nothing but a regular file replaced, mode `SEEDANCE_METRICS_MODE`). A
+//! refusal or failure is said once per process.
 
 use crate::session;
 use once_cell::sync::OnceCell;
@@ -42,14 +45,10 @@ pub fn write(summary: &ExitSummary) {
         env!("CARGO_PKG_VERSION"),
         session::config().mode.as_str(),
     );
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let result = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        session::say_once(
-            "metrics",
-            &format!("cannot write the metrics file {}: {e}", path.display()),
-        );
+    if let Err(e) =
+        seedance_trace::metrics::write_file(&path, &text, session::config().metrics_mode)
+    {
+        session::say_once("metrics", &format!("metrics file not written: {e}"));
     }
 }
 

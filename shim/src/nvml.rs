@@ -95,7 +95,7 @@ impl Loaded {
     }
 
     fn shown(&self) -> String {
-        self.name.to_string_lossy().into_owned()
+        seedance_core::text::clip(&self.name.to_string_lossy())
     }
 
     /// Drops this reference, unless NVML was given up: then a helper may still be running

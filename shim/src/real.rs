@@ -142,8 +142,9 @@ fn open_libcuda() -> *mut c_void {
             crate::session::say_once(
                 "libcuda:override",
                 &format!(
-                    "SEEDANCE_LIBCUDA={p} could not be loaded ({}); falling back to libcuda.so.1",
-                    platform::last_error()
+                    "SEEDANCE_LIBCUDA={} could not be loaded ({}); falling back to libcuda.so.1",
+                    seedance_core::text::clip(&p),
+                    seedance_core::text::clip(&platform::last_error())
                 ),
             );
         } else {

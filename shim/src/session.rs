@@ -126,6 +126,20 @@ struct State {
     pending_dropped: std::sync::atomic::AtomicU64,
     unmatched: Mutex<BTreeSet<String>>,
     said: Mutex<BTreeSet<String>>,
+    /// Failures by kind (function, result, argument names), for counting repeats past
+    /// [`seedance_trace::REPEAT_RECORDS`] instead of writing each.
+    repeats: Mutex<BTreeMap<RepeatKey, Repeats>>,
+}
+
+/// What makes two failures the same kind: function, result, and the names of the
+/// arguments recorded (their shape; the values differ from call to call).
+type RepeatKey = (usize, u32, Vec<String>);
+
+/// One kind of failure: how many `call_failed` records were written, and the ones after.
+#[derive(Default)]
+struct Repeats {
+    written: u64,
+    later: Option<seedance_trace::CallFailedRepeats>,
 }
 
 /// The validated configuration, read from the environment on first use. Bad values are
@@ -217,6 +231,7 @@ fn state() -> &'static State {
         held: AtomicBool::new(false),
         pending_dropped: std::sync::atomic::AtomicU64::new(0),
         unmatched: Mutex::new(BTreeSet::new()),
+        repeats: Mutex::new(BTreeMap::new()),
         said: Mutex::new(BTreeSet::new()),
     })
 }
@@ -324,15 +339,69 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
     } else {
         r.name().map(str::to_string)
     };
+    if config().trace_dir.is_none() {
+        return;
+    }
+    let json: BTreeMap<String, serde_json::Value> = args
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_json()))
+        .collect();
+    // The first REPEAT_RECORDS failures of a kind are written one by one; later ones are
+    // counted, with the first and last kept, and written at exit (`write_repeats`).
+    let key: RepeatKey = (
+        id as usize,
+        r.0,
+        args.iter().map(|(k, _)| k.to_string()).collect(),
+    );
+    {
+        let mut repeats = st.repeats.lock();
+        let kind = repeats.entry(key).or_default();
+        if kind.written >= seedance_trace::REPEAT_RECORDS {
+            let now = seedance_trace::writer::now_ns();
+            let tid = platform::thread_id();
+            match &mut kind.later {
+                Some(l) => {
+                    l.count += 1;
+                    l.last_ts_ns = now;
+                    l.last_tid = tid;
+                    l.last_args = json;
+                }
+                None => {
+                    kind.later = Some(seedance_trace::CallFailedRepeats {
+                        function: id.name().to_string(),
+                        result: r.0,
+                        result_name,
+                        count: 1,
+                        first_ts_ns: now,
+                        last_ts_ns: now,
+                        last_tid: tid,
+                        first_args: json.clone(),
+                        last_args: json,
+                    })
+                }
+            }
+            return;
+        }
+        kind.written += 1;
+    }
     emit(Event::CallFailed(CallFailed {
         function: id.name().to_string(),
         result: r.0,
         result_name,
-        args: args
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_json()))
-            .collect(),
+        args: json,
     }));
+}
+
+/// Writes one `call_failed_repeats` record per kind of failure that went past
+/// [`seedance_trace::REPEAT_RECORDS`], in a fixed order (by the function's place in the hook
+/// table, `shim/src/hooks.rs`, then result and argument names).
+fn write_repeats(st: &State, w: &TraceWriter) {
+    let repeats = std::mem::take(&mut *st.repeats.lock());
+    for (_, kind) in repeats {
+        if let Some(later) = kind.later {
+            w.emit(platform::thread_id(), Event::CallFailedRepeats(later));
+        }
+    }
 }
 
 /// Whether a failure deserves a stderr line. Not announced (still counted and traced):
@@ -405,7 +474,7 @@ fn flush_pending(w: &TraceWriter) {
 
 fn write_held(st: &State, w: &TraceWriter, pending: &mut Vec<(u64, Event)>) {
     for (tid, event) in pending.drain(..) {
-        w.emit(tid, event);
+        emit_to(w, tid, event);
     }
     st.held.store(false, Ordering::Release);
 }
@@ -419,6 +488,18 @@ pub fn note_unmatched(base: &CStr) {
         .try_lock_for(std::time::Duration::from_millis(50))
     {
         set.insert(base.to_string_lossy().into_owned());
+    }
+}
+
+/// Queues `event` with `w`; the first record past the trace's size limit says so, once.
+fn emit_to(w: &TraceWriter, tid: u64, event: Event) {
+    w.emit(tid, event);
+    if w.take_limit_reached() {
+        say(&format!(
+            "the trace reached its size limit (SEEDANCE_TRACE_MAX_BYTES={} bytes); later \
+             records are counted in its exit summary (records_over_limit), not written",
+            w.max_bytes()
+        ));
     }
 }
 
@@ -436,7 +517,7 @@ pub fn emit(event: Event) {
                 write_held(st, w, &mut pending);
                 pending
             });
-            w.emit(platform::thread_id(), event);
+            emit_to(w, platform::thread_id(), event);
         }
         Some(None) => {}
         None => {
@@ -466,7 +547,7 @@ fn trace() -> Option<&'static TraceWriter> {
             match TraceFile::create(dir, &host, std::process::id(), st.start_ns) {
                 Ok(file) => {
                     let path = file.path.display().to_string();
-                    let w = TraceWriter::start(
+                    let w = TraceWriter::start_with_limit(
                         file,
                         Box::new(move |e| {
                             say(&format!(
@@ -474,6 +555,7 @@ fn trace() -> Option<&'static TraceWriter> {
                                  to it and the records are counted as dropped"
                             ))
                         }),
+                        config().trace_max_bytes,
                     );
                     w.emit(
                         platform::thread_id(),
@@ -513,8 +595,14 @@ fn session_start(host: String) -> SessionStart {
         } else {
             crate::real::library_path_of(init)
         },
-        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
-        cuda_device_order: std::env::var("CUDA_DEVICE_ORDER").ok(),
+        // At most MAX_SHOWN bytes of each, as in the messages: a hostile value must not
+        // make every trace line of a fleet 128 KiB long.
+        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES")
+            .ok()
+            .map(|v| seedance_core::text::clip(&v)),
+        cuda_device_order: std::env::var("CUDA_DEVICE_ORDER")
+            .ok()
+            .map(|v| seedance_core::text::clip(&v)),
         topology: (!devices.is_empty()).then(|| crate::topo::get().clone()),
         devices: devices
             .into_iter()
@@ -566,11 +654,13 @@ pub fn shutdown() {
     }
     let Some(w) = trace() else { return };
     flush_pending(w);
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| write_repeats(st, w)));
     // A failure while building the summary must not keep what was written from the file.
     let summary = std::panic::catch_unwind(AssertUnwindSafe(|| {
         crate::guard::test_panic("exit_summary");
         let mut s = build_summary(st, w.dropped());
         s.cuda_libraries = cuda_libraries();
+        s.records_over_limit = w.over_limit();
         s
     }));
     if let Ok(summary) = summary {

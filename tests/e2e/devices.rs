@@ -474,3 +474,60 @@ fn one_device_mistakes_are_still_repaired() {
     assert_eq!(o.stderr().lines().count(), 2, "{}", o.stderr());
     assert_eq!(o.events("device_fault").len(), 2);
 }
+
+/// Hostile values cannot flood stderr or the trace: 30,000 bad `SEEDANCE_EXCLUDE_DEVICES`
+/// entries give 5 warnings and one line counting the rest (before: one line each, 3 MB);
+/// a 128 KiB `SEEDANCE_MODE` or `CUDA_VISIBLE_DEVICES` (the kernel's limit for one
+/// environment string) is shown as its first 200 bytes and its length, in the messages
+/// and in the trace's `session_start` (before: echoed whole, in every message that names it).
+#[test]
+fn hostile_values_are_echoed_in_bounded_lines() {
+    let excl = "bad,".repeat(30_000);
+    let mode = "x".repeat(131_000);
+    let cvd = format!("0,{}", "9".repeat(131_000));
+    let r = Run::new("ordinals", true)
+        .env("SEEDANCE_EXCLUDE_DEVICES", &excl)
+        .env("SEEDANCE_MODE", &mode)
+        .env("CUDA_VISIBLE_DEVICES", &cvd)
+        .arg("1")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.stdout(), "ordinal 1 -> 0000:10:00.0\n");
+    let err = r.stderr();
+    assert!(err.len() < 4096, "{} bytes of stderr", err.len());
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(
+            "seedance: SEEDANCE_MODE=\"{}\"... (131000 bytes) is not one of off, observe, fix; \
+             using fix",
+            "x".repeat(200)
+        )
+    );
+    for l in &lines[1..6] {
+        assert_eq!(
+            *l,
+            "seedance: SEEDANCE_EXCLUDE_DEVICES: \"bad\" is not an ordinal, a GPU- UUID (or \
+             prefix) or a PCI bus id (0000:1a:00.0); skipped"
+        );
+    }
+    assert_eq!(
+        lines[6],
+        "seedance: SEEDANCE_EXCLUDE_DEVICES: 29995 more bad entries skipped (not shown)"
+    );
+    let shown_cvd = format!("0,{}... (131002 bytes)", "9".repeat(198));
+    assert!(
+        lines[7].contains(&format!("CUDA_VISIBLE_DEVICES={shown_cvd}")),
+        "{}",
+        lines[7]
+    );
+    assert!(lines.iter().all(|l| l.len() < 1024), "{err}");
+    let start = &r.events("session_start")[0];
+    assert_eq!(start["cuda_visible_devices"], shown_cvd.as_str());
+    assert_eq!(
+        start["topology"]["visibility"]["cuda_visible_devices"],
+        shown_cvd.as_str()
+    );
+    let record_bytes = serde_json::to_string(start).unwrap().len();
+    assert!(record_bytes < 8192, "session_start is {record_bytes} bytes");
+}

@@ -71,7 +71,10 @@ fn quiet_silences_stderr_but_not_the_trace() {
 #[test]
 fn a_full_trace_disk_costs_one_line_and_no_wait() {
     if let Some(why) = seedance_e2e::mount_namespace_unavailable() {
-        eprintln!("failures::a_full_trace_disk_costs_one_line_and_no_wait: skipped: {why}");
+        seedance_e2e::say_skipped(
+            "failures::a_full_trace_disk_costs_one_line_and_no_wait",
+            &why,
+        );
         return;
     }
     let plain = Run::new("ordinals", true)
@@ -137,7 +140,10 @@ fn a_panic_inside_the_shim_never_reaches_the_program() {
         .components()
         .any(|c| c.as_os_str() == "release")
     {
-        eprintln!("skipped: SEEDANCE_TEST_PANIC exists in debug builds only");
+        seedance_e2e::say_skipped(
+            "failures::a_panic_inside_the_shim_never_reaches_the_program",
+            "SEEDANCE_TEST_PANIC exists in debug builds only",
+        );
         return;
     }
     let sites = "device_fault,alloc_fault,launch_fault,call_failed,lifetime,exit_summary";
@@ -242,4 +248,117 @@ fn a_missing_trace_directory_is_created() {
         )),
         "{err}"
     );
+}
+
+/// A loop of identical failures (`repeat_failures 5000 sync`: cuCtxSynchronize_v2 with no
+/// context) writes the first 10 as `call_failed` records and counts the other 4,990 in one
+/// `call_failed_repeats` record at exit, with the first and last of them; the exit summary
+/// has all 5,000. Before, each was a record: 19.5 MB for 100,000 calls.
+#[test]
+fn repeated_identical_failures_are_counted_not_written_each() {
+    let r = Run::new("repeat_failures", true)
+        .args(&["5000", "sync"])
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.stdout(), "5000 of 5000 failed, last 201\n");
+    let failed = r.events("call_failed");
+    assert_eq!(failed.len(), 10, "{failed:#?}");
+    assert!(failed.iter().all(|f| f["function"] == "cuCtxSynchronize_v2"
+        && f["result"] == 201
+        && f["args"] == serde_json::json!({"ctx": "0x0"})));
+    let repeats = r.events("call_failed_repeats");
+    assert_eq!(repeats.len(), 1, "{repeats:#?}");
+    let rep = repeats[0];
+    assert_eq!(rep["function"], "cuCtxSynchronize_v2");
+    assert_eq!(rep["result"], 201);
+    assert_eq!(rep["result_name"], "CUDA_ERROR_INVALID_CONTEXT");
+    assert_eq!(rep["count"], 4990);
+    assert_eq!(rep["first_args"], serde_json::json!({"ctx": "0x0"}));
+    assert_eq!(rep["last_args"], serde_json::json!({"ctx": "0x0"}));
+    assert!(rep["first_ts_ns"].as_u64() <= rep["last_ts_ns"].as_u64());
+    // Written at exit, just before the exit summary, which counts every call.
+    let kinds: Vec<&str> = r
+        .records
+        .iter()
+        .map(|x| x["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &kinds[kinds.len() - 2..],
+        ["call_failed_repeats", "exit_summary"]
+    );
+    assert_eq!(r.summary_count("cuCtxSynchronize_v2"), (5000, 5000));
+    let summary = &r.events("exit_summary")[0];
+    assert_eq!(summary["records_over_limit"], 0);
+    assert_eq!(summary["dropped_records"], 0);
+    // One stderr line, as before.
+    assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
+}
+
+/// Past `SEEDANCE_TRACE_MAX_BYTES` records are counted in the exit summary
+/// (`records_over_limit`), not written, with one stderr line; the exit summary and
+/// `call_failed_repeats` are still written. With the smallest limit (4 KiB) the session
+/// record and a few of the 20 `call_failed` records of `repeat_failures 5000 three` (two
+/// kinds of failure, 10 records each) fill it. A bad value warns once and keeps 64 MiB.
+#[test]
+fn the_trace_size_limit_counts_what_it_does_not_write() {
+    let r = Run::new("repeat_failures", true)
+        .args(&["5000", "three"])
+        .env("SEEDANCE_TRACE_MAX_BYTES", "4KiB")
+        .finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    let written = r.events("call_failed").len() as u64;
+    let summary = &r.events("exit_summary")[0];
+    let over = summary["records_over_limit"].as_u64().unwrap();
+    assert!(over > 0 && written < 20, "written {written}, over {over}");
+    assert_eq!(written + over, 20);
+    let counts: Vec<(String, u64)> = r
+        .events("call_failed_repeats")
+        .iter()
+        .map(|x| {
+            (
+                x["function"].as_str().unwrap().to_string(),
+                x["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("cuCtxDestroy_v2".to_string(), 4990),
+            ("cuCtxSynchronize_v2".to_string(), 9990)
+        ]
+    );
+    assert_eq!(r.summary_count("cuCtxSynchronize_v2"), (10000, 10000));
+    assert_eq!(r.summary_count("cuCtxDestroy_v2"), (5000, 5000));
+    let before_summary: usize = r.records[..r.records.len() - 3]
+        .iter()
+        .map(|x| serde_json::to_string(x).unwrap().len() + 1)
+        .sum();
+    assert!(
+        before_summary <= 4096,
+        "{before_summary} bytes before the summary"
+    );
+    let err = r.stderr();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert_eq!(
+        lines[2],
+        "seedance: the trace reached its size limit (SEEDANCE_TRACE_MAX_BYTES=4096 bytes); \
+         later records are counted in its exit summary (records_over_limit), not written"
+    );
+
+    let bad = Run::new("repeat_failures", true)
+        .args(&["20", "sync"])
+        .env("SEEDANCE_TRACE_MAX_BYTES", "lots")
+        .finish();
+    assert!(
+        bad.stderr().starts_with(
+            "seedance: SEEDANCE_TRACE_MAX_BYTES=\"lots\" is not a size of at least 4KiB (4096, \
+             16MiB, 1GiB); using 64MiB\n"
+        ),
+        "{}",
+        bad.stderr()
+    );
+    assert_eq!(bad.events("call_failed").len(), 10);
+    assert_eq!(bad.events("exit_summary")[0]["records_over_limit"], 0);
 }

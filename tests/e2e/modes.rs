@@ -172,7 +172,10 @@ fn missing_driver_fails_open_with_one_line() {
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
     if cache.contains("libcuda.so.1 ") {
-        eprintln!("skipped: this machine has a libcuda.so.1 installed");
+        seedance_e2e::say_skipped(
+            "modes::missing_driver_fails_open_with_one_line",
+            "this machine has a libcuda.so.1 installed",
+        );
         return;
     }
     let plain = Run::new("missing_driver", false)

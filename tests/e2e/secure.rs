@@ -107,7 +107,7 @@ fn skip(test: &str) -> bool {
     }
     match seedance_e2e::mount_namespace_unavailable() {
         Some(why) => {
-            eprintln!("secure::{test}: skipped: {why}");
+            seedance_e2e::say_skipped(&format!("secure::{test}"), &why);
             true
         }
         None => false,
@@ -383,14 +383,14 @@ fn file_capability_run_ignores_every_variable() {
     if skip("file_capability_run_ignores_every_variable") {
         return;
     }
-    let setcap = ["/usr/sbin/setcap", "/sbin/setcap", "/usr/bin/setcap"]
-        .iter()
-        .any(|p| Path::new(p).exists());
-    if !setcap {
-        eprintln!(
-            "secure::file_capability_run_ignores_every_variable: skipped: no setcap \
-             (package libcap2-bin)"
-        );
+    // The sandbox script runs `setcap` from PATH (Debian/Ubuntu package libcap2-bin).
+    if seedance_e2e::optional_tool(
+        "secure::file_capability_run_ignores_every_variable",
+        &["setcap"],
+        "SEEDANCE_REQUIRE_SETCAP",
+    )
+    .is_none()
+    {
         return;
     }
     assert_ignored(How::FileCap);

@@ -109,6 +109,7 @@ fn build() -> Artifacts {
     cc("probes", &["probes.c", &l, "-lcuda"]);
     cc("fork_child", &["fork_child.c", &l, "-lcuda"]);
     cc("stress", &["stress.c", &l, "-lcuda", "-lpthread"]);
+    cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
@@ -232,8 +233,16 @@ pub struct Finished {
     pub records: Vec<Value>,
     /// Number of trace files written.
     pub trace_files: usize,
-    /// The fake driver's call log lines.
+    /// The fake driver's call log lines made on the program's own threads, in the order
+    /// each thread made them. Calls made on the shim's background threads (the session
+    /// record, NVML helper and metrics threads, named `seedance-*`, which the fake driver
+    /// tags: `crates/fake-support/src/log.rs`) are left out: they can land anywhere
+    /// between the program's calls, so no assertion on order may see them. They are in
+    /// [`Finished::shim_thread_calls`].
     pub driver_calls: Vec<String>,
+    /// The calls made on the shim's own background threads, each still tagged with its
+    /// thread: `[seedance-init] cuDriverGetVersion -> 0`.
+    pub shim_thread_calls: Vec<String>,
 }
 
 impl Run {
@@ -457,14 +466,18 @@ fn collect(output: Output, trace_dir: &Path, driver_log: &Path) -> Finished {
             );
         }
     }
-    let driver_calls = std::fs::read_to_string(driver_log)
-        .map(|s| s.lines().map(normalize_host_pointer).collect())
-        .unwrap_or_default();
+    let (shim_thread_calls, driver_calls): (Vec<String>, Vec<String>) =
+        std::fs::read_to_string(driver_log)
+            .map(|s| s.lines().map(normalize_host_pointer).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|l| l.starts_with("[seedance-"));
     Finished {
         output,
         records,
         trace_files,
         driver_calls,
+        shim_thread_calls,
     }
 }
 
@@ -490,6 +503,17 @@ fn normalize_host_pointer(line: &str) -> String {
 }
 
 impl Finished {
+    /// Every call the driver received, the program's threads' first, then the shim's
+    /// background threads' (tag removed): for counting, never for order.
+    pub fn all_driver_calls(&self) -> Vec<String> {
+        let untagged = self.shim_thread_calls.iter().map(|l| {
+            l.split_once("] ")
+                .map_or(l.as_str(), |(_, rest)| rest)
+                .to_string()
+        });
+        self.driver_calls.iter().cloned().chain(untagged).collect()
+    }
+
     /// Standard output as text.
     pub fn stdout(&self) -> String {
         String::from_utf8_lossy(&self.output.stdout).into_owned()
@@ -602,6 +626,43 @@ pub fn assert_forwarded_unchanged(plain: &[String], shimmed: &[String]) {
             "unexpected extra driver call under the shim: {line}"
         );
     }
+}
+
+/// Finds an optional tool a test needs (valgrind, setcap, ...) on `PATH`, trying each of
+/// `names`. When none is there the test must not fail on a machine without it: this writes
+/// `<test>: skipped: <names[0]> not found on PATH ...` straight to the test process's
+/// stderr (not through `eprintln!`, which libtest captures, so the skip shows in a plain
+/// `cargo test`) and returns `None`, unless `<require_var>=1` (CI sets it, having
+/// installed the tool), when it panics instead. Any other value of the variable counts as
+/// unset.
+pub fn optional_tool(test: &str, names: &[&str], require_var: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .flat_map(|d| names.iter().map(move |n| d.join(n)))
+        .find(|p| p.is_file());
+    if found.is_some() {
+        return found;
+    }
+    let required = std::env::var(require_var).is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: {} not found on PATH, and {require_var}=1 says it must run",
+        names[0]
+    );
+    say_skipped(
+        test,
+        &format!(
+            "{} not found on PATH (set {require_var}=1 to make that a failure)",
+            names[0]
+        ),
+    );
+    None
+}
+
+/// Writes `<test>: skipped: <why>` to the test process's stderr, past libtest's capture.
+pub fn say_skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
 }
 
 /// Why a test that needs a private mount namespace (`unshare -m`, as root) cannot run here,

@@ -5,7 +5,13 @@
 //! `write(2)`, so lines from several threads and processes sharing the file never
 //! interleave. The file stays open for the life of the process.
 //!
-//! Line format: `<name>[ key=value]... -> <code>`, see [`format_line`].
+//! Line format: `<name>[ key=value]... -> <code>`, see [`format_line`]. A call made on one
+//! of the shim's own threads (a thread whose name starts with `seedance-`: its session
+//! record, NVML helper and metrics threads, `shim/src/session.rs`, `shim/src/nvml.rs`,
+//! `shim/src/metrics.rs`) is prefixed with that name in brackets,
+//! `[seedance-init] cuDriverGetVersion -> 0`, so that a test can tell the calls the program's
+//! threads made (in a fixed order) from the shim's background work (at any time); see
+//! [`SHIM_THREAD_PREFIX`].
 
 use std::ffi::OsString;
 use std::fmt::Display;
@@ -23,6 +29,43 @@ pub fn format_line(name: &str, args: &str, code: impl Display) -> String {
     } else {
         format!("{name} {args} -> {code}\n")
     }
+}
+
+/// Names of the shim's own threads start with this (`seedance-init`, `seedance-nvml`,
+/// `seedance-metrics`, `seedance-trace`); calls made on them are tagged in the log.
+pub const SHIM_THREAD_PREFIX: &str = "seedance-";
+
+/// The calling thread's name when it is one of the shim's (see [`SHIM_THREAD_PREFIX`]),
+/// read from `/proc/thread-self/comm` once per thread (std names a thread before it runs
+/// any of its code, so the first call already sees the final name). The per-thread cache
+/// is a plain `Cell` of `Copy` data, which has no destructor: calls made at exit, after
+/// the thread's thread-local destructors ran (the shim's exit report queries the driver
+/// then), still find it.
+fn shim_thread_name() -> Option<String> {
+    /// Not read yet, or the name (at most 15 bytes, the kernel's limit) and its length.
+    type Cached = Option<Option<([u8; 16], usize)>>;
+    thread_local! {
+        static NAME: std::cell::Cell<Cached> = const { std::cell::Cell::new(None) };
+    }
+    let read = || {
+        let comm = std::fs::read("/proc/thread-self/comm").ok()?;
+        let name = comm.strip_suffix(b"\n").unwrap_or(&comm);
+        if !name.starts_with(SHIM_THREAD_PREFIX.as_bytes()) || name.len() > 16 {
+            return None;
+        }
+        let mut buf = [0u8; 16];
+        buf[..name.len()].copy_from_slice(name);
+        Some((buf, name.len()))
+    };
+    let cached = NAME.with(|n| match n.get() {
+        Some(c) => c,
+        None => {
+            let c = read();
+            n.set(Some(c));
+            c
+        }
+    });
+    cached.map(|(buf, len)| String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
 /// Makes free text safe to embed as one `key=value` token: blanks, control characters and
@@ -74,7 +117,11 @@ impl CallLog {
         let Some(file) = self.file() else {
             return;
         };
-        write_line(file, &format_line(name, &args(), code));
+        let line = format_line(name, &args(), code);
+        match shim_thread_name() {
+            Some(thread) => write_line(file, &format!("[{thread}] {line}")),
+            None => write_line(file, &line),
+        }
     }
 }
 
@@ -141,6 +188,21 @@ mod tests {
         assert!(open("t", "V", Some(OsString::new())).is_none());
         assert!(open("t", "V", Some(OsString::from("a\0b"))).is_none());
         assert!(open("t", "V", Some(OsString::from("/nonexistent-dir/x/log"))).is_none());
+    }
+
+    #[test]
+    fn shim_threads_are_named() {
+        assert_eq!(shim_thread_name(), None);
+        let on = |name: &str| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(shim_thread_name)
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        assert_eq!(on("seedance-init").as_deref(), Some("seedance-init"));
+        assert_eq!(on("worker-1"), None);
     }
 
     #[test]

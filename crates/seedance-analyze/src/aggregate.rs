@@ -902,6 +902,24 @@ impl Aggregate {
                 }
                 self.lifetime_fault(i, &h, *f);
             }
+            Line::CallFailedRepeats(h, r) => {
+                self.counters.note_kind("call_failed_repeats", false);
+                let i = self.process(file, h.pid);
+                let r = *r;
+                let number = r.result.to_string();
+                let name = r.result_name.as_deref().unwrap_or(&number);
+                let args = r.last_args.as_deref().map(|a| a.get());
+                // At the time of the last of them: the record itself is written at exit.
+                let at = Head {
+                    ts_ns: if r.last_ts_ns > 0 {
+                        r.last_ts_ns
+                    } else {
+                        h.ts_ns
+                    },
+                    ..h
+                };
+                self.failed_n(file, i, &at, &r.function, name, r.result, args, r.count);
+            }
             Line::Unknown(h, kind) => {
                 self.counters.note_kind(&kind, true);
                 let i = self.process(file, h.pid);
@@ -1031,9 +1049,6 @@ impl Aggregate {
     }
 
     fn call_failed(&mut self, file: &mut FileState, i: usize, h: &Head, c: CallFailedRef<'_>) {
-        let p = &mut self.processes[i];
-        p.touch(h);
-        p.failed_events += 1;
         // The same key the exit summary uses: the name the shim wrote, else the number
         // (codes newer than the shim's table, and runtime-API results such as
         // cudaSetDevice's, which the shim writes without a name).
@@ -1045,10 +1060,32 @@ impl Aggregate {
                 &number
             }
         };
-        let s = file.failed.slot(i, &c.function, name, c.result);
-        s.count += 1;
-        if let Some(args) = c.args {
-            s.examples.add(args.get(), 1);
+        let args = c.args.map(|a| a.get());
+        self.failed_n(file, i, h, &c.function, name, c.result, args, 1);
+    }
+
+    /// `n` failures of `function` with result `code` (`name`: its name or number), the
+    /// arguments `args` (JSON text), at `h.ts_ns`: one `call_failed` record, or the count
+    /// of a `call_failed_repeats` record.
+    #[allow(clippy::too_many_arguments)]
+    fn failed_n(
+        &mut self,
+        file: &mut FileState,
+        i: usize,
+        h: &Head,
+        function: &str,
+        name: &str,
+        code: u32,
+        args: Option<&str>,
+        n: u64,
+    ) {
+        let p = &mut self.processes[i];
+        p.touch(h);
+        p.failed_events = p.failed_events.saturating_add(n);
+        let s = file.failed.slot(i, function, name, code);
+        s.count = s.count.saturating_add(n);
+        if let Some(args) = args {
+            s.examples.add(args, n);
         }
         let bucket = h.ts_ns - h.ts_ns % PENDING_BUCKET_NS;
         if s.bucket != bucket || s.pending == 0 {
@@ -1058,7 +1095,7 @@ impl Aggregate {
             s.bucket = bucket;
             s.pending = 0;
         }
-        s.pending += 1;
+        s.pending = s.pending.saturating_add(n);
     }
 
     /// Combines two aggregates (of disjoint sets of files).

@@ -19,8 +19,8 @@
 
 use crate::aggregate::{Aggregate, FileState};
 use crate::records::{
-    AllocFaultInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo, LaunchFaultInfo,
-    LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo, StrayInfo,
+    AllocFaultInfo, CallFailedRepeatsInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo,
+    LaunchFaultInfo, LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo, StrayInfo,
 };
 use crate::Error;
 use flate2::read::MultiGzDecoder;
@@ -187,6 +187,8 @@ pub enum Line<'a> {
     /// A `host_hazard` record (schema 5): read with the fields it shares with a
     /// `lifetime_fault` (`function`, `kind`, `repaired`, `explanation`).
     HostHazard(Head, Box<LifetimeFaultInfo>),
+    /// A `call_failed_repeats` record (schema 5).
+    CallFailedRepeats(Head, Box<CallFailedRepeatsInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -207,6 +209,7 @@ impl Line<'_> {
             | Line::LifetimeRepair(h, _)
             | Line::StrayContext(h, _)
             | Line::HostHazard(h, _)
+            | Line::CallFailedRepeats(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -230,7 +233,7 @@ fn head_of(
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 11] = [
+pub const KNOWN_KINDS: [&str; 12] = [
     "session_start",
     "call_failed",
     "exit_summary",
@@ -242,6 +245,7 @@ pub const KNOWN_KINDS: [&str; 11] = [
     "lifetime_repair",
     "stray_context",
     "host_hazard",
+    "call_failed_repeats",
 ];
 
 /// Parses one line (without its newline). Never panics, whatever the bytes.
@@ -395,6 +399,10 @@ fn classify<'a>(
         "host_hazard" => match serde_json::from_slice::<LifetimeFaultInfo>(line) {
             Ok(s) => Line::HostHazard(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "host_hazard"),
+        },
+        "call_failed_repeats" => match serde_json::from_slice::<CallFailedRepeatsInfo>(line) {
+            Ok(s) => Line::CallFailedRepeats(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "call_failed_repeats"),
         },
         _ => Line::Unknown(head, kind),
     }

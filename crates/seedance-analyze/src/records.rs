@@ -549,6 +549,27 @@ pub struct LifetimeFaultInfo {
     pub explanation: String,
 }
 
+/// The `call_failed_repeats` event (schema 5, see `seedance_trace::CallFailedRepeats`):
+/// `count` more failures of one kind, past the `call_failed` records written of it.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CallFailedRepeatsInfo {
+    /// Exported symbol called (required).
+    pub function: String,
+    /// CUresult number (required).
+    pub result: u32,
+    /// CUresult name as the shim wrote it, if it did.
+    #[serde(default)]
+    pub result_name: Option<String>,
+    /// Failures counted here (required).
+    pub count: u64,
+    /// When the last of them failed.
+    #[serde(default)]
+    pub last_ts_ns: u64,
+    /// The last one's arguments.
+    #[serde(default)]
+    pub last_args: Option<Box<serde_json::value::RawValue>>,
+}
+
 /// The `lifetime_repair` event (schema 4, see `seedance_trace::LifetimeRepair`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct LifetimeRepairInfo {

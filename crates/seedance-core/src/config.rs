@@ -31,6 +31,8 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SEEDANCE_LIFETIME", "on"),
     ("SEEDANCE_STRAY_CONTEXT", "off"),
     ("SEEDANCE_HOST_GUARD", "off"),
+    ("SEEDANCE_METRICS_MODE", "0600"),
+    ("SEEDANCE_TRACE_MAX_BYTES", "64MiB"),
 ];
 
 /// `SEEDANCE_*` variables of this project's tests, scripts and container build that the
@@ -48,9 +50,9 @@ pub const TOOL_VARIABLES: &[&str] = &[
 ];
 
 /// Prefixes of `SEEDANCE_*` variables that the project's tests and CI set for themselves
-/// (`SEEDANCE_REQUIRE_VALGRIND`, `SEEDANCE_E2E_TARGET`, ...): never a setting, never warned
-/// about.
-pub const TOOL_PREFIXES: &[&str] = &["SEEDANCE_REQUIRE_", "SEEDANCE_E2E_"];
+/// (`SEEDANCE_REQUIRE_VALGRIND`, `SEEDANCE_E2E_TARGET`, `SEEDANCE_TEST_EXEC_VIA`, ...):
+/// never a setting, never warned about.
+pub const TOOL_PREFIXES: &[&str] = &["SEEDANCE_REQUIRE_", "SEEDANCE_E2E_", "SEEDANCE_TEST_"];
 
 /// The setting whose name is closest to `name`: one that begins with the other's part after
 /// `SEEDANCE_` first (`SEEDANCE_EXCLUDE`, `SEEDANCE_NVML_TIMEOUT_MS`), then the smallest
@@ -132,6 +134,15 @@ pub const DEFAULT_NVML_TIMEOUT_MS: u64 = 2000;
 /// Largest accepted `SEEDANCE_NVML_TIMEOUT`: 10 minutes.
 pub const MAX_NVML_TIMEOUT_MS: u64 = 600_000;
 
+/// Default of `SEEDANCE_TRACE_MAX_BYTES`: 64 MiB per process (a loop of failing calls
+/// wrote about 65 MB/s of trace before repeated failures were counted instead).
+pub const DEFAULT_TRACE_MAX_BYTES: u64 = 64 << 20;
+/// Smallest accepted `SEEDANCE_TRACE_MAX_BYTES`: 4 KiB (about two session records).
+pub const MIN_TRACE_MAX_BYTES: u64 = 4 << 10;
+
+/// Default of `SEEDANCE_METRICS_MODE`: 0600, owner only, as the trace file.
+pub const DEFAULT_METRICS_MODE: u32 = 0o600;
+
 /// The `SEEDANCE_*` variables exactly as found (`None` = unset).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawConfig {
@@ -157,6 +168,10 @@ pub struct RawConfig {
     pub metrics_file: Option<String>,
     /// `SEEDANCE_METRICS_INTERVAL`.
     pub metrics_interval: Option<String>,
+    /// `SEEDANCE_METRICS_MODE`.
+    pub metrics_mode: Option<String>,
+    /// `SEEDANCE_TRACE_MAX_BYTES`.
+    pub trace_max_bytes: Option<String>,
     /// `SEEDANCE_VALIDATE`.
     pub validate: Option<String>,
     /// `SEEDANCE_LIFETIME`.
@@ -189,6 +204,8 @@ impl RawConfig {
             nvml_timeout: get("SEEDANCE_NVML_TIMEOUT"),
             metrics_file: get("SEEDANCE_METRICS_FILE"),
             metrics_interval: get("SEEDANCE_METRICS_INTERVAL"),
+            metrics_mode: get("SEEDANCE_METRICS_MODE"),
+            trace_max_bytes: get("SEEDANCE_TRACE_MAX_BYTES"),
             validate: get("SEEDANCE_VALIDATE"),
             lifetime: get("SEEDANCE_LIFETIME"),
             unknown: Vec::new(),
@@ -278,6 +295,13 @@ pub struct Config {
     pub metrics_file: Option<PathBuf>,
     /// Seconds between metrics file writes (default 30; 0 writes only at exit).
     pub metrics_interval_secs: u64,
+    /// Most bytes of records the trace file gets (default [`DEFAULT_TRACE_MAX_BYTES`]);
+    /// later records are counted in the exit summary, not written.
+    pub trace_max_bytes: u64,
+    /// Permission bits of the metrics file (default [`DEFAULT_METRICS_MODE`], owner only;
+    /// `0644` lets a node_exporter running as another user read it). Never execute,
+    /// setuid, setgid or sticky bits.
+    pub metrics_mode: u32,
     /// When launches and allocations are checked (default [`Validate::Post`]).
     pub validate: Validate,
     /// Track the lifetimes of contexts, streams, events and pinned memory and the work
@@ -333,6 +357,8 @@ impl Default for Config {
             nvml_timeout_ms: DEFAULT_NVML_TIMEOUT_MS,
             metrics_file: None,
             metrics_interval_secs: 30,
+            metrics_mode: DEFAULT_METRICS_MODE,
+            trace_max_bytes: DEFAULT_TRACE_MAX_BYTES,
             validate: Validate::Post,
             lifetime: true,
             stray_context: StrayRepair::Off,
@@ -368,7 +394,8 @@ impl Config {
                 _ => {
                     cfg.mode = Mode::Observe;
                     warnings.push(format!(
-                        "SEEDANCE_MODE={m:?} is not one of off, observe, fix; using observe"
+                        "SEEDANCE_MODE={} is not one of off, observe, fix; using observe",
+                        crate::text::quoted(m)
                     ))
                 }
             }
@@ -379,7 +406,8 @@ impl Config {
             match parse_bool(q) {
                 Some(b) => cfg.quiet = b,
                 None => warnings.push(format!(
-                    "SEEDANCE_QUIET={q:?} is not a boolean (1/0, true/false, yes/no, on/off); using 0"
+                    "SEEDANCE_QUIET={} is not a boolean (1/0, true/false, yes/no, on/off); using 0",
+                    crate::text::quoted(q)
                 )),
             }
         }
@@ -387,7 +415,8 @@ impl Config {
             match parse_bool(f) {
                 Some(b) => cfg.fallback = b,
                 None => warnings.push(format!(
-                    "SEEDANCE_FALLBACK={f:?} is not a boolean (1/0, true/false, yes/no, on/off); using on"
+                    "SEEDANCE_FALLBACK={} is not a boolean (1/0, true/false, yes/no, on/off); using on",
+                    crate::text::quoted(f)
                 )),
             }
         }
@@ -402,7 +431,8 @@ impl Config {
                 Ok(0) => {}
                 Ok(n) => cfg.min_free_memory = Some(n),
                 Err(e) => warnings.push(format!(
-                    "SEEDANCE_MIN_FREE_MEMORY={m:?} is not a size ({e}); using no minimum"
+                    "SEEDANCE_MIN_FREE_MEMORY={} is not a size ({e}); using no minimum",
+                    crate::text::quoted(m)
                 )),
             }
         }
@@ -411,8 +441,9 @@ impl Config {
             match t.trim().parse::<u64>() {
                 Ok(n) if (1..=MAX_NVML_TIMEOUT_MS).contains(&n) => cfg.nvml_timeout_ms = n,
                 _ => warnings.push(format!(
-                    "SEEDANCE_NVML_TIMEOUT={t:?} is not a number of milliseconds from 1 to \
-                     {MAX_NVML_TIMEOUT_MS}; using {DEFAULT_NVML_TIMEOUT_MS}"
+                    "SEEDANCE_NVML_TIMEOUT={} is not a number of milliseconds from 1 to \
+                     {MAX_NVML_TIMEOUT_MS}; using {DEFAULT_NVML_TIMEOUT_MS}",
+                    crate::text::quoted(t)
                 )),
             }
         }
@@ -422,7 +453,32 @@ impl Config {
             match i.trim().parse::<u64>() {
                 Ok(n) if n <= 86_400 => cfg.metrics_interval_secs = n,
                 _ => warnings.push(format!(
-                    "SEEDANCE_METRICS_INTERVAL={i:?} is not a number of seconds from 0 to 86400; using 30"
+                    "SEEDANCE_METRICS_INTERVAL={} is not a number of seconds from 0 to 86400; using 30",
+                    crate::text::quoted(i)
+                )),
+            }
+        }
+        if let Some(m) = &raw.trace_max_bytes {
+            match crate::bytes::parse_bytes(m) {
+                Ok(n) if n >= MIN_TRACE_MAX_BYTES => cfg.trace_max_bytes = n,
+                _ => warnings.push(format!(
+                    "SEEDANCE_TRACE_MAX_BYTES={} is not a size of at least 4KiB (4096, 16MiB, \
+                     1GiB); using 64MiB",
+                    crate::text::quoted(m)
+                )),
+            }
+        }
+        if let Some(m) = &raw.metrics_mode {
+            let t = m.trim();
+            let digits = t.strip_prefix("0o").unwrap_or(t);
+            match u32::from_str_radix(digits, 8) {
+                Ok(n) if (3..=4).contains(&digits.len()) && n & !0o666 == 0 && n & 0o200 != 0 => {
+                    cfg.metrics_mode = n
+                }
+                _ => warnings.push(format!(
+                    "SEEDANCE_METRICS_MODE={} is not an octal file mode of read and write bits \
+                     with the owner's write bit (0600, 0640, 0644, ...); using 0600",
+                    crate::text::quoted(m)
                 )),
             }
         }
@@ -432,7 +488,8 @@ impl Config {
                 "pre" => cfg.validate = Validate::Pre,
                 "off" | "0" => cfg.validate = Validate::Off,
                 _ => warnings.push(format!(
-                    "SEEDANCE_VALIDATE={v:?} is not one of pre, post, off; using post"
+                    "SEEDANCE_VALIDATE={} is not one of pre, post, off; using post",
+                    crate::text::quoted(v)
                 )),
             }
         }
@@ -440,7 +497,8 @@ impl Config {
             match parse_bool(l) {
                 Some(b) => cfg.lifetime = b,
                 None => warnings.push(format!(
-                    "SEEDANCE_LIFETIME={l:?} is not a boolean (1/0, true/false, yes/no, on/off); using on"
+                    "SEEDANCE_LIFETIME={} is not a boolean (1/0, true/false, yes/no, on/off); using on",
+                    crate::text::quoted(l)
                 )),
             }
         }
@@ -527,6 +585,39 @@ mod tests {
             let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_MODE", s)]));
             assert_eq!(cfg.mode, m, "{s}");
             assert!(w.is_empty());
+        }
+    }
+
+    #[test]
+    fn trace_max_bytes_is_a_size_of_at_least_4_kib() {
+        for (v, want) in [("1GiB", 1 << 30), ("4096", 4096), ("16M", 16 << 20)] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_TRACE_MAX_BYTES", v)]));
+            assert_eq!((cfg.trace_max_bytes, w.len()), (want, 0), "{v}");
+        }
+        for v in ["0", "4095", "lots", "-1"] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_TRACE_MAX_BYTES", v)]));
+            assert_eq!(cfg.trace_max_bytes, DEFAULT_TRACE_MAX_BYTES, "{v}");
+            assert_eq!(w.len(), 1, "{v}");
+            assert!(w[0].ends_with("using 64MiB"), "{}", w[0]);
+        }
+    }
+
+    #[test]
+    fn metrics_mode_is_octal_read_write_bits_only() {
+        for (v, want) in [
+            ("0644", 0o644),
+            ("640", 0o640),
+            ("0o600", 0o600),
+            (" 0660 ", 0o660),
+        ] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_METRICS_MODE", v)]));
+            assert_eq!((cfg.metrics_mode, w.len()), (want, 0), "{v}");
+        }
+        for v in ["0755", "4600", "0400", "rw", "", "06444", "0999"] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_METRICS_MODE", v)]));
+            assert_eq!(cfg.metrics_mode, DEFAULT_METRICS_MODE, "{v}");
+            assert_eq!(w.len(), 1, "{v}");
+            assert!(w[0].ends_with("using 0600"), "{}", w[0]);
         }
     }
 
@@ -849,5 +940,4 @@ mod tests {
         let raw = RawConfig::from_vars(vars);
         assert!(raw.unknown.is_empty(), "{:?}", raw.unknown);
     }
-
 }

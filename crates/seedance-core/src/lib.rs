@@ -20,10 +20,11 @@ pub mod launch;
 pub mod libraries;
 pub mod lifetime;
 pub mod live;
+pub mod owners;
 pub mod probe;
 pub mod stray;
-pub mod owners;
 pub mod tally;
+pub mod text;
 mod thread;
 pub mod work;
 

@@ -21,6 +21,7 @@
 //! UUID hex digits compare case-insensitively while the `GPU-`/`MIG-` prefixes are upper
 //! case; a repeated device is invalid; an index too large for `u32` is out of range.
 
+use seedance_core::text::clip;
 use serde::{Deserialize, Serialize};
 
 /// The syntax of `CUDA_VISIBLE_DEVICES` (no knowledge of the devices yet).
@@ -123,7 +124,9 @@ pub struct Stop {
 /// The CUDA ordinals `CUDA_VISIBLE_DEVICES` leaves, and where the driver stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Visibility {
-    /// `CUDA_VISIBLE_DEVICES` as found (`None` when unset).
+    /// `CUDA_VISIBLE_DEVICES` as found (`None` when unset), at most
+    /// [`seedance_core::text::MAX_SHOWN`] bytes of it ([`seedance_core::text::clip`]: a
+    /// longer value ends `... (N bytes)`), as are the entries in `ordinals` and `stopped_at`.
     pub cuda_visible_devices: Option<String>,
     /// Number of physical devices the entries were checked against; `None` when the
     /// result was inferred from the driver's device count ([`resolve_by_count`]).
@@ -300,12 +303,12 @@ pub fn resolve(spec: &VisibleSpec, physical: &[PhysicalId]) -> Visibility {
             Ok(physical_index) => ordinals.push(VisibleOrdinal {
                 ordinal: ordinals.len() as u32,
                 physical_index,
-                entry: Some(e.text.clone()),
+                entry: Some(clip(&e.text)),
             }),
             Err(reason) => {
                 stopped_at = Some(Stop {
                     position: e.position,
-                    entry: e.text.clone(),
+                    entry: clip(&e.text),
                     reason,
                 });
                 break;
@@ -313,7 +316,7 @@ pub fn resolve(spec: &VisibleSpec, physical: &[PhysicalId]) -> Visibility {
         }
     }
     Visibility {
-        cuda_visible_devices: Some(raw.clone()),
+        cuda_visible_devices: Some(clip(raw)),
         physical_count,
         ordinals,
         stopped_at,
@@ -349,7 +352,7 @@ pub fn resolve_by_count(spec: &VisibleSpec, visible_count: usize) -> Visibility 
                     Some(EntryKind::Index(p)) => Some(*p),
                     _ => None,
                 },
-                entry: e.map(|e| e.text.clone()),
+                entry: e.map(|e| clip(&e.text)),
             }
         })
         .collect();
@@ -377,12 +380,12 @@ pub fn resolve_by_count(spec: &VisibleSpec, visible_count: usize) -> Visibility 
         };
         Stop {
             position: e.position,
-            entry: e.text.clone(),
+            entry: clip(&e.text),
             reason,
         }
     });
     Visibility {
-        cuda_visible_devices: Some(raw.clone()),
+        cuda_visible_devices: Some(clip(raw)),
         physical_count: None,
         ordinals,
         stopped_at,
@@ -395,12 +398,18 @@ fn starts_with_ci(s: &str, prefix: &str) -> bool {
         && s[..prefix.len()].eq_ignore_ascii_case(prefix)
 }
 
-/// `CUDA_VISIBLE_DEVICES=<value>`, quoted when the value is empty or holds whitespace.
+/// `CUDA_VISIBLE_DEVICES=<value>`, quoted when the value is empty or holds whitespace. A
+/// value [`clip`]ped to its first bytes (longer than `MAX_SHOWN`, which only a clipped one
+/// is) keeps its `... (N bytes)` outside the quotes.
 pub(crate) fn assignment(raw: &str) -> String {
-    if raw.is_empty() || raw.chars().any(char::is_whitespace) {
-        format!("CUDA_VISIBLE_DEVICES={raw:?}")
+    let (value, tail) = match raw.rfind("... (") {
+        Some(i) if raw.len() > seedance_core::text::MAX_SHOWN => raw.split_at(i),
+        _ => (raw, ""),
+    };
+    if value.is_empty() || value.chars().any(char::is_whitespace) {
+        format!("CUDA_VISIBLE_DEVICES={value:?}{tail}")
     } else {
-        format!("CUDA_VISIBLE_DEVICES={raw}")
+        format!("CUDA_VISIBLE_DEVICES={value}{tail}")
     }
 }
 

@@ -291,7 +291,10 @@ pub enum DeviceSelector {
 /// Parses `SEEDANCE_EXCLUDE_DEVICES`: a comma list of CUDA ordinals (`1`), GPU UUIDs or
 /// prefixes of one (`GPU-8f2a`, case-insensitive), and PCI bus ids (`0000:1a:00.0`, NVML's
 /// `00000000:1A:00.0`, or the short `1a:00.0`; case-insensitive). Empty entries are
-/// skipped silently; a bad entry is skipped with a warning. Never panics.
+/// skipped silently; a bad entry is skipped with a warning (the first
+/// [`seedance_core::text::MAX_WARNINGS_PER_SETTING`], each showing at most
+/// [`seedance_core::text::MAX_SHOWN`] bytes of the entry, then one line counting the rest).
+/// Never panics.
 pub fn parse_exclusions(raw: &str) -> (Vec<DeviceSelector>, Vec<String>) {
     let mut selectors = Vec::new();
     let mut warnings = Vec::new();
@@ -312,12 +315,16 @@ pub fn parse_exclusions(raw: &str) -> (Vec<DeviceSelector>, Vec<String>) {
         match sel {
             Some(s) => selectors.push(s),
             None => warnings.push(format!(
-                "SEEDANCE_EXCLUDE_DEVICES: {entry:?} is not an ordinal, a GPU- UUID (or prefix) or a \
-                 PCI bus id (0000:1a:00.0); skipped"
+                "SEEDANCE_EXCLUDE_DEVICES: {} is not an ordinal, a GPU- UUID (or prefix) or a \
+                 PCI bus id (0000:1a:00.0); skipped",
+                seedance_core::text::quoted(entry)
             )),
         }
     }
-    (selectors, warnings)
+    (
+        selectors,
+        seedance_core::text::cap_warnings("SEEDANCE_EXCLUDE_DEVICES", warnings),
+    )
 }
 
 /// Whether `sel` names device `d` (UUID prefixes and PCI ids compare case-insensitively).

@@ -206,10 +206,14 @@ impl Nvml {
                         library: lib.to_string_lossy().into_owned(),
                     })
                 }
-                Ok(Err(e)) => failures.push(format!("{}: {e}", lib.to_string_lossy())),
+                Ok(Err(e)) => failures.push(format!(
+                    "{}: {}",
+                    seedance_core::text::clip(&lib.to_string_lossy()),
+                    seedance_core::text::clip(&e.to_string())
+                )),
                 Err(_) => failures.push(format!(
                     "{}: NVML initialization panicked",
-                    lib.to_string_lossy()
+                    seedance_core::text::clip(&lib.to_string_lossy())
                 )),
             }
         }

@@ -42,8 +42,9 @@ pub fn parse_order(raw: Option<&str>) -> (DeviceOrder, Option<String>) {
         Some(other) => (
             DeviceOrder::FastestFirst,
             Some(format!(
-                "CUDA_DEVICE_ORDER={other:?} is neither FASTEST_FIRST nor PCI_BUS_ID; the driver \
-                 is taken to use its default, FASTEST_FIRST"
+                "CUDA_DEVICE_ORDER={} is neither FASTEST_FIRST nor PCI_BUS_ID; the driver \
+                 is taken to use its default, FASTEST_FIRST",
+                seedance_core::text::quoted(other)
             )),
         ),
     }
@@ -142,7 +143,7 @@ pub fn index_mismatch_warning(
     if differing.is_empty() {
         return None;
     }
-    let set = crate::cvd::assignment(cvd_raw);
+    let set = crate::cvd::assignment(&seedance_core::text::clip(cvd_raw));
     Some(match order {
         DeviceOrder::FastestFirst => format!(
             "{set} counts GPUs in CUDA's order (fastest first), which differs from nvidia-smi's PCI \

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 /// alloc_fault. 4 = lifetime_fault, lifetime_repair, exit_summary.live_contexts,
 /// .leaked_allocations, .unsynchronized_streams and .calls_after_deinit. 5 =
 /// exit_summary.device_questions; stray_context, exit_summary.device_use and
-/// .stray_contexts, alloc_fault.processes_on_device; host_hazard.
+/// .stray_contexts, alloc_fault.processes_on_device; host_hazard; call_failed_repeats,
+/// exit_summary.records_over_limit.
 pub const SCHEMA_VERSION: u32 = 5;
 
 /// One line of the trace: the envelope fields and one event.
@@ -61,6 +62,10 @@ pub enum Event {
     /// Two asynchronous copies racing on pinned host memory from unordered streams
     /// (schema 5).
     HostHazard(HostHazard),
+    /// Failures of one kind past the first [`REPEAT_RECORDS`] `call_failed` records of it,
+    /// counted instead of written one by one; written at exit, before `exit_summary`
+    /// (schema 5).
+    CallFailedRepeats(CallFailedRepeats),
 }
 
 /// What a process did on one device, summed over its contexts there (schema 5).
@@ -124,6 +129,37 @@ pub struct DeviceProcess {
     pub used_bytes: Option<u64>,
     /// Whether it is the failing process itself (its pid matched).
     pub this_process: bool,
+}
+
+/// How many `call_failed` records of one kind (same function, result and argument
+/// names) are written one by one; the later ones are counted in one
+/// [`CallFailedRepeats`] record at exit.
+pub const REPEAT_RECORDS: u64 = 10;
+
+/// The `call_failed_repeats` event (schema 5): a failure that kept repeating. Its first
+/// [`REPEAT_RECORDS`] occurrences are `call_failed` records; this counts the rest and keeps
+/// the first and last of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallFailedRepeats {
+    /// The exported symbol, as in `call_failed`.
+    pub function: String,
+    /// The CUresult returned, as a number.
+    pub result: u32,
+    /// The CUresult's `cuda.h` name, as in `call_failed`.
+    pub result_name: Option<String>,
+    /// Calls of this kind not written as `call_failed` records (after the first
+    /// [`REPEAT_RECORDS`]).
+    pub count: u64,
+    /// When the first of them failed, nanoseconds since the Unix epoch.
+    pub first_ts_ns: u64,
+    /// When the last of them failed.
+    pub last_ts_ns: u64,
+    /// Thread id of the last of them.
+    pub last_tid: u64,
+    /// Arguments of the first of them, as `call_failed.args`.
+    pub first_args: BTreeMap<String, serde_json::Value>,
+    /// Arguments of the last of them.
+    pub last_args: BTreeMap<String, serde_json::Value>,
 }
 
 /// Where and when a lifetime call happened (schema 4).
@@ -503,9 +539,11 @@ pub struct SessionStart {
     pub driver_version: Option<i32>,
     /// File the real driver was loaded from (from `dladdr`), if known.
     pub libcuda_path: Option<String>,
-    /// `CUDA_VISIBLE_DEVICES` as set in the environment (`None` when unset).
+    /// `CUDA_VISIBLE_DEVICES` as set in the environment (`None` when unset); since version
+    /// 5 at most 200 bytes of it, a longer value cut and ended with `... (N bytes)`.
     pub cuda_visible_devices: Option<String>,
-    /// `CUDA_DEVICE_ORDER` as set in the environment (`None` when unset).
+    /// `CUDA_DEVICE_ORDER` as set in the environment (`None` when unset), cut as
+    /// `cuda_visible_devices` is.
     pub cuda_device_order: Option<String>,
     /// Every device the driver reports, by CUDA ordinal.
     pub devices: Vec<DeviceInfo>,
@@ -556,6 +594,11 @@ pub struct ExitSummary {
     /// Records that could not be written (writer queue full or I/O error), counted at the
     /// moment this summary was built.
     pub dropped_records: u64,
+    /// Records not written because the trace reached its size limit
+    /// (`SEEDANCE_TRACE_MAX_BYTES`; schema 5; 0 in earlier traces). The exit summary and
+    /// `call_failed_repeats` are written past the limit; the calls are all in `functions`.
+    #[serde(default)]
+    pub records_over_limit: u64,
     /// Base names for which the shim hooks some ABI variant but `cuGetProcAddress` returned
     /// a pointer matching none of them, so the call was passed through uninstrumented.
     /// Empty on a healthy run; non-empty means a driver newer than the shim's table.

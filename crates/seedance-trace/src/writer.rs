@@ -236,9 +236,22 @@ fn libc_o_nofollow() -> i32 {
     0x0100
 }
 
+/// Default per-process size limit of a trace (`SEEDANCE_TRACE_MAX_BYTES`): 64 MiB. A loop
+/// of failing calls wrote about 65 MB/s of `call_failed` records before repeats were
+/// counted instead (`crate::schema::REPEAT_RECORDS`); the limit bounds what any other
+/// flood can take.
+pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+
 /// Serializes records and queues them for the background writer thread.
 pub struct TraceWriter {
     sink: NonBlocking,
+    /// Bytes of lines accepted so far, and the most that may be.
+    bytes: AtomicU64,
+    max_bytes: u64,
+    /// Records not written because the limit was reached.
+    over_limit: AtomicU64,
+    /// Set when [`TraceWriter::take_limit_reached`] first reported the limit.
+    limit_reported: std::sync::atomic::AtomicBool,
     dropped: ErrorCounter,
     serialize_errors: AtomicU64,
     seq: AtomicU64,
@@ -303,6 +316,18 @@ impl TraceWriter {
     /// `on_error` is called once, on that thread, if a write fails (disk full, I/O error);
     /// from then on nothing more is written and lines are counted as dropped.
     pub fn start(file: TraceFile, on_error: WriteErrorHook) -> TraceWriter {
+        TraceWriter::start_with_limit(file, on_error, u64::MAX)
+    }
+
+    /// [`start`](Self::start), writing at most `max_bytes` bytes of records other than the
+    /// exit summary and `call_failed_repeats` (which are always written, so that the end
+    /// of the trace still says what happened); records past the limit are counted
+    /// ([`TraceWriter::over_limit`]), not written.
+    pub fn start_with_limit(
+        file: TraceFile,
+        on_error: WriteErrorHook,
+        max_bytes: u64,
+    ) -> TraceWriter {
         let written = Arc::new(AtomicU64::new(0));
         let write_failed = Arc::new(AtomicU64::new(0));
         let (sink, guard) = NonBlockingBuilder::default()
@@ -319,6 +344,10 @@ impl TraceWriter {
         let dropped = sink.error_counter();
         TraceWriter {
             sink,
+            bytes: AtomicU64::new(0),
+            max_bytes,
+            over_limit: AtomicU64::new(0),
+            limit_reported: std::sync::atomic::AtomicBool::new(false),
             dropped,
             written,
             serialize_errors: AtomicU64::new(0),
@@ -332,6 +361,7 @@ impl TraceWriter {
     /// Queues one event, stamped with the next sequence number, the current wall-clock time
     /// and thread id `tid`. Never blocks on I/O; a full queue drops the line and counts it.
     pub fn emit(&self, tid: u64, event: Event) {
+        let exempt = matches!(event, Event::ExitSummary(_) | Event::CallFailedRepeats(_));
         let record = Record {
             v: SCHEMA_VERSION,
             seq: self.seq.fetch_add(1, Ordering::Relaxed),
@@ -343,6 +373,15 @@ impl TraceWriter {
         match serde_json::to_vec(&record) {
             Ok(mut line) => {
                 line.push(b'\n');
+                let len = line.len() as u64;
+                let before = self.bytes.fetch_add(len, Ordering::Relaxed);
+                if !exempt && before.saturating_add(len) > self.max_bytes {
+                    self.bytes.fetch_sub(len, Ordering::Relaxed);
+                    self.over_limit.fetch_add(1, Ordering::Relaxed);
+                    // Its sequence number stays unused: a gap in `seq` is a record not
+                    // written.
+                    return;
+                }
                 // NonBlocking counts a full queue itself; write errors cannot happen here.
                 let mut sink = self.sink.clone();
                 let _ = sink.write_all(&line);
@@ -351,6 +390,22 @@ impl TraceWriter {
                 self.serialize_errors.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Records not written because the trace reached its size limit.
+    pub fn over_limit(&self) -> u64 {
+        self.over_limit.load(Ordering::Relaxed)
+    }
+
+    /// `true` once, after the first record over the size limit (for the one line that
+    /// says so).
+    pub fn take_limit_reached(&self) -> bool {
+        self.over_limit() > 0 && !self.limit_reported.swap(true, Ordering::Relaxed)
+    }
+
+    /// The size limit, bytes.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
     }
 
     /// Records dropped so far: the queue was full, a record failed to serialize, or the
@@ -371,7 +426,7 @@ impl TraceWriter {
         let deadline = std::time::Instant::now() + CLOSE_WAIT;
         loop {
             let queued = self.seq.load(Ordering::Relaxed);
-            let done = self.written.load(Ordering::Acquire) + self.dropped();
+            let done = self.written.load(Ordering::Acquire) + self.dropped() + self.over_limit();
             if done >= queued || std::time::Instant::now() >= deadline {
                 break;
             }
@@ -521,5 +576,63 @@ mod tests {
         assert_eq!(w.dropped(), 5);
         // 28: ENOSPC.
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![Some(28)]);
+    }
+
+    /// Past the size limit records are counted, not written, and close does not wait for
+    /// them; the exit summary and call_failed_repeats are written anyway.
+    #[test]
+    fn records_past_the_size_limit_are_counted_not_written() {
+        use crate::schema::{CallFailed, CallFailedRepeats};
+        let dir = tempfile::tempdir().unwrap();
+        let file = TraceFile::create(dir.path(), "h", 1, 2).unwrap();
+        let path = file.path.clone();
+        let w = TraceWriter::start_with_limit(file, Box::new(|e| panic!("{e}")), 1000);
+        let failed = || {
+            Event::CallFailed(CallFailed {
+                function: "cuMemAlloc_v2".into(),
+                result: 2,
+                result_name: Some("CUDA_ERROR_OUT_OF_MEMORY".into()),
+                args: Default::default(),
+            })
+        };
+        for _ in 0..100 {
+            w.emit(1, failed());
+        }
+        assert!(w.take_limit_reached());
+        assert!(!w.take_limit_reached(), "said once");
+        w.emit(
+            1,
+            Event::CallFailedRepeats(CallFailedRepeats {
+                function: "cuMemAlloc_v2".into(),
+                result: 2,
+                result_name: None,
+                count: 5,
+                first_ts_ns: 1,
+                last_ts_ns: 2,
+                last_tid: 1,
+                first_args: Default::default(),
+                last_args: Default::default(),
+            }),
+        );
+        w.emit(1, Event::ExitSummary(ExitSummary::default()));
+        let started = std::time::Instant::now();
+        w.close();
+        assert!(started.elapsed() < CLOSE_WAIT / 2);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let written_failed = lines
+            .iter()
+            .filter(|l| l.contains("\"call_failed\""))
+            .count();
+        assert_eq!(written_failed as u64 + w.over_limit(), 100);
+        assert!(
+            written_failed > 0 && written_failed < 20,
+            "{written_failed}"
+        );
+        let kept: usize = lines[..written_failed].iter().map(|l| l.len() + 1).sum();
+        assert!(kept <= 1000, "{kept}");
+        assert!(lines[written_failed].contains("\"call_failed_repeats\""));
+        assert!(lines[written_failed + 1].contains("\"exit_summary\""));
+        assert_eq!(w.dropped(), 0);
     }
 }

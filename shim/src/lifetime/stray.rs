@@ -10,12 +10,12 @@
 //! still counts at exit.
 
 use super::*;
-use std::sync::atomic::Ordering;
 use seedance_core::stray::{
     explain_stray, repair_target, working_elsewhere, ContextMemory, DeviceUse, StrayFacts,
 };
 use seedance_core::StrayRepair;
 use seedance_trace::{DeviceUse as TraceUse, StrayContext};
+use std::sync::atomic::Ordering;
 
 /// Largest (allocations, bytes) seen per device at an evaluation.
 static PEAK: Mutex<BTreeMap<i32, (u64, u64)>> = Mutex::new(BTreeMap::new());
@@ -298,7 +298,8 @@ pub unsafe fn pre_primary_retain(
     dev: CUdevice,
 ) -> Option<CUresult> {
     let cfg = session::config();
-    if cfg.stray_context == StrayRepair::Off || session::switches() & session::sw::FIX == 0 || !on() {
+    if cfg.stray_context == StrayRepair::Off || session::switches() & session::sw::FIX == 0 || !on()
+    {
         return None;
     }
     cold(|| {

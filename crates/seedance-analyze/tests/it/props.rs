@@ -94,6 +94,7 @@ fn outcome(l: &Line) -> String {
         Line::StrayContext(..) => "stray_context".into(),
         Line::LifetimeRepair(..) => "lifetime_repair".into(),
         Line::HostHazard(..) => "host_hazard".into(),
+        Line::CallFailedRepeats(..) => "call_failed_repeats".into(),
         Line::Unknown(_, k) => format!("unknown:{k}"),
     }
 }

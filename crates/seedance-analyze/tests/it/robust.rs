@@ -719,3 +719,39 @@ fn totals_saturate_instead_of_wrapping() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("18446744073709551615"));
 }
+
+/// A `call_failed_repeats` record (schema 5) counts its failures as that many
+/// `call_failed` records would: with or without an exit summary, the error's count and
+/// its argument examples include them.
+#[test]
+fn call_failed_repeats_count_as_their_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![session_start(21, 0, 1_000)];
+    for i in 0..10 {
+        lines.push(call_failed(
+            21,
+            1 + i,
+            2_000 + i,
+            "cuDeviceGet",
+            101,
+            "CUDA_ERROR_INVALID_DEVICE",
+        ));
+    }
+    lines.push(
+        r#"{"v":5,"seq":11,"ts_ns":9000,"pid":21,"tid":21,"event":"call_failed_repeats","function":"cuDeviceGet","result":101,"result_name":"CUDA_ERROR_INVALID_DEVICE","count":990,"first_ts_ns":3000,"last_ts_ns":8000,"last_tid":21,"first_args":{},"last_args":{}}"#
+            .to_string(),
+    );
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let p = write_trace(dir.path(), "r.jsonl", &refs, "");
+    let r = report(&[p]);
+    assert_eq!(r.input.records_by_kind["call_failed_repeats"], 1);
+    assert_eq!(r.input.malformed_lines, 0);
+    assert!(r.input.unknown_event_kinds.is_empty());
+    assert_eq!(r.overview.processes_without_exit_summary, 1);
+    let problem = r
+        .problems
+        .iter()
+        .find(|p| p.result.as_deref() == Some("CUDA_ERROR_INVALID_DEVICE"))
+        .expect("the error is reported");
+    assert_eq!(problem.count, 1000);
+}
