@@ -71,7 +71,8 @@ check "the trace has a session start and an exit summary" \
 check "the installed analyzer finds no problem" \
   '"$work/site/bin/seedance-analyze" summary --fail-on warning "$out/traces-fix" >"$out/summary.txt" 2>&1'
 "$launcher" run -- python3 -c 'import sys; sys.exit(5)' 2>/dev/null
-check "the exit status is the command's" '[ $? = 5 ]'
+status=$?
+check "the exit status is the command's" '[ "$status" = 5 ]'
 
 rm -rf "$work"
 echo "$((checks - fails)) of $checks passed"

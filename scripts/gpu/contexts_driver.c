@@ -111,11 +111,16 @@ int main(int argc, char **argv) {
     CHECK(cuCtxSynchronize());
     if (measure) stage("tiny_launch", 1);
     if (strcmp(mode, "oom") == 0) {
+        /* Half the free memory first, so that free + 1 GiB is still less than the total:
+         * an out-of-memory failure, not a request larger than the device. */
         size_t free_b, total_b;
-        CUdeviceptr big;
+        CUdeviceptr half, big;
+        CHECK(cuMemGetInfo(&free_b, &total_b));
+        CHECK(cuMemAlloc(&half, free_b / 2));
         CHECK(cuMemGetInfo(&free_b, &total_b));
         printf("cuMemAlloc(free + 1 GiB) -> %d\n",
                (int)cuMemAlloc(&big, free_b + ((size_t)1 << 30)));
+        CHECK(cuMemFree(half));
     } else {
         CUdeviceptr p;
         unsigned int host[256], v = 42;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 typedef struct nvmlDevice_st *nvmlDevice_t;
-struct nvml_memory {
+struct nvml_memory_info {
     unsigned long long total, free, used;
 };
 struct nvml_process {
@@ -20,7 +20,7 @@ struct nvml_process {
     unsigned int gi, ci;
 };
 
-static int (*nvml_memory)(nvmlDevice_t, nvml_memory *);
+static int (*nvml_memory)(nvmlDevice_t, nvml_memory_info *);
 static int (*nvml_procs)(nvmlDevice_t, unsigned int *, nvml_process *);
 static nvmlDevice_t nvml_dev;
 
@@ -29,7 +29,7 @@ static void nvml_open() {
     if (!h) return;
     auto init = (int (*)())dlsym(h, "nvmlInit_v2");
     auto handle = (int (*)(unsigned, nvmlDevice_t *))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    nvml_memory = (int (*)(nvmlDevice_t, nvml_memory *))dlsym(h, "nvmlDeviceGetMemoryInfo");
+    nvml_memory = (int (*)(nvmlDevice_t, nvml_memory_info *))dlsym(h, "nvmlDeviceGetMemoryInfo");
     nvml_procs = (int (*)(nvmlDevice_t, unsigned *, nvml_process *))dlsym(
         h, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (!init || !handle || !nvml_memory || init() != 0 || handle(0, &nvml_dev) != 0)
@@ -39,7 +39,7 @@ static void nvml_open() {
 static void stage(const char *name) {
     long long used = -1, mine = -1;
     if (nvml_dev) {
-        nvml_memory m;
+        nvml_memory_info m;
         if (nvml_memory(nvml_dev, &m) == 0) used = (long long)m.used;
         nvml_process p[64];
         unsigned n = 64;
