@@ -334,7 +334,8 @@ pub fn answer_dlsym(handle: *mut c_void, name: &CStr) -> Option<*mut c_void> {
 /// `native`: what the look-up finds without the shim (null when no driver is loaded where
 /// the caller can see it). When interposing and the driver has it: our wrapper, with the
 /// slot set; in `off` mode: `native` itself; never our own export when the driver is not
-/// there.
+/// there. (Linux only: the macOS layer has no pseudo-handle answers.)
+#[cfg(target_os = "linux")]
 pub fn answer_pseudo(hook: &'static Hook, native: *mut c_void) -> *mut c_void {
     if native.is_null() || !session::interposing() {
         return native;

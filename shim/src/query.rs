@@ -314,6 +314,8 @@ pub fn stream_wait_event(stream: CUstream, event: CUevent) -> Result<(), CUresul
 /// Looks up, now, the entry points the host-write guard's signal handler calls
 /// (`cuStreamQuery`, `cuStreamSynchronize`, `cuCtxGetCurrent`, `cuCtxPushCurrent_v2`,
 /// `cuCtxPopCurrent_v2`), so that the handler never runs the look-up (`dlsym`) itself.
+/// Linux only, as the guard is (`shim/src/hostguard.rs`).
+#[cfg(target_os = "linux")]
 pub fn resolve_for_signal_handler() {
     for f in [
         &STREAM_QUERY,
