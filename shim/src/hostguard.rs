@@ -431,29 +431,7 @@ fn record(i: usize, addr: usize, waited: bool) {
     FAULT.store(2, Ordering::Release);
 }
 
-/// A recorded write, for the report.
-pub struct Write {
-    /// Writing thread.
-    pub tid: u64,
-    /// Faulting address.
-    pub addr: u64,
-    /// Fix mode waited for the copy.
-    pub waited: bool,
-    /// The copy's hook index.
-    pub function: usize,
-    /// The copy's stream key.
-    pub key: u64,
-    /// The copying thread.
-    pub copy_tid: u64,
-    /// The copy's source and bytes.
-    pub src: u64,
-    /// Bytes.
-    pub bytes: u64,
-    /// Symbolized frames, innermost first (the shim's own handler frames left out).
-    pub frames: Vec<String>,
-    /// Writes caught and not reported.
-    pub more: u64,
-}
+pub use crate::guarded_write::Write;
 
 /// Takes the recorded write, if any, and symbolizes its stack (outside the handler).
 pub fn take() -> Option<Write> {

@@ -29,29 +29,7 @@ pub fn context_completed(_ctx: usize) {}
 /// Nothing guarded.
 pub fn release_range(_lo: u64, _hi: u64) {}
 
-/// A recorded write (never made here).
-pub struct Write {
-    /// Writing thread.
-    pub tid: u64,
-    /// Faulting address.
-    pub addr: u64,
-    /// Fix mode waited for the copy.
-    pub waited: bool,
-    /// The copy's hook index.
-    pub function: usize,
-    /// The copy's stream key.
-    pub key: u64,
-    /// The copying thread.
-    pub copy_tid: u64,
-    /// The copy's source.
-    pub src: u64,
-    /// Bytes.
-    pub bytes: u64,
-    /// Symbolized frames.
-    pub frames: Vec<String>,
-    /// Writes caught and not reported.
-    pub more: u64,
-}
+pub use crate::guarded_write::Write;
 
 /// No write is ever recorded.
 pub fn take() -> Option<Write> {

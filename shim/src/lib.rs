@@ -17,6 +17,7 @@ mod args;
 mod devices;
 mod driverlog;
 mod guard;
+mod guarded_write;
 mod hazard;
 mod hooks;
 #[cfg(target_os = "linux")]
