@@ -5,10 +5,10 @@
 //! that both override paths (`dlsym` and `cuGetProcAddress`) consult. A wrapper only
 //! forwards, counts, and on failure hands plain values to the session.
 
-use crate::args::ArgVal;
-use crate::real::Slot;
-use crate::session;
-use crate::{alloc, hazard, launch, lifetime};
+use crate::driver::real::Slot;
+use crate::rt::args::ArgVal;
+use crate::rt::session;
+use crate::{faults::alloc, faults::hazard, faults::launch, faults::lifetime};
 use libc::{c_int, c_uchar, c_uint, c_ushort, c_void};
 use seedance_cuda::*;
 use std::ffi::CStr;
@@ -33,18 +33,18 @@ macro_rules! cstr {
 }
 
 /// For wrappers of calls that take a device (`device ARG: Ordinal|Handle` in the table):
-/// hands a failure to [`crate::devices::on_failure`] with a closure that repeats the call
+/// hands a failure to [`crate::faults::devices::on_failure`] with a closure that repeats the call
 /// with another device. For the others: `None`, the generic failure report.
 macro_rules! device_fault {
     ($id:expr, $r:expr, (), $call:expr) => {
         None
     };
     ($id:expr, $r:expr, ($dev:ident $kind:ident), $call:expr) => {
-        crate::devices::on_failure(
+        crate::faults::devices::on_failure(
             $id,
             $r,
-            crate::devices::Target::$kind($dev),
-            &mut |target: crate::devices::Target| {
+            crate::faults::devices::Target::$kind($dev),
+            &mut |target: crate::faults::devices::Target| {
                 let $dev = target.value();
                 $call
             },
@@ -202,7 +202,7 @@ macro_rules! hook_table {
         /// Every hook that `dlsym` and `cuGetProcAddress` can hand out.
         pub static TABLE: &[Hook] = &[
             $( Hook { base: $base, wrapper: || $sym as *mut c_void, slot: &slots::$sym }, )*
-            $( Hook { base: $cbase, wrapper: || crate::procaddr::$csym as *mut c_void, slot: &slots::$csym }, )*
+            $( Hook { base: $cbase, wrapper: || crate::interpose::procaddr::$csym as *mut c_void, slot: &slots::$csym }, )*
         ];
     };
 }
@@ -217,10 +217,10 @@ type HostFn = *mut c_void;
 
 hook_table! {
     wrapped {
-        cuInit / "cuInit" (flags: c_uint) after crate::driverlog::after_init;
+        cuInit / "cuInit" (flags: c_uint) after crate::driver::driverlog::after_init;
         cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
-        cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device ordinal: Ordinal count(crate::devices::count_device_get);
-        cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int) count(crate::devices::count_device_count);
+        cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device ordinal: Ordinal count(crate::faults::devices::count_device_get);
+        cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int) count(crate::faults::devices::count_device_count);
         cuCtxCreate_v2 / "cuCtxCreate" (pctx: *mut CUcontext, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v2);
         cuCtxCreate_v3 / "cuCtxCreate" (pctx: *mut CUcontext, paramsArray: *mut CUexecAffinityParam, numParams: c_int, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v3);
         cuCtxCreate_v4 / "cuCtxCreate" (pctx: *mut CUcontext, ctxCreateParams: *mut CUctxCreateParams, flags: c_uint, dev: CUdevice) device dev: Handle ok(lifetime::ok_ctx_create_v4);
@@ -353,7 +353,7 @@ pub fn swap_proc_address(base: &CStr, real: *mut c_void) -> *mut c_void {
     let mut any = false;
     for hook in TABLE.iter().filter(|h| h.base.as_bytes() == base_s) {
         any = true;
-        let candidate = crate::real::sibling(real, hook.slot.name());
+        let candidate = crate::driver::real::sibling(real, hook.slot.name());
         if candidate == real {
             hook.slot.set(real);
             return (hook.wrapper)();
@@ -379,7 +379,7 @@ mod tests {
             let name = h.slot.name().to_str().unwrap();
             assert!(HookId::ALL.iter().any(|id| id.name() == name), "{name}");
             assert!(name.starts_with(h.base), "{name} / {}", h.base);
-            assert!(crate::names::is_driver_name(name.as_bytes()));
+            assert!(crate::rt::names::is_driver_name(name.as_bytes()));
         }
         assert!(by_symbol(b"cuLaunchKernel_ptsz").is_some());
         assert!(by_symbol(b"cuLaunchKernelEx").is_some());

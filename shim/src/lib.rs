@@ -7,36 +7,25 @@
 //! * an exported `dlsym` that answers `cu[A-Z]*` look-ups on any handle with the wrapper for
 //!   that exact symbol and tail-jumps everything else to glibc ([`platform`]);
 //! * `cuGetProcAddress(_v2)`, which lets the real driver choose the ABI variant and then
-//!   swaps in the matching wrapper ([`procaddr`]);
-//! * `cudaSetDevice` for programs linked to the shared libcudart ([`runtime`]).
+//!   swaps in the matching wrapper ([`interpose::procaddr`]);
+//! * `cudaSetDevice` for programs linked to the shared libcudart ([`interpose::runtime`]).
 //!
 //! Decisions and counters live in `seedance-core`, the trace format in `seedance-trace`.
 
-mod alloc;
-mod args;
-mod devices;
-mod driverlog;
-mod guard;
-mod guarded_write;
-mod hazard;
+// Every unsafe operation sits in its own `unsafe` block with a `// SAFETY:` line saying why it
+// holds, also inside `unsafe fn` (as in the fake drivers).
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+// Layers, top to bottom (docs/design.md): `hooks` (the table and the wrappers it generates)
+// and `interpose` (dlsym, cuGetProcAddress, cudaSetDevice) call `faults` (gather facts, ask
+// seedance-core, act), which calls `rt` (configuration, output, guard) and `driver` (real
+// symbols, the shim's own driver queries, driver log, NVML, topology); `platform` is the OS.
+mod driver;
+mod faults;
 mod hooks;
-#[cfg(target_os = "linux")]
-mod hostguard;
-#[cfg(not(target_os = "linux"))]
-#[path = "hostguard_other.rs"]
-mod hostguard;
-mod launch;
-mod lifetime;
-mod metrics;
-mod names;
-mod nvml;
+mod interpose;
 mod platform;
-mod procaddr;
-mod query;
-mod real;
-mod runtime;
-mod session;
-mod topo;
+mod rt;
 
 /// Writes the exit summary and flushes the trace at normal process exit, as late as possible.
 ///
@@ -51,8 +40,8 @@ mod topo;
 extern "C" fn seedance_fini() {
     // The session record is built on a thread started by the first cuInit; finish it now,
     // while the driver and NVML libraries have not yet run their own destructors.
-    session::settle();
-    session::settle_lifetimes();
+    rt::session::settle();
+    rt::session::settle_lifetimes();
     extern "C" {
         fn __cxa_atexit(
             f: extern "C" fn(*mut libc::c_void),
@@ -61,7 +50,7 @@ extern "C" fn seedance_fini() {
         ) -> libc::c_int;
     }
     extern "C" fn last(_: *mut libc::c_void) {
-        let _ = std::panic::catch_unwind(session::shutdown);
+        let _ = std::panic::catch_unwind(rt::session::shutdown);
     }
     // SAFETY: `last` is a valid handler for the whole process lifetime (this library is
     // never unloaded: preloaded objects cannot be dlclosed); a null DSO handle keeps

@@ -752,7 +752,7 @@ fn calls_on_dead_streams_and_events_never_reach_the_driver() {
 }
 
 /// A context's end releases exactly the allocations made in it, found through the index of
-/// allocations by context (shim/src/lifetime.rs, `owned_allocations_that_died`): those made
+/// allocations by context (shim/src/faults/lifetime.rs, `owned_allocations_that_died`): those made
 /// on another thread, more than one thread's ring holds, included; the other context's
 /// allocation stays live and its free reaches the driver.
 #[test]

@@ -37,7 +37,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
 
 /// `SEEDANCE_*` variables of this project's tests, scripts and container build that the
 /// shim does not read and does not warn about (`SEEDANCE_TEST_PANIC` is read by debug
-/// builds only: `shim/src/guard.rs`).
+/// builds only: `shim/src/rt/guard.rs`).
 pub const TOOL_VARIABLES: &[&str] = &[
     "SEEDANCE_TEST_PANIC",
     "SEEDANCE_SHIM",

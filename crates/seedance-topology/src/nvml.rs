@@ -13,7 +13,7 @@
 //! and, if the driver is wedged, may not return at all; this crate sets no timeout (out of
 //! scope), so call it off any path that must not block (not from a loader callback, not
 //! under a lock the program needs). The shim runs every use on a helper thread and waits a
-//! bounded time (`SEEDANCE_NVML_TIMEOUT`, `shim/src/nvml.rs`).
+//! bounded time (`SEEDANCE_NVML_TIMEOUT`, `shim/src/driver/nvml.rs`).
 
 use std::ffi::OsStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -77,7 +77,7 @@ unsafe extern "C" fn dlsym_hook(
     }
     // SAFETY: dlsym's contract: symbol is a NUL-terminated string.
     let name = unsafe { CStr::from_ptr(symbol) };
-    if !crate::names::is_driver_name(name.to_bytes()) {
+    if !crate::rt::names::is_driver_name(name.to_bytes()) {
         // Before any shim state: `RTLD_NEXT` look-ups made from inside the shim (a
         // preloaded allocator's) go straight through.
         return FORWARD;

@@ -165,7 +165,7 @@ unsafe extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> u
     }
     // SAFETY: dlsym's contract: symbol is a NUL-terminated string.
     let name = unsafe { CStr::from_ptr(symbol) };
-    if !crate::names::is_driver_name(name.to_bytes()) {
+    if !crate::rt::names::is_driver_name(name.to_bytes()) {
         return FORWARD;
     }
     let answer = std::panic::catch_unwind(|| crate::hooks::answer_dlsym(handle, name));
@@ -241,9 +241,9 @@ pub unsafe extern "C" fn seedance_dlsym(handle: *mut c_void, symbol: *const c_ch
 /// handler, because there the order is the other way round; see `seedance_fini` in lib.rs.)
 extern "C" fn seedance_term() {
     let _ = std::panic::catch_unwind(|| {
-        crate::session::settle();
-        crate::session::settle_lifetimes();
-        crate::session::shutdown();
+        crate::rt::session::settle();
+        crate::rt::session::settle_lifetimes();
+        crate::rt::session::shutdown();
     });
 }
 

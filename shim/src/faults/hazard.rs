@@ -17,7 +17,7 @@
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
 use crate::hooks::HookId;
-use crate::{platform, query, session};
+use crate::{driver::query, platform, rt::session};
 use libc::c_void;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
@@ -58,7 +58,7 @@ thread_local! {
 }
 
 fn on() -> bool {
-    crate::lifetime::on()
+    crate::faults::lifetime::on()
 }
 
 fn fix() -> bool {
@@ -67,7 +67,7 @@ fn fix() -> bool {
 
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(AssertUnwindSafe(|| {
-        crate::guard::test_panic("hazard");
+        crate::rt::guard::test_panic("hazard");
         f()
     }))
     .unwrap_or_default()
@@ -99,14 +99,14 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
 
 /// The range starting at `lo` was freed or unregistered.
 pub fn pinned_removed(lo: u64) {
-    if crate::hostguard::on() {
+    if crate::faults::hostguard::on() {
         let hi = TABLE
             .lock()
             .ranges()
             .find(|r| r.lo == lo)
             .map(|r| r.lo.saturating_add(r.bytes));
         if let Some(hi) = hi {
-            crate::hostguard::release_range(lo, hi);
+            crate::faults::hostguard::release_range(lo, hi);
         }
     }
     let mut t = TABLE.lock();
@@ -154,8 +154,8 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
                 continue;
             };
             let a = access(id, dir, addr, bytes, stream, r.lo);
-            if dir == Direction::Write && crate::hostguard::on() {
-                crate::hostguard::release_range(addr, addr.saturating_add(bytes));
+            if dir == Direction::Write && crate::faults::hostguard::on() {
+                crate::faults::hostguard::release_range(addr, addr.saturating_add(bytes));
             }
             if !t.is_idle() {
                 hazards.extend(t.check(&a));
@@ -176,7 +176,7 @@ fn after_copy() {
     if next.iter().all(Option::is_none) {
         return;
     }
-    let guard: Vec<Access> = if crate::hostguard::on() {
+    let guard: Vec<Access> = if crate::faults::hostguard::on() {
         next.iter()
             .flatten()
             .filter(|a| a.dir == Direction::Read)
@@ -202,7 +202,7 @@ fn after_copy() {
         } else {
             a.stream as usize
         };
-        crate::hostguard::arm(id, a.addr, a.bytes, stream, a.ctx as usize, a.key);
+        crate::faults::hostguard::arm(id, a.addr, a.bytes, stream, a.ctx as usize, a.key);
     }
 }
 
@@ -321,7 +321,7 @@ fn order(h: &Hazard) -> Option<String> {
         .ok()?;
     query::stream_wait_event(second, ev).ok()?;
     TABLE.lock().order(b.key, b.tid, a.key, a.tid);
-    crate::lifetime::count_repair("order_pinned_copies");
+    crate::faults::lifetime::count_repair("order_pinned_copies");
     Some(format!(
         "the shim recorded its own event on {} and made {} wait for it before the second copy",
         a.describe_stream(),
@@ -403,8 +403,8 @@ pub fn stream_destroyed(handle: u64) {
 /// `cuStreamSynchronize(_ptsz)` succeeded, or `cuStreamQuery(_ptsz)` found the stream idle.
 pub fn stream_completed(id: HookId, stream: CUstream) {
     report_writes();
-    if crate::hostguard::on() {
-        crate::hostguard::key_completed(work::key_for(stream as usize, is_per_thread(id)));
+    if crate::faults::hostguard::on() {
+        crate::faults::hostguard::key_completed(work::key_for(stream as usize, is_per_thread(id)));
     }
     while_pending(|t| {
         let key = work::key_for(stream as usize, is_per_thread(id));
@@ -415,8 +415,8 @@ pub fn stream_completed(id: HookId, stream: CUstream) {
 /// The context `ctx` was synchronised, or ended.
 pub fn context_completed(ctx: u64) {
     report_writes();
-    if crate::hostguard::on() {
-        crate::hostguard::context_completed(ctx as usize);
+    if crate::faults::hostguard::on() {
+        crate::faults::hostguard::context_completed(ctx as usize);
     }
     while_pending(|t| t.context_completed(ctx));
 }
@@ -447,9 +447,9 @@ pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
 pub fn event_completed(event: CUevent) {
     report_writes();
     while_pending(|t| {
-        if crate::hostguard::on() {
+        if crate::faults::hostguard::on() {
             if let Some(k) = t.event_key(event as u64) {
-                crate::hostguard::key_completed(k);
+                crate::faults::hostguard::key_completed(k);
             }
         }
         t.event_completed(event as u64)
@@ -460,13 +460,13 @@ pub fn event_completed(event: CUevent) {
 /// handler: one relaxed load when there is none.
 #[inline(always)]
 pub fn report_writes() {
-    if crate::hostguard::pending_report() {
+    if crate::faults::hostguard::pending_report() {
         cold(report_write);
     }
 }
 
 fn report_write() {
-    let Some(w) = crate::hostguard::take() else {
+    let Some(w) = crate::faults::hostguard::take() else {
         return;
     };
     let function = HookId::ALL.get(w.function).map_or("?", |h| h.name());
@@ -519,7 +519,7 @@ fn report_write() {
     }
     session::say(&text);
     if w.waited {
-        crate::lifetime::count_repair("wait_before_host_write");
+        crate::faults::lifetime::count_repair("wait_before_host_write");
     }
     session::emit(Event::HostHazard(HostHazard {
         function: "host write".to_string(),

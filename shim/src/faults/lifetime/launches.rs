@@ -96,7 +96,7 @@ pub unsafe fn ok_copy_htod(
     bytes: usize,
     stream: CUstream,
 ) {
-    crate::hazard::ok_copy(src as u64, src as u64);
+    crate::faults::hazard::ok_copy(src as u64, src as u64);
     if on() {
         let k = CopyKind::HostToDevice;
         work::note_copy(
@@ -122,7 +122,7 @@ pub unsafe fn ok_copy_dtoh(
     bytes: usize,
     stream: CUstream,
 ) {
-    crate::hazard::ok_copy(dst as u64, dst as u64);
+    crate::faults::hazard::ok_copy(dst as u64, dst as u64);
     if on() {
         let k = CopyKind::DeviceToHost;
         work::note_copy(
@@ -149,7 +149,7 @@ pub unsafe fn ok_copy(
     bytes: usize,
     stream: CUstream,
 ) {
-    crate::hazard::ok_copy(src, dst);
+    crate::faults::hazard::ok_copy(src, dst);
     if on() {
         let k = CopyKind::Unified;
         work::note_copy(

@@ -43,7 +43,7 @@
 //! completion) per guarded copy with at least one whole page in its source, and a fault
 //! with one or two driver calls for the first write into a guarded page.
 
-use crate::{platform, query, session};
+use crate::{driver::query, platform, rt::session};
 use seedance_core::Mode;
 use seedance_cuda::CUstream;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -431,7 +431,7 @@ fn record(i: usize, addr: usize, waited: bool) {
     FAULT.store(2, Ordering::Release);
 }
 
-pub use crate::guarded_write::Write;
+pub use crate::faults::guarded_write::Write;
 
 /// Takes the recorded write, if any, and symbolizes its stack (outside the handler).
 pub fn take() -> Option<Write> {

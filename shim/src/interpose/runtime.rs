@@ -6,10 +6,10 @@
 //! libcudart is in the global scope; otherwise a libcudart already loaded with
 //! `RTLD_LOCAL` (as under Python), found by walking the loaded objects.
 
-use crate::args::ArgVal;
 use crate::hooks::HookId;
 use crate::platform;
-use crate::session;
+use crate::rt::args::ArgVal;
+use crate::rt::session;
 use libc::{c_int, c_void};
 use once_cell::sync::OnceCell;
 use seedance_cuda::CUresult;
@@ -20,7 +20,7 @@ const CUDA_ERROR_INITIALIZATION_ERROR: c_int = 3;
 fn real_cuda_set_device() -> *mut c_void {
     static REAL: OnceCell<usize> = OnceCell::new();
     // dlsym and dlopen wait for the loader's lock: looked up outside the cell's initialiser.
-    *crate::real::once_outside_loader_lock(&REAL, find_cuda_set_device) as *mut c_void
+    *crate::driver::real::once_outside_loader_lock(&REAL, find_cuda_set_device) as *mut c_void
 }
 
 fn find_cuda_set_device() -> usize {
@@ -48,7 +48,7 @@ fn find_cuda_set_device() -> usize {
 /// PyTorch 2.11) would otherwise fail on an error that was repaired. Nothing else is lost:
 /// the failed attempt had already overwritten any earlier non-sticky error.
 fn clear_last_error(real_set_device: *mut c_void) {
-    let p = crate::real::sibling(real_set_device, c"cudaGetLastError");
+    let p = crate::driver::real::sibling(real_set_device, c"cudaGetLastError");
     if p.is_null() {
         return;
     }
@@ -83,10 +83,10 @@ pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
         if r != 0 {
             // cudaErrorInvalidDevice (101) and cudaErrorDevicesUnavailable (46) have the
             // driver's numbers (driver_types.h), so the device-fault path applies as is.
-            let repaired = crate::devices::on_failure(
+            let repaired = crate::faults::devices::on_failure(
                 HookId::cudaSetDevice,
                 code,
-                crate::devices::Target::Ordinal(device),
+                crate::faults::devices::Target::Ordinal(device),
                 // SAFETY: the same runtime function, with another valid ordinal.
                 &mut |t| CUresult(unsafe { f(t.value()) } as u32),
             );

@@ -31,7 +31,7 @@
 //! summary's `repairs`.
 
 use crate::hooks::HookId;
-use crate::{alloc, platform, query, session, topo};
+use crate::{driver::query, driver::topo, faults::alloc, platform, rt::session};
 use libc::{c_int, c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
@@ -116,9 +116,9 @@ fn fix() -> bool {
 
 /// Runs a cold path, never letting a panic reach the program.
 /// Takes the tracker's and the reports' locks: a hook called from a signal handler that
-/// interrupted this on the same thread does nothing (`crate::guard::enter`).
+/// interrupted this on the same thread does nothing (`crate::rt::guard::enter`).
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
-    let Some(_inside) = crate::guard::enter() else {
+    let Some(_inside) = crate::rt::guard::enter() else {
         return T::default();
     };
     within(f)
@@ -128,7 +128,7 @@ fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
 /// already hold the guard.
 fn within<T: Default>(f: impl FnOnce() -> T) -> T {
     std::panic::catch_unwind(AssertUnwindSafe(|| {
-        crate::guard::test_panic("lifetime");
+        crate::rt::guard::test_panic("lifetime");
         f()
     }))
     .unwrap_or_default()
@@ -276,7 +276,7 @@ fn report(f: Finding<'_>) {
 }
 
 /// Counts one repair of `kind` made elsewhere (the pinned-copy ordering of
-/// [`crate::hazard`]) in the exit summary's `repairs`.
+/// [`crate::faults::hazard`]) in the exit summary's `repairs`.
 pub(crate) fn count_repair(kind: &'static str) {
     *REPAIRS.lock().entry(kind).or_insert(0) += 1;
 }
@@ -440,7 +440,7 @@ fn after_end(id: HookId, how: EndKind, handle: u64) {
             session::set_switch(session::sw::ANY_DEAD);
         }
     }
-    crate::hazard::context_ended(handle);
+    crate::faults::hazard::context_ended(handle);
     let mut t = TRACKER.lock();
     let s = site(&mut t, id);
     retire_context(&mut t, cid);

@@ -117,7 +117,7 @@ fn context_memory(device: i32) -> ContextMemory {
         return ContextMemory::Unknown;
     };
     let me = std::process::id();
-    match crate::nvml::running_processes(nvml, vec![index]) {
+    match crate::driver::nvml::running_processes(nvml, vec![index]) {
         Some(mut v) => match v.pop().flatten() {
             Some(procs) => procs
                 .iter()

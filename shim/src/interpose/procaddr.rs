@@ -8,9 +8,9 @@
 //! hands back our own wrapper, so every later look-up comes through here too. Neither
 //! wrapper needs `cuInit` to have run.
 
-use crate::args::ArgVal;
 use crate::hooks::{slots, swap_proc_address, HookId};
-use crate::session;
+use crate::rt::args::ArgVal;
+use crate::rt::session;
 use libc::{c_char, c_int, c_void};
 use parking_lot::Mutex;
 use seedance_cuda::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
@@ -139,7 +139,7 @@ unsafe fn after(
     }
     // SAFETY: symbol is NUL-terminated (the driver accepted it).
     let name = unsafe { CStr::from_ptr(symbol) };
-    if !crate::names::is_driver_name(name.to_bytes()) {
+    if !crate::rt::names::is_driver_name(name.to_bytes()) {
         return;
     }
     let swapped = std::panic::catch_unwind(|| swap_proc_address(name, real)).unwrap_or(real);

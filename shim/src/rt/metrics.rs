@@ -6,7 +6,7 @@
 //! link followed, nothing but a regular file replaced, mode `SEEDANCE_METRICS_MODE`). A
 //! refusal or failure is said once per process.
 
-use crate::session;
+use crate::rt::session;
 use once_cell::sync::OnceCell;
 use seedance_trace::ExitSummary;
 use std::path::PathBuf;

@@ -222,7 +222,7 @@ pub unsafe fn ok_ctx_pop(_id: HookId, _pctx: *mut CUcontext) {
 }
 
 fn synchronized_context(handle: u64) {
-    crate::hazard::context_completed(handle);
+    crate::faults::hazard::context_completed(handle);
     let mut t = TRACKER.lock();
     if let Some(cid) = t.live_context(handle).map(|c| c.id) {
         retire_context(&mut t, cid);

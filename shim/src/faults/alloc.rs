@@ -15,10 +15,10 @@
 //! `SEEDANCE_VALIDATE=pre` (then a zero size, a size over the device's total memory, or a
 //! `cuMemCreate` size off the granularity is refused with the driver's own code).
 
-use crate::driverlog;
+use crate::driver::driverlog;
+use crate::faults::launch::pre_enabled;
 use crate::hooks::HookId;
-use crate::launch::pre_enabled;
-use crate::{query, session, topo};
+use crate::{driver::query, driver::topo, rt::session};
 use libc::{c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
@@ -76,7 +76,7 @@ pub fn forget_pointer(addr: CUdeviceptr) {
 #[inline(always)]
 fn record(addr: CUdeviceptr, bytes: u64) {
     POINTERS.insert(addr, bytes, None);
-    crate::lifetime::note_device_alloc(addr);
+    crate::faults::lifetime::note_device_alloc(addr);
 }
 
 fn total_mem(dev: CUdevice) -> Option<u64> {
@@ -92,11 +92,11 @@ fn total_mem(dev: CUdevice) -> Option<u64> {
 }
 
 /// NVML, opened at the first explanation that needs it; `None` without NVML, or when it
-/// did not answer in time ([`crate::nvml`]).
+/// did not answer in time ([`crate::driver::nvml`]).
 pub fn nvml() -> Option<&'static Nvml> {
     static NVML: OnceCell<Option<Nvml>> = OnceCell::new();
     // dlopen waits for the loader's lock: opened outside the cell's initialiser.
-    crate::real::once_outside_loader_lock(&NVML, crate::nvml::open).as_ref()
+    crate::driver::real::once_outside_loader_lock(&NVML, crate::driver::nvml::open).as_ref()
 }
 
 /// What this process holds on each device now: `device -> (allocations, bytes)`, from the
@@ -200,7 +200,7 @@ fn others(device: Option<i32>) -> Option<Vec<OtherDevice>> {
         .filter(|d| Some(d.ordinal) != device)
         .filter_map(|d| Some((d.ordinal, d.nvml_index?)))
         .collect();
-    let free = crate::nvml::free_memory(nvml, wanted.iter().map(|&(_, i)| i).collect())?;
+    let free = crate::driver::nvml::free_memory(nvml, wanted.iter().map(|&(_, i)| i).collect())?;
     let out = wanted
         .iter()
         .zip(free)
@@ -224,7 +224,7 @@ fn holders(device: i32) -> Option<Vec<seedance_trace::DeviceProcess>> {
         .find(|d| d.ordinal == device)
         .and_then(|d| d.nvml_index)?;
     let me = std::process::id();
-    let list = crate::nvml::running_processes(nvml, vec![index])?
+    let list = crate::driver::nvml::running_processes(nvml, vec![index])?
         .pop()
         .flatten()?;
     Some(
@@ -334,11 +334,11 @@ fn fault(id: HookId, r: CUresult, req: Request) -> bool {
     if session::config().validate == Validate::Off || !matches!(r.0, 1 | 2) {
         return false;
     }
-    let Some(_inside) = crate::guard::enter() else {
+    let Some(_inside) = crate::rt::guard::enter() else {
         return false;
     };
     std::panic::catch_unwind(AssertUnwindSafe(|| {
-        crate::guard::test_panic("alloc_fault");
+        crate::rt::guard::test_panic("alloc_fault");
         let message = driverlog::take_recent();
         let handled = handle(id, r, &req, message);
         driverlog::discard();
@@ -448,7 +448,7 @@ fn handle(id: HookId, r: CUresult, req: &Request, message: Option<String>) -> bo
 #[cold]
 #[inline(never)]
 fn pre(id: HookId, req: Request) -> Option<CUresult> {
-    let _inside = crate::guard::enter()?;
+    let _inside = crate::rt::guard::enter()?;
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         // Without a usable context the driver's own answer is the right one.
         let current = query::ctx_get_device().ok()?;
@@ -746,7 +746,7 @@ pub unsafe fn ok_mem_create(
 #[inline(always)]
 pub unsafe fn ok_mem_free(_id: HookId, dptr: CUdeviceptr) {
     POINTERS.forget(dptr);
-    crate::lifetime::note_device_free(dptr);
+    crate::faults::lifetime::note_device_free(dptr);
 }
 
 /// After a successful `cuMemFreeAsync(_ptsz)`: forgets the allocation.
@@ -756,7 +756,7 @@ pub unsafe fn ok_mem_free(_id: HookId, dptr: CUdeviceptr) {
 #[inline(always)]
 pub unsafe fn ok_mem_free_async(_id: HookId, dptr: CUdeviceptr, _stream: CUstream) {
     POINTERS.forget(dptr);
-    crate::lifetime::note_device_free(dptr);
+    crate::faults::lifetime::note_device_free(dptr);
 }
 
 /// After a successful `cuMemRelease`: forgets the handle.

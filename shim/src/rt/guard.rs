@@ -27,7 +27,7 @@ pub fn install_panic_hook() {
             // would deadlock on its once-cell.
             // SEEDANCE_QUIET silences the panic line too (clear until the configuration is
             // read).
-            let quiet = crate::session::switches_now() & crate::session::sw::QUIET != 0;
+            let quiet = crate::rt::session::switches_now() & crate::rt::session::sw::QUIET != 0;
             if quiet || SAID.swap(true, Ordering::Relaxed) {
                 return;
             }

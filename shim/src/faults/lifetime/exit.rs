@@ -25,7 +25,7 @@ pub fn settle() {
         return;
     }
     super::stray::at_exit();
-    crate::hazard::report_writes();
+    crate::faults::hazard::report_writes();
     cold(|| {
         let shards = work::shards();
         let pending = {

@@ -2,10 +2,10 @@
 //! visible device, joined with NVML's (when `libnvidia-ml` is present) and with
 //! `CUDA_VISIBLE_DEVICES` / `CUDA_DEVICE_ORDER`. Taken once, at the first device fault or
 //! when the trace starts, whichever comes first; never for a program that needs neither.
-//! NVML's part waits at most `SEEDANCE_NVML_TIMEOUT` ([`crate::nvml`]); without it the
+//! NVML's part waits at most `SEEDANCE_NVML_TIMEOUT` ([`crate::driver::nvml`]); without it the
 //! topology is the driver's view alone, as with NVML absent.
 
-use crate::{query, session};
+use crate::{driver::query, rt::session};
 use once_cell::sync::OnceCell;
 use seedance_core::fallback::Candidate;
 use seedance_topology::{explain, DriverDevice, Topology};
@@ -14,9 +14,9 @@ static TOPOLOGY: OnceCell<Topology> = OnceCell::new();
 
 /// The topology snapshot (taken on first use; the driver must be initialised by then). It
 /// looks up driver entry points and opens NVML, so it is taken outside the cell's
-/// initialiser ([`crate::real::once_outside_loader_lock`]).
+/// initialiser ([`crate::driver::real::once_outside_loader_lock`]).
 pub fn get() -> &'static Topology {
-    crate::real::once_outside_loader_lock(&TOPOLOGY, take)
+    crate::driver::real::once_outside_loader_lock(&TOPOLOGY, take)
 }
 
 fn take() -> Topology {
@@ -31,7 +31,7 @@ fn take() -> Topology {
             compute_mode: d.compute_mode.unwrap_or(0),
         })
         .collect();
-    let nvml = crate::nvml::snapshot();
+    let nvml = crate::driver::nvml::snapshot();
     let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let order = std::env::var("CUDA_DEVICE_ORDER").ok();
     let topo = Topology::join_with_status(
@@ -78,13 +78,13 @@ pub fn pci_bus_id(ordinal: i32, t: &Topology) -> Option<String> {
 /// One fallback candidate per visible device, marked with why it cannot take work.
 pub fn candidates(t: &Topology) -> Vec<Candidate> {
     let cfg = session::config();
-    crate::devices::to_candidates(t.devices.iter().map(|d| {
+    crate::faults::devices::to_candidates(t.devices.iter().map(|d| {
         let excluded = session::exclusions()
             .iter()
             .any(|sel| explain::selector_matches(sel, d));
         (
             d.ordinal,
-            crate::devices::unusable(d, excluded, cfg.min_free_memory),
+            crate::faults::devices::unusable(d, excluded, cfg.min_free_memory),
         )
     }))
 }

@@ -5,7 +5,7 @@ use super::*;
 fn created_stream(id: HookId, ph: *mut CUstream, flags: c_uint) {
     // SAFETY: the driver wrote *ph on success.
     let h = unsafe { written(ph) } as u64;
-    crate::hazard::stream_created(h, flags);
+    crate::faults::hazard::stream_created(h, flags);
     let mut t = TRACKER.lock();
     let ctx = current_context_id(&t);
     let s = site(&mut t, id);
@@ -84,7 +84,7 @@ pub unsafe fn ok_stream_destroy(_id: HookId, stream: CUstream) {
     if on() {
         cold(|| {
             let h = stream as u64;
-            crate::hazard::stream_destroyed(h);
+            crate::faults::hazard::stream_destroyed(h);
             let shards = work::shards();
             let mut t = TRACKER.lock();
             t.retire(&shards, |k| k == h);
@@ -170,7 +170,7 @@ fn synchronized_stream(id: HookId, stream: CUstream) {
 /// None: the handle is only a key.
 pub unsafe fn ok_stream_sync(id: HookId, stream: CUstream) {
     if on() {
-        crate::hazard::stream_completed(id, stream);
+        crate::faults::hazard::stream_completed(id, stream);
         cold(|| synchronized_stream(id, stream));
     }
 }
@@ -182,7 +182,7 @@ pub unsafe fn ok_stream_sync(id: HookId, stream: CUstream) {
 /// None: the handle is only a key.
 pub unsafe fn ok_stream_query(id: HookId, stream: CUstream) {
     if on() {
-        crate::hazard::stream_completed(id, stream);
+        crate::faults::hazard::stream_completed(id, stream);
     }
 }
 
@@ -201,7 +201,7 @@ pub unsafe fn fault_stream_query(id: HookId, r: CUresult, stream: CUstream) -> b
 /// None: the handle is only a key.
 pub unsafe fn ok_event_query(_id: HookId, event: CUevent) {
     if on() {
-        crate::hazard::event_completed(event);
+        crate::faults::hazard::event_completed(event);
     }
 }
 
@@ -220,7 +220,7 @@ pub unsafe fn fault_event_query(id: HookId, r: CUresult, event: CUevent) -> bool
 /// None: the handles are only keys.
 pub unsafe fn ok_stream_wait_event(id: HookId, stream: CUstream, event: CUevent, _flags: c_uint) {
     if on() {
-        crate::hazard::stream_waited(id, stream, event);
+        crate::faults::hazard::stream_waited(id, stream, event);
     }
 }
 
@@ -304,7 +304,7 @@ pub unsafe fn fault_event(id: HookId, r: CUresult, event: CUevent) -> bool {
 pub unsafe fn ok_event_record(id: HookId, event: CUevent, stream: CUstream) {
     if on() {
         work::note_event_record(event as u64, stream as usize, is_per_thread(id));
-        crate::hazard::event_recorded(id, event, stream);
+        crate::faults::hazard::event_recorded(id, event, stream);
     }
 }
 
@@ -343,7 +343,7 @@ pub unsafe fn pre_event_sync(id: HookId, event: CUevent) -> Option<CUresult> {
 /// None: the handle is only a key.
 pub unsafe fn ok_event_sync(_id: HookId, event: CUevent) {
     if on() {
-        crate::hazard::event_completed(event);
+        crate::faults::hazard::event_completed(event);
         cold(|| {
             let shards = work::shards();
             TRACKER.lock().retire_event(&shards, event as u64);

@@ -2,7 +2,7 @@
 //! Linux's `siginfo_t` fault address, `gettid` and signal-stack behaviour, and has only been
 //! written and tested there). Asking for it gives one line; everything else is a no-op.
 
-use crate::session;
+use crate::rt::session;
 
 /// Called with the validated configuration: says once that the guard is Linux-only.
 pub fn configure(cfg: &seedance_core::Config) {
@@ -29,7 +29,7 @@ pub fn context_completed(_ctx: usize) {}
 /// Nothing guarded.
 pub fn release_range(_lo: u64, _hi: u64) {}
 
-pub use crate::guarded_write::Write;
+pub use crate::faults::guarded_write::Write;
 
 /// No write is ever recorded.
 pub fn take() -> Option<Write> {

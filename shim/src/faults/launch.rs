@@ -15,9 +15,9 @@
 //! and a launch that breaks a limit is refused with the driver's own code without reaching
 //! the driver.
 
-use crate::driverlog;
+use crate::driver::driverlog;
 use crate::hooks::HookId;
-use crate::{lifetime, query, session};
+use crate::{driver::query, faults::lifetime, rt::session};
 use libc::{c_uint, c_void};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
@@ -319,11 +319,11 @@ fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
         return false;
     }
     let Some(l) = l else { return false };
-    let Some(_inside) = crate::guard::enter() else {
+    let Some(_inside) = crate::rt::guard::enter() else {
         return false;
     };
     std::panic::catch_unwind(AssertUnwindSafe(|| {
-        crate::guard::test_panic("launch_fault");
+        crate::rt::guard::test_panic("launch_fault");
         let message = driverlog::take_recent();
         let (finding, device) = explain(r, &l);
         driverlog::discard();
@@ -357,7 +357,7 @@ pub fn pre_enabled() -> bool {
 #[inline(never)]
 fn pre(id: HookId, l: Option<Launch>) -> Option<CUresult> {
     let l = l?;
-    let _inside = crate::guard::enter()?;
+    let _inside = crate::rt::guard::enter()?;
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         if l.f.is_null() {
             return None;

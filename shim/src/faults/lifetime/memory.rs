@@ -109,7 +109,7 @@ fn pinned_added(id: HookId, lo: u64, bytes: u64, kind: PinnedKind) {
     if lo == 0 || bytes == 0 {
         return;
     }
-    crate::hazard::pinned_added(id, lo, bytes);
+    crate::faults::hazard::pinned_added(id, lo, bytes);
     let mut t = TRACKER.lock();
     let ctx = current_context_id(&t);
     let created = site(&mut t, id);
@@ -280,7 +280,7 @@ pub unsafe fn pre_mem_free_host(id: HookId, p: *mut c_void) -> Option<CUresult> 
 pub unsafe fn ok_mem_free_host(_id: HookId, p: *mut c_void) {
     if on() {
         cold(|| {
-            crate::hazard::pinned_removed(p as u64);
+            crate::faults::hazard::pinned_removed(p as u64);
             TRACKER.lock().pinned_removed(p as u64);
         });
     }
@@ -320,7 +320,7 @@ pub unsafe fn pre_host_unregister(id: HookId, p: *mut c_void) -> Option<CUresult
 pub unsafe fn ok_host_unregister(_id: HookId, p: *mut c_void) {
     if on() {
         cold(|| {
-            crate::hazard::pinned_removed(p as u64);
+            crate::faults::hazard::pinned_removed(p as u64);
             TRACKER.lock().pinned_removed(p as u64);
         });
     }

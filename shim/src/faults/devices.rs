@@ -16,7 +16,7 @@
 //! `cuDeviceGetCount` is remembered ([`count_device_get`], [`count_device_count`]).
 
 use crate::hooks::HookId;
-use crate::{query, session, topo};
+use crate::{driver::query, driver::topo, rt::session};
 use libc::c_int;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
@@ -146,10 +146,10 @@ pub fn on_failure(
     let _inside = if id == HookId::cudaSetDevice {
         None
     } else {
-        Some(crate::guard::enter()?)
+        Some(crate::rt::guard::enter()?)
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::guard::test_panic("device_fault");
+        crate::rt::guard::test_panic("device_fault");
         handle(id, r, fault, target, retry)
     }));
     Some(outcome.unwrap_or(r))

@@ -3,7 +3,7 @@
 //! device-fault explanations; the launch and allocation explanations; the lifetime checks
 //! and repairs. Used on the failure path, before a call only with `SEEDANCE_VALIDATE=pre`,
 //! once at initialisation (session record, `cuLogsRegisterCallback`), and by
-//! [`crate::lifetime`] at a context destroy or reset, a free of pinned or stream-ordered
+//! [`crate::faults::lifetime`] at a context destroy or reset, a free of pinned or stream-ordered
 //! memory, and exit.
 //!
 //! Each entry point is looked up once, by name, in the library that holds the real
@@ -36,7 +36,7 @@ impl RealFn {
     }
 
     fn get(&self) -> Option<*mut c_void> {
-        let generation = crate::real::generation() + 1;
+        let generation = crate::driver::real::generation() + 1;
         if self.found_in.load(Ordering::Acquire) != generation {
             // A slot moved to another library since: look this one up there again.
             self.addr.store(0, Ordering::Release);
@@ -48,7 +48,7 @@ impl RealFn {
                 if anchor.is_null() {
                     return None;
                 }
-                let p = crate::real::sibling(anchor, self.name);
+                let p = crate::driver::real::sibling(anchor, self.name);
                 let v = if p.is_null() { 1 } else { p as usize };
                 self.addr.store(v, Ordering::Release);
                 (v > 1).then_some(p)
@@ -278,7 +278,7 @@ pub fn stream_busy(stream: CUstream) -> Result<bool, CUresult> {
 }
 
 /// `cuEventCreate(&e, flags)` in the calling thread's current context: the shim's own
-/// event for ordering two streams ([`crate::hazard`]).
+/// event for ordering two streams ([`crate::faults::hazard`]).
 pub fn event_create(flags: u32) -> Result<CUevent, CUresult> {
     type F = unsafe extern "C" fn(*mut CUevent, u32) -> CUresult;
     let p = EVENT_CREATE.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
@@ -314,7 +314,7 @@ pub fn stream_wait_event(stream: CUstream, event: CUevent) -> Result<(), CUresul
 /// Looks up, now, the entry points the host-write guard's signal handler calls
 /// (`cuStreamQuery`, `cuStreamSynchronize`, `cuCtxGetCurrent`, `cuCtxPushCurrent_v2`,
 /// `cuCtxPopCurrent_v2`), so that the handler never runs the look-up (`dlsym`) itself.
-/// Linux only, as the guard is (`shim/src/hostguard.rs`).
+/// Linux only, as the guard is (`shim/src/faults/hostguard.rs`).
 #[cfg(target_os = "linux")]
 pub fn resolve_for_signal_handler() {
     for f in [

@@ -9,9 +9,9 @@
 //! The fast path ([`active`], [`count`]) is one relaxed load and a per-thread counter bump;
 //! everything else runs only after a failure or once per process.
 
-use crate::args::ArgVal;
 use crate::hooks::{slots, HookId};
 use crate::platform;
+use crate::rt::args::ArgVal;
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 use seedance_core::{Config, Counters, ErrorTally, Mode, RawConfig};
@@ -149,7 +149,7 @@ pub fn config() -> &'static Config {
         // A setuid/setgid or capability-raised process (AT_SECURE) must not let its caller
         // steer the shim: every SEEDANCE_* variable is ignored (no trace, no library path
         // override), as the dynamic loader itself ignores LD_LIBRARY_PATH there.
-        crate::guard::install_panic_hook();
+        crate::rt::guard::install_panic_hook();
         let raw = if platform::secure_execution() {
             RawConfig::default()
         } else if let Some(env) = platform::environment_before_libc_init() {
@@ -160,7 +160,7 @@ pub fn config() -> &'static Config {
             RawConfig::from_env()
         };
         let (cfg, warnings) = Config::from_raw(&raw);
-        let _cancel = crate::guard::NoCancel::new();
+        let _cancel = crate::rt::guard::NoCancel::new();
         for w in &warnings {
             eprintln!("seedance: {w}");
         }
@@ -173,7 +173,7 @@ pub fn config() -> &'static Config {
             eprintln!("seedance: {w}");
         }
         let _ = EXCLUSIONS.set(selectors);
-        crate::hostguard::configure(&cfg);
+        crate::faults::hostguard::configure(&cfg);
         let w = word_of(&cfg);
         WORD.fetch_or(w, Ordering::Release);
         if w & sw::ACTIVE != 0 {
@@ -247,7 +247,7 @@ pub fn say(msg: &str) {
     if switches() & sw::QUIET == 0 {
         // `write` is a cancellation point: a thread with a pending cancel must not be
         // unwound from inside the shim (`guard::NoCancel`).
-        let _cancel = crate::guard::NoCancel::new();
+        let _cancel = crate::rt::guard::NoCancel::new();
         eprintln!("seedance: {msg}");
     }
 }
@@ -268,10 +268,10 @@ pub fn missing(id: HookId) -> CUresult {
     let r = CUresult::CUDA_ERROR_NOT_FOUND;
     if active() {
         count(id, r);
-        let Some(_inside) = crate::guard::enter() else {
+        let Some(_inside) = crate::rt::guard::enter() else {
             return r;
         };
-        if crate::real::libcuda().is_null() {
+        if crate::driver::real::libcuda().is_null() {
             // No driver at all: `real::libcuda` said so once; a line per function would
             // blame a driver that is not there. A `cuInit` still starts the trace, so the
             // process's record shows the failed calls (session_start without a driver).
@@ -298,14 +298,14 @@ pub fn missing(id: HookId) -> CUresult {
 pub fn failed(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
     // A failure inside a signal handler that interrupted the shim's own work on this
     // thread (which may hold the tally's lock): counted by the wrapper, not reported.
-    let Some(_inside) = crate::guard::enter() else {
+    let Some(_inside) = crate::rt::guard::enter() else {
         return;
     };
     let _ = std::panic::catch_unwind(|| report_failure(id, r, args));
 }
 
 fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
-    crate::guard::test_panic("call_failed");
+    crate::rt::guard::test_panic("call_failed");
     let st = state();
     let first = st.tally.add(id as usize, r.0);
     if first && announce(id, r) {
@@ -323,7 +323,8 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
             shown.join(", ").replace('"', "")
         ));
         if r == CUresult::CUDA_ERROR_STUB_LIBRARY {
-            let path = crate::real::library_path_of(slots::cuInit.get()).unwrap_or_default();
+            let path =
+                crate::driver::real::library_path_of(slots::cuInit.get()).unwrap_or_default();
             say_once(
                 "stub",
                 &format!(
@@ -421,9 +422,9 @@ fn announce(id: HookId, r: CUresult) -> bool {
 /// (driver 580.159), mostly `nvmlInit`; so it is built on a short-lived thread and `cuInit`
 /// returns at once. Events meanwhile wait in the pending queue; a device fault that needs
 /// the topology, or the exit summary, waits for the thread. NVML's part waits at most
-/// `SEEDANCE_NVML_TIMEOUT` ([`crate::nvml`]), so a hung NVML delays neither for longer.
+/// `SEEDANCE_NVML_TIMEOUT` ([`crate::driver::nvml`]), so a hung NVML delays neither for longer.
 pub fn on_init(_r: CUresult) {
-    crate::metrics::start();
+    crate::rt::metrics::start();
     let st = state();
     if st.trace.get().is_some() || config().trace_dir.is_none() {
         return;
@@ -580,7 +581,7 @@ fn hostname() -> Option<String> {
 
 fn session_start(host: String) -> SessionStart {
     let init = slots::cuInit.get();
-    let devices = crate::query::devices();
+    let devices = crate::driver::query::devices();
     SessionStart {
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: config().mode.as_str().to_string(),
@@ -589,11 +590,11 @@ fn session_start(host: String) -> SessionStart {
             .map(|p| p.to_string_lossy().into_owned()),
         argv: program_arguments(),
         hostname: Some(host),
-        driver_version: crate::query::driver_version(),
+        driver_version: crate::driver::query::driver_version(),
         libcuda_path: if init.is_null() {
             None
         } else {
-            crate::real::library_path_of(init)
+            crate::driver::real::library_path_of(init)
         },
         // At most MAX_SHOWN bytes of each, as in the messages: a hostile value must not
         // make every trace line of a fleet 128 KiB long.
@@ -603,7 +604,7 @@ fn session_start(host: String) -> SessionStart {
         cuda_device_order: std::env::var("CUDA_DEVICE_ORDER")
             .ok()
             .map(|v| seedance_core::text::clip(&v)),
-        topology: (!devices.is_empty()).then(|| crate::topo::get().clone()),
+        topology: (!devices.is_empty()).then(|| crate::driver::topo::get().clone()),
         devices: devices
             .into_iter()
             .map(|d| DeviceInfo {
@@ -646,9 +647,9 @@ pub fn shutdown() {
     }
     // The lifetime report (and its one stderr paragraph) comes first: it is printed
     // whether or not a trace is written.
-    let _ = crate::lifetime::exit_report();
+    let _ = crate::faults::lifetime::exit_report();
     let Some(st) = STATE.get() else { return };
-    crate::metrics::write(&build_summary(st, 0));
+    crate::rt::metrics::write(&build_summary(st, 0));
     if st.trace.get().is_none() && st.pending.lock().is_empty() {
         return;
     }
@@ -657,7 +658,7 @@ pub fn shutdown() {
     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| write_repeats(st, w)));
     // A failure while building the summary must not keep what was written from the file.
     let summary = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        crate::guard::test_panic("exit_summary");
+        crate::rt::guard::test_panic("exit_summary");
         let mut s = build_summary(st, w.dropped());
         s.cuda_libraries = cuda_libraries();
         s.records_over_limit = w.over_limit();
@@ -723,26 +724,26 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
         let stats = functions.entry(id.name().to_string()).or_default();
         *stats.errors_by_result.entry(key).or_insert(0) += n;
     }
-    let mut repairs = crate::devices::repairs();
-    repairs.extend(crate::lifetime::repairs());
+    let mut repairs = crate::faults::devices::repairs();
+    repairs.extend(crate::faults::lifetime::repairs());
     let mut summary = ExitSummary {
         duration_ns: seedance_trace::writer::now_ns().saturating_sub(st.start_ns),
         functions,
         dropped_records: dropped + st.pending_dropped.load(Ordering::Relaxed),
         procaddr_unmatched: st.unmatched.lock().iter().cloned().collect(),
         repairs,
-        fallbacks: crate::devices::fallbacks(),
-        device_questions: crate::devices::questions(),
+        fallbacks: crate::faults::devices::fallbacks(),
+        device_questions: crate::faults::devices::questions(),
         ..ExitSummary::default()
     };
-    if let Some(r) = crate::lifetime::exit_report_if_ready() {
+    if let Some(r) = crate::faults::lifetime::exit_report_if_ready() {
         summary.live_contexts = r.live_contexts.clone();
         summary.leaked_allocations = r.leaked_allocations.clone();
         summary.unsynchronized_streams = r.unsynchronized_streams.clone();
         summary.calls_after_deinit = r.calls_after_deinit.clone();
     }
-    (summary.device_use, summary.stray_contexts) = crate::lifetime::stray_summary();
-    summary.runtime_probes = crate::procaddr::probes();
+    (summary.device_use, summary.stray_contexts) = crate::faults::lifetime::stray_summary();
+    summary.runtime_probes = crate::interpose::procaddr::probes();
     summary
 }
 
@@ -750,7 +751,7 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
 /// tracker confirm pending work and attribute live allocations for the exit report.
 pub fn settle_lifetimes() {
     if !forked() {
-        crate::lifetime::settle();
+        crate::faults::lifetime::settle();
     }
 }
 

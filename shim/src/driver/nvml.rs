@@ -26,7 +26,7 @@
 //! Cost: nothing on any driver call that succeeds; one thread start per NVML use (once
 //! per process for the topology, once per distinct out-of-memory explanation).
 
-use crate::session;
+use crate::rt::session;
 use parking_lot::Mutex;
 use seedance_topology::nvml::NVML_LIBRARY_NAMES;
 use seedance_topology::{Nvml, NvmlSnapshot};

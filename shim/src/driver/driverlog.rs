@@ -8,8 +8,8 @@
 //! The callback runs only when the driver logs something, which is on failures: it copies
 //! the message into a thread-local slot. Nothing happens on the success path.
 
-use crate::query;
-use crate::session;
+use crate::driver::query;
+use crate::rt::session;
 use libc::{c_char, c_int, c_void};
 use seedance_core::Validate;
 use seedance_cuda::CUresult;
