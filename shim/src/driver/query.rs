@@ -10,7 +10,7 @@
 //! `cuInit`, and remembered; an entry point the driver lacks
 //! (an older driver) makes its query return `None`, so the explanation leaves that fact out.
 
-use crate::hooks::slots;
+use crate::hooks::ids::slots;
 use libc::{c_int, c_void};
 use seedance_cuda::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmemAllocationProp, CUresult, CUstream,

@@ -17,9 +17,8 @@
 
 use crate::driver::driverlog;
 use crate::faults::launch::pre_enabled;
-use crate::hooks::HookId;
+use crate::hooks::ids::HookId;
 use crate::{driver::query, driver::topo, rt::session};
-use libc::{c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
 use seedance_core::alloc::{
@@ -30,7 +29,7 @@ use seedance_core::live::LiveTable;
 use seedance_core::stray::{explain_holders, Holder};
 use seedance_core::Validate;
 use seedance_cuda::{
-    CUdevice, CUdeviceptr, CUmemAllocationProp, CUmemGenericAllocationHandle, CUresult, CUstream,
+    CUdevice, CUdeviceptr, CUmemAllocationProp, CUmemGenericAllocationHandle, CUresult,
     CU_MEM_LOCATION_TYPE_DEVICE,
 };
 use seedance_topology::Nvml;
@@ -76,7 +75,7 @@ pub fn forget_pointer(addr: CUdeviceptr) {
 #[inline(always)]
 fn record(addr: CUdeviceptr, bytes: u64) {
     POINTERS.insert(addr, bytes, None);
-    crate::faults::lifetime::note_device_alloc(addr);
+    crate::faults::lifetime::memory::note_device_alloc(addr);
 }
 
 fn total_mem(dev: CUdevice) -> Option<u64> {
@@ -499,11 +498,7 @@ unsafe fn written<T: Copy + Default>(p: *mut T) -> T {
 /// # Safety
 /// The wrapper's arguments, as the program passed them.
 #[inline(always)]
-pub unsafe fn pre_mem_alloc(
-    id: HookId,
-    _dptr: *mut CUdeviceptr,
-    bytesize: usize,
-) -> Option<CUresult> {
+pub unsafe fn pre_mem_alloc(id: HookId, bytesize: usize) -> Option<CUresult> {
     if !pre_enabled() {
         return None;
     }
@@ -515,21 +510,17 @@ pub unsafe fn pre_mem_alloc(
 ///
 /// # Safety
 /// The wrapper's arguments, as the program passed them.
-pub unsafe fn fault_mem_alloc(
-    id: HookId,
-    r: CUresult,
-    _dptr: *mut CUdeviceptr,
-    bytesize: usize,
-) -> bool {
+pub unsafe fn fault_mem_alloc(id: HookId, r: CUresult, bytesize: usize) -> bool {
     fault(id, r, Request::new(AllocKind::Device, bytesize as u64))
 }
 
-/// After a successful `cuMemAlloc_v2`: records the live allocation.
+/// After a successful `cuMemAlloc_v2`, `cuMemAllocAsync(_ptsz)` or `cuMemAllocManaged`:
+/// records the live allocation.
 ///
 /// # Safety
 /// `dptr` is null or the out-pointer the driver just wrote.
 #[inline(always)]
-pub unsafe fn ok_mem_alloc(_id: HookId, dptr: *mut CUdeviceptr, bytesize: usize) {
+pub unsafe fn ok_mem_alloc(dptr: *mut CUdeviceptr, bytesize: usize) {
     // SAFETY: the driver wrote *dptr on success.
     record(unsafe { written(dptr) }, bytesize as u64);
 }
@@ -543,14 +534,7 @@ fn pitch_bytes(width: usize, height: usize) -> u64 {
 /// # Safety
 /// The wrapper's arguments, as the program passed them.
 #[inline(always)]
-pub unsafe fn pre_mem_alloc_pitch(
-    id: HookId,
-    _dptr: *mut CUdeviceptr,
-    _p_pitch: *mut usize,
-    width: usize,
-    height: usize,
-    _element_size: c_uint,
-) -> Option<CUresult> {
+pub unsafe fn pre_mem_alloc_pitch(id: HookId, width: usize, height: usize) -> Option<CUresult> {
     if !pre_enabled() {
         return None;
     }
@@ -564,15 +548,7 @@ pub unsafe fn pre_mem_alloc_pitch(
 ///
 /// # Safety
 /// The wrapper's arguments, as the program passed them.
-pub unsafe fn fault_mem_alloc_pitch(
-    id: HookId,
-    r: CUresult,
-    _dptr: *mut CUdeviceptr,
-    _p_pitch: *mut usize,
-    width: usize,
-    height: usize,
-    _element_size: c_uint,
-) -> bool {
+pub unsafe fn fault_mem_alloc_pitch(id: HookId, r: CUresult, width: usize, height: usize) -> bool {
     fault(
         id,
         r,
@@ -585,14 +561,7 @@ pub unsafe fn fault_mem_alloc_pitch(
 /// # Safety
 /// `dptr` and `p_pitch` are null or the out-pointers the driver just wrote.
 #[inline(always)]
-pub unsafe fn ok_mem_alloc_pitch(
-    _id: HookId,
-    dptr: *mut CUdeviceptr,
-    p_pitch: *mut usize,
-    _width: usize,
-    height: usize,
-    _element_size: c_uint,
-) {
+pub unsafe fn ok_mem_alloc_pitch(dptr: *mut CUdeviceptr, p_pitch: *mut usize, height: usize) {
     // SAFETY: the driver wrote both on success.
     let (p, pitch) = unsafe { (written(dptr), written(p_pitch)) };
     record(p, pitch_bytes(pitch, height));
@@ -602,71 +571,23 @@ pub unsafe fn ok_mem_alloc_pitch(
 ///
 /// # Safety
 /// The wrapper's arguments, as the program passed them.
-pub unsafe fn fault_mem_alloc_async(
-    id: HookId,
-    r: CUresult,
-    _dptr: *mut CUdeviceptr,
-    bytesize: usize,
-    _stream: CUstream,
-) -> bool {
+pub unsafe fn fault_mem_alloc_async(id: HookId, r: CUresult, bytesize: usize) -> bool {
     fault(id, r, Request::new(AllocKind::Async, bytesize as u64))
-}
-
-/// After a successful `cuMemAllocAsync(_ptsz)`.
-///
-/// # Safety
-/// `dptr` is null or the out-pointer the driver just wrote.
-#[inline(always)]
-pub unsafe fn ok_mem_alloc_async(
-    _id: HookId,
-    dptr: *mut CUdeviceptr,
-    bytesize: usize,
-    _stream: CUstream,
-) {
-    // SAFETY: the driver wrote *dptr on success.
-    record(unsafe { written(dptr) }, bytesize as u64);
 }
 
 /// After a failed `cuMemAllocManaged`.
 ///
 /// # Safety
 /// The wrapper's arguments, as the program passed them.
-pub unsafe fn fault_mem_alloc_managed(
-    id: HookId,
-    r: CUresult,
-    _dptr: *mut CUdeviceptr,
-    bytesize: usize,
-    _flags: c_uint,
-) -> bool {
+pub unsafe fn fault_mem_alloc_managed(id: HookId, r: CUresult, bytesize: usize) -> bool {
     fault(id, r, Request::new(AllocKind::Managed, bytesize as u64))
-}
-
-/// After a successful `cuMemAllocManaged`.
-///
-/// # Safety
-/// `dptr` is null or the out-pointer the driver just wrote.
-#[inline(always)]
-pub unsafe fn ok_mem_alloc_managed(
-    _id: HookId,
-    dptr: *mut CUdeviceptr,
-    bytesize: usize,
-    _flags: c_uint,
-) {
-    // SAFETY: the driver wrote *dptr on success.
-    record(unsafe { written(dptr) }, bytesize as u64);
 }
 
 /// After a failed `cuMemHostAlloc` (pinned host memory: zero size and host memory state).
 ///
 /// # Safety
 /// The wrapper's arguments, as the program passed them.
-pub unsafe fn fault_mem_host_alloc(
-    id: HookId,
-    r: CUresult,
-    _pp: *mut *mut c_void,
-    bytesize: usize,
-    _flags: c_uint,
-) -> bool {
+pub unsafe fn fault_mem_host_alloc(id: HookId, r: CUresult, bytesize: usize) -> bool {
     fault(id, r, Request::new(AllocKind::Host, bytesize as u64))
 }
 
@@ -690,10 +611,8 @@ unsafe fn physical(size: usize, prop: *const CUmemAllocationProp) -> Request {
 #[inline(always)]
 pub unsafe fn pre_mem_create(
     id: HookId,
-    _handle: *mut CUmemGenericAllocationHandle,
     size: usize,
     prop: *const CUmemAllocationProp,
-    _flags: u64,
 ) -> Option<CUresult> {
     if !pre_enabled() || prop.is_null() {
         return None;
@@ -709,10 +628,8 @@ pub unsafe fn pre_mem_create(
 pub unsafe fn fault_mem_create(
     id: HookId,
     r: CUresult,
-    _handle: *mut CUmemGenericAllocationHandle,
     size: usize,
     prop: *const CUmemAllocationProp,
-    _flags: u64,
 ) -> bool {
     // SAFETY: forwarded caller contract.
     fault(id, r, unsafe { physical(size, prop) })
@@ -724,11 +641,9 @@ pub unsafe fn fault_mem_create(
 /// `handle` is null or the out-pointer the driver just wrote; `prop` null or valid.
 #[inline(always)]
 pub unsafe fn ok_mem_create(
-    _id: HookId,
     handle: *mut CUmemGenericAllocationHandle,
     size: usize,
     prop: *const CUmemAllocationProp,
-    _flags: u64,
 ) {
     // SAFETY: forwarded caller contract; the driver wrote *handle on success.
     let (h, req) = unsafe { (written(handle), physical(size, prop)) };
@@ -739,24 +654,14 @@ pub unsafe fn ok_mem_create(
     HANDLES.insert(h, size as u64, device);
 }
 
-/// After a successful `cuMemFree_v2`: forgets the allocation.
+/// After a successful `cuMemFree_v2` or `cuMemFreeAsync(_ptsz)`: forgets the allocation.
 ///
 /// # Safety
 /// None beyond the wrapper's: the address is only a key.
 #[inline(always)]
-pub unsafe fn ok_mem_free(_id: HookId, dptr: CUdeviceptr) {
+pub unsafe fn ok_mem_free(dptr: CUdeviceptr) {
     POINTERS.forget(dptr);
-    crate::faults::lifetime::note_device_free(dptr);
-}
-
-/// After a successful `cuMemFreeAsync(_ptsz)`: forgets the allocation.
-///
-/// # Safety
-/// None beyond the wrapper's: the address is only a key.
-#[inline(always)]
-pub unsafe fn ok_mem_free_async(_id: HookId, dptr: CUdeviceptr, _stream: CUstream) {
-    POINTERS.forget(dptr);
-    crate::faults::lifetime::note_device_free(dptr);
+    crate::faults::lifetime::memory::note_device_free(dptr);
 }
 
 /// After a successful `cuMemRelease`: forgets the handle.
@@ -764,6 +669,6 @@ pub unsafe fn ok_mem_free_async(_id: HookId, dptr: CUdeviceptr, _stream: CUstrea
 /// # Safety
 /// None beyond the wrapper's: the handle is only a key.
 #[inline(always)]
-pub unsafe fn ok_mem_release(_id: HookId, handle: CUmemGenericAllocationHandle) {
+pub unsafe fn ok_mem_release(handle: CUmemGenericAllocationHandle) {
     HANDLES.forget(handle);
 }

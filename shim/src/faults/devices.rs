@@ -15,7 +15,7 @@
 //! (`exit_summary.device_questions`). For it, each thread's last `cuDeviceGet` or
 //! `cuDeviceGetCount` is remembered ([`count_device_get`], [`count_device_count`]).
 
-use crate::hooks::HookId;
+use crate::hooks::ids::HookId;
 use crate::{driver::query, driver::topo, rt::session};
 use libc::c_int;
 use once_cell::sync::Lazy;
@@ -91,7 +91,7 @@ fn set_last(l: Last) {
 /// # Safety
 /// The wrapper's arguments, as the program passed them.
 #[inline]
-pub unsafe fn count_device_get(id: HookId, r: CUresult, _device: *mut CUdevice, ordinal: c_int) {
+pub unsafe fn count_device_get(id: HookId, r: CUresult, ordinal: c_int) {
     session::count(id, r);
     if r.is_success() {
         set_last(Last::Found(ordinal));

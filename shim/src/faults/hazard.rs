@@ -16,7 +16,7 @@
 //! stream before the second copy. Announced once per pair of call sites, counted every
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
-use crate::hooks::HookId;
+use crate::hooks::ids::HookId;
 use crate::{driver::query, platform, rt::session};
 use libc::c_void;
 use once_cell::sync::Lazy;
@@ -213,7 +213,6 @@ fn after_copy() {
 #[inline(always)]
 pub unsafe fn pre_copy_htod(
     id: HookId,
-    _dst: CUdeviceptr,
     src: *const c_void,
     bytes: usize,
     stream: CUstream,
@@ -232,7 +231,6 @@ pub unsafe fn pre_copy_htod(
 pub unsafe fn pre_copy_dtoh(
     id: HookId,
     dst: *mut c_void,
-    _src: CUdeviceptr,
     bytes: usize,
     stream: CUstream,
 ) -> Option<CUresult> {

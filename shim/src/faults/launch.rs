@@ -16,9 +16,9 @@
 //! the driver.
 
 use crate::driver::driverlog;
-use crate::hooks::HookId;
+use crate::hooks::ids::HookId;
 use crate::{driver::query, faults::lifetime, rt::session};
-use libc::{c_uint, c_void};
+use libc::c_uint;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::launch::{
@@ -59,7 +59,6 @@ struct Launch {
     stream: CUstream,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn plain(
     f: CUfunction,
     grid: [c_uint; 3],
@@ -375,37 +374,32 @@ fn pre(id: HookId, l: Option<Launch>) -> Option<CUresult> {
     .flatten()
 }
 
-/// The `pre` and `fault` adapters of an entry point whose arguments are `f`, the grid and
-/// block dims (x, y, z each), the dynamic shared memory (bytes), the stream, then pointers
-/// the checks do not read (`kernelParams`, and `extra` where the entry point has it).
+/// The `pre` and `fault` adapters of an entry point whose checks read `f`, the grid and
+/// block dims (`[x, y, z]` each), the dynamic shared memory (bytes) and the stream (the
+/// table does not pass `kernelParams` or `extra`, which they do not read).
 macro_rules! plain_launch_adapters {
-    ($name:literal, $pre:ident, $fault:ident, cooperative: $coop:expr, unread: ($($unread:ident),*)) => {
+    ($name:literal, $pre:ident, $fault:ident, cooperative: $coop:expr) => {
         #[doc = concat!("Before `", $name, "(_ptsz)` with `SEEDANCE_VALIDATE=pre`: the driver's code")]
         /// for a launch over a limit (which is then not forwarded), `None` to forward it.
         ///
         /// # Safety
         /// The wrapper's arguments, as the program passed them.
-        #[allow(clippy::too_many_arguments)]
         #[inline(always)]
         pub unsafe fn $pre(
             id: HookId,
             f: CUfunction,
-            grid_dim_x: c_uint,
-            grid_dim_y: c_uint,
-            grid_dim_z: c_uint,
-            block_dim_x: c_uint,
-            block_dim_y: c_uint,
-            block_dim_z: c_uint,
+            grid: [c_uint; 3],
+            block: [c_uint; 3],
             shared_mem_bytes: c_uint,
             h_stream: CUstream,
-            $($unread: *mut *mut c_void,)*
         ) -> Option<CUresult> {
             if !pre_enabled() {
                 return None;
             }
-            let grid = [grid_dim_x, grid_dim_y, grid_dim_z];
-            let block = [block_dim_x, block_dim_y, block_dim_z];
-            pre(id, Some(plain(f, grid, block, shared_mem_bytes, h_stream, $coop)))
+            pre(
+                id,
+                Some(plain(f, grid, block, shared_mem_bytes, h_stream, $coop)),
+            )
         }
 
         #[doc = concat!("After a failed `", $name, "(_ptsz)`: `true` when the failure was")]
@@ -413,32 +407,27 @@ macro_rules! plain_launch_adapters {
         ///
         /// # Safety
         /// The wrapper's arguments, as the program passed them.
-        #[allow(clippy::too_many_arguments)]
         pub unsafe fn $fault(
             id: HookId,
             r: CUresult,
             f: CUfunction,
-            grid_dim_x: c_uint,
-            grid_dim_y: c_uint,
-            grid_dim_z: c_uint,
-            block_dim_x: c_uint,
-            block_dim_y: c_uint,
-            block_dim_z: c_uint,
+            grid: [c_uint; 3],
+            block: [c_uint; 3],
             shared_mem_bytes: c_uint,
             h_stream: CUstream,
-            $($unread: *mut *mut c_void,)*
         ) -> bool {
-            let grid = [grid_dim_x, grid_dim_y, grid_dim_z];
-            let block = [block_dim_x, block_dim_y, block_dim_z];
-            fault(id, r, Some(plain(f, grid, block, shared_mem_bytes, h_stream, $coop)))
+            fault(
+                id,
+                r,
+                Some(plain(f, grid, block, shared_mem_bytes, h_stream, $coop)),
+            )
         }
     };
 }
 
-plain_launch_adapters!("cuLaunchKernel", pre_kernel, fault_kernel, cooperative: false,
-    unread: (_kernel_params, _extra));
+plain_launch_adapters!("cuLaunchKernel", pre_kernel, fault_kernel, cooperative: false);
 plain_launch_adapters!("cuLaunchCooperativeKernel", pre_cooperative, fault_cooperative,
-    cooperative: true, unread: (_kernel_params));
+    cooperative: true);
 
 /// Before `cuLaunchKernelEx(_ptsz)` with `SEEDANCE_VALIDATE=pre`.
 ///
@@ -449,8 +438,6 @@ pub unsafe fn pre_kernel_ex(
     id: HookId,
     config: *const CUlaunchConfig,
     f: CUfunction,
-    _kernel_params: *mut *mut c_void,
-    _extra: *mut *mut c_void,
 ) -> Option<CUresult> {
     if !pre_enabled() {
         return None;
@@ -468,8 +455,6 @@ pub unsafe fn fault_kernel_ex(
     r: CUresult,
     config: *const CUlaunchConfig,
     f: CUfunction,
-    _kernel_params: *mut *mut c_void,
-    _extra: *mut *mut c_void,
 ) -> bool {
     if session::config().validate == Validate::Off || !EXPLAINED.contains(&r.0) {
         return false;

@@ -30,9 +30,9 @@
 //! ended. Each is explained once on stderr and in the trace, and counted in the exit
 //! summary's `repairs`.
 
-use crate::hooks::HookId;
+use crate::hooks::ids::HookId;
 use crate::{driver::query, driver::topo, faults::alloc, platform, rt::session};
-use libc::{c_int, c_uint, c_void};
+use libc::{c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
 use seedance_core::lifetime::{
@@ -44,7 +44,7 @@ use seedance_core::live::LiveTable;
 use seedance_core::owners::Index;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
 use seedance_cuda::{
-    CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUlaunchConfig, CUresult, CUstream,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUlaunchConfig, CUresult, CUstream,
     CU_STREAM_PER_THREAD,
 };
 use seedance_trace::{
@@ -93,7 +93,7 @@ static ATTRIBUTION: Lazy<Mutex<HashMap<u64, Option<u32>>>> =
 /// Most live allocations attributed at exit.
 const MAX_ATTRIBUTED: usize = 4096;
 /// The exit report, computed once.
-static EXIT: OnceCell<ExitReport> = OnceCell::new();
+static EXIT: OnceCell<exit::ExitReport> = OnceCell::new();
 
 thread_local! {
     /// Work a destroy on this thread is about to abandon: (context id, counts), from the
@@ -691,16 +691,9 @@ fn current_context_id(t: &Tracker) -> Option<u32> {
     t.live_context(cur as u64).map(|c| c.id)
 }
 
-mod contexts;
-mod exit;
-mod launches;
-mod memory;
-mod stray;
-mod streams;
-
-pub use contexts::*;
-pub use exit::*;
-pub use launches::*;
-pub use memory::*;
-pub use stray::{pre_primary_retain, stray_summary};
-pub use streams::*;
+pub mod contexts;
+pub mod exit;
+pub mod launches;
+pub mod memory;
+pub mod stray;
+pub mod streams;

@@ -8,7 +8,8 @@
 //! hands back our own wrapper, so every later look-up comes through here too. Neither
 //! wrapper needs `cuInit` to have run.
 
-use crate::hooks::{slots, swap_proc_address, HookId};
+use crate::hooks::ids::{slots, HookId};
+use crate::hooks::swap_proc_address;
 use crate::rt::args::ArgVal;
 use crate::rt::session;
 use libc::{c_char, c_int, c_void};

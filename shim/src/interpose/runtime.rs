@@ -6,7 +6,7 @@
 //! libcudart is in the global scope; otherwise a libcudart already loaded with
 //! `RTLD_LOCAL` (as under Python), found by walking the loaded objects.
 
-use crate::hooks::HookId;
+use crate::hooks::ids::HookId;
 use crate::platform;
 use crate::rt::args::ArgVal;
 use crate::rt::session;

@@ -9,7 +9,7 @@
 //! The fast path ([`active`], [`count`]) is one relaxed load and a per-thread counter bump;
 //! everything else runs only after a failure or once per process.
 
-use crate::hooks::{slots, HookId};
+use crate::hooks::ids::{slots, HookId};
 use crate::platform;
 use crate::rt::args::ArgVal;
 use once_cell::sync::OnceCell;
@@ -647,7 +647,7 @@ pub fn shutdown() {
     }
     // The lifetime report (and its one stderr paragraph) comes first: it is printed
     // whether or not a trace is written.
-    let _ = crate::faults::lifetime::exit_report();
+    let _ = crate::faults::lifetime::exit::exit_report();
     let Some(st) = STATE.get() else { return };
     crate::rt::metrics::write(&build_summary(st, 0));
     if st.trace.get().is_none() && st.pending.lock().is_empty() {
@@ -736,13 +736,13 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
         device_questions: crate::faults::devices::questions(),
         ..ExitSummary::default()
     };
-    if let Some(r) = crate::faults::lifetime::exit_report_if_ready() {
+    if let Some(r) = crate::faults::lifetime::exit::exit_report_if_ready() {
         summary.live_contexts = r.live_contexts.clone();
         summary.leaked_allocations = r.leaked_allocations.clone();
         summary.unsynchronized_streams = r.unsynchronized_streams.clone();
         summary.calls_after_deinit = r.calls_after_deinit.clone();
     }
-    (summary.device_use, summary.stray_contexts) = crate::faults::lifetime::stray_summary();
+    (summary.device_use, summary.stray_contexts) = crate::faults::lifetime::stray::stray_summary();
     summary.runtime_probes = crate::interpose::procaddr::probes();
     summary
 }
@@ -751,7 +751,7 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
 /// tracker confirm pending work and attribute live allocations for the exit report.
 pub fn settle_lifetimes() {
     if !forked() {
-        crate::faults::lifetime::settle();
+        crate::faults::lifetime::exit::settle();
     }
 }
 

@@ -13,44 +13,11 @@ fn created_context(id: HookId, pctx: *mut CUcontext) {
     t.context_created(handle, device, s);
 }
 
-/// After a successful `cuCtxCreate_v2`.
+/// After a successful `cuCtxCreate_v2`, `_v3` or `_v4`.
 ///
 /// # Safety
 /// `pctx` is null or the out-pointer the driver just wrote.
-pub unsafe fn ok_ctx_create_v2(id: HookId, pctx: *mut CUcontext, _flags: c_uint, _dev: CUdevice) {
-    if on() {
-        cold(|| created_context(id, pctx));
-    }
-}
-
-/// After a successful `cuCtxCreate_v3`.
-///
-/// # Safety
-/// `pctx` is null or the out-pointer the driver just wrote.
-pub unsafe fn ok_ctx_create_v3(
-    id: HookId,
-    pctx: *mut CUcontext,
-    _params: *mut c_void,
-    _n: c_int,
-    _flags: c_uint,
-    _dev: CUdevice,
-) {
-    if on() {
-        cold(|| created_context(id, pctx));
-    }
-}
-
-/// After a successful `cuCtxCreate_v4`.
-///
-/// # Safety
-/// `pctx` is null or the out-pointer the driver just wrote.
-pub unsafe fn ok_ctx_create_v4(
-    id: HookId,
-    pctx: *mut CUcontext,
-    _params: *mut c_void,
-    _flags: c_uint,
-    _dev: CUdevice,
-) {
+pub unsafe fn ok_ctx_create(id: HookId, pctx: *mut CUcontext) {
     if on() {
         cold(|| created_context(id, pctx));
     }
@@ -205,7 +172,7 @@ pub unsafe fn ok_primary_reset(id: HookId, dev: CUdevice) {
 ///
 /// # Safety
 /// None: the handle is only a key.
-pub unsafe fn ok_ctx_current(_id: HookId, ctx: CUcontext) {
+pub unsafe fn ok_ctx_current(ctx: CUcontext) {
     if on() {
         work::set_current_context(ctx as usize);
     }
@@ -215,7 +182,7 @@ pub unsafe fn ok_ctx_current(_id: HookId, ctx: CUcontext) {
 ///
 /// # Safety
 /// None: the out-pointer is not read.
-pub unsafe fn ok_ctx_pop(_id: HookId, _pctx: *mut CUcontext) {
+pub unsafe fn ok_ctx_pop() {
     if on() {
         cold(refresh_current);
     }
@@ -233,7 +200,7 @@ fn synchronized_context(handle: u64) {
 ///
 /// # Safety
 /// None.
-pub unsafe fn ok_ctx_synchronize(_id: HookId) {
+pub unsafe fn ok_ctx_synchronize() {
     if on() {
         cold(|| {
             refresh_current();
@@ -254,7 +221,7 @@ pub unsafe fn fault_ctx_synchronize(id: HookId, r: CUresult) -> bool {
 ///
 /// # Safety
 /// None: the handle is only a key.
-pub unsafe fn ok_ctx_synchronize_v2(_id: HookId, ctx: CUcontext) {
+pub unsafe fn ok_ctx_synchronize_v2(ctx: CUcontext) {
     if on() {
         cold(|| {
             let h = if ctx.is_null() {

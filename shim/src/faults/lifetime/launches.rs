@@ -2,57 +2,13 @@
 
 use super::*;
 
-/// Counts a `cuLaunchKernel(_ptsz)` call and, when it succeeded, one launch on its stream,
-/// in one thread-local access.
+/// Counts a `cuLaunchKernel(_ptsz)` or `cuLaunchCooperativeKernel(_ptsz)` call and, when it
+/// succeeded, one launch on its stream, in one thread-local access.
 ///
 /// # Safety
-/// None: the arguments are not dereferenced.
-#[allow(clippy::too_many_arguments)]
+/// None: the stream is only a key.
 #[inline(always)]
-pub unsafe fn count_launch_kernel(
-    id: HookId,
-    r: CUresult,
-    _f: CUfunction,
-    _gx: c_uint,
-    _gy: c_uint,
-    _gz: c_uint,
-    _bx: c_uint,
-    _by: c_uint,
-    _bz: c_uint,
-    _shmem: c_uint,
-    stream: CUstream,
-    _params: *mut *mut c_void,
-    _extra: *mut *mut c_void,
-) {
-    work::count_launch(
-        id as usize,
-        r.0 != 0,
-        stream as usize,
-        is_per_thread(id),
-        on(),
-    );
-}
-
-/// Counts a `cuLaunchCooperativeKernel(_ptsz)` call (and the launch).
-///
-/// # Safety
-/// None: the arguments are not dereferenced.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub unsafe fn count_launch_cooperative(
-    id: HookId,
-    r: CUresult,
-    _f: CUfunction,
-    _gx: c_uint,
-    _gy: c_uint,
-    _gz: c_uint,
-    _bx: c_uint,
-    _by: c_uint,
-    _bz: c_uint,
-    _shmem: c_uint,
-    stream: CUstream,
-    _params: *mut *mut c_void,
-) {
+pub unsafe fn count_launch(id: HookId, r: CUresult, stream: CUstream) {
     work::count_launch(
         id as usize,
         r.0 != 0,
@@ -67,14 +23,7 @@ pub unsafe fn count_launch_cooperative(
 /// # Safety
 /// `config` is null or valid when the launch succeeded (the driver accepted it).
 #[inline(always)]
-pub unsafe fn count_launch_kernel_ex(
-    id: HookId,
-    r: CUresult,
-    config: *const CUlaunchConfig,
-    _f: CUfunction,
-    _params: *mut *mut c_void,
-    _extra: *mut *mut c_void,
-) {
+pub unsafe fn count_launch_kernel_ex(id: HookId, r: CUresult, config: *const CUlaunchConfig) {
     let stream = if r.0 == 0 {
         // SAFETY: the driver accepted the config, so it is null or valid.
         unsafe { config.as_ref() }.map_or(0, |c| c.h_stream as usize)
@@ -163,48 +112,12 @@ pub unsafe fn ok_copy(
     }
 }
 
-/// After a failed `cuMemcpyHtoDAsync_v2(_ptsz)`.
+/// After a failed asynchronous copy (`cuMemcpyHtoDAsync_v2`, `cuMemcpyDtoHAsync_v2`,
+/// `cuMemcpyAsync`, `_ptsz` too): explained when its stream or context is dead.
 ///
 /// # Safety
-/// None: the addresses are not dereferenced.
-pub unsafe fn fault_copy_htod(
-    id: HookId,
-    r: CUresult,
-    _dst: CUdeviceptr,
-    _src: *const c_void,
-    _bytes: usize,
-    stream: CUstream,
-) -> bool {
-    fault_on_stream(id, r, stream)
-}
-
-/// After a failed `cuMemcpyDtoHAsync_v2(_ptsz)`.
-///
-/// # Safety
-/// None: the addresses are not dereferenced.
-pub unsafe fn fault_copy_dtoh(
-    id: HookId,
-    r: CUresult,
-    _dst: *mut c_void,
-    _src: CUdeviceptr,
-    _bytes: usize,
-    stream: CUstream,
-) -> bool {
-    fault_on_stream(id, r, stream)
-}
-
-/// After a failed `cuMemcpyAsync(_ptsz)`.
-///
-/// # Safety
-/// None: the addresses are not dereferenced.
-pub unsafe fn fault_copy(
-    id: HookId,
-    r: CUresult,
-    _dst: CUdeviceptr,
-    _src: CUdeviceptr,
-    _bytes: usize,
-    stream: CUstream,
-) -> bool {
+/// None: the stream is only a key.
+pub unsafe fn fault_copy(id: HookId, r: CUresult, stream: CUstream) -> bool {
     fault_on_stream(id, r, stream)
 }
 

@@ -122,23 +122,11 @@ fn pinned_added(id: HookId, lo: u64, bytes: u64, kind: PinnedKind) {
     });
 }
 
-/// After a successful `cuMemHostAlloc`.
+/// After a successful `cuMemHostAlloc` or `cuMemAllocHost_v2`.
 ///
 /// # Safety
 /// `pp` is null or the out-pointer the driver just wrote.
-pub unsafe fn ok_mem_host_alloc(id: HookId, pp: *mut *mut c_void, bytes: usize, _flags: c_uint) {
-    if on() {
-        // SAFETY: the driver wrote *pp on success.
-        let p = unsafe { written(pp) } as u64;
-        cold(|| pinned_added(id, p, bytes as u64, PinnedKind::Allocated));
-    }
-}
-
-/// After a successful `cuMemAllocHost_v2`.
-///
-/// # Safety
-/// `pp` is null or the out-pointer the driver just wrote.
-pub unsafe fn ok_mem_alloc_host(id: HookId, pp: *mut *mut c_void, bytes: usize) {
+pub unsafe fn ok_mem_host_alloc(id: HookId, pp: *mut *mut c_void, bytes: usize) {
     if on() {
         // SAFETY: the driver wrote *pp on success.
         let p = unsafe { written(pp) } as u64;
@@ -150,7 +138,7 @@ pub unsafe fn ok_mem_alloc_host(id: HookId, pp: *mut *mut c_void, bytes: usize) 
 ///
 /// # Safety
 /// None: the range is only recorded.
-pub unsafe fn ok_host_register(id: HookId, p: *mut c_void, bytes: usize, _flags: c_uint) {
+pub unsafe fn ok_host_register(id: HookId, p: *mut c_void, bytes: usize) {
     if on() {
         cold(|| pinned_added(id, p as u64, bytes as u64, PinnedKind::Registered));
     }
@@ -277,7 +265,7 @@ pub unsafe fn pre_mem_free_host(id: HookId, p: *mut c_void) -> Option<CUresult> 
 ///
 /// # Safety
 /// None: the address is only a key.
-pub unsafe fn ok_mem_free_host(_id: HookId, p: *mut c_void) {
+pub unsafe fn ok_mem_free_host(p: *mut c_void) {
     if on() {
         cold(|| {
             crate::faults::hazard::pinned_removed(p as u64);
@@ -317,7 +305,7 @@ pub unsafe fn pre_host_unregister(id: HookId, p: *mut c_void) -> Option<CUresult
 ///
 /// # Safety
 /// None: the address is only a key.
-pub unsafe fn ok_host_unregister(_id: HookId, p: *mut c_void) {
+pub unsafe fn ok_host_unregister(p: *mut c_void) {
     if on() {
         cold(|| {
             crate::faults::hazard::pinned_removed(p as u64);

@@ -323,7 +323,7 @@ pub unsafe fn pre_primary_retain(
                         *red = Some((k, n + 1));
                     }
                     // SAFETY: the driver wrote *pctx on success.
-                    unsafe { ok_primary_retain(id, pctx, target) };
+                    unsafe { super::contexts::ok_primary_retain(id, pctx, target) };
                     report(&uses, device, "redirected", Some(k));
                     *REPAIRS.lock().entry("stray_context_redirect").or_insert(0) += 1;
                 }
@@ -353,7 +353,7 @@ pub(super) fn redirected_release(id: HookId, dev: CUdevice) -> Option<CUresult> 
     let r = query::primary_release(target)?;
     if r.is_success() {
         // SAFETY: no pointer is involved.
-        unsafe { ok_primary_release(id, target) };
+        unsafe { super::contexts::ok_primary_release(id, target) };
     }
     Some(r)
 }

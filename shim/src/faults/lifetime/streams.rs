@@ -15,26 +15,11 @@ fn created_stream(id: HookId, ph: *mut CUstream, flags: c_uint) {
     t.stream_created(h, ctx, s);
 }
 
-/// After a successful `cuStreamCreate`.
+/// After a successful `cuStreamCreate` or `cuStreamCreateWithPriority`.
 ///
 /// # Safety
 /// `ph` is null or the out-pointer the driver just wrote.
 pub unsafe fn ok_stream_create(id: HookId, ph: *mut CUstream, flags: c_uint) {
-    if on() {
-        cold(|| created_stream(id, ph, flags));
-    }
-}
-
-/// After a successful `cuStreamCreateWithPriority`.
-///
-/// # Safety
-/// `ph` is null or the out-pointer the driver just wrote.
-pub unsafe fn ok_stream_create_priority(
-    id: HookId,
-    ph: *mut CUstream,
-    flags: c_uint,
-    _priority: c_int,
-) {
     if on() {
         cold(|| created_stream(id, ph, flags));
     }
@@ -80,7 +65,7 @@ pub unsafe fn pre_stream_destroy(id: HookId, stream: CUstream) -> Option<CUresul
 ///
 /// # Safety
 /// None: the handle is only a key.
-pub unsafe fn ok_stream_destroy(_id: HookId, stream: CUstream) {
+pub unsafe fn ok_stream_destroy(stream: CUstream) {
     if on() {
         cold(|| {
             let h = stream as u64;
@@ -199,7 +184,7 @@ pub unsafe fn fault_stream_query(id: HookId, r: CUresult, stream: CUstream) -> b
 ///
 /// # Safety
 /// None: the handle is only a key.
-pub unsafe fn ok_event_query(_id: HookId, event: CUevent) {
+pub unsafe fn ok_event_query(event: CUevent) {
     if on() {
         crate::faults::hazard::event_completed(event);
     }
@@ -218,7 +203,7 @@ pub unsafe fn fault_event_query(id: HookId, r: CUresult, event: CUevent) -> bool
 ///
 /// # Safety
 /// None: the handles are only keys.
-pub unsafe fn ok_stream_wait_event(id: HookId, stream: CUstream, event: CUevent, _flags: c_uint) {
+pub unsafe fn ok_stream_wait_event(id: HookId, stream: CUstream, event: CUevent) {
     if on() {
         crate::faults::hazard::stream_waited(id, stream, event);
     }
@@ -233,7 +218,6 @@ pub unsafe fn fault_stream_wait_event(
     r: CUresult,
     stream: CUstream,
     event: CUevent,
-    _flags: c_uint,
 ) -> bool {
     on() && cold(|| explain_event(id, r, event) || explain_stream(id, r, stream))
 }
@@ -242,7 +226,7 @@ pub unsafe fn fault_stream_wait_event(
 ///
 /// # Safety
 /// `ph` is null or the out-pointer the driver just wrote.
-pub unsafe fn ok_event_create(id: HookId, ph: *mut CUevent, _flags: c_uint) {
+pub unsafe fn ok_event_create(id: HookId, ph: *mut CUevent) {
     if on() {
         cold(|| {
             // SAFETY: the driver wrote *ph on success.
@@ -281,7 +265,7 @@ pub unsafe fn pre_event_destroy(id: HookId, event: CUevent) -> Option<CUresult> 
 ///
 /// # Safety
 /// None: the handle is only a key.
-pub unsafe fn ok_event_destroy(_id: HookId, event: CUevent) {
+pub unsafe fn ok_event_destroy(event: CUevent) {
     if on() {
         cold(|| {
             TRACKER.lock().event_forgotten(event as u64);
@@ -341,7 +325,7 @@ pub unsafe fn pre_event_sync(id: HookId, event: CUevent) -> Option<CUresult> {
 ///
 /// # Safety
 /// None: the handle is only a key.
-pub unsafe fn ok_event_sync(_id: HookId, event: CUevent) {
+pub unsafe fn ok_event_sync(event: CUevent) {
     if on() {
         crate::faults::hazard::event_completed(event);
         cold(|| {

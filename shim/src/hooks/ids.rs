@@ -1,0 +1,71 @@
+//! The bottom layer of the hook table: a [`HookId`] per hooked function, the slot holding
+//! each real driver address ([`slots`]), and [`TABLE`], what the `dlsym` and
+//! `cuGetProcAddress` overrides look up. Generated from [`hook_table!`](super) (the clauses
+//! and argument types are only read by the wrappers); every module may use it, it uses none
+//! of the shim's but [`crate::driver::real::Slot`].
+
+use crate::driver::real::Slot;
+use std::ffi::CStr;
+
+/// One entry of the hook table.
+pub struct Hook {
+    /// Base name the driver's `cuGetProcAddress` is asked for (`cuMemAlloc`).
+    pub base: &'static str,
+    /// The hooked function (its wrapper is the one handed out).
+    pub id: HookId,
+    /// Where the real address lives.
+    pub slot: &'static Slot,
+}
+
+macro_rules! cstr {
+    ($s:expr) => {
+        match CStr::from_bytes_with_nul(concat!($s, "\0").as_bytes()) {
+            Ok(c) => c,
+            Err(_) => panic!("symbol names contain no NUL"),
+        }
+    };
+}
+
+macro_rules! ids {
+    (
+        wrapped { $( $sym:ident / $base:literal $args:tt $( $clause:ident $body:tt )* ; )* }
+        custom { $( $csym:ident / $cbase:literal ; )* }
+        unlisted { $( $usym:ident ; )* }
+    ) => {
+        /// Identifies a hooked function; the value indexes the call counters.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        #[repr(usize)]
+        pub enum HookId { $($sym,)* $($csym,)* $($usym,)* }
+
+        impl HookId {
+            /// Every id, in counter order.
+            pub const ALL: &'static [HookId] = &[$(HookId::$sym,)* $(HookId::$csym,)* $(HookId::$usym,)*];
+
+            /// The exported symbol name (`cuMemAlloc_v2`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(HookId::$sym => stringify!($sym),)*
+                    $(HookId::$csym => stringify!($csym),)*
+                    $(HookId::$usym => stringify!($usym),)*
+                }
+            }
+        }
+
+        /// Real-function slots, one per hooked driver symbol.
+        #[allow(non_upper_case_globals)]
+        pub mod slots {
+            use super::*;
+            $( pub static $sym: Slot = Slot::new(cstr!(stringify!($sym))); )*
+            $( pub static $csym: Slot = Slot::new(cstr!(stringify!($csym))); )*
+        }
+
+        /// Every hook that `dlsym` and `cuGetProcAddress` can hand out.
+        pub static TABLE: &[Hook] = &[
+            $( Hook { base: $base, id: HookId::$sym, slot: &slots::$sym }, )*
+            $( Hook { base: $cbase, id: HookId::$csym, slot: &slots::$csym }, )*
+        ];
+    };
+}
+
+hook_table!(ids);

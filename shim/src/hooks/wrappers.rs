@@ -1,0 +1,191 @@
+//! The top layer of the hook table: the exported wrapper of each `wrapped` line of
+//! [`hook_table!`](super), for programs linked with `-lcuda` (and handed out by `dlsym` and
+//! `cuGetProcAddress`). A wrapper forwards, counts, and calls the line's clauses with the
+//! arguments each one names.
+
+use crate::driver::driverlog;
+use crate::faults::{alloc, devices, hazard, launch, lifetime};
+use crate::hooks::ids::{slots, HookId};
+use crate::rt::args::ArgVal;
+use crate::rt::session;
+use libc::{c_int, c_uchar, c_uint, c_ushort, c_void};
+use seedance_cuda::*;
+
+type CUexecAffinityParam = c_void;
+type CUctxCreateParams = c_void;
+type HostPtr = *mut c_void;
+/// `CUgraphExec`: an opaque handle, only passed on.
+type GraphExec = *mut c_void;
+/// `CUhostFn` (`void (*)(void *)`): only passed on, never called by the shim.
+type HostFn = *mut c_void;
+
+/// One argument of a clause call: `id` (the line's [`HookId`]), `r` (the driver's result),
+/// `[a, b, c]` (C arguments as one array) or a C argument by name.
+macro_rules! arg {
+    ($id:expr, $r:expr, id) => {
+        $id
+    };
+    ($id:expr, $r:expr, r) => {
+        $r
+    };
+    ($id:expr, $r:expr, [$($x:ident),*]) => {
+        [$($x),*]
+    };
+    ($id:expr, $r:expr, $x:ident) => {
+        $x
+    };
+}
+
+/// A clause's call, `(path::to::f(arg, ..))`, with its arguments resolved by [`arg!`].
+macro_rules! call {
+    ($id:expr, $r:expr, ($($f:ident)::+ ($($a:tt),*))) => {
+        $($f)::+($(arg!($id, $r, $a)),*)
+    };
+}
+
+/// For wrappers of calls that take a device (`device(ARG: Ordinal|Handle)`): hands a
+/// failure to [`crate::faults::devices::on_failure`] with a closure that repeats the call
+/// with another device. For the others: `None`, the generic failure report.
+macro_rules! device_fault {
+    ($id:expr, $r:expr, (), $call:expr) => {
+        None
+    };
+    ($id:expr, $r:expr, ($dev:ident $kind:ident), $call:expr) => {
+        devices::on_failure(
+            $id,
+            $r,
+            devices::Target::$kind($dev),
+            &mut |target: devices::Target| {
+                let $dev = target.value();
+                $call
+            },
+        )
+    };
+}
+
+/// For wrappers with a `pre(..)` clause (launch and allocation checks, lifetime refusals):
+/// a call the clause refuses returns its code without reaching the driver. Without the
+/// clause: nothing.
+macro_rules! pre_check {
+    ($id:expr, ()) => {};
+    ($id:expr, ($clause:tt)) => {
+        // SAFETY: the program's own arguments, under the driver function's contract. The
+        // check itself returns at once (one relaxed load) unless its switch is on.
+        if let Some(code) = unsafe {
+            call!(
+                $id,
+                compile_error!("a pre clause runs before the call: no `r`"),
+                $clause
+            )
+        } {
+            session::count($id, code);
+            return code;
+        }
+    };
+}
+
+/// For wrappers with a `fault(..)` clause: a failure the clause explains is reported by it
+/// (a `launch_fault`, `alloc_fault` or `lifetime_fault` event); otherwise `$otherwise`
+/// (the plain report).
+macro_rules! fault_check {
+    ($id:expr, $r:expr, (), $otherwise:block) => {
+        $otherwise
+    };
+    ($id:expr, $r:expr, ($clause:tt), $otherwise:block) => {
+        // SAFETY: the program's own arguments, under the driver function's contract.
+        if !unsafe { call!($id, $r, $clause) } $otherwise
+    };
+}
+
+/// For wrappers with an `ok(..)` clause: called after a success (allocation and lifetime
+/// tracking).
+macro_rules! ok_note {
+    ($id:expr, $r:expr, ()) => {};
+    ($id:expr, $r:expr, ($clause:tt)) => {
+        if $r.0 == 0 {
+            // SAFETY: the program's own arguments, which the driver just filled in.
+            unsafe { call!($id, $r, $clause) }
+        }
+    };
+}
+
+/// `stream_op(hStream)`: a failure is explained when that stream's context has ended.
+macro_rules! stream_fault {
+    ($id:expr, $r:expr, ()) => {
+        false
+    };
+    ($id:expr, $r:expr, ($st:ident)) => {
+        lifetime::launches::fault_on_stream($id, $r, $st)
+    };
+}
+
+/// How a wrapper counts its call: with a `count(..)` clause, that function counts it (with
+/// the arguments it names, so that it can record more in the same thread-local access:
+/// launches); without, [`session::count`].
+macro_rules! count_call {
+    ($id:expr, $r:expr, ()) => {
+        session::count($id, $r)
+    };
+    ($id:expr, $r:expr, ($clause:tt)) => {
+        // SAFETY: the program's own arguments, under the driver function's contract.
+        unsafe { call!($id, $r, $clause) }
+    };
+}
+
+macro_rules! wrappers {
+    (
+        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device($dev:ident : $kind:ident))? $(pre $pre:tt)? $(fault $fault:tt)? $(ok $ok:tt)? $(count $count:tt)? $(stream_op($st:ident))? $(after $after:tt)? ; )* }
+        custom { $( $csym:ident / $cbase:literal ; )* }
+        unlisted { $( $usym:ident ; )* }
+    ) => {
+        $(
+            #[doc = concat!("Wrapper exported as `", stringify!($sym), "`: forwards to the real driver and counts the call.")]
+            ///
+            /// # Safety
+            /// Same contract as the driver function of that name.
+            #[no_mangle]
+            #[allow(non_snake_case)]
+            pub unsafe extern "C" fn $sym($($arg: $ty),*) -> CUresult {
+                type Real = unsafe extern "C" fn($($ty),*) -> CUresult;
+                let real = slots::$sym.get();
+                if real.is_null() {
+                    return session::missing(HookId::$sym);
+                }
+                // SAFETY: the slot holds the real driver function for exactly this ABI
+                // variant (resolved by this symbol's name, or matched by address).
+                let f: Real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
+                pre_check!(HookId::$sym, ($($pre)?));
+                // SAFETY: arguments are passed through unchanged under the same contract.
+                let mut r = unsafe { f($($arg),*) };
+                if session::active() {
+                    count_call!(HookId::$sym, r, ($($count)?));
+                    if r.0 != 0 {
+                        if r == CUresult::CUDA_ERROR_DEINITIALIZED {
+                            lifetime::exit::after_deinit(HookId::$sym);
+                        }
+                        let repaired: Option<CUresult> = device_fault!(
+                            HookId::$sym, r, ($($dev $kind)?),
+                            // SAFETY: same arguments, the device argument replaced by another
+                            // valid ordinal or handle of the same driver.
+                            unsafe { f($($arg),*) }
+                        );
+                        match repaired {
+                            Some(r2) => r = r2,
+                            None => fault_check!(HookId::$sym, r, ($($fault)?), {
+                                if !stream_fault!(HookId::$sym, r, ($($st)?)) {
+                                    session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
+                                }
+                            }),
+                        }
+                    }
+                    ok_note!(HookId::$sym, r, ($($ok)?));
+                    $( if r.0 == 0 { lifetime::launches::note_stream_op(HookId::$sym, $st); } )?
+                    $( call!(HookId::$sym, r, $after); )?
+                }
+                r
+            }
+        )*
+    };
+}
+
+hook_table!(wrappers);
