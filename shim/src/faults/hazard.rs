@@ -16,17 +16,20 @@
 //! stream before the second copy. Announced once per pair of call sites, counted every
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
+mod order;
+mod report;
+
 use crate::hooks::ids::HookId;
-use crate::{driver::query, platform, rt::session};
+use crate::{platform, rt::session};
 use libc::c_void;
 use once_cell::sync::Lazy;
+use order::order;
 use parking_lot::Mutex;
-use seedance_core::hazard::{explain_hazard, Access, Direction, Hazard, Range, Table};
-use seedance_core::work::{self, key_kind, KeyKind};
+use report::{report, report_write};
+use seedance_core::hazard::{Access, Direction, Range, Table};
+use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream, CU_STREAM_PER_THREAD};
-use seedance_trace::{Event, HostAccess, HostHazard, MemoryRange};
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -38,15 +41,6 @@ static BOX_LO: AtomicU64 = AtomicU64::new(u64::MAX);
 static BOX_HI: AtomicU64 = AtomicU64::new(0);
 /// Set while the table holds pending accesses.
 static PENDING: AtomicBool = AtomicBool::new(false);
-/// The shim's own events, one per context (context handle, event).
-static EVENTS: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
-/// Most contexts with an event of the shim's.
-const MAX_EVENTS: usize = 16;
-/// Pairs of call sites already explained.
-type SiteKey = (&'static str, Direction, &'static str, Direction);
-static SEEN: Lazy<Mutex<HashSet<SiteKey>>> = Lazy::new(|| Mutex::new(HashSet::new()));
-/// `CU_EVENT_DISABLE_TIMING` (cuda.h).
-const DISABLE_TIMING: u32 = 2;
 
 /// The accesses of one copy: its host side, or both sides of a unified copy.
 type Sides = [Option<Access>; 2];
@@ -57,8 +51,11 @@ thread_local! {
     static NEXT: RefCell<Sides> = const { RefCell::new([None, None]) };
 }
 
+/// Whether lifetime tracking is on: the same switch as `crate::faults::lifetime::on` (one
+/// relaxed load of the configuration word).
+#[inline(always)]
 fn on() -> bool {
-    crate::faults::lifetime::on()
+    session::switches_now() & session::sw::LIFETIME != 0
 }
 
 fn fix() -> bool {
@@ -165,7 +162,7 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
     }
     NEXT.with(|n| *n.borrow_mut() = next);
     for h in hazards {
-        let repaired = if fix() { order(&h) } else { None };
+        let repaired = if fix() { order(&h, &TABLE) } else { None };
         report(&h, repaired);
     }
 }
@@ -276,102 +273,6 @@ pub fn ok_copy(a: u64, b: u64) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The repair.
-
-/// The shim's event in context `ctx`, made on first use.
-fn own_event(ctx: u64) -> Option<CUevent> {
-    let mut ev = EVENTS.lock();
-    if let Some(&(_, e)) = ev.iter().find(|(c, _)| *c == ctx) {
-        return Some(e as CUevent);
-    }
-    if ev.len() >= MAX_EVENTS {
-        return None;
-    }
-    let e = query::with_context(ctx as usize, || query::event_create(DISABLE_TIMING))
-        .ok()?
-        .ok()?;
-    ev.push((ctx, e as usize));
-    Some(e)
-}
-
-/// The stream argument that names `a`'s stream from the calling thread, for the plain
-/// (legacy-default-stream) entry points; `None` for another thread's per-thread default
-/// stream, which cannot be named.
-fn stream_arg(a: &Access) -> Option<CUstream> {
-    match key_kind(a.key) {
-        KeyKind::Stream(h) => Some(h as CUstream),
-        KeyKind::Legacy(_) => Some(std::ptr::null_mut()),
-        KeyKind::PerThread(_) => {
-            (a.tid == platform::thread_id()).then_some(CU_STREAM_PER_THREAD as CUstream)
-        }
-    }
-}
-
-/// Orders `h.second` after `h.first`: the shim's event recorded on the first stream, the
-/// second stream made to wait for it. `Some(what was done)` on success.
-fn order(h: &Hazard) -> Option<String> {
-    let (a, b) = (&h.first, &h.second);
-    let first = stream_arg(a)?;
-    let second = stream_arg(b)?;
-    let ev = own_event(a.ctx)?;
-    query::with_context(a.ctx as usize, || query::event_record(ev, first))
-        .ok()?
-        .ok()?;
-    query::stream_wait_event(second, ev).ok()?;
-    TABLE.lock().order(b.key, b.tid, a.key, a.tid);
-    crate::faults::lifetime::count_repair("order_pinned_copies");
-    Some(format!(
-        "the shim recorded its own event on {} and made {} wait for it before the second copy",
-        a.describe_stream(),
-        b.describe_stream()
-    ))
-}
-
-fn trace_access(a: &Access, lo: u64) -> HostAccess {
-    let (stream, default_stream) = match key_kind(a.key) {
-        KeyKind::Stream(h) => (Some(format!("{h:#x}")), None),
-        KeyKind::Legacy(_) => (None, Some("legacy".to_string())),
-        KeyKind::PerThread(_) => (None, Some("per_thread".to_string())),
-    };
-    HostAccess {
-        function: a.function.to_string(),
-        stream,
-        default_stream,
-        tid: a.tid,
-        access: a.dir.as_str().to_string(),
-        offset: a.addr - lo,
-        bytes: a.bytes,
-    }
-}
-
-fn report(h: &Hazard, repaired: Option<String>) {
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < 4096 && seen.insert(h.site_key())
-    };
-    if !first {
-        return;
-    }
-    let explanation = explain_hazard(h, repaired.as_deref());
-    session::say(&format!("{}: {}", h.second.function, explanation));
-    session::emit(Event::HostHazard(HostHazard {
-        function: h.second.function.to_string(),
-        kind: "pinned_copy_race".to_string(),
-        range: MemoryRange {
-            address: format!("{:#x}", h.range.lo),
-            bytes: h.range.bytes,
-        },
-        made_by: h.range.made_by.to_string(),
-        first: trace_access(&h.first, h.range.lo),
-        second: trace_access(&h.second, h.range.lo),
-        repaired: repaired.is_some(),
-        repair: repaired.is_some().then(|| "event_wait".to_string()),
-        explanation,
-        backtrace: None,
-    }));
-}
-
-// ---------------------------------------------------------------------------------------
 // Completion and ordering.
 
 /// Runs `f` on the table when accesses are pending (one relaxed load otherwise).
@@ -422,7 +323,7 @@ pub fn context_completed(ctx: u64) {
 /// The context `ctx` ended: the shim's event in it died with it.
 pub fn context_ended(ctx: u64) {
     context_completed(ctx);
-    EVENTS.lock().retain(|(c, _)| *c != ctx);
+    order::context_ended(ctx);
 }
 
 /// `cuEventRecord(_ptsz)` succeeded.
@@ -459,87 +360,6 @@ pub fn event_completed(event: CUevent) {
 #[inline(always)]
 pub fn report_writes() {
     if crate::faults::hostguard::pending_report() {
-        cold(report_write);
+        cold(|| report_write(&TABLE));
     }
-}
-
-fn report_write() {
-    let Some(w) = crate::faults::hostguard::take() else {
-        return;
-    };
-    let function = HookId::ALL.get(w.function).map_or("?", |h| h.name());
-    let range = TABLE.lock().pinned_at(w.src).cloned();
-    let (lo, bytes, made_by) = range
-        .as_ref()
-        .map_or((w.src, w.bytes, "?"), |r| (r.lo, r.bytes, r.made_by));
-    let copy = Access {
-        function,
-        key: w.key,
-        stream: 0,
-        per_thread: false,
-        ctx: 0,
-        tid: w.copy_tid,
-        dir: Direction::Read,
-        addr: w.src,
-        bytes: w.bytes,
-        range_lo: lo,
-        seq: 0,
-    };
-    let what = if w.waited {
-        "; fix mode: the write waited until the copy completed (cuStreamSynchronize), so the \
-         copy sent the bytes from before it"
-    } else {
-        ""
-    };
-    let explanation = format!(
-        "host write into pinned memory at {:#x} (byte {} of pinned range {lo:#x}, {}, made \
-         by {made_by}) by thread {} while {function} on {} (thread {}) still reads bytes \
-         {}..{} of that range: the copy may send the new bytes instead of the ones it was \
-         given; fix: write the buffer only after the copy completed (cuStreamSynchronize, or \
-         an event recorded after the copy and synchronised), or copy from another buffer{what}",
-        w.addr,
-        w.addr - lo,
-        seedance_core::alloc::short(bytes),
-        w.tid,
-        copy.describe_stream(),
-        w.copy_tid,
-        w.src - lo,
-        w.src - lo + w.bytes,
-    );
-    let mut text = format!("host write: {explanation}");
-    if w.more > 0 {
-        text.push_str(&format!(" ({} more writes caught)", w.more));
-    }
-    text.push_str("; the writing thread's stack:");
-    for f in &w.frames {
-        text.push_str("\n    ");
-        text.push_str(f);
-    }
-    session::say(&text);
-    if w.waited {
-        crate::faults::lifetime::count_repair("wait_before_host_write");
-    }
-    session::emit(Event::HostHazard(HostHazard {
-        function: "host write".to_string(),
-        kind: "host_write_race".to_string(),
-        range: MemoryRange {
-            address: format!("{lo:#x}"),
-            bytes,
-        },
-        made_by: made_by.to_string(),
-        first: trace_access(&copy, lo),
-        second: HostAccess {
-            function: "host write".to_string(),
-            stream: None,
-            default_stream: None,
-            tid: w.tid,
-            access: "write".to_string(),
-            offset: w.addr - lo,
-            bytes: 1,
-        },
-        repaired: w.waited,
-        repair: w.waited.then(|| "wait_before_host_write".to_string()),
-        explanation,
-        backtrace: Some(w.frames),
-    }));
 }

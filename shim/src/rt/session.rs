@@ -725,7 +725,7 @@ fn build_summary(st: &State, dropped: u64) -> ExitSummary {
         *stats.errors_by_result.entry(key).or_insert(0) += n;
     }
     let mut repairs = crate::faults::devices::repairs();
-    repairs.extend(crate::faults::lifetime::repairs());
+    repairs.extend(crate::faults::lifetime::report::repairs());
     let mut summary = ExitSummary {
         duration_ns: seedance_trace::writer::now_ns().saturating_sub(st.start_ns),
         functions,

@@ -1,5 +1,9 @@
-//! Context hooks: creation, destroy, primary retain/release/reset, current, synchronize.
+//! Context hooks: creation, destroy, primary retain/release/reset, current, synchronize;
+//! and a context's end: the work it would abandon (explained, and in `fix` mode
+//! synchronised first) and what dies with it.
 
+use super::dead::{explain_current, explain_dead};
+use super::report::{report, Finding};
 use super::*;
 
 fn created_context(id: HookId, pctx: *mut CUcontext) {
@@ -11,6 +15,137 @@ fn created_context(id: HookId, pctx: *mut CUcontext) {
     let mut t = TRACKER.lock();
     let s = site(&mut t, id);
     t.context_created(handle, device, s);
+}
+
+/// The pending work of context `cid` that the driver confirms is still running.
+fn running_in_context(cid: u32) -> Vec<Pending> {
+    let shards = work::shards();
+    let pending = {
+        let mut t = TRACKER.lock();
+        learn_keys(&mut t, &shards);
+        t.pending(&shards, |k| t.key_owner(k) == Some(cid))
+    };
+    pending.into_iter().filter(still_running).collect()
+}
+
+/// Retires every key of context `cid` (after it was synchronised or ended).
+fn retire_context(t: &mut Tracker, cid: u32) {
+    let shards = work::shards();
+    t.retire_context(&shards, cid);
+}
+
+/// Before a destroy, reset or last release of context `handle`: explains work it would
+/// abandon and, in `fix` mode, synchronises the context first.
+fn before_end(id: HookId, how: EndKind, handle: u64) {
+    let Some(ctx) = TRACKER.lock().live_context(handle).cloned() else {
+        return;
+    };
+    super::stray::at_context_end(ctx.device);
+    let running = running_in_context(ctx.id);
+    if running.is_empty() {
+        return;
+    }
+    let total = sum(&running);
+    let repaired = fix()
+        && query::with_context(handle as usize, query::ctx_synchronize).is_ok_and(|r| r.is_ok());
+    let mut t = TRACKER.lock();
+    let streams: Vec<StreamWork> = running.iter().map(|p| stream_work(&t, p)).collect();
+    let explanation = explain_pending_at_end(how, &ctx, &streams, repaired);
+    if repaired {
+        retire_context(&mut t, ctx.id);
+    } else {
+        ABANDONED.with(|a| *a.borrow_mut() = Some((ctx.id, total)));
+    }
+    drop(t);
+    let synced = if repaired { vec![hex(handle)] } else { vec![] };
+    report(Finding {
+        id,
+        kind: "pending_work_at_destroy",
+        result: None,
+        ctx: Some(&ctx),
+        handle: None,
+        streams,
+        range: None,
+        repair: repaired.then_some(("synchronize_before_destroy", synced)),
+        explanation,
+    });
+}
+
+/// After a successful destroy, reset or last release of context `handle`: it, its streams,
+/// events and pinned memory are dead, and so are the device allocations the driver no
+/// longer knows.
+fn after_end(id: HookId, how: EndKind, handle: u64) {
+    let Some(cid) = TRACKER.lock().live_context(handle).map(|c| c.id) else {
+        return;
+    };
+    let lost = ABANDONED
+        .with(|a| a.borrow_mut().take())
+        .filter(|(c, _)| *c == cid)
+        .map(|(_, n)| n)
+        .unwrap_or_default();
+    // The driver released the context's allocations: they are the tracked addresses it
+    // no longer knows, among those made while this context was current (and those made
+    // with no context known, which are filed under their context now).
+    let died = owned_allocations_that_died(handle);
+    for &(addr, bytes) in &died {
+        alloc::forget_pointer(addr);
+        if DEAD.insert(addr, bytes, None) {
+            session::set_switch(session::sw::ANY_DEAD);
+        }
+    }
+    crate::faults::hazard::context_ended(handle);
+    let mut t = TRACKER.lock();
+    let s = site(&mut t, id);
+    retire_context(&mut t, cid);
+    t.context_ended(cid, how, s, lost, &died);
+}
+
+/// The tracked allocations filed under context `handle` (and under no context) that the
+/// driver no longer knows, as (address, bytes): the cost is what the context owned, not
+/// what the process holds (docs/performance.md, "Context create and destroy").
+fn owned_allocations_that_died(handle: u64) -> Vec<(u64, u64)> {
+    let shards = work::shards();
+    let (mine, unknown) = {
+        let mut index = OWNERS.lock();
+        index.drain(shards.iter().map(|s| s.allocs()), &still_live);
+        (index.take(handle), index.take(0))
+    };
+    let mut died = Vec::new();
+    let mut refile = Vec::new();
+    for (addr, from_unknown) in mine
+        .into_iter()
+        .map(|a| (a, false))
+        .chain(unknown.into_iter().map(|a| (a, true)))
+    {
+        let Some(e) = alloc::live_pointer(addr) else {
+            continue;
+        };
+        match query::pointer_context(addr) {
+            // Alive in another context (made there with a context the shim did not see
+            // made current, or an address handed out again): filed under that one.
+            Ok(c) if from_unknown || c as u64 != handle => refile.push((c as u64, addr)),
+            Ok(_) => {}
+            // The driver cannot be asked: kept as live, under no context.
+            Err(CUresult::CUDA_ERROR_NOT_FOUND) => refile.push((0, addr)),
+            Err(_) => died.push((addr, e.bytes)),
+        }
+    }
+    if !refile.is_empty() {
+        let mut index = OWNERS.lock();
+        for (c, addr) in refile {
+            index.file(c, addr, &still_live);
+        }
+    }
+    died.sort_unstable();
+    died.dedup();
+    died
+}
+
+/// Records the calling thread's current context as the driver has it now.
+fn refresh_current() {
+    if let Ok(c) = query::ctx_get_current() {
+        work::set_current_context(c);
+    }
 }
 
 /// After a successful `cuCtxCreate_v2`, `_v3` or `_v4`.

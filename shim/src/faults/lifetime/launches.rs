@@ -1,5 +1,6 @@
 //! Launch and copy hooks: the per-thread pending-work counts (the hot path).
 
+use super::dead::explain_stream;
 use super::*;
 
 /// Counts a `cuLaunchKernel(_ptsz)` or `cuLaunchCooperativeKernel(_ptsz)` call and, when it

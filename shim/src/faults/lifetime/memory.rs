@@ -1,5 +1,7 @@
 //! Memory hooks: device frees of dead memory, pinned allocation, registration and release.
 
+use super::dead::{explain_current, explain_dead, skip_dead};
+use super::report::{report, Finding};
 use super::*;
 
 /// A new device allocation at `addr`: if the driver handed out an address that died with

@@ -325,7 +325,7 @@ pub unsafe fn pre_primary_retain(
                     // SAFETY: the driver wrote *pctx on success.
                     unsafe { super::contexts::ok_primary_retain(id, pctx, target) };
                     report(&uses, device, "redirected", Some(k));
-                    *REPAIRS.lock().entry("stray_context_redirect").or_insert(0) += 1;
+                    super::report::count_repair("stray_context_redirect");
                 }
                 Some(r)
             }

@@ -1,5 +1,6 @@
 //! Stream and event hooks: create, destroy, synchronize, record, wait.
 
+use super::dead::{explain_dead, explain_event, explain_stream, refuse_dead, skip_dead};
 use super::*;
 
 fn created_stream(id: HookId, ph: *mut CUstream, flags: c_uint) {
