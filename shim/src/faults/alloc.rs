@@ -1,4 +1,4 @@
-//! Allocation faults (issue 4): a failed `cuMemAlloc_v2`, `cuMemAllocPitch_v2`,
+//! Allocation faults (docs/reliability.md): a failed `cuMemAlloc_v2`, `cuMemAllocPitch_v2`,
 //! `cuMemAllocAsync(_ptsz)`, `cuMemAllocManaged`, `cuMemHostAlloc` or `cuMemCreate` is
 //! explained: a zero size, a size larger than the device (shown signed too: a negative size
 //! that wrapped), a `cuMemCreate` size off the granularity, or, for

@@ -118,6 +118,7 @@ pub fn pinned_removed(lo: u64) {
 // ---------------------------------------------------------------------------------------
 // Copies.
 
+#[inline]
 fn is_per_thread(id: HookId) -> bool {
     id.name().ends_with("_ptsz")
 }

@@ -1,15 +1,19 @@
-//! Context lifetime and asynchronous safety (issue 5): destroy or reset with work still
-//! pending, handles used after their context ended, and pinned (or stream-ordered device)
-//! memory freed while copies still use it.
+//! Context lifetime and asynchronous safety (docs/reliability.md): destroy or reset with
+//! work still pending, handles used after their context ended, and pinned (or
+//! stream-ordered device) memory freed while copies still use it.
 //!
-//! The hooks here are the `pre(..)`, `fault(..)` and `ok(..)` clauses of the hook table.
+//! The hooks here are the `pre(..)`, `fault(..)`, `ok(..)` and `count(..)` clauses of the hook
+//! table (`shim/src/hooks.rs`), by submodule: [`contexts`], [`streams`] (and events),
+//! [`memory`], [`launches`] (and copies), [`stray`]; [`dead`] explains a use after destroy,
+//! [`report`] reports a finding once, [`exit`] the calls after deinitialisation and the exit
+//! report.
 //! Decisions and records live in `seedance_core::lifetime` (a [`Tracker`] behind a mutex)
 //! and `seedance_core::work` (lock-free per-thread counts of launches, copies and other
 //! stream operations).
 //!
 //! Cost on the success path:
 //!
-//! * a launch: one thread-local access and a bump of a per-thread counter (`ok_launch_*`);
+//! * a launch: one thread-local access and a bump of a per-thread counter ([`launches::count_launch`]);
 //! * an asynchronous copy: the same plus one record in a per-thread ring;
 //! * `cuMemAlloc`/`cuMemFree`: one relaxed load, until some context has ended with
 //!   allocations in it (then a lock-free look-up in a table of dead addresses);
@@ -144,6 +148,7 @@ unsafe fn written<T: Copy + Default>(p: *mut T) -> T {
     }
 }
 
+#[inline]
 fn is_per_thread(id: HookId) -> bool {
     id.name().ends_with("_ptsz")
 }

@@ -42,7 +42,9 @@ macro_rules! ids {
             /// Every id, in counter order.
             pub const ALL: &'static [HookId] = &[$(HookId::$sym,)* $(HookId::$csym,)* $(HookId::$usym,)*];
 
-            /// The exported symbol name (`cuMemAlloc_v2`).
+            /// The exported symbol name (`cuMemAlloc_v2`). Inlined: with a constant id (every
+            /// wrapper's) the name, and tests on it such as `ends_with("_ptsz")`, fold away.
+            #[inline]
             pub fn name(self) -> &'static str {
                 match self {
                     $(HookId::$sym => stringify!($sym),)*
