@@ -19,13 +19,13 @@ use crate::hooks::HookId;
 use crate::{driver::query, driver::topo, rt::session};
 use libc::c_int;
 use once_cell::sync::Lazy;
-use parking_lot::Mutex;
+use seedance_core::once::ExplainOnce;
 use seedance_core::fallback::{Candidate, OrdinalMap, Unusable};
 use seedance_core::probe::{self, Entry, Last, Question, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
 use seedance_trace::{DeviceFallback, DeviceFault, Event};
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The device argument of a call: an ordinal (`cuDeviceGet`, `cudaSetDevice`) or a
@@ -66,7 +66,7 @@ impl Fault {
 
 static MAP: Lazy<OrdinalMap> = Lazy::new(OrdinalMap::new);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
-static SEEN: Lazy<Mutex<BTreeSet<(usize, i32, u32)>>> = Lazy::new(|| Mutex::new(BTreeSet::new()));
+static SEEN: ExplainOnce<(usize, i32, u32)> = ExplainOnce::unbounded();
 /// Failed requests taken as questions, calls by [`HookId`] and kind ([`Question::index`]):
 /// atomics, so that counting one takes no lock.
 static QUESTIONS: [[AtomicU64; Question::ALL.len()]; HookId::ALL.len()] =
@@ -186,7 +186,7 @@ fn handle(
         Fault::Unavailable => topo::explain_unavailable(requested, topology),
         Fault::ContextOutOfMemory => topo::explain_oom(requested, topology),
     };
-    let first = SEEN.lock().insert((id as usize, requested, r.0));
+    let first = SEEN.first((id as usize, requested, r.0));
     if first {
         let code_name = result_name(id, r);
         session::say(&format!(
@@ -280,7 +280,7 @@ fn announce(
     );
     session::say_once(&format!("fallback:{requested}:{chosen}"), &text);
     let key = (usize::MAX - id as usize, requested, chosen as u32);
-    if SEEN.lock().insert(key) {
+    if SEEN.first(key) {
         session::emit(Event::DeviceFallback(DeviceFallback {
             function: id.name().to_string(),
             requested_ordinal: requested,

@@ -19,8 +19,7 @@ use crate::driver::driverlog;
 use crate::hooks::HookId;
 use crate::{driver::query, faults::lifetime, rt::session};
 use libc::{c_uint, c_void};
-use once_cell::sync::Lazy;
-use parking_lot::Mutex;
+use seedance_core::once::ExplainOnce;
 use seedance_core::launch::{
     check_context, check_launch, ContextFacts, DeviceLimits, FuncLimits, LaunchCheck,
     LaunchFinding, LaunchRequest, StreamState,
@@ -30,7 +29,6 @@ use seedance_cuda::{
     attr, func_attr, launch_attr, CUdevice, CUfunction, CUlaunchConfig, CUresult, CUstream,
 };
 use seedance_trace::{Event, LaunchFault};
-use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
 
@@ -49,8 +47,7 @@ const MAX_SEEN: usize = 4096;
 const MAX_ATTRS: usize = 64;
 
 static LIMITS: [OnceLock<DeviceLimits>; MAX_CACHED] = [const { OnceLock::new() }; MAX_CACHED];
-static SEEN: Lazy<Mutex<HashSet<(usize, LaunchCheck, u64)>>> =
-    Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<(usize, LaunchCheck, u64)> = ExplainOnce::bounded(MAX_SEEN);
 
 /// One launch as the program made it.
 struct Launch {
@@ -273,11 +270,7 @@ fn report(
 ) {
     session::tally_error(id, r);
     let key = (id as usize, finding.check, finding.requested.unwrap_or(0));
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < MAX_SEEN && seen.insert(key)
-    };
-    if !first {
+    if !SEEN.first(key) {
         return;
     }
     let name = r.name();

@@ -35,6 +35,7 @@ use crate::{driver::query, driver::topo, faults::alloc, platform, rt::session};
 use libc::{c_int, c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
+use seedance_core::once::ExplainOnce;
 use seedance_core::lifetime::{
     describe_end, exit_paragraph, explain_dead_handle, explain_dead_handle_not_forwarded,
     explain_device_in_use, explain_pending_at_end, explain_pinned_in_use, Context, EndKind,
@@ -78,7 +79,7 @@ fn still_live(addr: u64) -> bool {
 /// A fault as explained once: (function, kind, context id).
 type FaultKey = (usize, &'static str, u32);
 /// Faults already explained.
-static SEEN: Lazy<Mutex<HashSet<FaultKey>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<FaultKey> = ExplainOnce::bounded(MAX_SEEN);
 /// Most distinct faults remembered.
 const MAX_SEEN: usize = 4096;
 /// Repairs made, by kind.
@@ -211,11 +212,7 @@ fn report(f: Finding<'_>) {
         *REPAIRS.lock().entry(kind).or_insert(0) += 1;
     }
     let key = (f.id as usize, f.kind, f.ctx.map_or(u32::MAX, |c| c.id));
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < MAX_SEEN && seen.insert(key)
-    };
-    if !first {
+    if !SEEN.first(key) {
         return;
     }
     let line = match f.result {
