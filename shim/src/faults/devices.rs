@@ -1,5 +1,5 @@
 //! Device faults: explain a request for a device the process cannot have and, in `fix`
-//! mode, send it to the next available device (issue 3).
+//! mode, send it to the next available device (docs/reliability.md).
 //!
 //! The wrappers of `cuDeviceGet`, `cudaSetDevice`, `cuDevicePrimaryCtxRetain` and
 //! `cuCtxCreate_v2/_v3/_v4` forward first and come here only after a failure, so a healthy
@@ -20,7 +20,9 @@ use crate::{driver::query, driver::topo, rt::session};
 use libc::c_int;
 use once_cell::sync::Lazy;
 use seedance_core::once::ExplainOnce;
-use seedance_core::fallback::{Candidate, OrdinalMap, Unusable};
+use seedance_core::fallback::{
+    self, Candidate, DeviceFacts, Fallback, Fault, OrdinalMap, Request, Unusable,
+};
 use seedance_core::probe::{self, Entry, Last, Question, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
 use seedance_trace::{DeviceFallback, DeviceFault, Event};
@@ -43,23 +45,6 @@ impl Target {
     pub fn value(self) -> i32 {
         match self {
             Target::Ordinal(v) | Target::Handle(v) => v,
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Fault {
-    InvalidOrdinal,
-    Unavailable,
-    ContextOutOfMemory,
-}
-
-impl Fault {
-    fn name(self) -> &'static str {
-        match self {
-            Fault::InvalidOrdinal => "invalid_ordinal",
-            Fault::Unavailable => "device_unavailable",
-            Fault::ContextOutOfMemory => "context_out_of_memory",
         }
     }
 }
@@ -122,15 +107,6 @@ fn creates_context(id: HookId) -> bool {
     )
 }
 
-fn classify(id: HookId, r: CUresult) -> Option<Fault> {
-    match r.0 {
-        101 => Some(Fault::InvalidOrdinal),
-        46 => Some(Fault::Unavailable),
-        2 if creates_context(id) => Some(Fault::ContextOutOfMemory),
-        _ => None,
-    }
-}
-
 /// Explains a failed device-taking call and, in `fix` mode, repeats it on another device
 /// through `retry`. Returns the result the caller should get, or `None` when the failure is
 /// not a device fault (the caller then reports it as a plain failure).
@@ -140,7 +116,7 @@ pub fn on_failure(
     target: Target,
     retry: &mut dyn FnMut(Target) -> CUresult,
 ) -> Option<CUresult> {
-    let fault = classify(id, r)?;
+    let fault = Fault::classify(r.0, creates_context(id))?;
     // Not for cudaSetDevice: its retry goes through the runtime, whose own driver calls
     // must reach the wrappers' work as any other.
     let _inside = if id == HookId::cudaSetDevice {
@@ -200,7 +176,7 @@ fn handle(
             requested_ordinal: requested,
             result: r.0,
             result_name: code_name.map(str::to_string),
-            fault: fault.name().to_string(),
+            fault: fault.as_str().to_string(),
             visible_devices: topology.devices.len() as u32,
             explanation: explanation.clone(),
         }));
@@ -209,39 +185,38 @@ fn handle(
     if w & session::sw::FIX == 0 || w & session::sw::FALLBACK == 0 {
         return r;
     }
-    if fault != Fault::InvalidOrdinal {
-        MAP.mark_refused(requested, r.0);
-    }
+    let req = Request {
+        requested,
+        code: r.0,
+        fault,
+        creates_context: creates_context(id),
+    };
     let candidates = topo::candidates(topology);
-    for _ in 0..candidates.len().max(1) {
-        let Some(chosen) = MAP.resolve(requested, &candidates) else {
+    let outcome = MAP.fall_back(&req, &candidates, |chosen| {
+        let new_target = match target {
+            Target::Ordinal(_) => Target::Ordinal(chosen),
+            Target::Handle(_) => Target::Handle(query::device_handle(chosen)?),
+        };
+        let r2 = retry(new_target);
+        Some((r2, r2.0))
+    });
+    match outcome {
+        Fallback::Repaired { chosen, result } => {
+            announce(id, requested, chosen, fault, topology);
+            result
+        }
+        Fallback::Failed { result, .. } => result,
+        Fallback::NoDevice => {
             session::say_once(
                 &format!("nofallback:{requested}"),
                 &format!(
                     "fix: no other device can take ordinal {requested}'s work; returning the original error"
                 ),
             );
-            return r;
-        };
-        let new_target = match target {
-            Target::Ordinal(_) => Target::Ordinal(chosen),
-            Target::Handle(_) => match query::device_handle(chosen) {
-                Some(h) => Target::Handle(h),
-                None => return r,
-            },
-        };
-        let r2 = retry(new_target);
-        if r2.is_success() {
-            announce(id, requested, chosen, fault, topology);
-            return r2;
+            r
         }
-        if creates_context(id) && matches!(r2.0, 46 | 2) {
-            MAP.mark_refused(chosen, r2.0);
-            continue;
-        }
-        return r2;
+        Fallback::GaveUp => r,
     }
-    r
 }
 
 /// The name of `r` as the caller knows it: `cudaError_t` names for the runtime's
@@ -256,14 +231,6 @@ fn result_name(id: HookId, r: CUresult) -> Option<&'static str> {
     }
 }
 
-fn reason_text(fault: Fault, requested: i32) -> String {
-    match fault {
-        Fault::InvalidOrdinal => format!("ordinal {requested} is not visible"),
-        Fault::Unavailable => format!("ordinal {requested} is unavailable"),
-        Fault::ContextOutOfMemory => format!("ordinal {requested} has no memory for a context"),
-    }
-}
-
 fn announce(
     id: HookId,
     requested: i32,
@@ -272,7 +239,7 @@ fn announce(
     topology: &seedance_topology::Topology,
 ) {
     FALLBACKS.fetch_add(1, Ordering::Relaxed);
-    let reason = reason_text(fault, requested);
+    let reason = fault.reason(requested);
     let text = format!(
         "{}: {}",
         id.name(),
@@ -330,32 +297,26 @@ pub fn fallbacks() -> BTreeMap<String, i32> {
         .collect()
 }
 
-/// Marks unusable devices for the fallback choice, from the topology and configuration.
+/// Why the visible device `d` cannot take work ([`fallback::unusable`] decides), from the
+/// topology's facts about it; `excluded`: it matches `SEEDANCE_EXCLUDE_DEVICES`.
 pub fn unusable(
     d: &seedance_topology::VisibleDevice,
     excluded: bool,
     min_free: Option<u64>,
 ) -> Option<Unusable> {
     use seedance_topology::ComputeMode;
-    if excluded {
-        return Some(Unusable::Excluded);
-    }
-    match d.compute_mode {
-        ComputeMode::Prohibited => return Some(Unusable::Prohibited),
-        ComputeMode::ExclusiveProcess if d.busy_processes.unwrap_or(0) > 0 => {
-            return Some(Unusable::Busy)
-        }
-        _ => {}
-    }
-    if let (Some(min), Some(free)) = (min_free, d.free_mem_bytes) {
-        if free < min {
-            return Some(Unusable::LowFreeMemory { free, min });
-        }
-    }
-    None
+    let facts = DeviceFacts {
+        ordinal: d.ordinal,
+        excluded,
+        prohibited: d.compute_mode == ComputeMode::Prohibited,
+        exclusive_process: d.compute_mode == ComputeMode::ExclusiveProcess,
+        busy_processes: d.busy_processes,
+        free_mem_bytes: d.free_mem_bytes,
+    };
+    fallback::unusable(&facts, min_free)
 }
 
-/// Candidates for [`OrdinalMap::resolve`], one per visible ordinal.
+/// Candidates for [`OrdinalMap::fall_back`], one per visible ordinal.
 pub fn to_candidates(devs: impl Iterator<Item = (i32, Option<Unusable>)>) -> Vec<Candidate> {
     devs.map(|(ordinal, unusable)| Candidate { ordinal, unusable })
         .collect()

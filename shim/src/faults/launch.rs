@@ -1,4 +1,4 @@
-//! Launch faults (issue 4): a failed `cuLaunchKernel`, `cuLaunchKernelEx` or
+//! Launch faults: a failed `cuLaunchKernel`, `cuLaunchKernelEx` or
 //! `cuLaunchCooperativeKernel` (and their `_ptsz` variants) is explained with the limit it
 //! broke, the value asked for and the fix.
 //!
