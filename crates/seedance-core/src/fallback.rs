@@ -479,32 +479,17 @@ mod tests {
 
     #[test]
     fn classify_names_and_reasons() {
-        assert_eq!(
-            Fault::classify(101, false),
-            Some(Fault::InvalidOrdinal)
-        );
-        assert_eq!(
-            Fault::classify(46, false),
-            Some(Fault::Unavailable)
-        );
-        assert_eq!(
-            Fault::classify(2, true),
-            Some(Fault::ContextOutOfMemory)
-        );
+        assert_eq!(Fault::classify(101, false), Some(Fault::InvalidOrdinal));
+        assert_eq!(Fault::classify(46, false), Some(Fault::Unavailable));
+        assert_eq!(Fault::classify(2, true), Some(Fault::ContextOutOfMemory));
         // Out of memory outside context creation is not a device fault, nor is any other code.
         assert_eq!(Fault::classify(2, false), None);
         assert_eq!(Fault::classify(1, true), None);
         assert_eq!(Fault::classify(0, true), None);
         assert_eq!(Fault::InvalidOrdinal.as_str(), "invalid_ordinal");
         assert_eq!(Fault::Unavailable.as_str(), "device_unavailable");
-        assert_eq!(
-            Fault::ContextOutOfMemory.as_str(),
-            "context_out_of_memory"
-        );
-        assert_eq!(
-            Fault::InvalidOrdinal.reason(3),
-            "ordinal 3 is not visible"
-        );
+        assert_eq!(Fault::ContextOutOfMemory.as_str(), "context_out_of_memory");
+        assert_eq!(Fault::InvalidOrdinal.reason(3), "ordinal 3 is not visible");
         assert_eq!(Fault::Unavailable.reason(1), "ordinal 1 is unavailable");
         assert_eq!(
             Fault::ContextOutOfMemory.reason(0),

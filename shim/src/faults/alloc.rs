@@ -21,12 +21,12 @@ use crate::hooks::HookId;
 use crate::{driver::query, driver::topo, rt::session};
 use libc::{c_uint, c_void};
 use once_cell::sync::OnceCell;
-use seedance_core::once::ExplainOnce;
 use seedance_core::alloc::{
     check_request, explain_oom, signed, AllocCheck, AllocFinding, AllocKind, LiveOnDevice,
     OomFacts, OtherDevice,
 };
 use seedance_core::live::LiveTable;
+use seedance_core::once::ExplainOnce;
 use seedance_core::stray::{explain_holders, Holder};
 use seedance_core::Validate;
 use seedance_cuda::{

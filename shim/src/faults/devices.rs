@@ -19,10 +19,10 @@ use crate::hooks::HookId;
 use crate::{driver::query, driver::topo, rt::session};
 use libc::c_int;
 use once_cell::sync::Lazy;
-use seedance_core::once::ExplainOnce;
 use seedance_core::fallback::{
     self, Candidate, DeviceFacts, Fallback, Fault, OrdinalMap, Request, Unusable,
 };
+use seedance_core::once::ExplainOnce;
 use seedance_core::probe::{self, Entry, Last, Question, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
 use seedance_trace::{DeviceFallback, DeviceFault, Event};

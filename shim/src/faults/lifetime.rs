@@ -35,13 +35,13 @@ use crate::{driver::query, driver::topo, faults::alloc, platform, rt::session};
 use libc::{c_int, c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
-use seedance_core::once::ExplainOnce;
 use seedance_core::lifetime::{
     describe_end, exit_paragraph, explain_dead_handle, explain_dead_handle_not_forwarded,
     explain_device_in_use, explain_pending_at_end, explain_pinned_in_use, Context, EndKind,
     ExitFindings, HandleKind, Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
 use seedance_core::live::LiveTable;
+use seedance_core::once::ExplainOnce;
 use seedance_core::owners::Index;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
 use seedance_cuda::{
