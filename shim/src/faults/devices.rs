@@ -3,11 +3,13 @@
 //!
 //! The wrappers of `cuDeviceGet`, `cudaSetDevice`, `cuDevicePrimaryCtxRetain` and
 //! `cuCtxCreate_v2/_v3/_v4` forward first and come here only after a failure, so a healthy
-//! program pays nothing. Here the failure is classified (`CUDA_ERROR_INVALID_DEVICE` 101,
+//! program pays nothing. Here the facts are gathered and `seedance_core::fallback` decides:
+//! the failure is classified ([`Fault::classify`]: `CUDA_ERROR_INVALID_DEVICE` 101,
 //! `CUDA_ERROR_DEVICE_UNAVAILABLE` 46, and for context creation `CUDA_ERROR_OUT_OF_MEMORY`
-//! 2), explained with the topology, and in `fix` mode repeated on the device that
-//! `seedance_core::fallback` chooses. The choice is remembered per requested ordinal, so
-//! every entry point and every thread agree.
+//! 2), explained with the topology, and in `fix` mode repeated by the core's retry loop
+//! ([`OrdinalMap::fall_back`]) on the devices it chooses among those usable
+//! ([`unusable`]). The choice is remembered per requested ordinal, so every entry point and
+//! every thread agree.
 //!
 //! Before any of that, `seedance_core::probe` decides whether the failure is a mistake or a
 //! question (a negative value, one no driver can report, the end of an enumeration): a

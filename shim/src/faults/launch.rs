@@ -8,7 +8,8 @@
 //! (`cuCtxGetDevice`), its limits (`cuDeviceGetAttribute`, read once per device and
 //! cached), the kernel's own limits (`cuFuncGetAttribute`) and, for a cooperative launch,
 //! its occupancy; or, when no usable context is current, for the context and stream state
-//! (`cuCtxGetCurrent`, `cuStreamGetCtx`). `seedance_core::launch` decides. The result is a
+//! (`cuCtxGetCurrent`, `cuStreamGetCtx`). `seedance_core::launch::diagnose` decides which
+//! of these facts it needs (`Facts` answers them) and what they mean. The result is a
 //! `launch_fault` event (instead of `call_failed`) and one stderr line per distinct fault.
 //!
 //! With `SEEDANCE_VALIDATE=pre` the same checks run before the call ([`pre_kernel`], ...),
