@@ -8,17 +8,15 @@ use super::{nvml, HANDLES, MAX_ATTRIBUTED, POINTERS};
 use crate::driver::driverlog;
 use crate::hooks::ids::HookId;
 use crate::{driver::query, driver::topo, rt::session};
-use once_cell::sync::Lazy;
-use parking_lot::Mutex;
 use seedance_core::alloc::{
     check_request, explain_oom, signed, AllocCheck, AllocFinding, AllocKind, LiveOnDevice,
     OomFacts, OtherDevice,
 };
+use seedance_core::once::ExplainOnce;
 use seedance_core::stray::{explain_holders, Holder};
 use seedance_core::Validate;
 use seedance_cuda::{CUdevice, CUmemAllocationProp, CUresult, CU_MEM_LOCATION_TYPE_DEVICE};
 use seedance_trace::{AllocFault, DeviceRoom, Event};
-use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
 
@@ -28,8 +26,7 @@ static TOTALS: [OnceLock<u64>; MAX_CACHED] = [const { OnceLock::new() }; MAX_CAC
 
 /// Most distinct faults remembered for the once-per-fault stderr line and event.
 const MAX_SEEN: usize = 4096;
-static SEEN: Lazy<Mutex<HashSet<(usize, AllocCheck, u64)>>> =
-    Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<(usize, AllocCheck, u64)> = ExplainOnce::bounded(MAX_SEEN);
 
 fn total_mem(dev: CUdevice) -> Option<u64> {
     let Some(cell) = usize::try_from(dev).ok().and_then(|i| TOTALS.get(i)) else {
@@ -246,8 +243,7 @@ fn report(
 /// Counts the failure; `true` the first time this (function, check, size) is seen.
 fn first_time(id: HookId, r: CUresult, check: AllocCheck, bytes: u64) -> bool {
     session::tally_error(id, r);
-    let mut seen = SEEN.lock();
-    seen.len() < MAX_SEEN && seen.insert((id as usize, check, bytes))
+    SEEN.first((id as usize, check, bytes))
 }
 
 #[cold]

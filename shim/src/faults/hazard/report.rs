@@ -4,16 +4,15 @@
 
 use crate::hooks::ids::HookId;
 use crate::rt::session;
-use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::hazard::{explain_hazard, Access, Direction, Hazard, Table};
+use seedance_core::once::ExplainOnce;
 use seedance_core::work::{key_kind, KeyKind};
 use seedance_trace::{Event, HostAccess, HostHazard, MemoryRange};
-use std::collections::HashSet;
 
 /// Pairs of call sites already explained.
 type SiteKey = (&'static str, Direction, &'static str, Direction);
-static SEEN: Lazy<Mutex<HashSet<SiteKey>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<SiteKey> = ExplainOnce::bounded(4096);
 
 fn trace_access(a: &Access, lo: u64) -> HostAccess {
     let (stream, default_stream) = match key_kind(a.key) {
@@ -33,11 +32,7 @@ fn trace_access(a: &Access, lo: u64) -> HostAccess {
 }
 
 pub(super) fn report(h: &Hazard, repaired: Option<String>) {
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < 4096 && seen.insert(h.site_key())
-    };
-    if !first {
+    if !SEEN.first(h.site_key()) {
         return;
     }
     let explanation = explain_hazard(h, repaired.as_deref());

@@ -4,19 +4,19 @@
 
 use crate::hooks::ids::HookId;
 use crate::rt::session;
-use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::lifetime::{Context, HandleKind, Site, StreamWork};
+use seedance_core::once::ExplainOnce;
 use seedance_cuda::CUresult;
 use seedance_trace::{
     ContextEnd, Event, LifetimeFault, LifetimeRepair, LifetimeSite, MemoryRange, StreamPending,
 };
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 /// A fault as explained once: (function, kind, context id).
 type FaultKey = (usize, &'static str, u32);
 /// Faults already explained.
-static SEEN: Lazy<Mutex<HashSet<FaultKey>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<FaultKey> = ExplainOnce::bounded(MAX_SEEN);
 /// Most distinct faults remembered.
 const MAX_SEEN: usize = 4096;
 /// Repairs made, by kind.
@@ -71,11 +71,7 @@ pub(super) fn report(f: Finding<'_>) {
         *REPAIRS.lock().entry(kind).or_insert(0) += 1;
     }
     let key = (f.id as usize, f.kind, f.ctx.map_or(u32::MAX, |c| c.id));
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < MAX_SEEN && seen.insert(key)
-    };
-    if !first {
+    if !SEEN.first(key) {
         return;
     }
     let line = match f.result {
