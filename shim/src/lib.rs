@@ -21,6 +21,7 @@
 // seedance-core, act), which calls `rt` (configuration, output, guard) and `driver` (real
 // symbols, the shim's own driver queries, driver log, NVML, topology); `platform` is the OS.
 mod driver;
+mod exit;
 mod faults;
 mod hooks;
 mod interpose;
@@ -40,8 +41,7 @@ mod rt;
 extern "C" fn seedance_fini() {
     // The session record is built on a thread started by the first cuInit; finish it now,
     // while the driver and NVML libraries have not yet run their own destructors.
-    rt::session::settle();
-    rt::session::settle_lifetimes();
+    exit::settle();
     extern "C" {
         fn __cxa_atexit(
             f: extern "C" fn(*mut libc::c_void),
@@ -50,7 +50,7 @@ extern "C" fn seedance_fini() {
         ) -> libc::c_int;
     }
     extern "C" fn last(_: *mut libc::c_void) {
-        let _ = std::panic::catch_unwind(rt::session::shutdown);
+        let _ = std::panic::catch_unwind(exit::shutdown);
     }
     // SAFETY: `last` is a valid handler for the whole process lifetime (this library is
     // never unloaded: preloaded objects cannot be dlclosed); a null DSO handle keeps

@@ -18,7 +18,7 @@
 use crate::driver::driverlog;
 use crate::faults::launch::pre_enabled;
 use crate::hooks::HookId;
-use crate::{driver::query, driver::topo, rt::session};
+use crate::{driver::query, driver::topo, rt::config, rt::output, rt::stderr};
 use libc::{c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
@@ -292,8 +292,8 @@ fn report(
     if let Some(m) = &driver_message {
         line.push_str(&format!(" [driver: {m}]"));
     }
-    session::say(&line);
-    session::emit(Event::AllocFault(AllocFault {
+    stderr::say(&line);
+    output::emit(Event::AllocFault(AllocFault {
         function: id.name().to_string(),
         result: r.0,
         result_name: name.map(str::to_string),
@@ -323,7 +323,7 @@ fn report(
 
 /// Counts the failure; `true` the first time this (function, check, size) is seen.
 fn first_time(id: HookId, r: CUresult, check: AllocCheck, bytes: u64) -> bool {
-    session::tally_error(id, r);
+    output::tally_error(id, r);
     let mut seen = SEEN.lock();
     seen.len() < MAX_SEEN && seen.insert((id as usize, check, bytes))
 }
@@ -331,7 +331,7 @@ fn first_time(id: HookId, r: CUresult, check: AllocCheck, bytes: u64) -> bool {
 #[cold]
 #[inline(never)]
 fn fault(id: HookId, r: CUresult, req: Request) -> bool {
-    if session::config().validate == Validate::Off || !matches!(r.0, 1 | 2) {
+    if config::get().validate == Validate::Off || !matches!(r.0, 1 | 2) {
         return false;
     }
     let Some(_inside) = crate::rt::guard::enter() else {

@@ -16,11 +16,11 @@
 //! `cuDeviceGetCount` is remembered ([`count_device_get`], [`count_device_count`]).
 
 use crate::hooks::HookId;
-use crate::{driver::query, driver::topo, rt::session};
+use crate::{driver::query, driver::topo, rt::config, rt::output, rt::stderr};
 use libc::c_int;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
-use seedance_core::fallback::{Candidate, OrdinalMap, Unusable};
+use seedance_core::fallback::{OrdinalMap, Unusable};
 use seedance_core::probe::{self, Entry, Last, Question, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
 use seedance_trace::{DeviceFallback, DeviceFault, Event};
@@ -92,7 +92,7 @@ fn set_last(l: Last) {
 /// The wrapper's arguments, as the program passed them.
 #[inline]
 pub unsafe fn count_device_get(id: HookId, r: CUresult, _device: *mut CUdevice, ordinal: c_int) {
-    session::count(id, r);
+    output::count(id, r);
     if r.is_success() {
         set_last(Last::Found(ordinal));
     }
@@ -105,7 +105,7 @@ pub unsafe fn count_device_get(id: HookId, r: CUresult, _device: *mut CUdevice, 
 /// `count` is the program's out-pointer, which the driver filled when `r` is success.
 #[inline]
 pub unsafe fn count_device_count(id: HookId, r: CUresult, count: *mut c_int) {
-    session::count(id, r);
+    output::count(id, r);
     if r.is_success() && !count.is_null() {
         // SAFETY: non-null, and the driver just wrote the count there.
         set_last(Last::Count(unsafe { count.read() }));
@@ -179,7 +179,7 @@ fn handle(
         QUESTIONS[id as usize][q.index()].fetch_add(1, Ordering::Relaxed);
         return r;
     }
-    session::tally_error(id, r);
+    output::tally_error(id, r);
     let topology = topo::get();
     let explanation = match fault {
         Fault::InvalidOrdinal => topo::explain_invalid(requested, topology),
@@ -189,13 +189,13 @@ fn handle(
     let first = SEEN.lock().insert((id as usize, requested, r.0));
     if first {
         let code_name = result_name(id, r);
-        session::say(&format!(
+        stderr::say(&format!(
             "{}: {} ({}): {explanation}",
             id.name(),
             code_name.unwrap_or("error"),
             r.0
         ));
-        session::emit(Event::DeviceFault(DeviceFault {
+        output::emit(Event::DeviceFault(DeviceFault {
             function: id.name().to_string(),
             requested_ordinal: requested,
             result: r.0,
@@ -205,17 +205,17 @@ fn handle(
             explanation: explanation.clone(),
         }));
     }
-    let w = session::switches();
-    if w & session::sw::FIX == 0 || w & session::sw::FALLBACK == 0 {
+    let w = config::switches();
+    if w & config::sw::FIX == 0 || w & config::sw::FALLBACK == 0 {
         return r;
     }
     if fault != Fault::InvalidOrdinal {
         MAP.mark_refused(requested, r.0);
     }
-    let candidates = topo::candidates(topology);
+    let candidates = topo::candidates(topology, unusable);
     for _ in 0..candidates.len().max(1) {
         let Some(chosen) = MAP.resolve(requested, &candidates) else {
-            session::say_once(
+            stderr::say_once(
                 &format!("nofallback:{requested}"),
                 &format!(
                     "fix: no other device can take ordinal {requested}'s work; returning the original error"
@@ -278,10 +278,10 @@ fn announce(
         id.name(),
         topo::explain_fallback(requested, chosen, &reason, topology)
     );
-    session::say_once(&format!("fallback:{requested}:{chosen}"), &text);
+    stderr::say_once(&format!("fallback:{requested}:{chosen}"), &text);
     let key = (usize::MAX - id as usize, requested, chosen as u32);
     if SEEN.lock().insert(key) {
-        session::emit(Event::DeviceFallback(DeviceFallback {
+        output::emit(Event::DeviceFallback(DeviceFallback {
             function: id.name().to_string(),
             requested_ordinal: requested,
             chosen_ordinal: chosen,
@@ -353,10 +353,4 @@ pub fn unusable(
         }
     }
     None
-}
-
-/// Candidates for [`OrdinalMap::resolve`], one per visible ordinal.
-pub fn to_candidates(devs: impl Iterator<Item = (i32, Option<Unusable>)>) -> Vec<Candidate> {
-    devs.map(|(ordinal, unusable)| Candidate { ordinal, unusable })
-        .collect()
 }

@@ -17,7 +17,7 @@
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
 use crate::hooks::HookId;
-use crate::{driver::query, platform, rt::session};
+use crate::{driver::query, platform, rt::config, rt::output, rt::stderr};
 use libc::c_void;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
@@ -62,7 +62,7 @@ fn on() -> bool {
 }
 
 fn fix() -> bool {
-    session::switches() & session::sw::FIX != 0
+    config::switches() & config::sw::FIX != 0
 }
 
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
@@ -355,8 +355,8 @@ fn report(h: &Hazard, repaired: Option<String>) {
         return;
     }
     let explanation = explain_hazard(h, repaired.as_deref());
-    session::say(&format!("{}: {}", h.second.function, explanation));
-    session::emit(Event::HostHazard(HostHazard {
+    stderr::say(&format!("{}: {}", h.second.function, explanation));
+    output::emit(Event::HostHazard(HostHazard {
         function: h.second.function.to_string(),
         kind: "pinned_copy_race".to_string(),
         range: MemoryRange {
@@ -517,11 +517,11 @@ fn report_write() {
         text.push_str("\n    ");
         text.push_str(f);
     }
-    session::say(&text);
+    stderr::say(&text);
     if w.waited {
         crate::faults::lifetime::count_repair("wait_before_host_write");
     }
-    session::emit(Event::HostHazard(HostHazard {
+    output::emit(Event::HostHazard(HostHazard {
         function: "host write".to_string(),
         kind: "host_write_race".to_string(),
         range: MemoryRange {

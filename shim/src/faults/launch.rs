@@ -17,7 +17,7 @@
 
 use crate::driver::driverlog;
 use crate::hooks::HookId;
-use crate::{driver::query, faults::lifetime, rt::session};
+use crate::{driver::query, faults::lifetime, rt::config, rt::output, rt::stderr};
 use libc::{c_uint, c_void};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
@@ -271,7 +271,7 @@ fn report(
     refused: bool,
     driver_message: Option<String>,
 ) {
-    session::tally_error(id, r);
+    output::tally_error(id, r);
     let key = (id as usize, finding.check, finding.requested.unwrap_or(0));
     let first = {
         let mut seen = SEEN.lock();
@@ -294,8 +294,8 @@ fn report(
     if let Some(m) = &driver_message {
         line.push_str(&format!(" [driver: {m}]"));
     }
-    session::say(&line);
-    session::emit(Event::LaunchFault(LaunchFault {
+    stderr::say(&line);
+    output::emit(Event::LaunchFault(LaunchFault {
         function: id.name().to_string(),
         result: r.0,
         result_name: name.map(str::to_string),
@@ -315,7 +315,7 @@ fn report(
 #[cold]
 #[inline(never)]
 fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
-    if session::config().validate == Validate::Off || !EXPLAINED.contains(&r.0) {
+    if config::get().validate == Validate::Off || !EXPLAINED.contains(&r.0) {
         return false;
     }
     let Some(l) = l else { return false };
@@ -350,7 +350,7 @@ fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
 /// once the configuration has been read.
 #[inline(always)]
 pub fn pre_enabled() -> bool {
-    session::switches() & session::sw::PRE != 0
+    config::switches() & config::sw::PRE != 0
 }
 
 #[cold]
@@ -471,7 +471,7 @@ pub unsafe fn fault_kernel_ex(
     _kernel_params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> bool {
-    if session::config().validate == Validate::Off || !EXPLAINED.contains(&r.0) {
+    if config::get().validate == Validate::Off || !EXPLAINED.contains(&r.0) {
         return false;
     }
     // SAFETY: the caller's config, under cuLaunchKernelEx's contract.

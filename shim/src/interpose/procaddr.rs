@@ -10,7 +10,7 @@
 
 use crate::hooks::{slots, swap_proc_address, HookId};
 use crate::rt::args::ArgVal;
-use crate::rt::session;
+use crate::rt::{config, output};
 use libc::{c_char, c_int, c_void};
 use parking_lot::Mutex;
 use seedance_cuda::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
@@ -89,13 +89,13 @@ unsafe fn after(
     flags: u64,
     status: Option<CUdriverProcAddressQueryResult>,
 ) {
-    if !session::active() {
+    if !config::active() {
         return;
     }
     LOOKUPS.fetch_add(1, Ordering::Relaxed);
     MAX_VERSION.fetch_max(version, Ordering::Relaxed);
     if r == CUresult::CUDA_ERROR_NOT_FOUND {
-        session::count(id, CUresult::CUDA_SUCCESS);
+        output::count(id, CUresult::CUDA_SUCCESS);
         let _ = std::panic::catch_unwind(|| {
             // SAFETY: a non-null symbol is a NUL-terminated string (cuGetProcAddress contract).
             let name = (!symbol.is_null()).then(|| unsafe { CStr::from_ptr(symbol) });
@@ -106,7 +106,7 @@ unsafe fn after(
         });
         return;
     }
-    session::count(id, r);
+    output::count(id, r);
     if r.0 != 0 {
         let name = if symbol.is_null() {
             ArgVal::P(0)
@@ -118,7 +118,7 @@ unsafe fn after(
                     .into_owned(),
             )
         };
-        session::failed(
+        output::failed(
             id,
             r,
             &[
@@ -129,7 +129,7 @@ unsafe fn after(
         );
         return;
     }
-    if symbol.is_null() || pfn.is_null() || !session::interposing() {
+    if symbol.is_null() || pfn.is_null() || !config::interposing() {
         return;
     }
     // SAFETY: caller guarantees pfn is valid; the driver just wrote it.
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
 ) -> CUresult {
     let real = slots::cuGetProcAddress.get();
     if real.is_null() {
-        return session::missing(HookId::cuGetProcAddress);
+        return crate::driver::missing::missing(HookId::cuGetProcAddress, |_| {});
     }
     // SAFETY: the slot holds the driver's cuGetProcAddress, 11.3 ABI.
     let f: ProcV1 = unsafe { std::mem::transmute::<*mut c_void, ProcV1>(real) };
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
 ) -> CUresult {
     let real = slots::cuGetProcAddress_v2.get();
     if real.is_null() {
-        return session::missing(HookId::cuGetProcAddress_v2);
+        return crate::driver::missing::missing(HookId::cuGetProcAddress_v2, |_| {});
     }
     // SAFETY: the slot holds the driver's cuGetProcAddress_v2.
     let f: ProcV2 = unsafe { std::mem::transmute::<*mut c_void, ProcV2>(real) };

@@ -241,9 +241,8 @@ pub unsafe extern "C" fn seedance_dlsym(handle: *mut c_void, symbol: *const c_ch
 /// handler, because there the order is the other way round; see `seedance_fini` in lib.rs.)
 extern "C" fn seedance_term() {
     let _ = std::panic::catch_unwind(|| {
-        crate::rt::session::settle();
-        crate::rt::session::settle_lifetimes();
-        crate::rt::session::shutdown();
+        crate::exit::settle();
+        crate::exit::shutdown();
     });
 }
 
