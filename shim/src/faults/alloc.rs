@@ -279,13 +279,7 @@ fn report(
     driver_message: Option<String>,
 ) {
     let name = r.name();
-    let mut line = format!(
-        "{}: {} ({}): {}",
-        id.name(),
-        name.unwrap_or("error"),
-        r.0,
-        finding.explanation
-    );
+    let mut line = output::fault_line(id, name, r, &finding.explanation);
     if refused {
         line.push_str(" [refused before reaching the driver: SEEDANCE_VALIDATE=pre]");
     }

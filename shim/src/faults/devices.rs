@@ -189,12 +189,7 @@ fn handle(
     let first = SEEN.lock().insert((id as usize, requested, r.0));
     if first {
         let code_name = result_name(id, r);
-        stderr::say(&format!(
-            "{}: {} ({}): {explanation}",
-            id.name(),
-            code_name.unwrap_or("error"),
-            r.0
-        ));
+        stderr::say(&output::fault_line(id, code_name, r, &explanation));
         output::emit(Event::DeviceFault(DeviceFault {
             function: id.name().to_string(),
             requested_ordinal: requested,

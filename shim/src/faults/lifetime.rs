@@ -221,13 +221,7 @@ fn report(f: Finding<'_>) {
         return;
     }
     let line = match f.result {
-        Some(r) if !r.is_success() => format!(
-            "{}: {} ({}): {}",
-            f.id.name(),
-            r.name().unwrap_or("error"),
-            r.0,
-            f.explanation
-        ),
+        Some(r) if !r.is_success() => output::fault_line(f.id, r.name(), r, &f.explanation),
         _ => format!("{}: {}", f.id.name(), f.explanation),
     };
     stderr::say(&line);

@@ -77,6 +77,18 @@ pub fn count(id: HookId, r: CUresult) {
     Counters::global().record(id as usize, r.0 != 0);
 }
 
+/// The first line of a fault explained by a fault module: `function: NAME (code):
+/// explanation`, with `name` the result's name as the caller knows it (`error` when there is
+/// none). The one format of every device, launch, allocation and lifetime fault line.
+pub fn fault_line(id: HookId, name: Option<&str>, r: CUresult, explanation: &str) -> String {
+    format!(
+        "{}: {} ({}): {explanation}",
+        id.name(),
+        name.unwrap_or("error"),
+        r.0
+    )
+}
+
 /// Reports a failed call: counted by result, an event in the trace, and one stderr line per
 /// distinct (function, result). Never panics into the caller.
 #[cold]
