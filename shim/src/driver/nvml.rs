@@ -5,7 +5,7 @@
 //! recovery they can block for minutes, or for good. The shim uses NVML only on cold paths
 //! (the topology, taken at the first device fault or for the session record; the other
 //! devices' free memory after an out-of-memory failure), but those are waited for: by the
-//! failing call, and at exit by `session::settle`. So each use runs on a helper thread
+//! failing call, and at exit by `crate::exit::settle`. So each use runs on a helper thread
 //! (`seedance-nvml`) and the caller waits at most `SEEDANCE_NVML_TIMEOUT` (default 2 s).
 //! Past that, the caller goes on as with NVML absent (the driver's own queries), one line
 //! says so on stderr, the topology in the trace records `nvml.present: false` with the
