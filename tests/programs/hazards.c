@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -200,6 +202,27 @@ void host_write(void) {
     teardown(0);
 }
 
+/* A child forked while the copy is pending writes into its source (its own copy of the
+ * page): the child only forwards, so the guard it inherited waits for nothing there. The
+ * parent's copy is intact in every mode. */
+static void fork_write(void) {
+    setup(0);
+    first_copy(0, N);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        memset(pinned + N - 4096, 0x33, 4096);
+        printf("child wrote\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
 /* The same write after the copy was waited for: correct. */
 static void write_after_sync(void) {
     setup(0);
@@ -364,6 +387,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "write_then_read") == 0) write_then_read();
     else if (strcmp(s, "host_write") == 0) host_write();
     else if (strcmp(s, "write_after_sync") == 0) write_after_sync();
+    else if (strcmp(s, "fork_write") == 0) fork_write();
     else if (strcmp(s, "foreign_fault") == 0) foreign_fault();
     else if (strcmp(s, "event_ordered") == 0) event_ordered();
     else if (strcmp(s, "event_synchronized") == 0) event_synchronized();
