@@ -9,14 +9,13 @@
 
 use crate::rt::config::{self, sw};
 use once_cell::sync::OnceCell;
-use parking_lot::Mutex;
-use std::collections::BTreeSet;
+use seedance_core::once::ExplainOnce;
 
 /// When the session began (trace clock, ns), set by the first report of any kind.
 static BEGAN: OnceCell<u64> = OnceCell::new();
 
 /// Keys of the messages said once.
-static SAID: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+static SAID: ExplainOnce<String> = ExplainOnce::unbounded();
 
 /// When the session began, trace clock in ns (now, if this is its first report).
 pub fn began() -> u64 {
@@ -42,7 +41,7 @@ pub fn say(msg: &str) {
 /// Like [`say`], but only the first time `key` is seen in this process.
 pub fn say_once(key: &str, msg: &str) {
     began();
-    if SAID.lock().insert(key.to_string()) {
+    if SAID.first(key.to_string()) {
         say(msg);
     }
 }
