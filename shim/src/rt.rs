@@ -8,4 +8,5 @@ pub mod config;
 pub mod guard;
 pub mod names;
 pub mod output;
+pub mod probes;
 pub mod stderr;

@@ -1,6 +1,7 @@
 //! The exit summary: the call counters, failures by result, and what every fault module
-//! counted (repairs, fallbacks, device questions, the lifetime report, stray contexts,
-//! runtime probes), in the trace's `exit_summary` form. The one place that reads them all.
+//! counted (repairs, fallbacks, device questions, the lifetime report, stray contexts) and
+//! the runtime's probes (`crate::rt::probes`), in the trace's `exit_summary` form. The one
+//! place that reads them all.
 
 use crate::hooks::HookId;
 use crate::rt::{config, output};
@@ -68,7 +69,7 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
         summary.calls_after_deinit = r.calls_after_deinit.clone();
     }
     (summary.device_use, summary.stray_contexts) = crate::faults::lifetime::stray_summary();
-    summary.runtime_probes = crate::interpose::procaddr::probes();
+    summary.runtime_probes = crate::rt::probes::probes();
     Some(summary)
 }
 
