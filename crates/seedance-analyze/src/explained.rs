@@ -13,7 +13,8 @@
 use crate::aggregate::{ExplainedKind, FaultValueKey};
 use crate::fmt;
 use crate::problems::{listed, plural, processes_on_hosts, tally};
-use crate::report::{host_label, FaultValue, NameCount, Problem, ProblemKind, Proc, Severity};
+use crate::proc::Proc;
+use crate::report::{host_label, FaultValue, NameCount, Problem, ProblemKind, Severity};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -10,8 +10,9 @@
 
 use crate::fmt;
 use crate::problems::{cvd, listed, plural, processes_on_hosts, simple_problem, tally};
+use crate::proc::Proc;
 use crate::report::{
-    host_label, FallbackReport, NameCount, Problem, ProblemKind, Proc, RepairKind, RepairsReport,
+    host_label, FallbackReport, NameCount, Problem, ProblemKind, RepairKind, RepairsReport,
     Severity,
 };
 use crate::SatAdd;
@@ -113,7 +114,7 @@ pub(crate) fn repairs_report(procs: &[Proc]) -> RepairsReport {
 /// PCI bus id of `ordinal` in the process's session start.
 fn chosen_pci(p: &Proc, ordinal: i32) -> Option<String> {
     let s = p.agg.session.as_ref()?;
-    crate::report::topology_device(s, ordinal)
+    crate::proc::topology_device(s, ordinal)
         .and_then(|d| d.pci_bus_id.clone())
         .or_else(|| {
             s.devices

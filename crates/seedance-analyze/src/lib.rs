@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+mod build;
 pub mod diff;
 pub mod explain;
 mod explained;
@@ -34,6 +35,7 @@ pub mod gate;
 pub mod input;
 mod lifetime;
 mod problems;
+mod proc;
 pub mod records;
 pub mod render_html;
 pub mod render_json;
@@ -43,7 +45,8 @@ pub mod stray;
 
 pub use aggregate::Aggregate;
 pub use input::{analyze_paths, Options};
-pub use report::{build_report, Report, REPORT_VERSION};
+pub use build::build_report;
+pub use report::{Report, REPORT_VERSION};
 
 use std::path::PathBuf;
 

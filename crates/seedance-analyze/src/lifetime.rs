@@ -10,8 +10,9 @@
 use crate::aggregate::LifetimeAgg;
 use crate::fmt;
 use crate::problems::{listed, plural, processes_on_hosts, tally};
+use crate::proc::Proc;
 use crate::report::{
-    host_label, DeviceLeak, NameCount, Problem, ProblemKind, Proc, ProcessHealth, Severity,
+    host_label, DeviceLeak, NameCount, Problem, ProblemKind, ProcessHealth, Severity,
 };
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};

@@ -18,7 +18,8 @@
 use crate::aggregate::{Aggregate, Examples, ExplainedKind, MAX_EXAMPLES};
 use crate::explain;
 use crate::fmt;
-use crate::report::{host_label, ArgExample, NameCount, Problem, ProblemKind, Proc, Severity};
+use crate::proc::Proc;
+use crate::report::{host_label, ArgExample, NameCount, Problem, ProblemKind, Severity};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
