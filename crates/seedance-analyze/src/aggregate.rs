@@ -10,7 +10,7 @@
 //! not depend on the order of the merges, so parallel reading gives the same report as
 //! sequential reading.
 
-use crate::input::{CallFailedRef, Head, Line};
+use crate::line::{CallFailedRef, Head, Line};
 use crate::records::{AllocFaultInfo, ExitInfo, LaunchFaultInfo, LifetimeFaultInfo, SessionInfo};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -1204,7 +1204,7 @@ mod tests {
     /// and the records-by-kind counters (with the kinds' cap).
     #[test]
     fn held_call_failed_records_add_up_like_single_ones() {
-        use crate::input::parse_line;
+        use crate::parse::parse_line;
         let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = move |n: u64| {
             rng ^= rng >> 12;

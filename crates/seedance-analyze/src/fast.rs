@@ -1,4 +1,4 @@
-//! The fast path of [`crate::input::parse_line`] for the common case: a `call_failed` record
+//! The fast path of [`crate::parse::parse_line`] for the common case: a `call_failed` record
 //! as the shim writes it.
 //!
 //! Most lines of a big trace are `call_failed` records with strings without escapes,
@@ -14,7 +14,7 @@
 //! field's type or that has 20 digits or more, any syntax error) it returns `None` and the
 //! caller falls back to the serde path, which decides.
 
-use crate::input::{CallFailedRef, Head, RawArgs};
+use crate::line::{CallFailedRef, Head, RawArgs};
 use std::borrow::Cow;
 
 /// Nesting allowed inside `args` before giving up (serde_json's own limit is 128).
@@ -439,8 +439,8 @@ mod tests {
     type Owned = Option<(Head, String, u32, Option<String>, Option<String>)>;
 
     fn slow(line: &[u8]) -> Owned {
-        match crate::input::parse_line_serde(line) {
-            crate::input::Line::CallFailed(h, c) => Some((
+        match crate::parse::parse_line_serde(line) {
+            crate::line::Line::CallFailed(h, c) => Some((
                 h,
                 c.function.into_owned(),
                 c.result,
