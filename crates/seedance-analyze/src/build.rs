@@ -3,6 +3,7 @@
 //! [`crate::faults`], [`crate::explained`], [`crate::lifetime`] and [`crate::stray`].
 
 use crate::aggregate::{Aggregate, ExplainedKind, Timeline};
+use crate::cuda_errors;
 use crate::explained;
 use crate::faults;
 use crate::fmt;
@@ -11,7 +12,9 @@ use crate::problems;
 use crate::proc::{compute_mode_name, session_devices, topology_device, Proc};
 use crate::records::DeviceEntry;
 use crate::report::{
-    DeviceReport, ErrorsOverTime, FileError, FunctionReport, HostReport, InputReport, Overview, ProcessDevice, ProcessFault, ProcessReport, ProcessStatus, ProcessTopology, REPORT_VERSION, Report, TimeBucket, VisibilityStop,
+    DeviceReport, ErrorsOverTime, FileError, FunctionReport, HostReport, InputReport, Overview,
+    ProcessDevice, ProcessFault, ProcessReport, ProcessStatus, ProcessTopology, Report, TimeBucket,
+    VisibilityStop, REPORT_VERSION,
 };
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,7 +29,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
     let hosts = host_reports(&procs);
     let repairs = faults::repairs_report(&procs);
     let mut problems = Vec::new();
-    problems::cuda_problems(&procs, &mut problems);
+    cuda_errors::cuda_problems(&procs, &mut problems);
     faults::device_fault_problems(&procs, &mut problems);
     explained::explained_problems(&procs, &mut problems);
     lifetime::lifetime_problems(&procs, &mut problems);
@@ -439,4 +442,3 @@ fn errors_over_time(t: &Timeline) -> ErrorsOverTime {
             .collect(),
     }
 }
-

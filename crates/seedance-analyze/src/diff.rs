@@ -245,26 +245,8 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
             .then_with(|| (&x.function, &x.result).cmp(&(&y.function, &y.result)))
     });
 
-    let ca: BTreeMap<&str, (u64, bool)> = a
-        .functions
-        .iter()
-        .map(|f| {
-            (
-                f.function.as_str(),
-                (f.calls, f.processes_without_exit_summary > 0),
-            )
-        })
-        .collect();
-    let cb: BTreeMap<&str, (u64, bool)> = b
-        .functions
-        .iter()
-        .map(|f| {
-            (
-                f.function.as_str(),
-                (f.calls, f.processes_without_exit_summary > 0),
-            )
-        })
-        .collect();
+    let ca = calls_by_function(a);
+    let cb = calls_by_function(b);
     let fns: BTreeSet<&str> = ca.keys().chain(cb.keys()).copied().collect();
     let mut shifts: Vec<CallShift> = fns
         .into_iter()
@@ -663,4 +645,17 @@ pub fn render_text(d: &DiffReport) -> String {
 /// `1 file`, `2 files`, `1,234 calls`.
 fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", fmt::count(n), if n == 1 { one } else { many })
+}
+
+/// Function -> (calls, whether a process without exit summary called it).
+fn calls_by_function(r: &Report) -> BTreeMap<&str, (u64, bool)> {
+    r.functions
+        .iter()
+        .map(|f| {
+            (
+                f.function.as_str(),
+                (f.calls, f.processes_without_exit_summary > 0),
+            )
+        })
+        .collect()
 }

@@ -9,17 +9,14 @@
 //! another device than they asked for) and an `error` otherwise.
 
 use crate::fmt;
-use crate::problems::{cvd, listed, plural, processes_on_hosts, simple_problem, tally};
-use crate::proc::Proc;
-use crate::report::{
-    host_label, FallbackReport, NameCount, Problem, ProblemKind, RepairKind, RepairsReport,
-    Severity,
+use crate::parts::{
+    cvd, hosts_of, listed, name_counts, plural, processes_on_hosts, ranked, simple_problem, tally,
+    MAX_EXPLANATIONS,
 };
+use crate::proc::Proc;
+use crate::report::{FallbackReport, Problem, ProblemKind, RepairKind, RepairsReport, Severity};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Explanations kept per `device_fault` problem.
-const MAX_EXPLANATIONS: usize = 5;
 
 pub(crate) fn repairs_report(procs: &[Proc]) -> RepairsReport {
     let mut kinds: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
@@ -69,7 +66,7 @@ pub(crate) fn repairs_report(procs: &[Proc]) -> RepairsReport {
                 functions: BTreeSet::new(),
             });
             a.processes += 1;
-            a.hosts.insert(host_label(&p.hostname()));
+            a.hosts.insert(p.host());
             a.functions
                 .extend(functions.into_iter().map(str::to_string));
         }
@@ -264,7 +261,7 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 unrepaired_modes: Vec::new(),
             });
             a.procs.push(p);
-            a.hosts.insert(host_label(&p.hostname()));
+            a.hosts.insert(p.host());
             let mode = p.agg.session.as_ref().map(|s| s.mode.clone());
             if repaired {
                 a.repaired += 1;
@@ -330,22 +327,8 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         } else {
             format!("repaired by fallback in {} of them", a.repaired)
         };
-        let mut functions: Vec<NameCount> = a
-            .functions
-            .iter()
-            .map(|(f, n)| NameCount {
-                name: f.to_string(),
-                count: *n,
-            })
-            .collect();
-        functions.sort_by(|x, y| y.count.cmp(&x.count).then_with(|| x.name.cmp(&y.name)));
-        let mut explanations: Vec<(&str, u64)> = a.explanations.into_iter().collect();
-        explanations.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(y.0)));
-        let explanations: Vec<String> = explanations
-            .into_iter()
-            .take(MAX_EXPLANATIONS)
-            .map(|(e, _)| e.to_string())
-            .collect();
+        let functions = name_counts(&a.functions);
+        let explanations = ranked(a.explanations, MAX_EXPLANATIONS);
         let mut context = Vec::new();
         for (t, n) in &a.fallbacks {
             context.push(format!(
@@ -436,7 +419,7 @@ pub(crate) fn topology_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         }
     }
     for ((raw, position, entry, reason), affected) in stops {
-        let hosts: BTreeSet<String> = affected.iter().map(|p| host_label(&p.hostname())).collect();
+        let hosts = hosts_of(&affected);
         let n = affected.len() as u64;
         let visible = tally(affected.iter().map(|p| {
             p.agg
@@ -492,7 +475,7 @@ pub(crate) fn topology_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         }
     }
     if !warned.is_empty() {
-        let hosts: BTreeSet<String> = warned.iter().map(|p| host_label(&p.hostname())).collect();
+        let hosts = hosts_of(&warned);
         let n = warned.len() as u64;
         let mut by_text: BTreeMap<String, u64> = BTreeMap::new();
         for t in texts {

@@ -369,4 +369,3 @@ fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outc
         Outcome::NotTrace
     }
 }
-

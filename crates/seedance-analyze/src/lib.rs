@@ -24,6 +24,7 @@
 
 pub mod aggregate;
 mod build;
+mod cuda_errors;
 pub mod diff;
 pub mod explain;
 mod explained;
@@ -36,6 +37,7 @@ pub mod input;
 mod lifetime;
 mod line;
 mod parse;
+mod parts;
 mod problems;
 mod proc;
 mod reader;
@@ -47,8 +49,8 @@ pub mod report;
 pub mod stray;
 
 pub use aggregate::Aggregate;
-pub use input::{analyze_paths, Options};
 pub use build::build_report;
+pub use input::{analyze_paths, Options};
 pub use report::{Report, REPORT_VERSION};
 
 use std::path::PathBuf;

@@ -375,4 +375,3 @@ mod tests {
         assert!(matches!(parse_line(b"\xff\xfe"), Line::Malformed));
     }
 }
-

@@ -4,7 +4,7 @@
 use crate::aggregate::{ExplainedKind, ProcessAgg};
 use crate::explain;
 use crate::records::{DeviceEntry, SessionInfo, TopologyDevice};
-use crate::report::ProcessExplained;
+use crate::report::{host_label, ProcessExplained};
 use crate::SatAdd;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -246,6 +246,11 @@ impl<'a> Proc<'a> {
 
     pub(crate) fn hostname(&self) -> Option<String> {
         self.agg.session.as_ref().and_then(|s| s.hostname.clone())
+    }
+
+    /// The host name as the report shows it ([`host_label`]).
+    pub(crate) fn host(&self) -> String {
+        host_label(&self.hostname())
     }
 
     pub(crate) fn start(&self) -> u64 {

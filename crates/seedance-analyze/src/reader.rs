@@ -4,7 +4,6 @@
 
 use std::io::{self, BufRead, Read};
 
-
 /// The outcome of reading one raw line from a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawLine {
@@ -230,7 +229,6 @@ fn oversized(newline: bool, len: u64) -> RawLine {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,5 +347,4 @@ mod tests {
             }
         }
     }
-
 }

@@ -291,13 +291,7 @@ fn device_contexts(h: &mut String, r: &Report) {
         let list: Vec<String> = d
             .stray_processes
             .iter()
-            .map(|s| {
-                let works: Vec<String> = s.works_on.iter().map(|w| w.to_string()).collect();
-                let mem = s
-                    .context_bytes
-                    .map_or(String::new(), |b| format!(", {}", fmt::bytes(b)));
-                format!("pid {} (works on {}{mem})", s.pid, works.join(", "))
-            })
+            .map(crate::stray::process_words)
             .collect();
         let _ = write!(
             h,

@@ -15,7 +15,6 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-
 /// Version of the report schema, in [`Report::report_version`].
 ///
 /// History: 1 = first version. 2 = device faults and repairs (trace schema 2): `repairs`;

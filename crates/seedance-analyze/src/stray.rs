@@ -8,15 +8,12 @@
 //! records, and its other devices are unknown.
 
 use crate::fmt;
-use crate::problems::{plural, processes_on_hosts};
-use crate::records::StrayInfo;
+use crate::parts::{plural, processes_on_hosts, MAX_EXPLANATIONS};
 use crate::proc::Proc;
-pub use crate::report::{DeviceContexts, StrayProcess};
+use crate::records::StrayInfo;
 use crate::report::{host_label, Problem, ProblemKind, Severity};
+pub use crate::report::{DeviceContexts, StrayProcess};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Explanations kept per problem.
-const MAX_EXPLANATIONS: usize = 5;
 
 /// The `device_contexts` section: devices with at least one stray context, most stray
 /// memory first, then most stray processes, then host and device.
@@ -64,7 +61,7 @@ pub(crate) fn device_contexts(procs: &[Proc]) -> Vec<DeviceContexts> {
         }
     }
     for p in procs {
-        let host = host_label(&p.hostname());
+        let host = p.host();
         for (dev, pids) in &p.agg.oom_devices {
             if let Some(d) = by.get_mut(&(host.clone(), *dev)) {
                 d.out_of_memory_processes += 1;
@@ -131,6 +128,15 @@ pub(crate) fn memory_words(bytes: u64, unknown: u64, stray: u64) -> String {
         (b, 0) => format!("{} by NVML", fmt::bytes(b)),
         (b, u) => format!("{} by NVML, {u} more unknown", fmt::bytes(b)),
     }
+}
+
+/// A stray process in words: `pid 7 (works on 0, 1, 512 MiB)` (the memory where known).
+pub(crate) fn process_words(s: &StrayProcess) -> String {
+    let works: Vec<String> = s.works_on.iter().map(|w| w.to_string()).collect();
+    let mem = s
+        .context_bytes
+        .map_or(String::new(), |b| format!(", {}", fmt::bytes(b)));
+    format!("pid {} (works on {}{mem})", s.pid, works.join(", "))
 }
 
 /// One `stray_context` problem per device ordinal: the processes that made a context on
