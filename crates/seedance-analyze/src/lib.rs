@@ -24,6 +24,7 @@
 
 pub mod aggregate;
 mod build;
+mod counters;
 mod cuda_errors;
 pub mod diff;
 pub mod explain;
@@ -31,6 +32,7 @@ mod explained;
 pub mod export;
 mod fast;
 mod faults;
+mod file_state;
 mod fmt;
 pub mod gate;
 pub mod input;
@@ -40,6 +42,7 @@ mod parse;
 mod parts;
 mod problems;
 mod proc;
+mod process_agg;
 mod reader;
 pub mod records;
 pub mod render_html;
@@ -47,6 +50,7 @@ pub mod render_json;
 pub mod render_text;
 pub mod report;
 pub mod stray;
+mod timeline;
 
 pub use aggregate::Aggregate;
 pub use build::build_report;

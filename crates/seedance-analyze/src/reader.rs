@@ -232,7 +232,6 @@ fn oversized(newline: bool, len: u64) -> RawLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use super::*;
 
     #[test]
     fn bounded_lines() {
