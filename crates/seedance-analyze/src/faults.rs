@@ -10,8 +10,8 @@
 
 use crate::fmt;
 use crate::parts::{
-    cvd, hosts_of, listed, name_counts, plural, processes_on_hosts, ranked, simple_problem, tally,
-    MAX_EXPLANATIONS,
+    cvd, hosts_of, listed, name_counts, plural, processes_on_hosts, ranked, repair_outcome,
+    simple_problem, tally, MAX_EXPLANATIONS,
 };
 use crate::proc::Proc;
 use crate::report::{FallbackReport, Problem, ProblemKind, RepairKind, RepairsReport, Severity};
@@ -320,13 +320,12 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             (Some(r), _) => format!(", {r}"),
             _ => String::new(),
         };
-        let outcome = if all_repaired {
-            "repaired by fallback, ran on another device".to_string()
-        } else if a.repaired == 0 {
-            "not repaired".to_string()
-        } else {
-            format!("repaired by fallback in {} of them", a.repaired)
-        };
+        let outcome = repair_outcome(
+            all_repaired,
+            a.repaired,
+            "repaired by fallback, ran on another device",
+            "repaired by fallback",
+        );
         let functions = name_counts(&a.functions);
         let explanations = ranked(a.explanations, MAX_EXPLANATIONS);
         let mut context = Vec::new();

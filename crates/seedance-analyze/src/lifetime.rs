@@ -10,7 +10,8 @@
 use crate::aggregate::LifetimeAgg;
 use crate::fmt;
 use crate::parts::{
-    listed, name_counts, plural, processes_on_hosts, ranked, tally, MAX_EXPLANATIONS,
+    listed, name_counts, plural, processes_on_hosts, ranked, repair_outcome, tally,
+    MAX_EXPLANATIONS,
 };
 use crate::proc::Proc;
 use crate::report::{DeviceLeak, NameCount, Problem, ProblemKind, ProcessHealth, Severity};
@@ -143,13 +144,12 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     for (kind, a) in groups {
         let nprocs = a.procs.len() as u64;
         let all_repaired = a.repaired == nprocs;
-        let outcome = if all_repaired {
-            "repaired by the fix mode".to_string()
-        } else if a.repaired == 0 {
-            "not repaired".to_string()
-        } else {
-            format!("repaired by the fix mode in {} of them", a.repaired)
-        };
+        let outcome = repair_outcome(
+            all_repaired,
+            a.repaired,
+            "repaired by the fix mode",
+            "repaired by the fix mode",
+        );
         let functions = name_counts(&a.functions);
         let mut context = vec![format!(
             "what the program got: {}",

@@ -78,7 +78,7 @@ pub(crate) fn simple_problem(
     context: Vec<String>,
     remediation: &[&str],
 ) -> Problem {
-    let hosts = hosts_of(&affected);
+    let hosts = hosts_of(affected);
     Problem {
         rank: 0,
         kind,
@@ -122,6 +122,18 @@ pub(crate) fn listed(affected: &[&Proc]) -> Vec<String> {
         ));
     }
     v
+}
+
+/// Whether a problem's processes were repaired, in words: `all` when every one was, `not
+/// repaired` when none was, `{some} in N of them` otherwise.
+pub(crate) fn repair_outcome(all_repaired: bool, repaired: u64, all: &str, some: &str) -> String {
+    if all_repaired {
+        all.to_string()
+    } else if repaired == 0 {
+        "not repaired".to_string()
+    } else {
+        format!("{some} in {repaired} of them")
+    }
 }
 
 /// The hosts of `procs`, each once, by name.
