@@ -1,6 +1,7 @@
 //! The report builder: turns a finished [`Aggregate`] into a [`Report`] (the schema in
 //! [`crate::report`]), section by section; the problem finders live in [`crate::problems`],
-//! [`crate::faults`], [`crate::explained`], [`crate::lifetime`] and [`crate::stray`].
+//! [`crate::faults`], [`crate::visibility`], [`crate::explained`], [`crate::lifetime`] and
+//! [`crate::stray`].
 
 use crate::aggregate::{Aggregate, ExplainedKind, Timeline};
 use crate::cuda_errors;
@@ -11,11 +12,13 @@ use crate::lifetime;
 use crate::problems;
 use crate::proc::{compute_mode_name, session_devices, topology_device, Proc};
 use crate::records::DeviceEntry;
+use crate::repairs;
 use crate::report::{
     DeviceReport, ErrorsOverTime, FileError, FunctionReport, HostReport, InputReport, Overview,
     ProcessDevice, ProcessFault, ProcessReport, ProcessStatus, ProcessTopology, Report, TimeBucket,
     VisibilityStop, REPORT_VERSION,
 };
+use crate::visibility;
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,7 +30,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
     let devices = device_reports(&procs);
     let functions = function_reports(&procs);
     let hosts = host_reports(&procs);
-    let repairs = faults::repairs_report(&procs);
+    let repairs = repairs::repairs_report(&procs);
     let mut problems = Vec::new();
     cuda_errors::cuda_problems(&procs, &mut problems);
     faults::device_fault_problems(&procs, &mut problems);
@@ -35,7 +38,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
     lifetime::lifetime_problems(&procs, &mut problems);
     let device_contexts = crate::stray::device_contexts(&procs);
     crate::stray::stray_problems(&procs, &device_contexts, &mut problems);
-    faults::topology_problems(&procs, &mut problems);
+    visibility::topology_problems(&procs, &mut problems);
     problems::other_problems(&agg, &procs, &mut problems);
     problems.sort_by(|a, b| {
         (a.severity, std::cmp::Reverse(a.count), &a.title).cmp(&(

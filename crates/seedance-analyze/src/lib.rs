@@ -48,9 +48,11 @@ pub mod records;
 pub mod render_html;
 pub mod render_json;
 pub mod render_text;
+mod repairs;
 pub mod report;
 pub mod stray;
 mod timeline;
+mod visibility;
 
 pub use aggregate::Aggregate;
 pub use build::build_report;

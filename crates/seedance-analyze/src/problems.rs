@@ -1,7 +1,8 @@
 //! The problems of the traces themselves: dropped or missing records, processes without
 //! exit summary, unreadable input, newer schema versions, and CUDA runtimes newer than
 //! their driver. The problems of the calls are in [`crate::cuda_errors`],
-//! [`crate::faults`], [`crate::explained`], [`crate::lifetime`] and [`crate::stray`].
+//! [`crate::faults`], [`crate::visibility`], [`crate::explained`], [`crate::lifetime`] and
+//! [`crate::stray`].
 
 use crate::aggregate::Aggregate;
 use crate::fmt;

@@ -348,6 +348,20 @@ pub(crate) fn topology_device(s: &SessionInfo, ordinal: i32) -> Option<&Topology
         .and_then(|t| t.devices.iter().find(|d| d.ordinal == ordinal))
 }
 
+/// PCI bus id of `ordinal` in the process's session start.
+pub(crate) fn chosen_pci(p: &Proc, ordinal: i32) -> Option<String> {
+    let s = p.agg.session.as_ref()?;
+    topology_device(s, ordinal)
+        .and_then(|d| d.pci_bus_id.clone())
+        .or_else(|| {
+            s.devices
+                .iter()
+                .find(|d| d.ordinal == ordinal)
+                .and_then(|d| d.pci_bus_id.clone())
+        })
+        .map(|s| s.to_ascii_lowercase())
+}
+
 /// The devices of a session start: the `devices` list, or, when that is empty, those of
 /// the topology.
 pub(crate) fn session_devices(s: &SessionInfo) -> Cow<'_, [DeviceEntry]> {
