@@ -1,7 +1,8 @@
 //! The report builder: turns a finished [`Aggregate`] into a [`Report`] (the schema in
-//! [`crate::report`]), section by section; the problem finders live in [`crate::problems`],
-//! [`crate::faults`], [`crate::visibility`], [`crate::explained`], [`crate::lifetime`] and
-//! [`crate::stray`].
+//! [`crate::report`]), section by section; the repairs section is [`crate::repairs`]'s,
+//! and the problem finders live in [`crate::cuda_errors`], [`crate::faults`],
+//! [`crate::visibility`], [`crate::explained`], [`crate::lifetime`], [`crate::stray`] and
+//! [`crate::problems`].
 
 use crate::aggregate::{Aggregate, ExplainedKind, Timeline};
 use crate::cuda_errors;
