@@ -12,10 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
+#include "cuda_calls.h"
 
 int main(int argc, char **argv) {
     CUdevice d = -1;
