@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Performance of the shim on a real GPU (issue 7). Run from the repository root on the GPU
+# Performance of the shim on a real GPU. Run from the repository root on the GPU
 # machine:  scripts/gpu-bench.sh [path/to/libseedance_fix.so] [rounds]
 # Interleaves runs without and with the shim (default mode fix, no trace unless stated),
 # ROUNDS times each, and prints medians and ratios:

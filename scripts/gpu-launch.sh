@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks for launch and allocation faults (issue 4). One GPU is enough (kind
+# GPU checks for launch and allocation faults. One GPU is enough (kind
 # nvidia-h200). Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-launch.sh [path/to/libseedance_fix.so]

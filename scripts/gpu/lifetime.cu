@@ -1,4 +1,4 @@
-// Context lifetime and asynchronous safety against the real driver (issue 5), for
+// Context lifetime and asynchronous safety against the real driver, for
 // scripts/gpu-lifetime.sh.
 //
 // Built twice from this one file:

@@ -1,4 +1,4 @@
-/* Allocation faults (issue 4): each scenario named on the command line makes allocations
+/* Allocation faults: each scenario named on the command line makes allocations
  * that fail for a reason the shim explains, then the legal one, and prints what the driver
  * returned for each. Exits 0 unless a setup call fails; destroys its context first. */
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Launch faults (issue 4): each scenario named on the command line makes one or more
+/* Launch faults: each scenario named on the command line makes one or more
  * launches that break a device or kernel limit, then the legal launch, and prints what the
  * driver returned for each. Kernels are fake function handles: 0x1000 is an ordinary kernel,
  * 0x2000 a register-limited one (FAKE_CUDA_FUNC_MAX_THREADS). Exits 0 unless a setup call

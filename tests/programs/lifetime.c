@@ -1,4 +1,4 @@
-/* Context lifetime and asynchronous safety (issue 5): each scenario named on the command
+/* Context lifetime and asynchronous safety: each scenario named on the command
  * line makes one classic mistake and prints what every call returned and whether the data
  * came through. Against the fake driver, launches and copies wait in their stream until
  * something synchronises it, a copy reads its source only then, and destroying a context

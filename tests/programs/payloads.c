@@ -1,4 +1,4 @@
-/* Traces hold no payloads (issue 9 item 7): memory contents reach the driver through
+/* Traces hold no payloads: memory contents reach the driver through
  * kernel arguments, a host-to-device copy, an allocation fault's size and a failing call
  * with a host pointer, each holding a marker string; the test checks that no trace byte
  * holds a marker (nor the value of a non-CUDA environment variable). Prints the results. */
