@@ -67,8 +67,10 @@ for p in $progs; do
   done
 done
 
-$python - "$out" "$have_torch" $progs <<'PY'
+PYTHONPATH="$here/gpu${PYTHONPATH:+:$PYTHONPATH}" \
+  $python - "$out" "$have_torch" $progs <<'PY'
 import json, pathlib, re, sys
+from traces import records
 
 out = pathlib.Path(sys.argv[1])
 have_torch = sys.argv[2] == "1"
@@ -92,15 +94,6 @@ def stages(name):
             s[m.group(1)] = (int(m.group(2)), int(m.group(3)))
     return s
 
-def records(d):
-    recs = []
-    for f in (out / d).glob("*.jsonl"):
-        for line in f.read_text().splitlines():
-            try:
-                recs.append(json.loads(line))
-            except ValueError:
-                pass
-    return recs
 
 def mib(b):
     return f"{b / MIB:.1f} MiB"
@@ -144,7 +137,7 @@ print("  " + ("this process is listed: the shim can name a context's memory"
               "context's memory is unknown"))
 check(bool(listed), "nvidia-smi --query-compute-apps lists the process holding the context")
 
-oom = [r for r in records("trace-oom") if r.get("event") == "alloc_fault"]
+oom = [r for r in records(out / "trace-oom") if r.get("event") == "alloc_fault"]
 print("== out of memory under the shim")
 for line in (out / "oom.txt").read_text().splitlines():
     print("  " + line)
@@ -162,7 +155,7 @@ for p in progs:
     for mode in ("observe", "fix"):
         o = (out / f"healthy-{p}-{mode}.out").read_text()
         e = (out / f"healthy-{p}-{mode}.err").read_text()
-        recs = records(f"trace-{p}-{mode}")
+        recs = records(out / f"trace-{p}-{mode}")
         shim_lines = [l for l in e.splitlines() if l.startswith("seedance:")]
         strays = [r for r in recs if r.get("event") == "stray_context"]
         summ = [r for r in recs if r.get("event") == "exit_summary"]

@@ -50,8 +50,9 @@ for c in $cases; do
   echo "exit $?" >>"$out/observe-$c.txt"
 done
 
-python3 - "$out" $cases <<'PY'
+PYTHONPATH="$here/gpu${PYTHONPATH:+:$PYTHONPATH}" python3 - "$out" $cases <<'PY'
 import json, pathlib, re, sys
+from traces import records
 
 out = pathlib.Path(sys.argv[1])
 cases = sys.argv[2:]
@@ -76,15 +77,6 @@ def parse(name):
             code = int(m.group(1))
     return calls, results, shim, code
 
-def trace(d):
-    recs = []
-    for f in (out / d).glob("*.jsonl"):
-        for line in f.read_text().splitlines():
-            try:
-                recs.append(json.loads(line))
-            except ValueError:
-                pass
-    return recs
 
 # Calls on handles that died with their context: fix mode answers them with 0.
 dead_calls = {"cuStreamSynchronize after the destroy", "cuMemFree after the destroy",
@@ -124,15 +116,15 @@ for c in cases:
     base_codes = [code for _, code, _ in base[0][:n]]
     if obs_codes != base_codes or (obs[3] == 0) != (base[3] == 0):
         problems.append(f"observe changed codes: {obs_codes} (exit {obs[3]}) vs {base_codes} (exit {base[3]})")
-    fix_faults = [r for r in trace(f"trace-fix-{c}") if r.get("event") == "lifetime_fault"]
-    obs_faults = [r for r in trace(f"trace-observe-{c}") if r.get("event") == "lifetime_fault"]
+    fix_faults = [r for r in records(out / f"trace-fix-{c}") if r.get("event") == "lifetime_fault"]
+    obs_faults = [r for r in records(out / f"trace-observe-{c}") if r.get("event") == "lifetime_fault"]
     if hazard:
         if not fix[2] or not fix_faults:
             problems.append("fix: no explanation")
         if not obs[2] or not obs_faults:
             problems.append("observe: no explanation")
         print(f"  trace (fix): {sorted({(r['function'], r['kind'], r['repaired']) for r in fix_faults})}")
-        repairs = [r["kind"] for r in trace(f"trace-fix-{c}") if r.get("event") == "lifetime_repair"]
+        repairs = [r["kind"] for r in records(out / f"trace-fix-{c}") if r.get("event") == "lifetime_repair"]
         print(f"  repairs (fix): {repairs}")
     else:
         if fix[2] or obs[2] or fix_faults or obs_faults:
