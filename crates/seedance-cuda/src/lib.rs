@@ -1,6 +1,6 @@
 //! FFI types of the CUDA driver API, as the shim and the fake driver see them.
 //!
-//! Design rules (see `shared/design.md` and `shared/style.md`):
+//! Design rules (see `docs/design.md`):
 //!
 //! * [`CUresult`] is a `#[repr(transparent)]` newtype over `u32`, never a Rust enum: a real
 //!   driver may return codes newer than our table, and an enum value outside its variants is

@@ -41,6 +41,7 @@ use seedance_core::lifetime::{
     ExitFindings, HandleKind, Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
 use seedance_core::live::LiveTable;
+use seedance_core::once::ExplainOnce;
 use seedance_core::owners::Index;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
 use seedance_cuda::{
@@ -78,7 +79,7 @@ fn still_live(addr: u64) -> bool {
 /// A fault as explained once: (function, kind, context id).
 type FaultKey = (usize, &'static str, u32);
 /// Faults already explained.
-static SEEN: Lazy<Mutex<HashSet<FaultKey>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<FaultKey> = ExplainOnce::bounded(MAX_SEEN);
 /// Most distinct faults remembered.
 const MAX_SEEN: usize = 4096;
 /// Repairs made, by kind.
@@ -211,11 +212,7 @@ fn report(f: Finding<'_>) {
         *REPAIRS.lock().entry(kind).or_insert(0) += 1;
     }
     let key = (f.id as usize, f.kind, f.ctx.map_or(u32::MAX, |c| c.id));
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < MAX_SEEN && seen.insert(key)
-    };
-    if !first {
+    if !SEEN.first(key) {
         return;
     }
     let line = match f.result {

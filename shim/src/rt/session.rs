@@ -14,6 +14,7 @@ use crate::platform;
 use crate::rt::args::ArgVal;
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
+use seedance_core::once::ExplainOnce;
 use seedance_core::{Config, Counters, ErrorTally, Mode, RawConfig};
 use seedance_cuda::CUresult;
 use seedance_trace::{
@@ -125,7 +126,7 @@ struct State {
     held: AtomicBool,
     pending_dropped: std::sync::atomic::AtomicU64,
     unmatched: Mutex<BTreeSet<String>>,
-    said: Mutex<BTreeSet<String>>,
+    said: ExplainOnce<String>,
     /// Failures by kind (function, result, argument names), for counting repeats past
     /// [`seedance_trace::REPEAT_RECORDS`] instead of writing each.
     repeats: Mutex<BTreeMap<RepeatKey, Repeats>>,
@@ -232,7 +233,7 @@ fn state() -> &'static State {
         pending_dropped: std::sync::atomic::AtomicU64::new(0),
         unmatched: Mutex::new(BTreeSet::new()),
         repeats: Mutex::new(BTreeMap::new()),
-        said: Mutex::new(BTreeSet::new()),
+        said: ExplainOnce::unbounded(),
     })
 }
 
@@ -254,7 +255,7 @@ pub fn say(msg: &str) {
 
 /// Like [`say`], but only the first time `key` is seen in this process.
 pub fn say_once(key: &str, msg: &str) {
-    if state().said.lock().insert(key.to_string()) {
+    if state().said.first(key.to_string()) {
         say(msg);
     }
 }
