@@ -1,6 +1,6 @@
 //! `cuGetProcAddress` and `cuGetProcAddress_v2`: how the CUDA runtime reaches the driver.
 //!
-//! cudart never calls exported driver symbols (design.md fact 2). It asks
+//! cudart never calls exported driver symbols (docs/design.md, fact 2). It asks
 //! `cuGetProcAddress_v2` for about 440 entry points by (base name, cudaVersion, flags), after
 //! first asking it for `"cuGetProcAddress"` itself. Our wrappers call the real function
 //! first, so the driver chooses the ABI variant, then swap in our wrapper for exactly that

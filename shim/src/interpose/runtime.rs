@@ -1,7 +1,7 @@
 //! `cudaSetDevice`, exported for programs that link the shared libcudart (PyTorch does).
 //!
 //! A program that links cudart statically resolves `cudaSetDevice` inside its own
-//! executable and never reaches this export (design.md fact 9). When we do receive the
+//! executable and never reaches this export (docs/design.md, fact 9). When we do receive the
 //! call, the real function is libcudart's: first `dlsym(RTLD_NEXT)`, which finds it when
 //! libcudart is in the global scope; otherwise a libcudart already loaded with
 //! `RTLD_LOCAL` (as under Python), found by walking the loaded objects.
