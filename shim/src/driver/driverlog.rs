@@ -1,5 +1,5 @@
 //! The driver's own words: on drivers of CUDA 12.9 and later, `cuLogsRegisterCallback`
-//! delivers a plain-English message for many failed calls (design.md fact 10). The shim
+//! delivers a plain-English message for many failed calls (docs/design.md, fact 10). The shim
 //! registers one callback after the first successful `cuInit` (bound optionally: older
 //! drivers lack the symbol, and then nothing changes) and keeps the last message per
 //! thread; a launch or allocation fault takes it ([`take_recent`]) and attaches it to its

@@ -1,4 +1,4 @@
-//! Every NVML call the shim makes, bounded in time (issue 9 item 1: fail open when NVML
+//! Every NVML call the shim makes, bounded in time (fail open when NVML
 //! hangs).
 //!
 //! `nvmlInit` and NVML's queries talk to the kernel driver; with a wedged GPU or a driver in

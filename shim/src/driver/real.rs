@@ -11,7 +11,7 @@
 //! Each change of a slot to another address bumps [`generation`], so the shim's own cached
 //! driver entry points (`query`) follow. `dlsym(RTLD_NEXT)` alone is never used for
 //! libcuda: under cudart and PyTorch libcuda is `RTLD_LOCAL` and invisible to it
-//! (design.md fact 4).
+//! (docs/design.md, fact 4).
 
 use crate::platform;
 use libc::c_void;
