@@ -17,7 +17,7 @@
 //! * `pre(f(..))`: before the call; `Some(code)` returns `code` without calling the driver;
 //! * `fault(f(..))`: after a failure; `true` when it explained it (else the plain report);
 //! * `ok(f(..))`: after a success;
-//! * `count(f(..))`: counts the call instead of `session::count` (launches: one
+//! * `count(f(..))`: counts the call instead of `output::count` (launches: one
 //!   thread-local access for the count and the pending-work record);
 //! * `stream_op(hStream)`: the call queues one operation on `hStream` that is neither a
 //!   kernel launch nor a copy (a memset, a graph launch, a host function): a failure is
@@ -29,7 +29,7 @@
 //! where each one's policy lives.
 
 use crate::hooks::ids::{Hook, HookId};
-use crate::rt::session;
+use crate::rt::{config, output};
 use libc::c_void;
 use std::ffi::CStr;
 
@@ -41,7 +41,7 @@ macro_rules! hook_table {
     ($expand:ident) => {
         $expand! {
             wrapped {
-                cuInit / "cuInit" (flags: c_uint) after(driverlog::after_init(r));
+                cuInit / "cuInit" (flags: c_uint) after(record::after_init(r));
                 cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
                 cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device(ordinal: Ordinal) count(devices::count_device_get(id, r, ordinal));
                 cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int) count(devices::count_device_count(id, r, count));
@@ -168,7 +168,7 @@ pub fn by_symbol(name: &[u8]) -> Option<&'static Hook> {
 /// symbol and the library behind `handle` has it, with the real address recorded in the
 /// slot; `None` to let the real `dlsym` answer.
 pub fn answer_dlsym(handle: *mut c_void, name: &CStr) -> Option<*mut c_void> {
-    if !session::interposing() {
+    if !config::interposing() {
         return None;
     }
     let hook = by_symbol(name.to_bytes())?;
@@ -187,7 +187,7 @@ pub fn answer_dlsym(handle: *mut c_void, name: &CStr) -> Option<*mut c_void> {
 /// there. (Linux only: the macOS layer has no pseudo-handle answers.)
 #[cfg(target_os = "linux")]
 pub fn answer_pseudo(hook: &'static Hook, native: *mut c_void) -> *mut c_void {
-    if native.is_null() || !session::interposing() {
+    if native.is_null() || !config::interposing() {
         return native;
     }
     hook.slot.set(native);
@@ -210,7 +210,7 @@ pub fn swap_proc_address(base: &CStr, real: *mut c_void) -> *mut c_void {
         }
     }
     if any && !crate::platform::is_ours(real) {
-        session::note_unmatched(base);
+        output::note_unmatched(base);
     }
     real
 }

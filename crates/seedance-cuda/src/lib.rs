@@ -10,6 +10,7 @@
 //!   (`unsigned long long` on 64-bit hosts since CUDA 3.2, the `_v2` ABI).
 //! * Nothing here calls the driver; this crate only describes it.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod result;
 mod types;

@@ -19,7 +19,7 @@ mod explain;
 
 use crate::driver::query;
 use crate::hooks::ids::HookId;
-use crate::rt::session;
+use crate::rt::config;
 use explain::{fault, pre, Request};
 use once_cell::sync::OnceCell;
 use seedance_core::alloc::AllocKind;
@@ -95,7 +95,7 @@ pub fn live_by_device() -> std::collections::BTreeMap<i32, (u64, u64)> {
 /// `crate::faults::launch::pre_enabled` (one relaxed load of the configuration word).
 #[inline(always)]
 fn pre_enabled() -> bool {
-    session::switches() & session::sw::PRE != 0
+    config::switches() & config::sw::PRE != 0
 }
 
 /// Reads the address the driver wrote on success.

@@ -18,12 +18,10 @@
 //! `cuDeviceGetCount` is remembered ([`count_device_get`], [`count_device_count`]).
 
 use crate::hooks::ids::HookId;
-use crate::{driver::query, driver::topo, rt::session};
+use crate::{driver::query, driver::topo, rt::config, rt::output, rt::stderr};
 use libc::c_int;
 use once_cell::sync::Lazy;
-use seedance_core::fallback::{
-    self, Candidate, DeviceFacts, Fallback, Fault, OrdinalMap, Request, Unusable,
-};
+use seedance_core::fallback::{self, DeviceFacts, Fallback, Fault, OrdinalMap, Request, Unusable};
 use seedance_core::once::ExplainOnce;
 use seedance_core::probe::{self, Entry, Last, Question, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
@@ -79,7 +77,7 @@ fn set_last(l: Last) {
 /// The wrapper's arguments, as the program passed them.
 #[inline]
 pub unsafe fn count_device_get(id: HookId, r: CUresult, ordinal: c_int) {
-    session::count(id, r);
+    output::count(id, r);
     if r.is_success() {
         set_last(Last::Found(ordinal));
     }
@@ -92,7 +90,7 @@ pub unsafe fn count_device_get(id: HookId, r: CUresult, ordinal: c_int) {
 /// `count` is the program's out-pointer, which the driver filled when `r` is success.
 #[inline]
 pub unsafe fn count_device_count(id: HookId, r: CUresult, count: *mut c_int) {
-    session::count(id, r);
+    output::count(id, r);
     if r.is_success() && !count.is_null() {
         // SAFETY: non-null, and the driver just wrote the count there.
         set_last(Last::Count(unsafe { count.read() }));
@@ -157,7 +155,7 @@ fn handle(
         QUESTIONS[id as usize][q.index()].fetch_add(1, Ordering::Relaxed);
         return r;
     }
-    session::tally_error(id, r);
+    output::tally_error(id, r);
     let topology = topo::get();
     let explanation = match fault {
         Fault::InvalidOrdinal => topo::explain_invalid(requested, topology),
@@ -167,13 +165,8 @@ fn handle(
     let first = SEEN.first((id as usize, requested, r.0));
     if first {
         let code_name = result_name(id, r);
-        session::say(&format!(
-            "{}: {} ({}): {explanation}",
-            id.name(),
-            code_name.unwrap_or("error"),
-            r.0
-        ));
-        session::emit(Event::DeviceFault(DeviceFault {
+        stderr::say(&output::fault_line(id, code_name, r, &explanation));
+        output::emit(Event::DeviceFault(DeviceFault {
             function: id.name().to_string(),
             requested_ordinal: requested,
             result: r.0,
@@ -183,8 +176,8 @@ fn handle(
             explanation: explanation.clone(),
         }));
     }
-    let w = session::switches();
-    if w & session::sw::FIX == 0 || w & session::sw::FALLBACK == 0 {
+    let w = config::switches();
+    if w & config::sw::FIX == 0 || w & config::sw::FALLBACK == 0 {
         return r;
     }
     let req = Request {
@@ -193,7 +186,7 @@ fn handle(
         fault,
         creates_context: creates_context(id),
     };
-    let candidates = topo::candidates(topology);
+    let candidates = topo::candidates(topology, unusable);
     let outcome = MAP.fall_back(&req, &candidates, |chosen| {
         let new_target = match target {
             Target::Ordinal(_) => Target::Ordinal(chosen),
@@ -209,7 +202,7 @@ fn handle(
         }
         Fallback::Failed { result, .. } => result,
         Fallback::NoDevice => {
-            session::say_once(
+            stderr::say_once(
                 &format!("nofallback:{requested}"),
                 &format!(
                     "fix: no other device can take ordinal {requested}'s work; returning the original error"
@@ -247,10 +240,10 @@ fn announce(
         id.name(),
         topo::explain_fallback(requested, chosen, &reason, topology)
     );
-    session::say_once(&format!("fallback:{requested}:{chosen}"), &text);
+    stderr::say_once(&format!("fallback:{requested}:{chosen}"), &text);
     let key = (usize::MAX - id as usize, requested, chosen as u32);
     if SEEN.first(key) {
-        session::emit(Event::DeviceFallback(DeviceFallback {
+        output::emit(Event::DeviceFallback(DeviceFallback {
             function: id.name().to_string(),
             requested_ordinal: requested,
             chosen_ordinal: chosen,
@@ -316,10 +309,4 @@ pub fn unusable(
         free_mem_bytes: d.free_mem_bytes,
     };
     fallback::unusable(&facts, min_free)
-}
-
-/// Candidates for [`OrdinalMap::fall_back`], one per visible ordinal.
-pub fn to_candidates(devs: impl Iterator<Item = (i32, Option<Unusable>)>) -> Vec<Candidate> {
-    devs.map(|(ordinal, unusable)| Candidate { ordinal, unusable })
-        .collect()
 }

@@ -20,7 +20,7 @@ mod order;
 mod report;
 
 use crate::hooks::ids::HookId;
-use crate::{platform, rt::session};
+use crate::{platform, rt::config};
 use libc::c_void;
 use once_cell::sync::Lazy;
 use order::order;
@@ -55,11 +55,11 @@ thread_local! {
 /// relaxed load of the configuration word).
 #[inline(always)]
 fn on() -> bool {
-    session::switches_now() & session::sw::LIFETIME != 0
+    config::switches_now() & config::sw::LIFETIME != 0
 }
 
 fn fix() -> bool {
-    session::switches() & session::sw::FIX != 0
+    config::switches() & config::sw::FIX != 0
 }
 
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {

@@ -45,8 +45,7 @@
 
 mod signal;
 
-use crate::{platform, rt::session};
-use seedance_core::Mode;
+use crate::{platform, rt::config, rt::stderr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Guarded copies at a time; a copy that finds no free slot is not guarded (counted).
@@ -94,8 +93,6 @@ const EMPTY: Slot = Slot {
 pub(super) static GUARDS: [Slot; SLOTS] = [EMPTY; SLOTS];
 /// Slots armed (a relaxed filter for the hooks).
 static ARMED_COUNT: AtomicUsize = AtomicUsize::new(0);
-static ON: AtomicBool = AtomicBool::new(false);
-pub(super) static FIX: AtomicBool = AtomicBool::new(false);
 /// Copies not guarded because every slot was in use (reported once).
 static NO_SLOT: AtomicU64 = AtomicU64::new(0);
 
@@ -110,19 +107,11 @@ pub(super) static FAULT_NFRAMES: AtomicUsize = AtomicUsize::new(0);
 /// Writes caught after the first one's report was queued (handled, not reported).
 pub(super) static MORE_FAULTS: AtomicU64 = AtomicU64::new(0);
 
-/// Called with the validated configuration.
-pub fn configure(cfg: &seedance_core::Config) {
-    ON.store(
-        cfg.host_guard && cfg.mode != Mode::Off && cfg.lifetime,
-        Ordering::Relaxed,
-    );
-    FIX.store(cfg.mode == Mode::Fix, Ordering::Relaxed);
-}
-
-/// Whether the guard is on.
+/// Whether the guard is on: a bit of the configuration word (`SEEDANCE_HOST_GUARD` with
+/// lifetime tracking; a forked child clears it).
 #[inline(always)]
 pub fn on() -> bool {
-    ON.load(Ordering::Relaxed)
+    config::switches_now() & config::sw::HOST_GUARD != 0
 }
 
 fn page() -> usize {
@@ -175,7 +164,7 @@ pub fn arm(function: usize, src: u64, bytes: u64, stream: usize, ctx: usize, key
             .is_ok()
     }) else {
         if NO_SLOT.fetch_add(1, Ordering::Relaxed) == 0 {
-            session::say(&format!(
+            stderr::say(&format!(
                 "SEEDANCE_HOST_GUARD: {SLOTS} copies guarded at once already; later ones are \
                  not guarded until one completes"
             ));
@@ -197,7 +186,7 @@ pub fn arm(function: usize, src: u64, bytes: u64, stream: usize, ctx: usize, key
     if !protect(lo, hi, false) {
         let e = std::io::Error::last_os_error();
         release(i);
-        session::say_once(
+        stderr::say_once(
             "host_guard_mprotect",
             &format!(
                 "SEEDANCE_HOST_GUARD: mprotect of pinned pages at {lo:#x} failed ({e}); \

@@ -18,7 +18,7 @@
 
 use crate::driver::driverlog;
 use crate::hooks::ids::HookId;
-use crate::{driver::query, faults::lifetime, rt::session};
+use crate::{driver::query, faults::lifetime, rt::config, rt::output, rt::stderr};
 use libc::c_uint;
 use seedance_core::launch::{
     self as decide, Before, DeviceLimits, FuncLimits, LaunchCheck, LaunchFacts, LaunchFinding,
@@ -216,27 +216,21 @@ fn report(
     refused: bool,
     driver_message: Option<String>,
 ) {
-    session::tally_error(id, r);
+    output::tally_error(id, r);
     let key = (id as usize, finding.check, finding.requested.unwrap_or(0));
     if !SEEN.first(key) {
         return;
     }
     let name = r.name();
-    let mut line = format!(
-        "{}: {} ({}): {}",
-        id.name(),
-        name.unwrap_or("error"),
-        r.0,
-        finding.explanation
-    );
+    let mut line = output::fault_line(id, name, r, &finding.explanation);
     if refused {
         line.push_str(" [refused before reaching the driver: SEEDANCE_VALIDATE=pre]");
     }
     if let Some(m) = &driver_message {
         line.push_str(&format!(" [driver: {m}]"));
     }
-    session::say(&line);
-    session::emit(Event::LaunchFault(LaunchFault {
+    stderr::say(&line);
+    output::emit(Event::LaunchFault(LaunchFault {
         function: id.name().to_string(),
         result: r.0,
         result_name: name.map(str::to_string),
@@ -256,7 +250,7 @@ fn report(
 #[cold]
 #[inline(never)]
 fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
-    if session::config().validate == Validate::Off || !decide::explains(r.0) {
+    if config::get().validate == Validate::Off || !decide::explains(r.0) {
         return false;
     }
     let Some(l) = l else { return false };
@@ -288,7 +282,7 @@ fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
 /// once the configuration has been read.
 #[inline(always)]
 pub fn pre_enabled() -> bool {
-    session::switches() & session::sw::PRE != 0
+    config::switches() & config::sw::PRE != 0
 }
 
 #[cold]
@@ -398,7 +392,7 @@ pub unsafe fn fault_kernel_ex(
     config: *const CUlaunchConfig,
     f: CUfunction,
 ) -> bool {
-    if session::config().validate == Validate::Off || !decide::explains(r.0) {
+    if config::get().validate == Validate::Off || !decide::explains(r.0) {
         return false;
     }
     // SAFETY: the caller's config, under cuLaunchKernelEx's contract.

@@ -35,9 +35,9 @@
 //! summary's `repairs`.
 
 use crate::hooks::ids::HookId;
-use crate::{driver::query, driver::topo, faults::alloc, platform, rt::session};
+use crate::{driver::query, driver::topo, platform, rt::config, rt::output, rt::stderr};
 use libc::{c_uint, c_void};
-use once_cell::sync::{Lazy, OnceCell};
+use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::lifetime::{
     describe_end, exit_paragraph, explain_dead_handle, explain_dead_handle_not_forwarded,
@@ -64,17 +64,12 @@ static DEAD: LiveTable<4096> = LiveTable::new();
 /// the configuration word, which a forked child clears).
 #[inline(always)]
 fn any_dead() -> bool {
-    session::switches_now() & session::sw::ANY_DEAD != 0
+    config::switches_now() & config::sw::ANY_DEAD != 0
 }
 
 /// Device allocations by the context they were made in ([`seedance_core::owners`]), filed
 /// from the threads' rings at a context's end or when a ring fills.
 static OWNERS: Lazy<Mutex<Index>> = Lazy::new(|| Mutex::new(Index::new()));
-
-/// Whether the shim still tracks `addr` as a live allocation (the index's compaction test).
-fn still_live(addr: u64) -> bool {
-    alloc::live_pointer(addr).is_some()
-}
 
 /// Calls that got `CUDA_ERROR_DEINITIALIZED`, by function.
 static LATE: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
@@ -85,8 +80,6 @@ static ATTRIBUTION: Lazy<Mutex<HashMap<u64, Option<u32>>>> =
     Lazy::new(|| Mutex::new(HashMap::new()));
 /// Most live allocations attributed at exit.
 const MAX_ATTRIBUTED: usize = 4096;
-/// The exit report, computed once.
-static EXIT: OnceCell<exit::ExitReport> = OnceCell::new();
 
 thread_local! {
     /// Work a destroy on this thread is about to abandon: (context id, counts), from the
@@ -96,15 +89,15 @@ thread_local! {
 
 /// Whether lifetime tracking is on (the mode is not `off`, `SEEDANCE_LIFETIME` is on, and
 /// this is not a forked child): one relaxed load of the configuration word. Every wrapper
-/// reads the configuration (`session::active`) before it gets here; a hook that runs
+/// reads the configuration (`config::active`) before it gets here; a hook that runs
 /// before that (a `pre` clause of the very first call) sees "off".
 #[inline(always)]
 pub fn on() -> bool {
-    session::switches_now() & session::sw::LIFETIME != 0
+    config::switches_now() & config::sw::LIFETIME != 0
 }
 
 fn fix() -> bool {
-    session::switches() & session::sw::FIX != 0
+    config::switches() & config::sw::FIX != 0
 }
 
 /// Runs a cold path, never letting a panic reach the program.

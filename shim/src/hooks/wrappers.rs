@@ -3,11 +3,11 @@
 //! `cuGetProcAddress`). A wrapper forwards, counts, and calls the line's clauses with the
 //! arguments each one names.
 
-use crate::driver::driverlog;
+use crate::exit::record;
 use crate::faults::{alloc, devices, hazard, launch, lifetime};
 use crate::hooks::ids::{slots, HookId};
 use crate::rt::args::ArgVal;
-use crate::rt::session;
+use crate::rt::{config, output};
 use libc::{c_int, c_uchar, c_uint, c_ushort, c_void};
 use seedance_cuda::*;
 
@@ -78,7 +78,7 @@ macro_rules! pre_check {
                 $clause
             )
         } {
-            session::count($id, code);
+            output::count($id, code);
             return code;
         }
     };
@@ -121,10 +121,10 @@ macro_rules! stream_fault {
 
 /// How a wrapper counts its call: with a `count(..)` clause, that function counts it (with
 /// the arguments it names, so that it can record more in the same thread-local access:
-/// launches); without, [`session::count`].
+/// launches); without, [`output::count`].
 macro_rules! count_call {
     ($id:expr, $r:expr, ()) => {
-        session::count($id, $r)
+        output::count($id, $r)
     };
     ($id:expr, $r:expr, ($clause:tt)) => {
         // SAFETY: the program's own arguments, under the driver function's contract.
@@ -149,7 +149,7 @@ macro_rules! wrappers {
                 type Real = unsafe extern "C" fn($($ty),*) -> CUresult;
                 let real = slots::$sym.get();
                 if real.is_null() {
-                    return session::missing(HookId::$sym);
+                    return crate::driver::missing::missing(HookId::$sym, |_r| { $( call!(HookId::$sym, _r, $after); )? });
                 }
                 // SAFETY: the slot holds the real driver function for exactly this ABI
                 // variant (resolved by this symbol's name, or matched by address).
@@ -157,7 +157,7 @@ macro_rules! wrappers {
                 pre_check!(HookId::$sym, ($($pre)?));
                 // SAFETY: arguments are passed through unchanged under the same contract.
                 let mut r = unsafe { f($($arg),*) };
-                if session::active() {
+                if config::active() {
                     count_call!(HookId::$sym, r, ($($count)?));
                     if r.0 != 0 {
                         if r == CUresult::CUDA_ERROR_DEINITIALIZED {
@@ -173,7 +173,7 @@ macro_rules! wrappers {
                             Some(r2) => r = r2,
                             None => fault_check!(HookId::$sym, r, ($($fault)?), {
                                 if !stream_fault!(HookId::$sym, r, ($($st)?)) {
-                                    session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
+                                    output::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
                                 }
                             }),
                         }

@@ -7,7 +7,7 @@
 use super::{nvml, HANDLES, MAX_ATTRIBUTED, POINTERS};
 use crate::driver::driverlog;
 use crate::hooks::ids::HookId;
-use crate::{driver::query, driver::topo, rt::session};
+use crate::{driver::query, driver::topo, rt::config, rt::output, rt::stderr};
 use seedance_core::alloc::{
     check_request, explain_oom, signed, AllocCheck, AllocFinding, AllocKind, LiveOnDevice,
     OomFacts, OtherDevice,
@@ -198,21 +198,15 @@ fn report(
     driver_message: Option<String>,
 ) {
     let name = r.name();
-    let mut line = format!(
-        "{}: {} ({}): {}",
-        id.name(),
-        name.unwrap_or("error"),
-        r.0,
-        finding.explanation
-    );
+    let mut line = output::fault_line(id, name, r, &finding.explanation);
     if refused {
         line.push_str(" [refused before reaching the driver: SEEDANCE_VALIDATE=pre]");
     }
     if let Some(m) = &driver_message {
         line.push_str(&format!(" [driver: {m}]"));
     }
-    session::say(&line);
-    session::emit(Event::AllocFault(AllocFault {
+    stderr::say(&line);
+    output::emit(Event::AllocFault(AllocFault {
         function: id.name().to_string(),
         result: r.0,
         result_name: name.map(str::to_string),
@@ -242,14 +236,14 @@ fn report(
 
 /// Counts the failure; `true` the first time this (function, check, size) is seen.
 fn first_time(id: HookId, r: CUresult, check: AllocCheck, bytes: u64) -> bool {
-    session::tally_error(id, r);
+    output::tally_error(id, r);
     SEEN.first((id as usize, check, bytes))
 }
 
 #[cold]
 #[inline(never)]
 pub(super) fn fault(id: HookId, r: CUresult, req: Request) -> bool {
-    if session::config().validate == Validate::Off || !matches!(r.0, 1 | 2) {
+    if config::get().validate == Validate::Off || !matches!(r.0, 1 | 2) {
         return false;
     }
     let Some(_inside) = crate::rt::guard::enter() else {

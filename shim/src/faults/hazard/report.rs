@@ -3,7 +3,7 @@
 //! as a `host_hazard` event.
 
 use crate::hooks::ids::HookId;
-use crate::rt::session;
+use crate::rt::{output, stderr};
 use parking_lot::Mutex;
 use seedance_core::hazard::{explain_hazard, Access, Direction, Hazard, Table};
 use seedance_core::once::ExplainOnce;
@@ -36,8 +36,8 @@ pub(super) fn report(h: &Hazard, repaired: Option<String>) {
         return;
     }
     let explanation = explain_hazard(h, repaired.as_deref());
-    session::say(&format!("{}: {}", h.second.function, explanation));
-    session::emit(Event::HostHazard(HostHazard {
+    stderr::say(&format!("{}: {}", h.second.function, explanation));
+    output::emit(Event::HostHazard(HostHazard {
         function: h.second.function.to_string(),
         kind: "pinned_copy_race".to_string(),
         range: MemoryRange {
@@ -108,11 +108,11 @@ pub(super) fn report_write(table: &Mutex<Table>) {
         text.push_str("\n    ");
         text.push_str(f);
     }
-    session::say(&text);
+    stderr::say(&text);
     if w.waited {
         crate::faults::lifetime::report::count_repair("wait_before_host_write");
     }
-    session::emit(Event::HostHazard(HostHazard {
+    output::emit(Event::HostHazard(HostHazard {
         function: "host write".to_string(),
         kind: "host_write_race".to_string(),
         range: MemoryRange {

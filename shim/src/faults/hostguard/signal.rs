@@ -7,9 +7,9 @@
 
 use super::{
     release, ARMED, FAULT, FAULT_ADDR, FAULT_FRAMES, FAULT_NFRAMES, FAULT_SLOT, FAULT_TID,
-    FAULT_WAITED, FIX, FRAMES, GUARDS, MORE_FAULTS,
+    FAULT_WAITED, FRAMES, GUARDS, MORE_FAULTS,
 };
-use crate::{driver::query, rt::session};
+use crate::{driver::query, rt::config, rt::stderr};
 use seedance_cuda::CUstream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
@@ -78,7 +78,7 @@ pub(super) fn install() {
         };
         INSTALLED.store(ok, Ordering::Release);
         if !ok {
-            session::say("SEEDANCE_HOST_GUARD: could not install a SIGSEGV handler; guard off");
+            stderr::say("SEEDANCE_HOST_GUARD: could not install a SIGSEGV handler; guard off");
         }
     });
 }
@@ -136,7 +136,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut l
         .and_then(|r| r.ok())
         .unwrap_or(true);
     if busy {
-        let waited = FIX.load(Ordering::Relaxed)
+        let waited = config::switches_now() & config::sw::FIX != 0
             && query::with_context(ctx, || query::stream_synchronize(stream))
                 .is_ok_and(|r| r.is_ok());
         record(i, addr, waited);

@@ -3,8 +3,10 @@
 //! synchronised first) and what dies with it.
 
 use super::dead::{explain_current, explain_dead};
+use super::memory::still_live;
 use super::report::{report, Finding};
 use super::*;
+use crate::faults::alloc;
 
 fn created_context(id: HookId, pctx: *mut CUcontext) {
     // SAFETY: the driver wrote *pctx on success.
@@ -90,7 +92,7 @@ fn after_end(id: HookId, how: EndKind, handle: u64) {
     for &(addr, bytes) in &died {
         alloc::forget_pointer(addr);
         if DEAD.insert(addr, bytes, None) {
-            session::set_switch(session::sw::ANY_DEAD);
+            config::set_switch(config::sw::ANY_DEAD);
         }
     }
     crate::faults::hazard::context_ended(handle);

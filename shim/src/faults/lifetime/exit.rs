@@ -1,6 +1,7 @@
 //! Calls after deinitialisation and the exit report.
 
 use super::*;
+use crate::faults::alloc;
 
 /// Counts a call that got `CUDA_ERROR_DEINITIALIZED`: made after the driver shut down.
 /// The runtime's own final `cuDevicePrimaryCtxRelease`, which gets it in every healthy
@@ -68,6 +69,9 @@ pub struct ExitReport {
     /// Calls after the driver shut down, by function.
     pub calls_after_deinit: BTreeMap<String, u64>,
 }
+
+/// The exit report, computed once.
+static EXIT: once_cell::sync::OnceCell<ExitReport> = once_cell::sync::OnceCell::new();
 
 /// The exit report (computed once, at the end of the process): prints the one paragraph
 /// when something is found. `None` when lifetime tracking is off.
@@ -146,7 +150,7 @@ fn build_exit_report() -> ExitReport {
         after_deinit: after_deinit.clone(),
     };
     if let Some(text) = exit_paragraph(&findings, |id| t.context(id).cloned()) {
-        session::say(&text);
+        stderr::say(&text);
     }
     let ctx_hex = |id: Option<u32>| id.and_then(|i| t.context(i)).map(|c| hex(c.handle));
     ExitReport {

@@ -3,6 +3,12 @@
 use super::dead::{explain_current, explain_dead, skip_dead};
 use super::report::{report, Finding};
 use super::*;
+use crate::faults::alloc;
+
+/// Whether the shim still tracks `addr` as a live allocation (the index's compaction test).
+pub(super) fn still_live(addr: u64) -> bool {
+    alloc::live_pointer(addr).is_some()
+}
 
 /// A new device allocation at `addr`: if the driver handed out an address that died with
 /// an earlier context, it is alive again. One relaxed load unless some context ended with

@@ -3,7 +3,7 @@
 //! repairs counted for the exit summary.
 
 use crate::hooks::ids::HookId;
-use crate::rt::session;
+use crate::rt::{output, stderr};
 use parking_lot::Mutex;
 use seedance_core::lifetime::{Context, HandleKind, Site, StreamWork};
 use seedance_core::once::ExplainOnce;
@@ -65,7 +65,7 @@ pub(super) struct Finding<'a> {
 
 pub(super) fn report(f: Finding<'_>) {
     if let Some(r) = f.result.filter(|r| !r.is_success()) {
-        session::tally_error(f.id, r);
+        output::tally_error(f.id, r);
     }
     if let Some((kind, _)) = &f.repair {
         *REPAIRS.lock().entry(kind).or_insert(0) += 1;
@@ -75,18 +75,12 @@ pub(super) fn report(f: Finding<'_>) {
         return;
     }
     let line = match f.result {
-        Some(r) if !r.is_success() => format!(
-            "{}: {} ({}): {}",
-            f.id.name(),
-            r.name().unwrap_or("error"),
-            r.0,
-            f.explanation
-        ),
+        Some(r) if !r.is_success() => output::fault_line(f.id, r.name(), r, &f.explanation),
         _ => format!("{}: {}", f.id.name(), f.explanation),
     };
-    session::say(&line);
+    stderr::say(&line);
     let end = f.ctx.and_then(|c| c.end.as_ref());
-    session::emit(Event::LifetimeFault(LifetimeFault {
+    output::emit(Event::LifetimeFault(LifetimeFault {
         function: f.id.name().to_string(),
         kind: f.kind.to_string(),
         result: f.result.map(|r| r.0),
@@ -117,7 +111,7 @@ pub(super) fn report(f: Finding<'_>) {
         explanation: f.explanation.clone(),
     }));
     if let Some((kind, streams)) = f.repair {
-        session::emit(Event::LifetimeRepair(LifetimeRepair {
+        output::emit(Event::LifetimeRepair(LifetimeRepair {
             function: f.id.name().to_string(),
             kind: kind.to_string(),
             context: f.ctx.map(|c| hex(c.handle)),
