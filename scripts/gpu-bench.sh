@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Performance of the shim on a real GPU (issue 7). Run from the repository root on the GPU
+# Performance of the shim on a real GPU. Run from the repository root on the GPU
 # machine:  scripts/gpu-bench.sh [path/to/libseedance_fix.so] [rounds]
 # Interleaves runs without and with the shim (default mode fix, no trace unless stated),
 # ROUNDS times each, and prints medians and ratios:
@@ -10,13 +10,10 @@
 # BENCH_ONLY=init measures only the cuInit rows (cheap: use more rounds).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
+. "$here/gpu/common.sh"
+gpu_prologue /tmp/seedance-bench "${1:-}"
 rounds=${2:-5}
-out=${OUT:-/tmp/seedance-bench}
-mkdir -p "$out"
-work=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
+export PYTHONUNBUFFERED=1
 nvcc -O2 -arch=sm_90 -o "$work/launch_rate" "$here/gpu/launch_rate.cu" || exit 1
 gcc -O2 -o "$work/init_time" "$here/gpu/init_time.c" -I"$cuda_home/include" -L"$cuda_home/lib64/stubs" -lcuda || exit 1
 mkdir -p "$work/traces"

@@ -23,22 +23,12 @@
 # $OUT (default /tmp/seedance-contexts). Exit status: the number of failed checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
-out=${OUT:-/tmp/seedance-contexts}
-mkdir -p "$out"
-work=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
+. "$here/gpu/common.sh"
+gpu_prologue /tmp/seedance-contexts "${1:-}"
 python=${PYTHON:-python3}
-
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | paste -sd';')"
-  echo "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
-  echo "shim: $shim ($(sha256sum "$shim" | cut -c1-16))"
-  echo "torch: $($python -c 'import torch; print(torch.__version__)' 2>/dev/null || echo absent)"
-  echo "pid namespace: $(readlink /proc/self/ns/pid)"
-} | tee "$out/environment.txt"
+gpu_fields=name,driver_version,memory.total record_gpu_environment \
+  "torch: $($python -c 'import torch; print(torch.__version__)' 2>/dev/null || echo absent)" \
+  "pid namespace: $(readlink /proc/self/ns/pid)"
 
 set -e
 gcc -O2 -o "$work/contexts_driver" "$here/gpu/contexts_driver.c" \
@@ -77,8 +67,10 @@ for p in $progs; do
   done
 done
 
-$python - "$out" "$have_torch" $progs <<'PY'
+PYTHONPATH="$here/gpu${PYTHONPATH:+:$PYTHONPATH}" \
+  $python - "$out" "$have_torch" $progs <<'PY'
 import json, pathlib, re, sys
+from traces import records
 
 out = pathlib.Path(sys.argv[1])
 have_torch = sys.argv[2] == "1"
@@ -102,15 +94,6 @@ def stages(name):
             s[m.group(1)] = (int(m.group(2)), int(m.group(3)))
     return s
 
-def records(d):
-    recs = []
-    for f in (out / d).glob("*.jsonl"):
-        for line in f.read_text().splitlines():
-            try:
-                recs.append(json.loads(line))
-            except ValueError:
-                pass
-    return recs
 
 def mib(b):
     return f"{b / MIB:.1f} MiB"
@@ -154,7 +137,7 @@ print("  " + ("this process is listed: the shim can name a context's memory"
               "context's memory is unknown"))
 check(bool(listed), "nvidia-smi --query-compute-apps lists the process holding the context")
 
-oom = [r for r in records("trace-oom") if r.get("event") == "alloc_fault"]
+oom = [r for r in records(out / "trace-oom") if r.get("event") == "alloc_fault"]
 print("== out of memory under the shim")
 for line in (out / "oom.txt").read_text().splitlines():
     print("  " + line)
@@ -172,7 +155,7 @@ for p in progs:
     for mode in ("observe", "fix"):
         o = (out / f"healthy-{p}-{mode}.out").read_text()
         e = (out / f"healthy-{p}-{mode}.err").read_text()
-        recs = records(f"trace-{p}-{mode}")
+        recs = records(out / f"trace-{p}-{mode}")
         shim_lines = [l for l in e.splitlines() if l.startswith("seedance:")]
         strays = [r for r in recs if r.get("event") == "stray_context"]
         summ = [r for r in recs if r.get("event") == "exit_summary"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks for device ordinals (issue 3). Needs 2 GPUs (kind nvidia-h200-x2). Run from the
+# GPU checks for device ordinals. Needs 2 GPUs (kind nvidia-h200-x2). Run from the
 # repository root on the GPU machine:
 #
 #   scripts/gpu-devices.sh [path/to/libseedance_fix.so]
@@ -10,12 +10,9 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
-out=${OUT:-/tmp/seedance-devices}
-mkdir -p "$out"
-work=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
+. "$here/gpu/common.sh"
+gpu_prologue /tmp/seedance-devices "${1:-}"
+export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,pci.bus_id,uuid --format=csv,noheader | tee "$out/gpus.txt"
 
 set -e

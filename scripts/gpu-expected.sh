@@ -22,21 +22,11 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
+. "$here/gpu/common.sh"
+gpu_prologue /tmp/seedance-expected "${1:-}"
 analyze=${ANALYZE:-$(dirname "$shim")/seedance-analyze}
-out=${OUT:-/tmp/seedance-expected}
-mkdir -p "$out"
-work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
-
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | paste -sd';')"
-  echo "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
-  echo "shim: $shim ($(sha256sum "$shim" | cut -c1-16))"
-} | tee "$out/environment.txt"
+record_gpu_environment
 
 set -e
 nvcc -O2 -arch=sm_90 -cudart shared -o "$work/expected" "$here/gpu/expected.cu" \

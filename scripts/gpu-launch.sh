@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks for launch and allocation faults (issue 4). One GPU is enough (kind
+# GPU checks for launch and allocation faults. One GPU is enough (kind
 # nvidia-h200). Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-launch.sh [path/to/libseedance_fix.so]
@@ -18,19 +18,9 @@
 # Exit status: the number of failed checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
-out=${OUT:-/tmp/seedance-launch}
-mkdir -p "$out"
-work=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
-
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | paste -sd';')"
-  echo "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
-  echo "shim: $shim ($(sha256sum "$shim" | cut -c1-16))"
-} | tee "$out/environment.txt"
+. "$here/gpu/common.sh"
+gpu_prologue /tmp/seedance-launch "${1:-}"
+record_gpu_environment
 
 set -e
 nvcc -cubin -arch=sm_90 -maxrregcount=255 -DLAUNCH_FAULTS_KERNELS \

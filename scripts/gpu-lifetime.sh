@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks for context lifetime and asynchronous safety (issue 5). One GPU is enough
+# GPU checks for context lifetime and asynchronous safety. One GPU is enough
 # (kind nvidia-h200). Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-lifetime.sh [path/to/libseedance_fix.so]
@@ -27,19 +27,9 @@
 # Exit status: the number of failed checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
-out=${OUT:-/tmp/seedance-lifetime}
-mkdir -p "$out"
-work=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
-
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | paste -sd';')"
-  echo "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
-  echo "shim: $shim ($(sha256sum "$shim" | cut -c1-16))"
-} | tee "$out/environment.txt"
+. "$here/gpu/common.sh"
+gpu_prologue /tmp/seedance-lifetime "${1:-}"
+record_gpu_environment
 
 set -e
 nvcc -cubin -arch=sm_90 -DLIFETIME_KERNELS -o "$work/lifetime.cubin" "$here/gpu/lifetime.cu"
@@ -60,8 +50,9 @@ for c in $cases; do
   echo "exit $?" >>"$out/observe-$c.txt"
 done
 
-python3 - "$out" $cases <<'PY'
+PYTHONPATH="$here/gpu${PYTHONPATH:+:$PYTHONPATH}" python3 - "$out" $cases <<'PY'
 import json, pathlib, re, sys
+from traces import records
 
 out = pathlib.Path(sys.argv[1])
 cases = sys.argv[2:]
@@ -86,15 +77,6 @@ def parse(name):
             code = int(m.group(1))
     return calls, results, shim, code
 
-def trace(d):
-    recs = []
-    for f in (out / d).glob("*.jsonl"):
-        for line in f.read_text().splitlines():
-            try:
-                recs.append(json.loads(line))
-            except ValueError:
-                pass
-    return recs
 
 # Calls on handles that died with their context: fix mode answers them with 0.
 dead_calls = {"cuStreamSynchronize after the destroy", "cuMemFree after the destroy",
@@ -134,15 +116,15 @@ for c in cases:
     base_codes = [code for _, code, _ in base[0][:n]]
     if obs_codes != base_codes or (obs[3] == 0) != (base[3] == 0):
         problems.append(f"observe changed codes: {obs_codes} (exit {obs[3]}) vs {base_codes} (exit {base[3]})")
-    fix_faults = [r for r in trace(f"trace-fix-{c}") if r.get("event") == "lifetime_fault"]
-    obs_faults = [r for r in trace(f"trace-observe-{c}") if r.get("event") == "lifetime_fault"]
+    fix_faults = [r for r in records(out / f"trace-fix-{c}") if r.get("event") == "lifetime_fault"]
+    obs_faults = [r for r in records(out / f"trace-observe-{c}") if r.get("event") == "lifetime_fault"]
     if hazard:
         if not fix[2] or not fix_faults:
             problems.append("fix: no explanation")
         if not obs[2] or not obs_faults:
             problems.append("observe: no explanation")
         print(f"  trace (fix): {sorted({(r['function'], r['kind'], r['repaired']) for r in fix_faults})}")
-        repairs = [r["kind"] for r in trace(f"trace-fix-{c}") if r.get("event") == "lifetime_repair"]
+        repairs = [r["kind"] for r in records(out / f"trace-fix-{c}") if r.get("event") == "lifetime_repair"]
         print(f"  repairs (fix): {repairs}")
     else:
         if fix[2] or obs[2] or fix_faults or obs_faults:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU compatibility matrix (issue 9 item 10). Run on a 2-GPU machine (kind nvidia-h200-x2)
+# GPU compatibility matrix. Run on a 2-GPU machine (kind nvidia-h200-x2)
 # from the repository root:
 #
 #   scripts/gpu-matrix.sh [path/to/libseedance_fix.so]

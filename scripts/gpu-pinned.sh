@@ -26,21 +26,10 @@
 # check and a final count. Exit status: the number of failed checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
-out=${OUT:-/tmp/seedance-pinned}
-mkdir -p "$out"
-work=$(mktemp -d)
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
+. "$here/gpu/common.sh"
+gpu_prologue /tmp/seedance-pinned "${1:-}"
 python=${PYTHON:-python3}
-
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | paste -sd';')"
-  echo "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
-  echo "torch: $($python -c 'import torch; print(torch.__version__)' 2>&1 | tail -n 1)"
-  echo "shim: $shim ($(sha256sum "$shim" | cut -c1-16))"
-} | tee "$out/environment.txt"
+record_gpu_environment "torch: $($python -c 'import torch; print(torch.__version__)' 2>&1 | tail -n 1)"
 
 set -e
 nvcc -cubin -arch=sm_90 -DPINNED_KERNELS -o "$work/pinned.cubin" "$here/gpu/pinned.cu"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU smoke test for the interposition core (issue 2). Run on a GPU machine from the
+# GPU smoke test for the interposition core. Run on a GPU machine from the
 # repository root, with the shim built elsewhere or here:
 #
 #   scripts/gpu-smoke.sh [path/to/libseedance_fix.so]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory errors with the shim preloaded, under valgrind memcheck (issue 9).
+# Memory errors with the shim preloaded, under valgrind memcheck.
 #
 #   scripts/memcheck.sh                  the end-to-end memcheck test: every test program on
 #                                        the fake driver, natively and under memcheck

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Thread checking of the shim (issue 9 item 5): the multi-threaded stress program
+# Thread checking of the shim: the multi-threaded stress program
 # (tests/programs/stress.c) with the shim built under ThreadSanitizer, then, for the record,
 # valgrind's helgrind. Prints a verdict; exit 0 = no race found by TSan, 1 = races, 2 = could
 # not run. Not in CI: it needs RUSTC_BOOTSTRAP for -Zsanitizer on the stable toolchain and

@@ -3,12 +3,10 @@
 #
 # Expects: $here (scripts/), $shim (absolute path of libseedance_fix.so), $out (results).
 # Sets: $work (scratch), $failed (number of failed cases).
-work=$(mktemp -d)
+. "$here/gpu/common.sh"
+gpu_scratch
 failed=0
-# NVLink multicast stays off (device README: it can take shared GPUs out of service).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONUNBUFFERED=1
-cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
 
 record_environment() {
   {

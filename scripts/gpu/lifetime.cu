@@ -1,4 +1,4 @@
-// Context lifetime and asynchronous safety against the real driver (issue 5), for
+// Context lifetime and asynchronous safety against the real driver, for
 // scripts/gpu-lifetime.sh.
 //
 // Built twice from this one file:
@@ -28,20 +28,7 @@
 
 #ifdef LIFETIME_KERNELS
 
-// The GPU's global nanosecond timer (PTX %globaltimer, every architecture since sm_30).
-static __device__ __forceinline__ unsigned long long globaltimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-// Spins one thread for `ns` nanoseconds of wall time (independent of the SM clock).
-extern "C" __global__ void spin(unsigned long long ns) {
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    unsigned long long start = globaltimer();
-    while (globaltimer() - start < ns) {
-    }
-}
+#include "spin.cuh"
 
 // Writes `v` to `n` bytes at `out`.
 extern "C" __global__ void fill(unsigned char *out, int v, int n) {

@@ -1,4 +1,4 @@
-"""Compatibility matrix, RTLD_NEXT (issue 9 item 3): `import torch` brings an OpenMP runtime;
+"""Compatibility matrix, RTLD_NEXT: `import torch` brings an OpenMP runtime;
 a probe library preloaded next to the shim (rtld_next_probe.c) resolves symbols with
 dlsym(RTLD_NEXT, ...) after the import. It must get the same answers with and without the
 shim. A CPU matmul runs on OpenMP threads and a small GPU step gives the trace counts."""

@@ -32,19 +32,7 @@
 
 #ifdef PINNED_KERNELS
 
-static __device__ __forceinline__ unsigned long long globaltimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-// Spins one thread for `ns` nanoseconds of wall time.
-extern "C" __global__ void spin(unsigned long long ns) {
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    unsigned long long start = globaltimer();
-    while (globaltimer() - start < ns) {
-    }
-}
+#include "spin.cuh"
 
 #else
 

@@ -2,6 +2,7 @@
 //! messages, NVML and the device topology.
 
 pub mod driverlog;
+pub mod missing;
 pub mod nvml;
 pub mod query;
 pub mod real;

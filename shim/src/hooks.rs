@@ -7,7 +7,7 @@
 
 use crate::driver::real::Slot;
 use crate::rt::args::ArgVal;
-use crate::rt::session;
+use crate::rt::{config, output};
 use crate::{faults::alloc, faults::hazard, faults::launch, faults::lifetime};
 use libc::{c_int, c_uchar, c_uint, c_ushort, c_void};
 use seedance_cuda::*;
@@ -62,7 +62,7 @@ macro_rules! pre_check {
         // check itself returns at once (one relaxed load) unless the mode is on and
         // SEEDANCE_VALIDATE=pre.
         if let Some(code) = unsafe { $pre($id, $($arg),*) } {
-            session::count($id, code);
+            output::count($id, code);
             return code;
         }
     };
@@ -94,7 +94,7 @@ macro_rules! ok_note {
 
 /// How a wrapper counts its call: with a `count(..)` clause, that function counts it (with
 /// the arguments, so that it can record more in the same thread-local access: launches);
-/// without, [`session::count`].
+/// without, [`output::count`].
 /// `stream_op(hStream)`: the call queues one operation on `hStream` that is neither a kernel
 /// launch nor a copy (a memset, a graph launch, a host function). A failure is explained
 /// when that stream's context has ended; a success counts one pending operation there.
@@ -109,7 +109,7 @@ macro_rules! stream_fault {
 
 macro_rules! count_call {
     ($id:expr, $r:expr, (), $args:tt) => {
-        session::count($id, $r)
+        output::count($id, $r)
     };
     ($id:expr, $r:expr, ($count:path), ($($arg:ident),*)) => {
         // SAFETY: the program's own arguments, under the driver function's contract.
@@ -162,7 +162,7 @@ macro_rules! hook_table {
                 type Real = unsafe extern "C" fn($($ty),*) -> CUresult;
                 let real = slots::$sym.get();
                 if real.is_null() {
-                    return session::missing(HookId::$sym);
+                    return crate::driver::missing::missing(HookId::$sym, |_r| { $( $after(_r); )? });
                 }
                 // SAFETY: the slot holds the real driver function for exactly this ABI
                 // variant (resolved by this symbol's name, or matched by address).
@@ -170,7 +170,7 @@ macro_rules! hook_table {
                 pre_check!(HookId::$sym, ($($pre)?), ($($arg),*));
                 // SAFETY: arguments are passed through unchanged under the same contract.
                 let mut r = unsafe { f($($arg),*) };
-                if session::active() {
+                if config::active() {
                     count_call!(HookId::$sym, r, ($($count)?), ($($arg),*));
                     if r.0 != 0 {
                         if r == CUresult::CUDA_ERROR_DEINITIALIZED {
@@ -186,7 +186,7 @@ macro_rules! hook_table {
                             Some(r2) => r = r2,
                             None => fault_check!(HookId::$sym, r, ($($fault)?), ($($arg),*), {
                                 if !stream_fault!(HookId::$sym, r, ($($st)?)) {
-                                    session::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
+                                    output::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
                                 }
                             }),
                         }
@@ -217,7 +217,7 @@ type HostFn = *mut c_void;
 
 hook_table! {
     wrapped {
-        cuInit / "cuInit" (flags: c_uint) after crate::driver::driverlog::after_init;
+        cuInit / "cuInit" (flags: c_uint) after crate::exit::record::after_init;
         cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
         cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device ordinal: Ordinal count(crate::faults::devices::count_device_get);
         cuDeviceGetCount / "cuDeviceGetCount" (count: *mut c_int) count(crate::faults::devices::count_device_count);
@@ -318,7 +318,7 @@ pub fn by_symbol(name: &[u8]) -> Option<&'static Hook> {
 /// symbol and the library behind `handle` has it, with the real address recorded in the
 /// slot; `None` to let the real `dlsym` answer.
 pub fn answer_dlsym(handle: *mut c_void, name: &CStr) -> Option<*mut c_void> {
-    if !session::interposing() {
+    if !config::interposing() {
         return None;
     }
     let hook = by_symbol(name.to_bytes())?;
@@ -337,7 +337,7 @@ pub fn answer_dlsym(handle: *mut c_void, name: &CStr) -> Option<*mut c_void> {
 /// there. (Linux only: the macOS layer has no pseudo-handle answers.)
 #[cfg(target_os = "linux")]
 pub fn answer_pseudo(hook: &'static Hook, native: *mut c_void) -> *mut c_void {
-    if native.is_null() || !session::interposing() {
+    if native.is_null() || !config::interposing() {
         return native;
     }
     hook.slot.set(native);
@@ -360,7 +360,7 @@ pub fn swap_proc_address(base: &CStr, real: *mut c_void) -> *mut c_void {
         }
     }
     if any && !crate::platform::is_ours(real) {
-        session::note_unmatched(base);
+        output::note_unmatched(base);
     }
     real
 }

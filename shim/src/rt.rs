@@ -1,8 +1,12 @@
-//! The shim's runtime: configuration switches, the output path (messages, trace, counters),
-//! the panic and re-entry guard, argument capture and names.
+//! The shim's runtime: the configuration and its switch word ([`config`]), the output path
+//! (trace, counters, failure reports: [`output`]; stderr lines: [`stderr`]), the panic and re-entry guard ([`guard`]),
+//! argument capture and names. Below the fault modules: nothing here imports them or the
+//! wrappers, only the hook ids.
 
 pub mod args;
+pub mod config;
 pub mod guard;
-pub mod metrics;
 pub mod names;
-pub mod session;
+pub mod output;
+pub mod probes;
+pub mod stderr;

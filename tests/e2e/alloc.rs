@@ -1,4 +1,4 @@
-//! Allocation faults (issue 4): a zero size, a negative size that wrapped, a `cuMemCreate`
+//! Allocation faults: a zero size, a negative size that wrapped, a `cuMemCreate`
 //! size off the granularity, and out of memory (free and total memory, what the process
 //! holds, which other device has room) are explained in an `alloc_fault` event and one
 //! stderr line; the program gets the driver's own code. Programs:

@@ -1,4 +1,4 @@
-//! Device ordinals (issue 3): a request for a device the process cannot have is explained,
+//! Device ordinals: a request for a device the process cannot have is explained,
 //! and in fix mode sent to the next available device. Each test asserts which device the
 //! fake driver received, the code the program got, and the text the user sees.
 

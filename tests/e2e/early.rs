@@ -1,4 +1,4 @@
-//! Early and re-entrant calls (issue 9 item 2): driver calls made before `main` (a shared
+//! Early and re-entrant calls: driver calls made before `main` (a shared
 //! library's constructors, of default and high priority; the program's own constructor;
 //! its `.preinit_array`, which runs before the C library has initialised itself) are
 //! explained, repaired and counted exactly as the same calls made from `main`; so are calls

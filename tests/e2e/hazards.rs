@@ -311,6 +311,33 @@ fn a_host_write_into_a_pending_copys_source_is_caught_by_the_guard() {
     );
 }
 
+/// A child forked while a guarded copy is pending, writing into the copy's source: the
+/// child only forwards (the fork handler clears the whole configuration word, the guard's
+/// bits included), so its inherited guard makes no repair there: no `cuStreamSynchronize`
+/// the program did not make. Before, the guard's `fix` switch outlived the fork and the
+/// child's write waited for the stream.
+#[test]
+fn a_forked_child_writing_into_a_guarded_source_only_forwards() {
+    let before = plain("fork_write");
+    assert_eq!(
+        before.stdout(),
+        "child wrote\nchild exit 0\ndevice copy: intact\n"
+    );
+    let syncs = |r: &Finished| {
+        r.driver_calls
+            .iter()
+            .filter(|l| l.starts_with("cuStreamSynchronize "))
+            .count()
+    };
+    for mode in ["observe", "fix"] {
+        let r = guarded("fork_write", mode);
+        assert_eq!(r.stdout(), before.stdout(), "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        assert_eq!(syncs(&r), syncs(&before), "{mode}: {:#?}", r.driver_calls);
+        assert!(hazards(&r).is_empty(), "{mode}");
+    }
+}
+
 #[test]
 fn the_guard_is_silent_for_a_write_after_the_copy_and_chains_other_faults() {
     for mode in ["observe", "fix"] {

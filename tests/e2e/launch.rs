@@ -1,4 +1,4 @@
-//! Launch faults (issue 4): a launch over a device or kernel limit is explained with the
+//! Launch faults: a launch over a device or kernel limit is explained with the
 //! limit, the value and the fix, in a `launch_fault` event and one stderr line per distinct
 //! fault; the program gets the driver's own code, and with `SEEDANCE_VALIDATE=pre` the
 //! launch is refused before it reaches the driver. Programs: `tests/programs/launch_faults.c`.
@@ -209,7 +209,7 @@ fn context_faults_say_which() {
         );
     }
     // The lifetime tracker saw the reset: the explanation names the call and thread that
-    // ended the context (issue 5).
+    // ended the context.
     let r = run("destroyed", true);
     let text = one_fault(&r)["explanation"].as_str().unwrap().to_string();
     let (made, ended) = text

@@ -1,4 +1,4 @@
-//! Context lifetime and asynchronous safety (issue 5), on the fake driver, whose launches
+//! Context lifetime and asynchronous safety, on the fake driver, whose launches
 //! and copies wait in their stream until something synchronises it and whose context
 //! destroy loses queued work. Each scenario of `tests/programs/lifetime.c` runs without the
 //! shim (the damage: an error code, corrupted data), in `fix` mode (explained and repaired:

@@ -1,4 +1,4 @@
-//! Memory errors (issue 9): the test programs run under valgrind memcheck with the shim
+//! Memory errors: the test programs run under valgrind memcheck with the shim
 //! preloaded, and memcheck finds nothing.
 //!
 //! Each case runs twice with the same environment and arguments: natively with the shim

@@ -1,4 +1,4 @@
-//! NVML that hangs (issue 9 item 1, fail open): a wedged GPU or a driver in recovery can
+//! NVML that hangs (fail open): a wedged GPU or a driver in recovery can
 //! leave `nvmlInit` or an NVML query blocked for minutes. The fake NVML does that on demand
 //! (`FAKE_NVML_INIT_DELAY_MS`, `FAKE_NVML_QUERY_DELAY_MS`: 60 s here, holding the library's
 //! lock). The shim waits at most `SEEDANCE_NVML_TIMEOUT` (default 2000 ms) and goes on with

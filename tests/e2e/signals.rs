@@ -1,4 +1,4 @@
-//! Signals and exits (issue 9): SIGTERM, SIGINT, SIGKILL, `exit()` from another thread and
+//! Signals and exits: SIGTERM, SIGINT, SIGKILL, `exit()` from another thread and
 //! `_exit`. The shim installs no signal handler, so a process killed by a signal, or ended by
 //! `_exit`, writes no exit summary; what the writer thread had written stays, as complete
 //! lines, and the analyzer reads it and reports the process as ended without an exit summary.

@@ -569,7 +569,7 @@ const SHIM_QUERIES: &[&str] = &[
     "cuDeviceTotalMem_v2 ",
     "cuDeviceGetUuid_v2 ",
     "cuDeviceGetAttribute ",
-    // Issue 4: the driver-log callback at start-up, and the launch and allocation
+    // Launch and allocation faults: the driver-log callback at start-up, and the launch and allocation
     // explanations' queries after a failure.
     "cuLogsRegisterCallback ",
     "cuCtxGetDevice ",
@@ -580,7 +580,7 @@ const SHIM_QUERIES: &[&str] = &[
     "cuMemGetInfo_v2 ",
     "cuPointerGetAttribute ",
     "cuMemGetAllocationGranularity ",
-    // Issue 5: the lifetime checks confirm pending work (cuStreamQuery, with the context
+    // Context lifetime: the lifetime checks confirm pending work (cuStreamQuery, with the context
     // pushed for a default stream), find the allocations a destroyed context took with it
     // (cuPointerGetAttribute) and whether a released primary context ended.
     "cuStreamQuery ",

@@ -1,14 +1,12 @@
-/* Allocation faults (issue 4): each scenario named on the command line makes allocations
+/* Allocation faults: each scenario named on the command line makes allocations
  * that fail for a reason the shim explains, then the legal one, and prints what the driver
  * returned for each. Exits 0 unless a setup call fails; destroys its context first. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef unsigned long long CUdeviceptr;
+#include "cuda_calls.h"
+
 typedef unsigned long long CUmemGenericAllocationHandle;
 
 /* cuda.h (CUDA 13.0) CUmemAllocationProp, 32 bytes. */
@@ -20,16 +18,10 @@ typedef struct {
     unsigned char allocFlags[8];
 } CUmemAllocationProp;
 
-CUresult cuInit(unsigned int);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
-CUresult cuMemHostAlloc(void **, size_t, unsigned int);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                      unsigned long long);
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
-CUresult cuCtxDestroy_v2(CUcontext);
 
 #define MIB ((size_t)1 << 20)
 #define SHOW(what, call) printf("%s -> %d\n", what, (int)(call))

@@ -7,6 +7,7 @@ typedef int CUresult;
 typedef int CUdevice;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef struct CUfunc_st *CUfunction;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long cuuint64_t;

@@ -1,4 +1,4 @@
-/* exec'd children follow their environment (issue 9 item 4): the parent makes a driver
+/* exec'd children follow their environment: the parent makes a driver
  * call, then forks and execs itself as "child" with its environment kept (inherit),
  * without LD_PRELOAD (unset) or with SEEDANCE_MODE=off (off); the child makes calls
  * including a failing one and prints what it got.
@@ -12,10 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
+#include "cuda_calls.h"
 
 int main(int argc, char **argv) {
     CUdevice d = -1;

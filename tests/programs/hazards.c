@@ -14,64 +14,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef struct CUfunc_st *CUfunction;
-typedef unsigned long long CUdeviceptr;
+#include "cuda_calls.h"
 
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
-CUresult cuCtxDestroy_v2(CUcontext);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuCtxSynchronize(void);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemHostAlloc(void **, size_t, unsigned int);
-CUresult cuMemAllocHost_v2(void **, size_t);
-CUresult cuMemFreeHost(void *);
-CUresult cuMemHostRegister_v2(void *, size_t, unsigned int);
-CUresult cuMemHostUnregister(void *);
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
-CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
 CUresult cuMemcpyAsync(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
-CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
-CUresult cuStreamCreate(CUstream *, unsigned int);
-CUresult cuStreamDestroy_v2(CUstream);
-CUresult cuStreamSynchronize(CUstream);
 CUresult cuStreamQuery(CUstream);
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
-CUresult cuEventCreate(CUevent *, unsigned int);
-CUresult cuEventDestroy_v2(CUevent);
-CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuEventSynchronize(CUevent);
 CUresult cuEventQuery(CUevent);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void **, void **);
 
-#define KERNEL ((CUfunction)0x1000)
 #define N (64 * 1024)
-#define SETUP(call)                                                                        \
-    do {                                                                                   \
-        if ((call) != 0) {                                                                 \
-            printf("setup failed: %s\n", #call);                                           \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-static void check(const char *what, const unsigned char *buf, size_t n, unsigned char want) {
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) bad += buf[i] != want;
-    if (bad == 0)
-        printf("%s: intact\n", what);
-    else
-        printf("%s: corrupted (%zu of %zu bytes wrong, first 0x%02x)\n", what, bad, n, buf[0]);
-}
 
 static CUcontext ctx;
 static CUstream a, b;
@@ -196,6 +150,27 @@ void host_write(void) {
     setup(0);
     first_copy(0, N);
     memset(pinned + N - 4096, 0x33, 4096);
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
+/* A child forked while the copy is pending writes into its source (its own copy of the
+ * page): the child only forwards, so the guard it inherited waits for nothing there. The
+ * parent's copy is intact in every mode. */
+static void fork_write(void) {
+    setup(0);
+    first_copy(0, N);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        memset(pinned + N - 4096, 0x33, 4096);
+        printf("child wrote\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     finish("device copy", 0, N);
     teardown(0);
 }
@@ -364,6 +339,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "write_then_read") == 0) write_then_read();
     else if (strcmp(s, "host_write") == 0) host_write();
     else if (strcmp(s, "write_after_sync") == 0) write_after_sync();
+    else if (strcmp(s, "fork_write") == 0) fork_write();
     else if (strcmp(s, "foreign_fault") == 0) foreign_fault();
     else if (strcmp(s, "event_ordered") == 0) event_ordered();
     else if (strcmp(s, "event_synchronized") == 0) event_synchronized();

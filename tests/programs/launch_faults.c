@@ -1,4 +1,4 @@
-/* Launch faults (issue 4): each scenario named on the command line makes one or more
+/* Launch faults: each scenario named on the command line makes one or more
  * launches that break a device or kernel limit, then the legal launch, and prints what the
  * driver returned for each. Kernels are fake function handles: 0x1000 is an ordinary kernel,
  * 0x2000 a register-limited one (FAKE_CUDA_FUNC_MAX_THREADS). Exits 0 unless a setup call
@@ -7,11 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUfunc_st *CUfunction;
+#include "cuda_calls.h"
 
 /* cuda.h (CUDA 13.0) layouts: the attribute value is a 64-byte union holding pointers. */
 typedef struct {
@@ -34,23 +30,11 @@ typedef struct {
     unsigned int numAttrs;
 } CUlaunchConfig;
 
-CUresult cuInit(unsigned int);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void **, void **);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
 CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                    unsigned, unsigned, CUstream, void **);
 CUresult cuFuncSetAttribute(CUfunction, int, int);
-CUresult cuStreamCreate(CUstream *, unsigned int);
-CUresult cuStreamDestroy_v2(CUstream);
-CUresult cuCtxSynchronize(void);
-CUresult cuCtxDestroy_v2(CUcontext);
 
-#define KERNEL ((CUfunction)0x1000)
 #define HEAVY ((CUfunction)0x2000)
 #define SHOW(what, call) printf("%s -> %d\n", what, (int)(call))
 

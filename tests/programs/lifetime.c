@@ -1,4 +1,4 @@
-/* Context lifetime and asynchronous safety (issue 5): each scenario named on the command
+/* Context lifetime and asynchronous safety: each scenario named on the command
  * line makes one classic mistake and prints what every call returned and whether the data
  * came through. Against the fake driver, launches and copies wait in their stream until
  * something synchronises it, a copy reads its source only then, and destroying a context
@@ -8,42 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef struct CUfunc_st *CUfunction;
-typedef unsigned long long CUdeviceptr;
+#include "cuda_calls.h"
 
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
-CUresult cuCtxDestroy_v2(CUcontext);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuCtxSynchronize(void);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemHostAlloc(void **, size_t, unsigned int);
-CUresult cuMemAllocHost_v2(void **, size_t);
-CUresult cuMemFreeHost(void *);
-CUresult cuMemHostRegister_v2(void *, size_t, unsigned int);
-CUresult cuMemHostUnregister(void *);
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
-CUresult cuMemcpyDtoHAsync_v2(void *, CUdeviceptr, size_t, CUstream);
-CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
-CUresult cuStreamCreate(CUstream *, unsigned int);
-CUresult cuStreamDestroy_v2(CUstream);
-CUresult cuStreamSynchronize(CUstream);
-CUresult cuEventCreate(CUevent *, unsigned int);
-CUresult cuEventDestroy_v2(CUevent);
-CUresult cuEventRecord(CUevent, CUstream);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void **, void **);
 CUresult cuMemsetD8Async(CUdeviceptr, unsigned char, size_t, CUstream);
 CUresult cuMemsetD16Async(CUdeviceptr, unsigned short, size_t, CUstream);
 CUresult cuMemsetD32Async(CUdeviceptr, unsigned int, size_t, CUstream);
@@ -62,25 +29,8 @@ CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuLaunchHostFunc(CUstream, CUhostFn, void *);
 CUresult cuGetProcAddress_v2(const char *, void **, int, unsigned long long, int *);
 
-#define KERNEL ((CUfunction)0x1000)
 #define N 4096
 #define SHOW(what, call) printf("%s -> %d\n", what, (int)(call))
-#define SETUP(call)                                                                        \
-    do {                                                                                   \
-        if ((call) != 0) {                                                                 \
-            printf("setup failed: %s\n", #call);                                           \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-static void check(const char *what, const unsigned char *buf, size_t n, unsigned char want) {
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) bad += buf[i] != want;
-    if (bad == 0)
-        printf("%s: intact\n", what);
-    else
-        printf("%s: corrupted (%zu of %zu bytes wrong, first 0x%02x)\n", what, bad, n, buf[0]);
-}
 
 static CUcontext created(void) {
     CUdevice dev;

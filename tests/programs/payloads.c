@@ -1,26 +1,11 @@
-/* Traces hold no payloads (issue 9 item 7): memory contents reach the driver through
+/* Traces hold no payloads: memory contents reach the driver through
  * kernel arguments, a host-to-device copy, an allocation fault's size and a failing call
  * with a host pointer, each holding a marker string; the test checks that no trace byte
  * holds a marker (nor the value of a non-CUDA environment variable). Prints the results. */
 #include <stdio.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUfunc_st *CUfunction;
-
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
-CUresult cuCtxDestroy_v2(CUcontext);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void **, void **);
+#include "cuda_calls.h"
 
 static char secret[64] = "SEEDANCE-SECRET-PAYLOAD-7f3a";
 

@@ -10,16 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef unsigned long long CUdeviceptr;
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
-CUresult cuCtxDestroy_v2(CUcontext);
+#include "cuda_calls.h"
+
 CUresult cuCtxSynchronize_v2(CUcontext);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 100;

@@ -13,21 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef unsigned long long CUdeviceptr;
+#include "cuda_calls.h"
 
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
-CUresult cuCtxDestroy_v2(CUcontext);
 CUresult cuCtxGetCurrent(CUcontext *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuStreamCreate(CUstream *, unsigned int);
-CUresult cuStreamDestroy_v2(CUstream);
-CUresult cuStreamSynchronize(CUstream);
 
 static CUstream dead;
 static volatile sig_atomic_t runs, armed;

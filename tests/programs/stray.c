@@ -14,25 +14,9 @@
 #include <string.h>
 #include <stdlib.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUfunc_st *CUfunction;
-typedef unsigned long long CUdeviceptr;
-
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGet(CUdevice *, int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void **, void **);
-CUresult cuCtxSynchronize(void);
+#include "cuda_calls.h"
 
 #define MIB ((size_t)1 << 20)
-#define KERNEL ((CUfunction)0x1000)
 
 static int work(int ordinal) {
     CUdevice d;

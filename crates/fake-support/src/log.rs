@@ -7,8 +7,8 @@
 //!
 //! Line format: `<name>[ key=value]... -> <code>`, see [`format_line`]. A call made on one
 //! of the shim's own threads (a thread whose name starts with `seedance-`: its session
-//! record, NVML helper and metrics threads, `shim/src/rt/session.rs`, `shim/src/driver/nvml.rs`,
-//! `shim/src/rt/metrics.rs`) is prefixed with that name in brackets,
+//! record, NVML helper and metrics threads, `shim/src/exit/record.rs`, `shim/src/driver/nvml.rs`,
+//! `shim/src/exit/metrics.rs`) is prefixed with that name in brackets,
 //! `[seedance-init] cuDriverGetVersion -> 0`, so that a test can tell the calls the program's
 //! threads made (in a fixed order) from the shim's background work (at any time); see
 //! [`SHIM_THREAD_PREFIX`].

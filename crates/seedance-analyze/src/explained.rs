@@ -12,8 +12,9 @@
 
 use crate::aggregate::{ExplainedKind, FaultValueKey};
 use crate::fmt;
-use crate::problems::{listed, plural, processes_on_hosts, tally};
-use crate::report::{host_label, FaultValue, NameCount, Problem, ProblemKind, Proc, Severity};
+use crate::parts::{listed, plural, processes_on_hosts, ranked, tally};
+use crate::proc::Proc;
+use crate::report::{FaultValue, NameCount, Problem, ProblemKind, Severity};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -299,16 +300,6 @@ pub(crate) fn value_text(p: &Problem, v: &FaultValue) -> String {
     t
 }
 
-/// Most frequent first, then in text order; at most `max`.
-fn ranked(m: BTreeMap<&str, u64>, max: usize) -> Vec<String> {
-    let mut v: Vec<(&str, u64)> = m.into_iter().collect();
-    v.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(y.0)));
-    v.into_iter()
-        .take(max)
-        .map(|(s, _)| s.to_string())
-        .collect()
-}
-
 pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     #[derive(Default)]
     struct Acc<'a> {
@@ -342,7 +333,7 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         for ((kind, f, check), entries) in mine {
             let a = groups.entry((kind, f, check)).or_default();
             a.procs.push(p);
-            a.hosts.insert(host_label(&p.hostname()));
+            a.hosts.insert(p.host());
             let mut values: BTreeMap<&FaultValueKey, u64> = BTreeMap::new();
             let mut explanations: BTreeSet<&str> = BTreeSet::new();
             let mut messages: BTreeSet<&str> = BTreeSet::new();

@@ -28,7 +28,8 @@
 //! Severity: `*_fault` and `call_failed` are ERROR (17), `device_fallback` and
 //! `lifetime_repair` WARN (13), the rest INFO (9).
 
-use crate::input::{read_line_bounded, MAX_LINE_BYTES};
+use crate::input::MAX_LINE_BYTES;
+use crate::reader::read_line_bounded;
 use flate2::read::MultiGzDecoder;
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, BufReader};

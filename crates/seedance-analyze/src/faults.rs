@@ -1,6 +1,5 @@
-//! Device faults, repairs and the session topology (trace schema 2): the `repairs` section
-//! of the report, the `device_fault` problems, and the problems the topology shows
-//! (`CUDA_VISIBLE_DEVICES` read only up to an invalid entry, device order warnings).
+//! Device faults (trace schema 2): the `device_fault` problems. The `repairs` section is
+//! [`crate::repairs`]'s, the problems of the session topology [`crate::visibility`]'s.
 //!
 //! A `device_fault` problem is one (fault, requested ordinal) over all processes, with the
 //! shim's own explanations. A process counts as repaired when every fault of it in the
@@ -8,121 +7,14 @@
 //! problem is a `warning` when all its processes were repaired (the programs ran, on
 //! another device than they asked for) and an `error` otherwise.
 
-use crate::fmt;
-use crate::problems::{cvd, listed, plural, processes_on_hosts, simple_problem, tally};
-use crate::report::{
-    host_label, FallbackReport, NameCount, Problem, ProblemKind, Proc, RepairKind, RepairsReport,
-    Severity,
+use crate::parts::{
+    cvd, listed, name_counts, plural, processes_on_hosts, ranked, repair_outcome, tally,
+    MAX_EXPLANATIONS,
 };
+use crate::proc::{chosen_pci, Proc};
+use crate::report::{Problem, ProblemKind, Severity};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Explanations kept per `device_fault` problem.
-const MAX_EXPLANATIONS: usize = 5;
-
-pub(crate) fn repairs_report(procs: &[Proc]) -> RepairsReport {
-    let mut kinds: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    type FallbackKey = (i32, i32, Option<String>);
-    struct Acc {
-        processes: u64,
-        hosts: BTreeSet<String>,
-        functions: BTreeSet<String>,
-    }
-    let mut fallbacks: BTreeMap<FallbackKey, Acc> = BTreeMap::new();
-    let mut processes = 0;
-    for p in procs {
-        if p.repairs.values().any(|n| *n > 0) {
-            processes += 1;
-        }
-        for (k, n) in &p.repairs {
-            let e = kinds.entry(k).or_default();
-            e.0.sat_add(n);
-            e.1 += 1;
-        }
-        // This process's fallbacks: from the records (with the functions), then the exit
-        // summary's choices the records lack.
-        let mut mine: BTreeMap<FallbackKey, BTreeSet<&str>> = BTreeMap::new();
-        for ((f, req, chosen), fb) in &p.agg.fallbacks {
-            let pci = fb
-                .chosen_pci_bus_id
-                .as_ref()
-                .map(|s| s.to_ascii_lowercase())
-                .or_else(|| chosen_pci(p, *chosen));
-            mine.entry((*req, *chosen, pci)).or_default().insert(f);
-        }
-        if let Some(e) = &p.agg.exit {
-            for (req, chosen) in &e.fallbacks {
-                let Ok(req) = req.trim().parse::<i32>() else {
-                    continue;
-                };
-                if !mine.keys().any(|(r, c, _)| *r == req && c == chosen) {
-                    mine.entry((req, *chosen, chosen_pci(p, *chosen)))
-                        .or_default();
-                }
-            }
-        }
-        for (key, functions) in mine {
-            let a = fallbacks.entry(key).or_insert_with(|| Acc {
-                processes: 0,
-                hosts: BTreeSet::new(),
-                functions: BTreeSet::new(),
-            });
-            a.processes += 1;
-            a.hosts.insert(host_label(&p.hostname()));
-            a.functions
-                .extend(functions.into_iter().map(str::to_string));
-        }
-    }
-    let mut by_kind: Vec<RepairKind> = kinds
-        .into_iter()
-        .map(|(k, (calls, processes))| RepairKind {
-            kind: k.to_string(),
-            calls,
-            processes,
-        })
-        .collect();
-    by_kind.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.kind.cmp(&b.kind)));
-    let mut fallbacks: Vec<FallbackReport> = fallbacks
-        .into_iter()
-        .map(|((req, chosen, pci), a)| FallbackReport {
-            requested_ordinal: req,
-            chosen_ordinal: chosen,
-            chosen_pci_bus_id: pci,
-            processes: a.processes,
-            hosts: a.hosts.into_iter().collect(),
-            functions: a.functions.into_iter().collect(),
-        })
-        .collect();
-    fallbacks.sort_by(|a, b| {
-        b.processes.cmp(&a.processes).then_with(|| {
-            (a.requested_ordinal, a.chosen_ordinal, &a.chosen_pci_bus_id).cmp(&(
-                b.requested_ordinal,
-                b.chosen_ordinal,
-                &b.chosen_pci_bus_id,
-            ))
-        })
-    });
-    RepairsReport {
-        calls_repaired: crate::sat_sum(by_kind.iter().map(|k| k.calls)),
-        processes,
-        by_kind,
-        fallbacks,
-    }
-}
-
-/// PCI bus id of `ordinal` in the process's session start.
-fn chosen_pci(p: &Proc, ordinal: i32) -> Option<String> {
-    let s = p.agg.session.as_ref()?;
-    crate::report::topology_device(s, ordinal)
-        .and_then(|d| d.pci_bus_id.clone())
-        .or_else(|| {
-            s.devices
-                .iter()
-                .find(|d| d.ordinal == ordinal)
-                .and_then(|d| d.pci_bus_id.clone())
-        })
-        .map(|s| s.to_ascii_lowercase())
-}
 
 /// The fault in words, for a title.
 fn fault_words(fault: &str, ordinal: i32) -> String {
@@ -263,7 +155,7 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 unrepaired_modes: Vec::new(),
             });
             a.procs.push(p);
-            a.hosts.insert(host_label(&p.hostname()));
+            a.hosts.insert(p.host());
             let mode = p.agg.session.as_ref().map(|s| s.mode.clone());
             if repaired {
                 a.repaired += 1;
@@ -322,29 +214,14 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             (Some(r), _) => format!(", {r}"),
             _ => String::new(),
         };
-        let outcome = if all_repaired {
-            "repaired by fallback, ran on another device".to_string()
-        } else if a.repaired == 0 {
-            "not repaired".to_string()
-        } else {
-            format!("repaired by fallback in {} of them", a.repaired)
-        };
-        let mut functions: Vec<NameCount> = a
-            .functions
-            .iter()
-            .map(|(f, n)| NameCount {
-                name: f.to_string(),
-                count: *n,
-            })
-            .collect();
-        functions.sort_by(|x, y| y.count.cmp(&x.count).then_with(|| x.name.cmp(&y.name)));
-        let mut explanations: Vec<(&str, u64)> = a.explanations.into_iter().collect();
-        explanations.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(y.0)));
-        let explanations: Vec<String> = explanations
-            .into_iter()
-            .take(MAX_EXPLANATIONS)
-            .map(|(e, _)| e.to_string())
-            .collect();
+        let outcome = repair_outcome(
+            all_repaired,
+            a.repaired,
+            "repaired by fallback, ran on another device",
+            "repaired by fallback",
+        );
+        let functions = name_counts(&a.functions);
+        let explanations = ranked(a.explanations, MAX_EXPLANATIONS);
         let mut context = Vec::new();
         for (t, n) in &a.fallbacks {
             context.push(format!(
@@ -400,133 +277,5 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             driver_messages: Vec::new(),
             processes_refused: None,
         });
-    }
-}
-
-pub(crate) fn topology_problems(procs: &[Proc], out: &mut Vec<Problem>) {
-    let mut sorted: Vec<&Proc> = procs.iter().collect();
-    sorted.sort_by(|a, b| {
-        (a.hostname(), a.start(), a.agg.pid, &a.agg.file).cmp(&(
-            b.hostname(),
-            b.start(),
-            b.agg.pid,
-            &b.agg.file,
-        ))
-    });
-
-    // CUDA_VISIBLE_DEVICES read up to an invalid entry.
-    type StopKey = (Option<String>, u64, String, String);
-    let mut stops: BTreeMap<StopKey, Vec<&Proc>> = BTreeMap::new();
-    for p in &sorted {
-        let Some(t) = p.agg.session.as_ref().and_then(|s| s.topology.as_ref()) else {
-            continue;
-        };
-        if let Some(st) = &t.visibility.stopped_at {
-            let raw = t.visibility.cuda_visible_devices.clone().or_else(|| {
-                p.agg
-                    .session
-                    .as_ref()
-                    .and_then(|s| s.cuda_visible_devices.clone())
-            });
-            stops
-                .entry((raw, st.position, st.entry.clone(), st.reason.clone()))
-                .or_default()
-                .push(p);
-        }
-    }
-    for ((raw, position, entry, reason), affected) in stops {
-        let hosts: BTreeSet<String> = affected.iter().map(|p| host_label(&p.hostname())).collect();
-        let n = affected.len() as u64;
-        let visible = tally(affected.iter().map(|p| {
-            p.agg
-                .session
-                .as_ref()
-                .map(|s| s.devices.len().to_string())
-                .unwrap_or_default()
-        }));
-        let mut context = vec![format!("devices left visible: {visible}")];
-        context.extend(listed(&affected));
-        let mut problem = simple_problem(
-            ProblemKind::CudaVisibleDevicesInvalid,
-            Severity::Warning,
-            format!(
-                "CUDA_VISIBLE_DEVICES={}: the driver stopped at entry {position} ({entry:?}), \
-                 which {reason}, and ignored it and every entry after it, in {}",
-                raw.as_deref()
-                    .map(|r| format!("{r:?}"))
-                    .unwrap_or_else(|| "(unknown)".into()),
-                processes_on_hosts(n, hosts.len())
-            ),
-            n,
-            &affected,
-            context,
-            &[
-                "Fix CUDA_VISIBLE_DEVICES: every entry must be a GPU index below the host's GPU \
-                 count, a GPU UUID (GPU-...) or a MIG UUID. The driver stops at the first invalid \
-                 entry, so the program sees fewer GPUs than the variable lists.",
-                "Check what sets it (the scheduler, the container runtime, a launch script): it \
-                 should list the GPUs actually allocated to the job on this host.",
-            ],
-        );
-        problem.key = format!(
-            "cuda_visible_devices_invalid/{}/{position}",
-            raw.unwrap_or_default()
-        );
-        out.push(problem);
-    }
-
-    // Order warnings: one problem, the distinct warnings as context.
-    let mut warned: Vec<&Proc> = Vec::new();
-    let mut texts: Vec<String> = Vec::new();
-    for p in &sorted {
-        if let Some(w) = p
-            .agg
-            .session
-            .as_ref()
-            .and_then(|s| s.topology.as_ref())
-            .and_then(|t| t.order_warning.as_ref())
-        {
-            warned.push(p);
-            texts.push(w.clone());
-        }
-    }
-    if !warned.is_empty() {
-        let hosts: BTreeSet<String> = warned.iter().map(|p| host_label(&p.hostname())).collect();
-        let n = warned.len() as u64;
-        let mut by_text: BTreeMap<String, u64> = BTreeMap::new();
-        for t in texts {
-            *by_text.entry(t).or_default() += 1;
-        }
-        let mut by_text: Vec<(String, u64)> = by_text.into_iter().collect();
-        by_text.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        let mut context: Vec<String> = by_text
-            .into_iter()
-            .map(|(t, k)| {
-                format!(
-                    "{t} ({} {})",
-                    fmt::count(k),
-                    plural(k, "process", "processes")
-                )
-            })
-            .collect();
-        context.extend(listed(&warned));
-        out.push(simple_problem(
-            ProblemKind::DeviceOrder,
-            Severity::Warning,
-            format!(
-                "CUDA's device numbering may not be the one the job expects (CUDA_DEVICE_ORDER) \
-                 in {}",
-                processes_on_hosts(n, hosts.len())
-            ),
-            n,
-            &warned,
-            context,
-            &[
-                "Set CUDA_DEVICE_ORDER=PCI_BUS_ID so that CUDA ordinals and the indices of \
-                 CUDA_VISIBLE_DEVICES follow nvidia-smi's numbering, or select GPUs by UUID.",
-                "CUDA_DEVICE_ORDER takes FASTEST_FIRST or PCI_BUS_ID only; any other value is \
-                 taken as FASTEST_FIRST.",
-            ],
-        ));
     }
 }

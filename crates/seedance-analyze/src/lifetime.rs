@@ -9,15 +9,14 @@
 
 use crate::aggregate::LifetimeAgg;
 use crate::fmt;
-use crate::problems::{listed, plural, processes_on_hosts, tally};
-use crate::report::{
-    host_label, DeviceLeak, NameCount, Problem, ProblemKind, Proc, ProcessHealth, Severity,
+use crate::parts::{
+    listed, name_counts, plural, processes_on_hosts, ranked, repair_outcome, tally,
+    MAX_EXPLANATIONS,
 };
+use crate::proc::Proc;
+use crate::report::{DeviceLeak, NameCount, Problem, ProblemKind, ProcessHealth, Severity};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Explanations kept per problem.
-const MAX_EXPLANATIONS: usize = 5;
 
 fn kind_words(kind: &str) -> String {
     match kind {
@@ -116,7 +115,7 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         for (kind, (repaired, list)) in mine {
             let a = groups.entry(kind).or_default();
             a.procs.push(p);
-            a.hosts.insert(host_label(&p.hostname()));
+            a.hosts.insert(p.host());
             if repaired {
                 a.repaired += 1;
             } else {
@@ -145,24 +144,13 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     for (kind, a) in groups {
         let nprocs = a.procs.len() as u64;
         let all_repaired = a.repaired == nprocs;
-        let outcome = if all_repaired {
-            "repaired by the fix mode".to_string()
-        } else if a.repaired == 0 {
-            "not repaired".to_string()
-        } else {
-            format!("repaired by the fix mode in {} of them", a.repaired)
-        };
-        let mut functions: Vec<NameCount> = a
-            .functions
-            .iter()
-            .map(|(f, n)| NameCount {
-                name: f.to_string(),
-                count: *n,
-            })
-            .collect();
-        functions.sort_by(|x, y| y.count.cmp(&x.count).then_with(|| x.name.cmp(&y.name)));
-        let mut explanations: Vec<(&str, u64)> = a.explanations.into_iter().collect();
-        explanations.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(y.0)));
+        let outcome = repair_outcome(
+            all_repaired,
+            a.repaired,
+            "repaired by the fix mode",
+            "repaired by the fix mode",
+        );
+        let functions = name_counts(&a.functions);
         let mut context = vec![format!(
             "what the program got: {}",
             a.results
@@ -211,11 +199,7 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             fault: Some(kind.to_string()),
             requested_ordinal: None,
             processes_repaired: Some(a.repaired),
-            explanations: explanations
-                .into_iter()
-                .take(MAX_EXPLANATIONS)
-                .map(|(e, _)| e.to_string())
-                .collect(),
+            explanations: ranked(a.explanations, MAX_EXPLANATIONS),
             check: None,
             unit: None,
             values: Vec::new(),

@@ -7,6 +7,7 @@
 //! or either side of `diff` ("no trace found in ..." on stderr; the report is still
 //! written); 4 ([`gate::EXIT_GATE`]) a `--fail-on` gate found what it gates on (one line on
 //! stderr says what).
+#![forbid(unsafe_code)]
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -133,17 +134,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
+    // clap prints usage errors to standard error and exits 2, `--help` to standard
+    // output and exits 0.
+    let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

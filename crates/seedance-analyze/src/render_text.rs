@@ -296,15 +296,10 @@ pub fn render(r: &Report) -> String {
                 .stray_processes
                 .iter()
                 .map(|s| {
-                    let works: Vec<String> = s.works_on.iter().map(|w| w.to_string()).collect();
-                    let mem = s
-                        .context_bytes
-                        .map_or(String::new(), |b| format!(", {}", fmt::bytes(b)));
                     format!(
-                        "{} pid {} (works on {}{mem})",
+                        "{} {}",
                         s.executable.as_deref().map(basename).unwrap_or("?"),
-                        s.pid,
-                        works.join(", ")
+                        crate::stray::process_words(s)
                     )
                 })
                 .collect();

@@ -8,59 +8,12 @@
 //! records, and its other devices are unknown.
 
 use crate::fmt;
-use crate::problems::{plural, processes_on_hosts};
+use crate::parts::{plural, processes_on_hosts, MAX_EXPLANATIONS};
+use crate::proc::Proc;
 use crate::records::StrayInfo;
-use crate::report::{host_label, Problem, ProblemKind, Proc, Severity};
-use serde::{Deserialize, Serialize};
+use crate::report::{host_label, Problem, ProblemKind, Severity};
+pub use crate::report::{DeviceContexts, StrayProcess};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Explanations kept per problem.
-const MAX_EXPLANATIONS: usize = 5;
-
-/// One process with a stray context on a device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StrayProcess {
-    /// Trace file.
-    pub file: String,
-    /// Process id.
-    pub pid: u32,
-    /// Executable.
-    pub executable: Option<String>,
-    /// The devices it works on, ascending.
-    pub works_on: Vec<i32>,
-    /// Its used memory on the device (NVML), bytes; `None` when unknown.
-    pub context_bytes: Option<u64>,
-    /// When the shim decided: `context_end`, `exit`, `redirected`, `refused`.
-    pub decided: String,
-}
-
-/// The contexts made on one device of one host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeviceContexts {
-    /// Host name.
-    pub hostname: Option<String>,
-    /// CUDA ordinal (as the processes numbered it).
-    pub device: i32,
-    /// Processes that made a context there (from exit summaries and stray records).
-    pub processes: u64,
-    /// Of those, the ones that worked there.
-    pub worked: u64,
-    /// Of those, the ones whose context there is stray (redirected or refused ones
-    /// included: they would have been).
-    pub stray: u64,
-    /// NVML's used memory of the stray processes there, summed where known, bytes.
-    pub stray_bytes: u64,
-    /// Stray processes whose memory there is unknown (no NVML, or another PID namespace).
-    pub stray_bytes_unknown: u64,
-    /// The stray processes, most memory first, then file and pid.
-    pub stray_processes: Vec<StrayProcess>,
-    /// Processes of the host whose allocation on this device failed for lack of memory.
-    pub out_of_memory_processes: u64,
-    /// Pids of stray processes here that NVML listed on the device at those failures
-    /// (NVML's pids are the host's: they match the traces' when the processes share a PID
-    /// namespace), ascending.
-    pub stray_pids_at_out_of_memory: Vec<u32>,
-}
 
 /// The `device_contexts` section: devices with at least one stray context, most stray
 /// memory first, then most stray processes, then host and device.
@@ -108,7 +61,7 @@ pub(crate) fn device_contexts(procs: &[Proc]) -> Vec<DeviceContexts> {
         }
     }
     for p in procs {
-        let host = host_label(&p.hostname());
+        let host = p.host();
         for (dev, pids) in &p.agg.oom_devices {
             if let Some(d) = by.get_mut(&(host.clone(), *dev)) {
                 d.out_of_memory_processes += 1;
@@ -175,6 +128,15 @@ pub(crate) fn memory_words(bytes: u64, unknown: u64, stray: u64) -> String {
         (b, 0) => format!("{} by NVML", fmt::bytes(b)),
         (b, u) => format!("{} by NVML, {u} more unknown", fmt::bytes(b)),
     }
+}
+
+/// A stray process in words: `pid 7 (works on 0, 1, 512 MiB)` (the memory where known).
+pub(crate) fn process_words(s: &StrayProcess) -> String {
+    let works: Vec<String> = s.works_on.iter().map(|w| w.to_string()).collect();
+    let mem = s
+        .context_bytes
+        .map_or(String::new(), |b| format!(", {}", fmt::bytes(b)));
+    format!("pid {} (works on {}{mem})", s.pid, works.join(", "))
 }
 
 /// One `stray_context` problem per device ordinal: the processes that made a context on

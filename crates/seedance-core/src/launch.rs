@@ -641,6 +641,233 @@ pub fn check_context(c: &ContextFacts<'_>) -> Option<LaunchFinding> {
     }
 }
 
+/// Launch results a diagnosis can explain: `CUDA_ERROR_INVALID_VALUE` (1),
+/// `CUDA_ERROR_INVALID_CONTEXT` (201), `CUDA_ERROR_INVALID_HANDLE` (400),
+/// `CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES` (701), `CUDA_ERROR_CONTEXT_IS_DESTROYED` (709),
+/// `CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE` (720), `CUDA_ERROR_INVALID_CLUSTER_SIZE` (912)
+/// (cuda.h). Others (sticky kernel errors, teardown) keep the plain failure report.
+pub const EXPLAINED: [u32; 7] = [1, 201, 400, 701, 709, 720, 912];
+
+/// Whether a launch that failed with `code` is one [`diagnose`] can explain.
+pub fn explains(code: u32) -> bool {
+    EXPLAINED.contains(&code)
+}
+
+/// Whether `stream` is a default stream: the legacy default stream (0, or
+/// `CU_STREAM_LEGACY` 0x1) or the per-thread one (`CU_STREAM_PER_THREAD` 0x2, cuda.h). A
+/// default stream follows the current context, so it cannot belong to another one.
+pub fn is_default_stream(stream: usize) -> bool {
+    stream <= 0x2
+}
+
+/// What the diagnosis of a failed launch asks the driver and the lifetime tracker, gathered
+/// by the shim after the failure. [`diagnose`] asks each fact at most once, and only those
+/// its decision needs: no kernel limits when the launch failed for want of a live context,
+/// no stream look-up for a default stream, so the shim never queries a handle it has no
+/// reason to.
+pub trait LaunchFacts {
+    /// The current context's device (`cuCtxGetDevice`): its ordinal, or the `CUresult` the
+    /// query failed with.
+    fn device(&mut self) -> Result<i32, u32>;
+    /// The calling thread's current context (`cuCtxGetCurrent`), `None` for none.
+    fn current(&mut self) -> Option<usize>;
+    /// How and where the context `ctx` ended, when the lifetime tracker saw it end
+    /// ([`crate::lifetime::describe_end`]).
+    fn context_end(&mut self, ctx: usize) -> Option<String>;
+    /// What the launch's stream is (`cuStreamGetCtx`); asked only for a stream that is not
+    /// a default stream.
+    fn stream_state(&mut self) -> StreamState;
+    /// How and where the context of the launch's (destroyed) stream ended, from the
+    /// lifetime tracker.
+    fn stream_context_end(&mut self) -> Option<String>;
+    /// The limits of the device with ordinal `dev` (`cuDeviceGetAttribute`).
+    fn device_limits(&mut self, dev: i32) -> DeviceLimits;
+    /// The kernel's own limits (`cuFuncGetAttribute`).
+    fn func_limits(&mut self) -> FuncLimits;
+    /// The kernel's resident blocks per multiprocessor at `threads` per block and
+    /// `shared_mem` bytes of dynamic shared memory
+    /// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`); asked only for cooperative launches.
+    fn occupancy(&mut self, threads: u64, shared_mem: u32) -> Option<u32>;
+}
+
+/// Why a launch failed, as [`diagnose`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// The finding to report, `None` when nothing names the failure (the plain failure
+    /// report then stands).
+    pub finding: Option<LaunchFinding>,
+    /// The device of the current context, when the driver gave one.
+    pub device: Option<i32>,
+}
+
+/// Facts asked once: the current context is needed by two branches of the decision.
+struct Asked<'f, F> {
+    facts: &'f mut F,
+    current: Option<Option<usize>>,
+}
+
+impl<F: LaunchFacts> Asked<'_, F> {
+    fn current(&mut self) -> Option<usize> {
+        match self.current {
+            Some(c) => c,
+            None => *self.current.insert(self.facts.current()),
+        }
+    }
+}
+
+/// The first limit `req` breaks on device `dev`, asking `facts` for the device's and the
+/// kernel's limits (and the occupancy for a cooperative launch). Used after a failure and,
+/// with `SEEDANCE_VALIDATE=pre`, before the call.
+pub fn check_limits(
+    req: &LaunchRequest,
+    dev: i32,
+    facts: &mut impl LaunchFacts,
+) -> Option<LaunchFinding> {
+    let limits = facts.device_limits(dev);
+    let func = facts.func_limits();
+    let coop = if req.cooperative {
+        facts.occupancy(req.threads(), req.shared_mem)
+    } else {
+        None
+    };
+    check_launch(req, &limits, &func, coop)
+}
+
+/// What the check made before a launch with `SEEDANCE_VALIDATE=pre` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Before {
+    /// No usable current context (`cuCtxGetDevice` failed): forward the launch, the
+    /// driver's own answer is the right one. No limit was read.
+    NoContext,
+    /// Within every limit checked on this device: forward the launch.
+    Within,
+    /// The launch breaks a limit on device `dev`: refuse it with
+    /// [`LaunchCheck::driver_code`] of the finding.
+    Refuse(i32, LaunchFinding),
+}
+
+/// The check made before a launch of `req` with `SEEDANCE_VALIDATE=pre`.
+pub fn check_before(req: &LaunchRequest, facts: &mut impl LaunchFacts) -> Before {
+    let Ok(dev) = facts.device() else {
+        return Before::NoContext;
+    };
+    match check_limits(req, dev, facts) {
+        Some(finding) => Before::Refuse(dev, finding),
+        None => Before::Within,
+    }
+}
+
+/// Why a launch of `req` on `stream` failed with `code` (one of [`EXPLAINED`]), from the
+/// facts the shim gathers after the failure, and `driver_message`, what the driver logged
+/// about it (if anything).
+///
+/// The decision, in order:
+/// 1. No usable current context (`cuCtxGetDevice` fails): [`check_context`] on the current
+///    context (destroyed when the query said `CUDA_ERROR_CONTEXT_IS_DESTROYED`, with how it
+///    ended), the stream and, for a destroyed stream, how its context ended.
+/// 2. `CUDA_ERROR_CONTEXT_IS_DESTROYED` with a context the tracker saw end: the destroyed
+///    context. After a primary context reset the driver still answers `cuCtxGetDevice` for
+///    the handle and only the launch says 709 (measured: H200, driver 580.159).
+/// 3. 201, 400 or 709 on a stream that is not a default stream: the stream's context, if it
+///    is not the current one or is gone.
+/// 4. Otherwise the launch's shape against the device's and the kernel's limits
+///    ([`check_limits`]).
+///
+/// When none of these names the failure and the driver logged a message, the finding is
+/// [`LaunchCheck::Unknown`] quoting it.
+pub fn diagnose(
+    code: u32,
+    req: &LaunchRequest,
+    stream: usize,
+    driver_message: Option<&str>,
+    facts: &mut impl LaunchFacts,
+) -> Diagnosis {
+    let (finding, device) = decide(code, req, stream, facts);
+    let finding = finding.or_else(|| {
+        driver_message.map(|m| LaunchFinding {
+            check: LaunchCheck::Unknown,
+            limit: None,
+            requested: None,
+            explanation: format!(
+                "the launch is within every limit the shim checks; the driver says: {m}"
+            ),
+        })
+    });
+    Diagnosis { finding, device }
+}
+
+fn decide<F: LaunchFacts>(
+    code: u32,
+    req: &LaunchRequest,
+    stream: usize,
+    facts: &mut F,
+) -> (Option<LaunchFinding>, Option<i32>) {
+    const DESTROYED: u32 = 709;
+    let device = facts.device();
+    let mut f = Asked {
+        facts,
+        current: None,
+    };
+    let dev = match device {
+        Ok(dev) => dev,
+        Err(err) => {
+            let current = f.current();
+            let current_destroyed = err == DESTROYED;
+            let stream_state = if is_default_stream(stream) {
+                StreamState::Default
+            } else {
+                f.facts.stream_state()
+            };
+            let ended = if current_destroyed {
+                current.and_then(|c| f.facts.context_end(c))
+            } else if stream_state == StreamState::Destroyed {
+                f.facts.stream_context_end()
+            } else {
+                None
+            };
+            let facts = ContextFacts {
+                current,
+                current_destroyed,
+                stream,
+                stream_state,
+                ended: ended.as_deref(),
+            };
+            return (check_context(&facts), None);
+        }
+    };
+    if code == DESTROYED {
+        let current = f.current();
+        let ended = current.and_then(|c| f.facts.context_end(c));
+        if ended.is_some() {
+            let facts = ContextFacts {
+                current,
+                current_destroyed: true,
+                stream,
+                stream_state: StreamState::Default,
+                ended: ended.as_deref(),
+            };
+            return (check_context(&facts), Some(dev));
+        }
+    }
+    if !is_default_stream(stream) && matches!(code, 201 | 400 | DESTROYED) {
+        let stream_state = f.facts.stream_state();
+        let ended = (stream_state == StreamState::Destroyed)
+            .then(|| f.facts.stream_context_end())
+            .flatten();
+        let facts = ContextFacts {
+            current: f.current(),
+            current_destroyed: false,
+            stream,
+            stream_state,
+            ended: ended.as_deref(),
+        };
+        if let Some(finding) = check_context(&facts) {
+            return (Some(finding), Some(dev));
+        }
+    }
+    (check_limits(req, dev, f.facts), Some(dev))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1042,5 +1269,277 @@ mod tests {
         for (c, name, code) in all {
             assert_eq!((c.as_str(), c.driver_code()), (name, code));
         }
+    }
+
+    /// Facts for [`diagnose`], recording which were asked.
+    #[derive(Default)]
+    struct Fake {
+        device: Option<Result<i32, u32>>,
+        current: Option<usize>,
+        ended: Option<(usize, &'static str)>,
+        stream_state: Option<StreamState>,
+        stream_ended: Option<&'static str>,
+        func: FuncLimits,
+        occupancy: Option<u32>,
+        asked: Vec<&'static str>,
+    }
+
+    impl LaunchFacts for Fake {
+        fn device(&mut self) -> Result<i32, u32> {
+            self.asked.push("device");
+            self.device.expect("device asked")
+        }
+        fn current(&mut self) -> Option<usize> {
+            self.asked.push("current");
+            self.current
+        }
+        fn context_end(&mut self, ctx: usize) -> Option<String> {
+            self.asked.push("context_end");
+            self.ended
+                .filter(|&(c, _)| c == ctx)
+                .map(|(_, e)| e.to_string())
+        }
+        fn stream_state(&mut self) -> StreamState {
+            self.asked.push("stream_state");
+            self.stream_state.expect("stream state asked")
+        }
+        fn stream_context_end(&mut self) -> Option<String> {
+            self.asked.push("stream_context_end");
+            self.stream_ended.map(str::to_string)
+        }
+        fn device_limits(&mut self, dev: i32) -> DeviceLimits {
+            self.asked.push("device_limits");
+            DeviceLimits {
+                ordinal: dev,
+                ..h200()
+            }
+        }
+        fn func_limits(&mut self) -> FuncLimits {
+            self.asked.push("func_limits");
+            self.func
+        }
+        fn occupancy(&mut self, _threads: u64, _shared_mem: u32) -> Option<u32> {
+            self.asked.push("occupancy");
+            self.occupancy
+        }
+    }
+
+    fn live(dev: i32) -> Fake {
+        Fake {
+            device: Some(Ok(dev)),
+            current: Some(0xc0),
+            func: plain_func(),
+            ..Fake::default()
+        }
+    }
+
+    const STREAM: usize = 0x5000;
+
+    #[test]
+    fn explained_codes_and_default_streams() {
+        for c in [1, 201, 400, 701, 709, 720, 912] {
+            assert!(explains(c), "{c}");
+        }
+        for c in [0, 2, 4, 700, 719, 999] {
+            assert!(!explains(c), "{c}");
+        }
+        assert!(is_default_stream(0) && is_default_stream(1) && is_default_stream(2));
+        assert!(!is_default_stream(3) && !is_default_stream(STREAM));
+    }
+
+    #[test]
+    fn diagnose_without_a_current_context() {
+        let mut f = Fake {
+            device: Some(Err(201)),
+            ..Fake::default()
+        };
+        let d = diagnose(201, &req([1, 1, 1], [32, 1, 1], 0), 0, None, &mut f);
+        assert_eq!(d.device, None);
+        assert_eq!(d.finding.unwrap().check, LaunchCheck::NoContext);
+        // A default stream is not looked up, and no limits are read without a context.
+        assert_eq!(f.asked, ["device", "current"]);
+    }
+
+    #[test]
+    fn diagnose_a_destroyed_current_context_says_how_it_ended() {
+        let mut f = Fake {
+            device: Some(Err(709)),
+            current: Some(0xc0),
+            ended: Some((0xc0, "cuCtxDestroy_v2 on thread 7")),
+            stream_state: Some(StreamState::Destroyed),
+            ..Fake::default()
+        };
+        let d = diagnose(709, &req([1, 1, 1], [32, 1, 1], 0), STREAM, None, &mut f);
+        let finding = d.finding.unwrap();
+        assert_eq!(finding.check, LaunchCheck::DestroyedContext);
+        assert!(finding
+            .explanation
+            .contains("(0xc0) has been destroyed: cuCtxDestroy_v2"));
+        // The current context's end is asked; the stream's is not needed.
+        assert_eq!(
+            f.asked,
+            ["device", "current", "stream_state", "context_end"]
+        );
+    }
+
+    #[test]
+    fn diagnose_a_destroyed_stream_without_a_usable_context() {
+        let mut f = Fake {
+            device: Some(Err(201)),
+            current: Some(0xc0),
+            stream_state: Some(StreamState::Destroyed),
+            stream_ended: Some("cuCtxDestroy_v2 of 0xd0"),
+            ..Fake::default()
+        };
+        let d = diagnose(709, &req([1, 1, 1], [32, 1, 1], 0), STREAM, None, &mut f);
+        let finding = d.finding.unwrap();
+        assert_eq!(finding.check, LaunchCheck::DestroyedContext);
+        assert!(finding
+            .explanation
+            .contains("its context ended (cuCtxDestroy_v2 of 0xd0)"));
+        assert_eq!(
+            f.asked,
+            ["device", "current", "stream_state", "stream_context_end"]
+        );
+    }
+
+    #[test]
+    fn diagnose_709_after_a_reset_the_driver_still_answers_for() {
+        let mut f = Fake {
+            ended: Some((0xc0, "cuDevicePrimaryCtxReset_v2 of device 0")),
+            ..live(0)
+        };
+        let d = diagnose(709, &req([1, 1, 1], [32, 1, 1], 0), 0, None, &mut f);
+        assert_eq!(d.device, Some(0));
+        let finding = d.finding.unwrap();
+        assert_eq!(finding.check, LaunchCheck::DestroyedContext);
+        assert!(finding.explanation.contains("cuDevicePrimaryCtxReset_v2"));
+        assert_eq!(f.asked, ["device", "current", "context_end"]);
+    }
+
+    #[test]
+    fn diagnose_a_709_the_tracker_did_not_see_goes_on_to_the_stream_then_the_limits() {
+        // The current context is asked once although two branches need it.
+        let mut f = Fake {
+            stream_state: Some(StreamState::Owned(0xc0)),
+            ..live(1)
+        };
+        let d = diagnose(709, &req([1, 1, 1], [32, 1, 1], 0), STREAM, None, &mut f);
+        assert_eq!(
+            d,
+            Diagnosis {
+                finding: None,
+                device: Some(1)
+            }
+        );
+        assert_eq!(
+            f.asked,
+            [
+                "device",
+                "current",
+                "context_end",
+                "stream_state",
+                "device_limits",
+                "func_limits"
+            ]
+        );
+    }
+
+    #[test]
+    fn diagnose_a_stream_of_another_context() {
+        let mut f = Fake {
+            stream_state: Some(StreamState::Owned(0xd0)),
+            ..live(0)
+        };
+        let d = diagnose(400, &req([1, 1, 1], [32, 1, 1], 0), STREAM, None, &mut f);
+        let finding = d.finding.unwrap();
+        assert_eq!(finding.check, LaunchCheck::StreamContext);
+        assert!(finding.explanation.contains("belongs to context 0xd0"));
+        assert_eq!(f.asked, ["device", "stream_state", "current"]);
+        // An invalid stream handle.
+        let mut f = Fake {
+            stream_state: Some(StreamState::Invalid(400)),
+            ..live(0)
+        };
+        let d = diagnose(400, &req([1, 1, 1], [32, 1, 1], 0), STREAM, None, &mut f);
+        assert!(d
+            .finding
+            .unwrap()
+            .explanation
+            .contains("is not a valid stream"));
+    }
+
+    #[test]
+    fn diagnose_a_limit_without_looking_at_the_stream() {
+        let mut f = live(0);
+        let d = diagnose(1, &req([1, 1, 1], [32, 33, 1], 0), STREAM, None, &mut f);
+        assert_eq!(d.device, Some(0));
+        assert_eq!(d.finding.unwrap().check, LaunchCheck::ThreadsPerBlock);
+        // Code 1 is about the shape: no context or stream queries.
+        assert_eq!(f.asked, ["device", "device_limits", "func_limits"]);
+        // A default stream with 201 goes straight to the limits too.
+        let mut f = live(0);
+        diagnose(201, &req([1, 1, 1], [32, 1, 1], 0), 0, None, &mut f);
+        assert_eq!(f.asked, ["device", "device_limits", "func_limits"]);
+    }
+
+    #[test]
+    fn diagnose_asks_occupancy_only_for_a_cooperative_launch() {
+        let mut r = req([1000, 1, 1], [1024, 1, 1], 0);
+        r.cooperative = true;
+        let mut f = Fake {
+            occupancy: Some(2),
+            ..live(0)
+        };
+        let d = diagnose(720, &r, 0, None, &mut f);
+        assert_eq!(d.finding.unwrap().check, LaunchCheck::CooperativeGrid);
+        assert_eq!(
+            f.asked,
+            ["device", "device_limits", "func_limits", "occupancy"]
+        );
+    }
+
+    #[test]
+    fn diagnose_falls_back_to_the_drivers_message() {
+        let r = req([1, 1, 1], [32, 1, 1], 0);
+        let d = diagnose(1, &r, 0, Some("bad parameter"), &mut live(0));
+        let finding = d.finding.unwrap();
+        assert_eq!(finding.check, LaunchCheck::Unknown);
+        assert_eq!((finding.limit, finding.requested), (None, None));
+        assert_eq!(
+            finding.explanation,
+            "the launch is within every limit the shim checks; the driver says: bad parameter"
+        );
+        // A finding of the shim's own wins over the message; without either, nothing.
+        let d = diagnose(
+            1,
+            &req([0, 1, 1], [32, 1, 1], 0),
+            0,
+            Some("x"),
+            &mut live(0),
+        );
+        assert_eq!(d.finding.unwrap().check, LaunchCheck::ZeroDim);
+        assert_eq!(diagnose(1, &r, 0, None, &mut live(0)).finding, None);
+    }
+
+    #[test]
+    fn check_before_forwards_without_a_context() {
+        let r = req([1, 1, 1], [32, 33, 1], 0);
+        let mut f = Fake {
+            device: Some(Err(201)),
+            ..Fake::default()
+        };
+        assert_eq!(check_before(&r, &mut f), Before::NoContext);
+        assert_eq!(f.asked, ["device"]);
+        let Before::Refuse(dev, finding) = check_before(&r, &mut live(3)) else {
+            panic!("not refused");
+        };
+        assert_eq!(dev, 3);
+        assert_eq!(finding.check, LaunchCheck::ThreadsPerBlock);
+        assert!(finding.explanation.contains("device 3's limit"));
+        assert_eq!(
+            check_before(&req([1, 1, 1], [32, 1, 1], 0), &mut live(0)),
+            Before::Within
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Everything in seedance-fix that decides, with no FFI: configuration, modes, the
 //! per-function call counters, the device-fallback policy (and which failed device requests
-//! are questions it leaves alone, [`probe`]), and the launch and allocation
+//! are questions it leaves alone, [`probe`]), the record of faults already explained
+//! ([`once`]), and the launch and allocation
 //! checks ([`launch`], [`alloc`], [`live`]), and the lifetimes of contexts, streams, events
 //! and pinned memory with the work pending on each stream ([`lifetime`], [`work`]).
 //!
@@ -20,6 +21,7 @@ pub mod launch;
 pub mod libraries;
 pub mod lifetime;
 pub mod live;
+pub mod once;
 pub mod owners;
 pub mod probe;
 pub mod stray;

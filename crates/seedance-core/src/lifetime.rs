@@ -1,4 +1,4 @@
-//! Lifetimes of contexts and of what belongs to them (issue 5): contexts (created, primary
+//! Lifetimes of contexts and of what belongs to them: contexts (created, primary
 //! retained and released, destroyed, reset), streams and events with their owning
 //! context, pinned host ranges, device allocations that died with their context, and per
 //! stream the work submitted since it was last synchronised.

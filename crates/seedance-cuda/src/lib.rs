@@ -1,6 +1,6 @@
 //! FFI types of the CUDA driver API, as the shim and the fake driver see them.
 //!
-//! Design rules (see `shared/design.md` and `shared/style.md`):
+//! Design rules (see `docs/design.md`):
 //!
 //! * [`CUresult`] is a `#[repr(transparent)]` newtype over `u32`, never a Rust enum: a real
 //!   driver may return codes newer than our table, and an enum value outside its variants is
@@ -10,6 +10,7 @@
 //!   (`unsigned long long` on 64-bit hosts since CUDA 3.2, the `_v2` ABI).
 //! * Nothing here calls the driver; this crate only describes it.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod result;
 mod types;

@@ -18,6 +18,7 @@
 //! Exit codes of its own: 2 bad usage; 126 the command cannot be executed; 127 the command
 //! is not found. When the shim cannot be found the command runs without it, with one line
 //! saying where it looked (fail open, docs/reliability.md).
+#![forbid(unsafe_code)]
 
 mod locate;
 mod summary;
@@ -96,17 +97,9 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
+    // clap prints usage errors to standard error and exits 2, `--help` to standard
+    // output and exits 0.
+    let cli = Cli::parse();
     if cli.version {
         print!("{}", version_text());
         return ExitCode::SUCCESS;

@@ -30,6 +30,18 @@ fn program(name: &str) -> String {
     artifacts().bin_dir.join(name).display().to_string()
 }
 
+/// `seedance-fix run --fake-driver OPTIONS -- PROGRAM ARGS`, PROGRAM a test program, with
+/// [`command`]'s environment.
+fn run_fake(tmp: &Path, options: &[&str], prog: &str, args: &[&str]) -> Command {
+    let prog = program(prog);
+    let mut all = vec!["run", "--fake-driver"];
+    all.extend_from_slice(options);
+    all.push("--");
+    all.push(&prog);
+    all.extend_from_slice(args);
+    command(&launcher(), tmp, &all)
+}
+
 fn shim() -> PathBuf {
     std::fs::canonicalize(launcher().parent().unwrap().join("libseedance_fix.so")).unwrap()
 }
@@ -45,13 +57,9 @@ fn a_healthy_program_runs_unchanged_and_quietly() {
         .output()
         .unwrap();
     assert_eq!(plain.status.code(), Some(0), "{}", text(&plain.stdout));
-    let run = command(
-        &launcher(),
-        tmp.path(),
-        &["run", "--fake-driver", "--", &ordinals, "0", "1"],
-    )
-    .output()
-    .unwrap();
+    let run = run_fake(tmp.path(), &[], "ordinals", &["0", "1"])
+        .output()
+        .unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
     assert_eq!(text(&run.stdout), text(&plain.stdout));
     assert_eq!(text(&run.stderr), "");
@@ -64,18 +72,11 @@ fn a_healthy_program_runs_unchanged_and_quietly() {
 fn a_repaired_fault_is_summarized_and_the_trace_kept() {
     let tmp = tempfile::tempdir().unwrap();
     let traces = tmp.path().join("new/traces");
-    let run = command(
-        &launcher(),
+    let run = run_fake(
         tmp.path(),
-        &[
-            "run",
-            "--fake-driver",
-            "--trace-dir",
-            traces.to_str().unwrap(),
-            "--",
-            &program("ordinals"),
-            "1",
-        ],
+        &["--trace-dir", traces.to_str().unwrap()],
+        "ordinals",
+        &["1"],
     )
     .env("CUDA_VISIBLE_DEVICES", "1")
     .output()
@@ -113,18 +114,11 @@ fn a_repaired_fault_is_summarized_and_the_trace_kept() {
         "{err}"
     );
     // A second run into the same directory reports only itself.
-    let again = command(
-        &launcher(),
+    let again = run_fake(
         tmp.path(),
-        &[
-            "run",
-            "--fake-driver",
-            "--trace-dir",
-            traces.to_str().unwrap(),
-            "--",
-            &program("ordinals"),
-            "0",
-        ],
+        &["--trace-dir", traces.to_str().unwrap()],
+        "ordinals",
+        &["0"],
     )
     .output()
     .unwrap();
@@ -137,18 +131,11 @@ fn a_repaired_fault_is_summarized_and_the_trace_kept() {
 fn the_report_option_writes_html_and_keeps_the_traces() {
     let tmp = tempfile::tempdir().unwrap();
     let html = tmp.path().join("r.html");
-    let run = command(
-        &launcher(),
+    let run = run_fake(
         tmp.path(),
-        &[
-            "run",
-            "--fake-driver",
-            "--report",
-            html.to_str().unwrap(),
-            "--",
-            &program("ordinals"),
-            "0",
-        ],
+        &["--report", html.to_str().unwrap()],
+        "ordinals",
+        &["0"],
     )
     .output()
     .unwrap();

@@ -1,6 +1,7 @@
 //! Prints what this crate reads from NVML, as JSON: `cargo run -p seedance-topology
 //! --example nvml_snapshot [LIBRARY_PATH]`. A manual check on a GPU host; prints the reason
 //! and exits 1 where NVML cannot be loaded.
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 

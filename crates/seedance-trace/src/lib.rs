@@ -9,6 +9,7 @@
 //! an envelope (`v`, `seq`, `ts_ns`, `pid`, `tid`) flattened together with one [`Event`],
 //! whose kind is named by the `event` field.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod metrics;
 pub mod schema;

@@ -1,5 +1,5 @@
 //! The driver's own words: on drivers of CUDA 12.9 and later, `cuLogsRegisterCallback`
-//! delivers a plain-English message for many failed calls (design.md fact 10). The shim
+//! delivers a plain-English message for many failed calls (docs/design.md, fact 10). The shim
 //! registers one callback after the first successful `cuInit` (bound optionally: older
 //! drivers lack the symbol, and then nothing changes) and keeps the last message per
 //! thread; a launch or allocation fault takes it ([`take_recent`]) and attaches it to its
@@ -9,7 +9,7 @@
 //! the message into a thread-local slot. Nothing happens on the success path.
 
 use crate::driver::query;
-use crate::rt::session;
+use crate::rt::config;
 use libc::{c_char, c_int, c_void};
 use seedance_core::Validate;
 use seedance_cuda::CUresult;
@@ -34,11 +34,10 @@ thread_local! {
     static LAST: RefCell<Option<(Instant, String)>> = const { RefCell::new(None) };
 }
 
-/// Runs after every `cuInit` (the `after` hook of its wrapper): the session's own start-up
-/// work, then, after the first success, the callback registration.
-pub fn after_init(r: CUresult) {
-    session::on_init(r);
-    if !r.is_success() || session::config().validate == Validate::Off {
+/// Registers the callback after the first successful `cuInit` (`r` is what it returned;
+/// called from the session record's `after_init`, `shim/src/exit/record.rs`).
+pub fn register(r: CUresult) {
+    if !r.is_success() || config::get().validate == Validate::Off {
         return;
     }
     if REGISTERED.swap(true, Ordering::AcqRel) {

@@ -1,11 +1,11 @@
-//! Every NVML call the shim makes, bounded in time (issue 9 item 1: fail open when NVML
+//! Every NVML call the shim makes, bounded in time (fail open when NVML
 //! hangs).
 //!
 //! `nvmlInit` and NVML's queries talk to the kernel driver; with a wedged GPU or a driver in
 //! recovery they can block for minutes, or for good. The shim uses NVML only on cold paths
 //! (the topology, taken at the first device fault or for the session record; the other
 //! devices' free memory after an out-of-memory failure), but those are waited for: by the
-//! failing call, and at exit by `session::settle`. So each use runs on a helper thread
+//! failing call, and at exit by `crate::exit::settle`. So each use runs on a helper thread
 //! (`seedance-nvml`) and the caller waits at most `SEEDANCE_NVML_TIMEOUT` (default 2 s).
 //! Past that, the caller goes on as with NVML absent (the driver's own queries), one line
 //! says so on stderr, the topology in the trace records `nvml.present: false` with the
@@ -26,7 +26,7 @@
 //! Cost: nothing on any driver call that succeeds; one thread start per NVML use (once
 //! per process for the topology, once per distinct out-of-memory explanation).
 
-use crate::rt::session;
+use crate::rt::{config, stderr};
 use parking_lot::Mutex;
 use seedance_topology::nvml::NVML_LIBRARY_NAMES;
 use seedance_topology::{Nvml, NvmlSnapshot};
@@ -60,7 +60,7 @@ fn give_up(library: &str, timeout_ms: u64) -> String {
     if let Some(r) = GAVE_UP.get() {
         return r.clone();
     }
-    session::say(&format!(
+    stderr::say(&format!(
         "NVML ({library}) did not answer within {timeout_ms} ms; continuing without it: \
          explanations and fallback choices use the driver's own queries, and NVML is not \
          called again in this process (SEEDANCE_NVML_TIMEOUT sets the wait)"
@@ -137,7 +137,7 @@ where
     if let Some(r) = gave_up() {
         return Err(r);
     }
-    let timeout_ms = session::config().nvml_timeout_ms;
+    let timeout_ms = config::get().nvml_timeout_ms;
     let timeout = Duration::from_millis(timeout_ms);
     let started = Instant::now();
     let work = Arc::new(work);
@@ -200,7 +200,7 @@ pub fn snapshot() -> Result<NvmlSnapshot, String> {
     if let Some(r) = gave_up() {
         return Err(r);
     }
-    let path = session::config().nvml_lib.clone();
+    let path = config::get().nvml_lib.clone();
     let Some(loaded) = Loaded::load(path.as_deref()) else {
         // No library: this fails at once, with the reason naming every attempt.
         return NvmlSnapshot::take(path.as_deref());
@@ -218,7 +218,7 @@ pub fn open() -> Option<Nvml> {
     if gave_up().is_some() {
         return None;
     }
-    let path = session::config().nvml_lib.clone();
+    let path = config::get().nvml_lib.clone();
     let loaded = Loaded::load(path.as_deref())?;
     let r = bounded(&loaded.shown(), Some(loaded.name.clone()), move || {
         Nvml::open(path.as_deref()).ok()

@@ -11,7 +11,7 @@
 //! Each change of a slot to another address bumps [`generation`], so the shim's own cached
 //! driver entry points (`query`) follow. `dlsym(RTLD_NEXT)` alone is never used for
 //! libcuda: under cudart and PyTorch libcuda is `RTLD_LOCAL` and invisible to it
-//! (design.md fact 4).
+//! (docs/design.md, fact 4).
 
 use crate::platform;
 use libc::c_void;
@@ -131,7 +131,7 @@ pub fn libcuda() -> *mut c_void {
 
 fn open_libcuda() -> *mut c_void {
     let now = libc::RTLD_NOW;
-    if let Some(path) = crate::rt::session::config().libcuda.as_ref() {
+    if let Some(path) = crate::rt::config::get().libcuda.as_ref() {
         let p = path.to_string_lossy();
         let mut h = platform::open(&p, now | libc::RTLD_NOLOAD);
         if h.is_null() {
@@ -139,7 +139,7 @@ fn open_libcuda() -> *mut c_void {
         }
         if h.is_null() {
             // say_once: two threads can race through here (see `libcuda`).
-            crate::rt::session::say_once(
+            crate::rt::stderr::say_once(
                 "libcuda:override",
                 &format!(
                     "SEEDANCE_LIBCUDA={} could not be loaded ({}); falling back to libcuda.so.1",
@@ -159,7 +159,7 @@ fn open_libcuda() -> *mut c_void {
     }
     let h = platform::open("libcuda.so.1", now | libc::RTLD_LOCAL);
     if h.is_null() {
-        crate::rt::session::say_once(
+        crate::rt::stderr::say_once(
             "libcuda:missing",
             &format!(
                 "cannot load the CUDA driver libcuda.so.1 ({}); driver calls will fail with \

@@ -5,10 +5,10 @@
 //! NVML's part waits at most `SEEDANCE_NVML_TIMEOUT` ([`crate::driver::nvml`]); without it the
 //! topology is the driver's view alone, as with NVML absent.
 
-use crate::{driver::query, rt::session};
+use crate::{driver::query, rt::config, rt::stderr};
 use once_cell::sync::OnceCell;
-use seedance_core::fallback::Candidate;
-use seedance_topology::{explain, DriverDevice, Topology};
+use seedance_core::fallback::{Candidate, Unusable};
+use seedance_topology::{explain, DriverDevice, Topology, VisibleDevice};
 
 static TOPOLOGY: OnceCell<Topology> = OnceCell::new();
 
@@ -41,7 +41,7 @@ fn take() -> Topology {
         order.as_deref(),
     );
     if let Some(w) = &topo.order_warning {
-        session::say_once("order", w);
+        stderr::say_once("order", w);
     }
     topo
 }
@@ -75,16 +75,24 @@ pub fn pci_bus_id(ordinal: i32, t: &Topology) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// One fallback candidate per visible device, marked with why it cannot take work.
-pub fn candidates(t: &Topology) -> Vec<Candidate> {
-    let cfg = session::config();
-    crate::faults::devices::to_candidates(t.devices.iter().map(|d| {
-        let excluded = session::exclusions()
-            .iter()
-            .any(|sel| explain::selector_matches(sel, d));
-        (
-            d.ordinal,
-            crate::faults::devices::unusable(d, excluded, cfg.min_free_memory),
-        )
-    }))
+/// One fallback candidate per visible device, marked by `unusable` (given the device,
+/// whether `SEEDANCE_EXCLUDE_DEVICES` names it, and `SEEDANCE_MIN_FREE_MEMORY`) with why it
+/// cannot take work.
+pub fn candidates(
+    t: &Topology,
+    unusable: impl Fn(&VisibleDevice, bool, Option<u64>) -> Option<Unusable>,
+) -> Vec<Candidate> {
+    let cfg = config::get();
+    t.devices
+        .iter()
+        .map(|d| {
+            let excluded = config::exclusions()
+                .iter()
+                .any(|sel| explain::selector_matches(sel, d));
+            Candidate {
+                ordinal: d.ordinal,
+                unusable: unusable(d, excluded, cfg.min_free_memory),
+            }
+        })
+        .collect()
 }

@@ -18,15 +18,15 @@
 use crate::driver::driverlog;
 use crate::faults::launch::pre_enabled;
 use crate::hooks::HookId;
-use crate::{driver::query, driver::topo, rt::session};
+use crate::{driver::query, driver::topo, rt::config, rt::output, rt::stderr};
 use libc::{c_uint, c_void};
-use once_cell::sync::{Lazy, OnceCell};
-use parking_lot::Mutex;
+use once_cell::sync::OnceCell;
 use seedance_core::alloc::{
     check_request, explain_oom, signed, AllocCheck, AllocFinding, AllocKind, LiveOnDevice,
     OomFacts, OtherDevice,
 };
 use seedance_core::live::LiveTable;
+use seedance_core::once::ExplainOnce;
 use seedance_core::stray::{explain_holders, Holder};
 use seedance_core::Validate;
 use seedance_cuda::{
@@ -35,7 +35,6 @@ use seedance_cuda::{
 };
 use seedance_topology::Nvml;
 use seedance_trace::{AllocFault, DeviceRoom, Event};
-use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
 
@@ -54,8 +53,7 @@ const MAX_ATTRIBUTED: usize = 4096;
 
 /// Most distinct faults remembered for the once-per-fault stderr line and event.
 const MAX_SEEN: usize = 4096;
-static SEEN: Lazy<Mutex<HashSet<(usize, AllocCheck, u64)>>> =
-    Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<(usize, AllocCheck, u64)> = ExplainOnce::bounded(MAX_SEEN);
 
 /// The tracked live allocation at `addr` (for the lifetime checks).
 pub fn live_pointer(addr: CUdeviceptr) -> Option<seedance_core::live::Entry> {
@@ -279,21 +277,15 @@ fn report(
     driver_message: Option<String>,
 ) {
     let name = r.name();
-    let mut line = format!(
-        "{}: {} ({}): {}",
-        id.name(),
-        name.unwrap_or("error"),
-        r.0,
-        finding.explanation
-    );
+    let mut line = output::fault_line(id, name, r, &finding.explanation);
     if refused {
         line.push_str(" [refused before reaching the driver: SEEDANCE_VALIDATE=pre]");
     }
     if let Some(m) = &driver_message {
         line.push_str(&format!(" [driver: {m}]"));
     }
-    session::say(&line);
-    session::emit(Event::AllocFault(AllocFault {
+    stderr::say(&line);
+    output::emit(Event::AllocFault(AllocFault {
         function: id.name().to_string(),
         result: r.0,
         result_name: name.map(str::to_string),
@@ -323,15 +315,14 @@ fn report(
 
 /// Counts the failure; `true` the first time this (function, check, size) is seen.
 fn first_time(id: HookId, r: CUresult, check: AllocCheck, bytes: u64) -> bool {
-    session::tally_error(id, r);
-    let mut seen = SEEN.lock();
-    seen.len() < MAX_SEEN && seen.insert((id as usize, check, bytes))
+    output::tally_error(id, r);
+    SEEN.first((id as usize, check, bytes))
 }
 
 #[cold]
 #[inline(never)]
 fn fault(id: HookId, r: CUresult, req: Request) -> bool {
-    if session::config().validate == Validate::Off || !matches!(r.0, 1 | 2) {
+    if config::get().validate == Validate::Off || !matches!(r.0, 1 | 2) {
         return false;
     }
     let Some(_inside) = crate::rt::guard::enter() else {

@@ -1,13 +1,15 @@
 //! Device faults: explain a request for a device the process cannot have and, in `fix`
-//! mode, send it to the next available device (issue 3).
+//! mode, send it to the next available device (docs/reliability.md).
 //!
 //! The wrappers of `cuDeviceGet`, `cudaSetDevice`, `cuDevicePrimaryCtxRetain` and
 //! `cuCtxCreate_v2/_v3/_v4` forward first and come here only after a failure, so a healthy
-//! program pays nothing. Here the failure is classified (`CUDA_ERROR_INVALID_DEVICE` 101,
+//! program pays nothing. Here the facts are gathered and `seedance_core::fallback` decides:
+//! the failure is classified ([`Fault::classify`]: `CUDA_ERROR_INVALID_DEVICE` 101,
 //! `CUDA_ERROR_DEVICE_UNAVAILABLE` 46, and for context creation `CUDA_ERROR_OUT_OF_MEMORY`
-//! 2), explained with the topology, and in `fix` mode repeated on the device that
-//! `seedance_core::fallback` chooses. The choice is remembered per requested ordinal, so
-//! every entry point and every thread agree.
+//! 2), explained with the topology, and in `fix` mode repeated by the core's retry loop
+//! ([`OrdinalMap::fall_back`]) on the devices it chooses among those usable
+//! ([`unusable`]). The choice is remembered per requested ordinal, so every entry point and
+//! every thread agree.
 //!
 //! Before any of that, `seedance_core::probe` decides whether the failure is a mistake or a
 //! question (a negative value, one no driver can report, the end of an enumeration): a
@@ -16,16 +18,16 @@
 //! `cuDeviceGetCount` is remembered ([`count_device_get`], [`count_device_count`]).
 
 use crate::hooks::HookId;
-use crate::{driver::query, driver::topo, rt::session};
+use crate::{driver::query, driver::topo, rt::config, rt::output, rt::stderr};
 use libc::c_int;
 use once_cell::sync::Lazy;
-use parking_lot::Mutex;
-use seedance_core::fallback::{Candidate, OrdinalMap, Unusable};
+use seedance_core::fallback::{self, DeviceFacts, Fallback, Fault, OrdinalMap, Request, Unusable};
+use seedance_core::once::ExplainOnce;
 use seedance_core::probe::{self, Entry, Last, Question, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
 use seedance_trace::{DeviceFallback, DeviceFault, Event};
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The device argument of a call: an ordinal (`cuDeviceGet`, `cudaSetDevice`) or a
@@ -47,26 +49,9 @@ impl Target {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Fault {
-    InvalidOrdinal,
-    Unavailable,
-    ContextOutOfMemory,
-}
-
-impl Fault {
-    fn name(self) -> &'static str {
-        match self {
-            Fault::InvalidOrdinal => "invalid_ordinal",
-            Fault::Unavailable => "device_unavailable",
-            Fault::ContextOutOfMemory => "context_out_of_memory",
-        }
-    }
-}
-
 static MAP: Lazy<OrdinalMap> = Lazy::new(OrdinalMap::new);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
-static SEEN: Lazy<Mutex<BTreeSet<(usize, i32, u32)>>> = Lazy::new(|| Mutex::new(BTreeSet::new()));
+static SEEN: ExplainOnce<(usize, i32, u32)> = ExplainOnce::unbounded();
 /// Failed requests taken as questions, calls by [`HookId`] and kind ([`Question::index`]):
 /// atomics, so that counting one takes no lock.
 static QUESTIONS: [[AtomicU64; Question::ALL.len()]; HookId::ALL.len()] =
@@ -92,7 +77,7 @@ fn set_last(l: Last) {
 /// The wrapper's arguments, as the program passed them.
 #[inline]
 pub unsafe fn count_device_get(id: HookId, r: CUresult, _device: *mut CUdevice, ordinal: c_int) {
-    session::count(id, r);
+    output::count(id, r);
     if r.is_success() {
         set_last(Last::Found(ordinal));
     }
@@ -105,7 +90,7 @@ pub unsafe fn count_device_get(id: HookId, r: CUresult, _device: *mut CUdevice, 
 /// `count` is the program's out-pointer, which the driver filled when `r` is success.
 #[inline]
 pub unsafe fn count_device_count(id: HookId, r: CUresult, count: *mut c_int) {
-    session::count(id, r);
+    output::count(id, r);
     if r.is_success() && !count.is_null() {
         // SAFETY: non-null, and the driver just wrote the count there.
         set_last(Last::Count(unsafe { count.read() }));
@@ -122,15 +107,6 @@ fn creates_context(id: HookId) -> bool {
     )
 }
 
-fn classify(id: HookId, r: CUresult) -> Option<Fault> {
-    match r.0 {
-        101 => Some(Fault::InvalidOrdinal),
-        46 => Some(Fault::Unavailable),
-        2 if creates_context(id) => Some(Fault::ContextOutOfMemory),
-        _ => None,
-    }
-}
-
 /// Explains a failed device-taking call and, in `fix` mode, repeats it on another device
 /// through `retry`. Returns the result the caller should get, or `None` when the failure is
 /// not a device fault (the caller then reports it as a plain failure).
@@ -140,7 +116,7 @@ pub fn on_failure(
     target: Target,
     retry: &mut dyn FnMut(Target) -> CUresult,
 ) -> Option<CUresult> {
-    let fault = classify(id, r)?;
+    let fault = Fault::classify(r.0, creates_context(id))?;
     // Not for cudaSetDevice: its retry goes through the runtime, whose own driver calls
     // must reach the wrappers' work as any other.
     let _inside = if id == HookId::cudaSetDevice {
@@ -179,69 +155,63 @@ fn handle(
         QUESTIONS[id as usize][q.index()].fetch_add(1, Ordering::Relaxed);
         return r;
     }
-    session::tally_error(id, r);
+    output::tally_error(id, r);
     let topology = topo::get();
     let explanation = match fault {
         Fault::InvalidOrdinal => topo::explain_invalid(requested, topology),
         Fault::Unavailable => topo::explain_unavailable(requested, topology),
         Fault::ContextOutOfMemory => topo::explain_oom(requested, topology),
     };
-    let first = SEEN.lock().insert((id as usize, requested, r.0));
+    let first = SEEN.first((id as usize, requested, r.0));
     if first {
         let code_name = result_name(id, r);
-        session::say(&format!(
-            "{}: {} ({}): {explanation}",
-            id.name(),
-            code_name.unwrap_or("error"),
-            r.0
-        ));
-        session::emit(Event::DeviceFault(DeviceFault {
+        stderr::say(&output::fault_line(id, code_name, r, &explanation));
+        output::emit(Event::DeviceFault(DeviceFault {
             function: id.name().to_string(),
             requested_ordinal: requested,
             result: r.0,
             result_name: code_name.map(str::to_string),
-            fault: fault.name().to_string(),
+            fault: fault.as_str().to_string(),
             visible_devices: topology.devices.len() as u32,
             explanation: explanation.clone(),
         }));
     }
-    let w = session::switches();
-    if w & session::sw::FIX == 0 || w & session::sw::FALLBACK == 0 {
+    let w = config::switches();
+    if w & config::sw::FIX == 0 || w & config::sw::FALLBACK == 0 {
         return r;
     }
-    if fault != Fault::InvalidOrdinal {
-        MAP.mark_refused(requested, r.0);
-    }
-    let candidates = topo::candidates(topology);
-    for _ in 0..candidates.len().max(1) {
-        let Some(chosen) = MAP.resolve(requested, &candidates) else {
-            session::say_once(
+    let req = Request {
+        requested,
+        code: r.0,
+        fault,
+        creates_context: creates_context(id),
+    };
+    let candidates = topo::candidates(topology, unusable);
+    let outcome = MAP.fall_back(&req, &candidates, |chosen| {
+        let new_target = match target {
+            Target::Ordinal(_) => Target::Ordinal(chosen),
+            Target::Handle(_) => Target::Handle(query::device_handle(chosen)?),
+        };
+        let r2 = retry(new_target);
+        Some((r2, r2.0))
+    });
+    match outcome {
+        Fallback::Repaired { chosen, result } => {
+            announce(id, requested, chosen, fault, topology);
+            result
+        }
+        Fallback::Failed { result, .. } => result,
+        Fallback::NoDevice => {
+            stderr::say_once(
                 &format!("nofallback:{requested}"),
                 &format!(
                     "fix: no other device can take ordinal {requested}'s work; returning the original error"
                 ),
             );
-            return r;
-        };
-        let new_target = match target {
-            Target::Ordinal(_) => Target::Ordinal(chosen),
-            Target::Handle(_) => match query::device_handle(chosen) {
-                Some(h) => Target::Handle(h),
-                None => return r,
-            },
-        };
-        let r2 = retry(new_target);
-        if r2.is_success() {
-            announce(id, requested, chosen, fault, topology);
-            return r2;
+            r
         }
-        if creates_context(id) && matches!(r2.0, 46 | 2) {
-            MAP.mark_refused(chosen, r2.0);
-            continue;
-        }
-        return r2;
+        Fallback::GaveUp => r,
     }
-    r
 }
 
 /// The name of `r` as the caller knows it: `cudaError_t` names for the runtime's
@@ -256,14 +226,6 @@ fn result_name(id: HookId, r: CUresult) -> Option<&'static str> {
     }
 }
 
-fn reason_text(fault: Fault, requested: i32) -> String {
-    match fault {
-        Fault::InvalidOrdinal => format!("ordinal {requested} is not visible"),
-        Fault::Unavailable => format!("ordinal {requested} is unavailable"),
-        Fault::ContextOutOfMemory => format!("ordinal {requested} has no memory for a context"),
-    }
-}
-
 fn announce(
     id: HookId,
     requested: i32,
@@ -272,16 +234,16 @@ fn announce(
     topology: &seedance_topology::Topology,
 ) {
     FALLBACKS.fetch_add(1, Ordering::Relaxed);
-    let reason = reason_text(fault, requested);
+    let reason = fault.reason(requested);
     let text = format!(
         "{}: {}",
         id.name(),
         topo::explain_fallback(requested, chosen, &reason, topology)
     );
-    session::say_once(&format!("fallback:{requested}:{chosen}"), &text);
+    stderr::say_once(&format!("fallback:{requested}:{chosen}"), &text);
     let key = (usize::MAX - id as usize, requested, chosen as u32);
-    if SEEN.lock().insert(key) {
-        session::emit(Event::DeviceFallback(DeviceFallback {
+    if SEEN.first(key) {
+        output::emit(Event::DeviceFallback(DeviceFallback {
             function: id.name().to_string(),
             requested_ordinal: requested,
             chosen_ordinal: chosen,
@@ -330,33 +292,21 @@ pub fn fallbacks() -> BTreeMap<String, i32> {
         .collect()
 }
 
-/// Marks unusable devices for the fallback choice, from the topology and configuration.
+/// Why the visible device `d` cannot take work ([`fallback::unusable`] decides), from the
+/// topology's facts about it; `excluded`: it matches `SEEDANCE_EXCLUDE_DEVICES`.
 pub fn unusable(
     d: &seedance_topology::VisibleDevice,
     excluded: bool,
     min_free: Option<u64>,
 ) -> Option<Unusable> {
     use seedance_topology::ComputeMode;
-    if excluded {
-        return Some(Unusable::Excluded);
-    }
-    match d.compute_mode {
-        ComputeMode::Prohibited => return Some(Unusable::Prohibited),
-        ComputeMode::ExclusiveProcess if d.busy_processes.unwrap_or(0) > 0 => {
-            return Some(Unusable::Busy)
-        }
-        _ => {}
-    }
-    if let (Some(min), Some(free)) = (min_free, d.free_mem_bytes) {
-        if free < min {
-            return Some(Unusable::LowFreeMemory { free, min });
-        }
-    }
-    None
-}
-
-/// Candidates for [`OrdinalMap::resolve`], one per visible ordinal.
-pub fn to_candidates(devs: impl Iterator<Item = (i32, Option<Unusable>)>) -> Vec<Candidate> {
-    devs.map(|(ordinal, unusable)| Candidate { ordinal, unusable })
-        .collect()
+    let facts = DeviceFacts {
+        ordinal: d.ordinal,
+        excluded,
+        prohibited: d.compute_mode == ComputeMode::Prohibited,
+        exclusive_process: d.compute_mode == ComputeMode::ExclusiveProcess,
+        busy_processes: d.busy_processes,
+        free_mem_bytes: d.free_mem_bytes,
+    };
+    fallback::unusable(&facts, min_free)
 }

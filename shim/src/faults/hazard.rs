@@ -17,16 +17,16 @@
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
 use crate::hooks::HookId;
-use crate::{driver::query, platform, rt::session};
+use crate::{driver::query, platform, rt::config, rt::output, rt::stderr};
 use libc::c_void;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::hazard::{explain_hazard, Access, Direction, Hazard, Range, Table};
+use seedance_core::once::ExplainOnce;
 use seedance_core::work::{self, key_kind, KeyKind};
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream, CU_STREAM_PER_THREAD};
 use seedance_trace::{Event, HostAccess, HostHazard, MemoryRange};
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -44,7 +44,7 @@ static EVENTS: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());
 const MAX_EVENTS: usize = 16;
 /// Pairs of call sites already explained.
 type SiteKey = (&'static str, Direction, &'static str, Direction);
-static SEEN: Lazy<Mutex<HashSet<SiteKey>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<SiteKey> = ExplainOnce::bounded(4096);
 /// `CU_EVENT_DISABLE_TIMING` (cuda.h).
 const DISABLE_TIMING: u32 = 2;
 
@@ -62,7 +62,7 @@ fn on() -> bool {
 }
 
 fn fix() -> bool {
-    session::switches() & session::sw::FIX != 0
+    config::switches() & config::sw::FIX != 0
 }
 
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
@@ -347,16 +347,12 @@ fn trace_access(a: &Access, lo: u64) -> HostAccess {
 }
 
 fn report(h: &Hazard, repaired: Option<String>) {
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < 4096 && seen.insert(h.site_key())
-    };
-    if !first {
+    if !SEEN.first(h.site_key()) {
         return;
     }
     let explanation = explain_hazard(h, repaired.as_deref());
-    session::say(&format!("{}: {}", h.second.function, explanation));
-    session::emit(Event::HostHazard(HostHazard {
+    stderr::say(&format!("{}: {}", h.second.function, explanation));
+    output::emit(Event::HostHazard(HostHazard {
         function: h.second.function.to_string(),
         kind: "pinned_copy_race".to_string(),
         range: MemoryRange {
@@ -517,11 +513,11 @@ fn report_write() {
         text.push_str("\n    ");
         text.push_str(f);
     }
-    session::say(&text);
+    stderr::say(&text);
     if w.waited {
         crate::faults::lifetime::count_repair("wait_before_host_write");
     }
-    session::emit(Event::HostHazard(HostHazard {
+    output::emit(Event::HostHazard(HostHazard {
         function: "host write".to_string(),
         kind: "host_write_race".to_string(),
         range: MemoryRange {

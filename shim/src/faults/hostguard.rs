@@ -43,8 +43,7 @@
 //! completion) per guarded copy with at least one whole page in its source, and a fault
 //! with one or two driver calls for the first write into a guarded page.
 
-use crate::{driver::query, platform, rt::session};
-use seedance_core::Mode;
+use crate::{driver::query, platform, rt::config, rt::stderr};
 use seedance_cuda::CUstream;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
@@ -94,8 +93,6 @@ const EMPTY: Slot = Slot {
 static GUARDS: [Slot; SLOTS] = [EMPTY; SLOTS];
 /// Slots armed (a relaxed filter for the hooks).
 static ARMED_COUNT: AtomicUsize = AtomicUsize::new(0);
-static ON: AtomicBool = AtomicBool::new(false);
-static FIX: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// Copies not guarded because every slot was in use (reported once).
@@ -115,19 +112,11 @@ static FAULT_NFRAMES: AtomicUsize = AtomicUsize::new(0);
 /// Writes caught after the first one's report was queued (handled, not reported).
 static MORE_FAULTS: AtomicU64 = AtomicU64::new(0);
 
-/// Called with the validated configuration.
-pub fn configure(cfg: &seedance_core::Config) {
-    ON.store(
-        cfg.host_guard && cfg.mode != Mode::Off && cfg.lifetime,
-        Ordering::Relaxed,
-    );
-    FIX.store(cfg.mode == Mode::Fix, Ordering::Relaxed);
-}
-
-/// Whether the guard is on.
+/// Whether the guard is on: a bit of the configuration word (`SEEDANCE_HOST_GUARD` with
+/// lifetime tracking; a forked child clears it).
 #[inline(always)]
 pub fn on() -> bool {
-    ON.load(Ordering::Relaxed)
+    config::switches_now() & config::sw::HOST_GUARD != 0
 }
 
 fn page() -> usize {
@@ -180,7 +169,7 @@ pub fn arm(function: usize, src: u64, bytes: u64, stream: usize, ctx: usize, key
             .is_ok()
     }) else {
         if NO_SLOT.fetch_add(1, Ordering::Relaxed) == 0 {
-            session::say(&format!(
+            stderr::say(&format!(
                 "SEEDANCE_HOST_GUARD: {SLOTS} copies guarded at once already; later ones are \
                  not guarded until one completes"
             ));
@@ -202,7 +191,7 @@ pub fn arm(function: usize, src: u64, bytes: u64, stream: usize, ctx: usize, key
     if !protect(lo, hi, false) {
         let e = std::io::Error::last_os_error();
         release(i);
-        session::say_once(
+        stderr::say_once(
             "host_guard_mprotect",
             &format!(
                 "SEEDANCE_HOST_GUARD: mprotect of pinned pages at {lo:#x} failed ({e}); \
@@ -314,7 +303,7 @@ fn install() {
         };
         INSTALLED.store(ok, Ordering::Release);
         if !ok {
-            session::say("SEEDANCE_HOST_GUARD: could not install a SIGSEGV handler; guard off");
+            stderr::say("SEEDANCE_HOST_GUARD: could not install a SIGSEGV handler; guard off");
         }
     });
 }
@@ -372,7 +361,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uctx: *mut l
         .and_then(|r| r.ok())
         .unwrap_or(true);
     if busy {
-        let waited = FIX.load(Ordering::Relaxed)
+        let waited = config::switches_now() & config::sw::FIX != 0
             && query::with_context(ctx, || query::stream_synchronize(stream))
                 .is_ok_and(|r| r.is_ok());
         record(i, addr, waited);

@@ -1,15 +1,7 @@
 //! `SEEDANCE_HOST_GUARD` on platforms other than Linux: not available (the guard relies on
 //! Linux's `siginfo_t` fault address, `gettid` and signal-stack behaviour, and has only been
-//! written and tested there). Asking for it gives one line; everything else is a no-op.
-
-use crate::rt::session;
-
-/// Called with the validated configuration: says once that the guard is Linux-only.
-pub fn configure(cfg: &seedance_core::Config) {
-    if cfg.host_guard {
-        session::say("SEEDANCE_HOST_GUARD: only available on Linux; guard off");
-    }
-}
+//! written and tested there). Asking for it gives one line at start-up
+//! (`shim/src/rt/config.rs`); everything else is a no-op.
 
 /// Never on.
 #[inline(always)]

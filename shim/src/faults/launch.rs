@@ -1,4 +1,4 @@
-//! Launch faults (issue 4): a failed `cuLaunchKernel`, `cuLaunchKernelEx` or
+//! Launch faults: a failed `cuLaunchKernel`, `cuLaunchKernelEx` or
 //! `cuLaunchCooperativeKernel` (and their `_ptsz` variants) is explained with the limit it
 //! broke, the value asked for and the fix.
 //!
@@ -8,7 +8,8 @@
 //! (`cuCtxGetDevice`), its limits (`cuDeviceGetAttribute`, read once per device and
 //! cached), the kernel's own limits (`cuFuncGetAttribute`) and, for a cooperative launch,
 //! its occupancy; or, when no usable context is current, for the context and stream state
-//! (`cuCtxGetCurrent`, `cuStreamGetCtx`). `seedance_core::launch` decides. The result is a
+//! (`cuCtxGetCurrent`, `cuStreamGetCtx`). `seedance_core::launch::diagnose` decides which
+//! of these facts it needs (`Facts` answers them) and what they mean. The result is a
 //! `launch_fault` event (instead of `call_failed`) and one stderr line per distinct fault.
 //!
 //! With `SEEDANCE_VALIDATE=pre` the same checks run before the call ([`pre_kernel`], ...),
@@ -17,27 +18,20 @@
 
 use crate::driver::driverlog;
 use crate::hooks::HookId;
-use crate::{driver::query, faults::lifetime, rt::session};
+use crate::{driver::query, faults::lifetime, rt::config, rt::output, rt::stderr};
 use libc::{c_uint, c_void};
-use once_cell::sync::Lazy;
-use parking_lot::Mutex;
 use seedance_core::launch::{
-    check_context, check_launch, ContextFacts, DeviceLimits, FuncLimits, LaunchCheck,
-    LaunchFinding, LaunchRequest, StreamState,
+    self as decide, Before, DeviceLimits, FuncLimits, LaunchCheck, LaunchFacts, LaunchFinding,
+    LaunchRequest, StreamState,
 };
+use seedance_core::once::ExplainOnce;
 use seedance_core::Validate;
 use seedance_cuda::{
     attr, func_attr, launch_attr, CUdevice, CUfunction, CUlaunchConfig, CUresult, CUstream,
 };
 use seedance_trace::{Event, LaunchFault};
-use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::OnceLock;
-
-/// Launch results a check can explain: INVALID_VALUE, INVALID_CONTEXT, INVALID_HANDLE,
-/// LAUNCH_OUT_OF_RESOURCES, CONTEXT_IS_DESTROYED, COOPERATIVE_LAUNCH_TOO_LARGE,
-/// INVALID_CLUSTER_SIZE. Others (sticky kernel errors, teardown) keep the plain report.
-const EXPLAINED: [u32; 7] = [1, 201, 400, 701, 709, 720, 912];
 
 /// Devices whose limits are cached (ordinals `0..MAX_CACHED`); others are read each time.
 const MAX_CACHED: usize = 64;
@@ -49,8 +43,7 @@ const MAX_SEEN: usize = 4096;
 const MAX_ATTRS: usize = 64;
 
 static LIMITS: [OnceLock<DeviceLimits>; MAX_CACHED] = [const { OnceLock::new() }; MAX_CACHED];
-static SEEN: Lazy<Mutex<HashSet<(usize, LaunchCheck, u64)>>> =
-    Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<(usize, LaunchCheck, u64)> = ExplainOnce::bounded(MAX_SEEN);
 
 /// One launch as the program made it.
 struct Launch {
@@ -118,10 +111,6 @@ unsafe fn from_config(config: *const CUlaunchConfig, f: CUfunction) -> Option<La
     Some(l)
 }
 
-fn is_default_stream(s: CUstream) -> bool {
-    (s as usize) <= seedance_cuda::CU_STREAM_PER_THREAD
-}
-
 /// The device's limits, read once per device through the real driver.
 fn device_limits(dev: CUdevice) -> DeviceLimits {
     let read = || {
@@ -176,88 +165,45 @@ fn func_limits(f: CUfunction) -> FuncLimits {
     }
 }
 
-fn check_config(l: &Launch, dev: CUdevice) -> Option<LaunchFinding> {
-    let limits = device_limits(dev);
-    let func = func_limits(l.f);
-    let coop = if l.req.cooperative {
-        query::occupancy(l.f, l.req.threads(), l.req.shared_mem)
-    } else {
-        None
-    };
-    check_launch(&l.req, &limits, &func, coop)
-}
+/// The facts about one failed (or checked) launch, asked of the real driver and the
+/// lifetime tracker when `seedance_core::launch` needs them.
+struct Facts<'a>(&'a Launch);
 
-fn stream_state(s: CUstream) -> StreamState {
-    if is_default_stream(s) {
-        return StreamState::Default;
+impl LaunchFacts for Facts<'_> {
+    fn device(&mut self) -> Result<i32, u32> {
+        query::ctx_get_device().map_err(|code| code.0)
     }
-    match query::stream_get_ctx(s) {
-        Ok(ctx) => StreamState::Owned(ctx),
-        Err(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED) => StreamState::Destroyed,
-        Err(code) => StreamState::Invalid(code.0),
-    }
-}
 
-/// Why the launch failed, and the device of the current context when there is one.
-fn explain(r: CUresult, l: &Launch) -> (Option<LaunchFinding>, Option<i32>) {
-    let current = || query::ctx_get_current().ok().filter(|&c| c != 0);
-    match query::ctx_get_device() {
-        Ok(dev) => {
-            // After a primary context reset the driver still answers cuCtxGetDevice for the
-            // handle (measured: H200, driver 580.159) and only the launch says 709; the
-            // tracker knows whether and where that context ended.
-            if r == CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED {
-                let cur = current();
-                let ended = cur.and_then(|c| lifetime::context_end(c as u64));
-                if ended.is_some() {
-                    let facts = ContextFacts {
-                        current: cur,
-                        current_destroyed: true,
-                        stream: l.stream as usize,
-                        stream_state: StreamState::Default,
-                        ended: ended.as_deref(),
-                    };
-                    return (check_context(&facts), Some(dev));
-                }
-            }
-            if !is_default_stream(l.stream) && matches!(r.0, 201 | 400 | 709) {
-                let stream_state = stream_state(l.stream);
-                let ended = (stream_state == StreamState::Destroyed)
-                    .then(|| lifetime::stream_context_end(l.stream as u64))
-                    .flatten();
-                let facts = ContextFacts {
-                    current: current(),
-                    current_destroyed: false,
-                    stream: l.stream as usize,
-                    stream_state,
-                    ended: ended.as_deref(),
-                };
-                if let Some(f) = check_context(&facts) {
-                    return (Some(f), Some(dev));
-                }
-            }
-            (check_config(l, dev), Some(dev))
+    fn current(&mut self) -> Option<usize> {
+        query::ctx_get_current().ok().filter(|&c| c != 0)
+    }
+
+    fn context_end(&mut self, ctx: usize) -> Option<String> {
+        lifetime::context_end(ctx as u64)
+    }
+
+    fn stream_state(&mut self) -> StreamState {
+        match query::stream_get_ctx(self.0.stream) {
+            Ok(ctx) => StreamState::Owned(ctx),
+            Err(CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED) => StreamState::Destroyed,
+            Err(code) => StreamState::Invalid(code.0),
         }
-        Err(code) => {
-            let current = current();
-            let current_destroyed = code == CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED;
-            let stream_state = stream_state(l.stream);
-            let ended = if current_destroyed {
-                current.and_then(|c| lifetime::context_end(c as u64))
-            } else if stream_state == StreamState::Destroyed {
-                lifetime::stream_context_end(l.stream as u64)
-            } else {
-                None
-            };
-            let facts = ContextFacts {
-                current,
-                current_destroyed,
-                stream: l.stream as usize,
-                stream_state,
-                ended: ended.as_deref(),
-            };
-            (check_context(&facts), None)
-        }
+    }
+
+    fn stream_context_end(&mut self) -> Option<String> {
+        lifetime::stream_context_end(self.0.stream as u64)
+    }
+
+    fn device_limits(&mut self, dev: i32) -> DeviceLimits {
+        device_limits(dev)
+    }
+
+    fn func_limits(&mut self) -> FuncLimits {
+        func_limits(self.0.f)
+    }
+
+    fn occupancy(&mut self, threads: u64, shared_mem: u32) -> Option<u32> {
+        query::occupancy(self.0.f, threads, shared_mem)
     }
 }
 
@@ -271,31 +217,21 @@ fn report(
     refused: bool,
     driver_message: Option<String>,
 ) {
-    session::tally_error(id, r);
+    output::tally_error(id, r);
     let key = (id as usize, finding.check, finding.requested.unwrap_or(0));
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < MAX_SEEN && seen.insert(key)
-    };
-    if !first {
+    if !SEEN.first(key) {
         return;
     }
     let name = r.name();
-    let mut line = format!(
-        "{}: {} ({}): {}",
-        id.name(),
-        name.unwrap_or("error"),
-        r.0,
-        finding.explanation
-    );
+    let mut line = output::fault_line(id, name, r, &finding.explanation);
     if refused {
         line.push_str(" [refused before reaching the driver: SEEDANCE_VALIDATE=pre]");
     }
     if let Some(m) = &driver_message {
         line.push_str(&format!(" [driver: {m}]"));
     }
-    session::say(&line);
-    session::emit(Event::LaunchFault(LaunchFault {
+    stderr::say(&line);
+    output::emit(Event::LaunchFault(LaunchFault {
         function: id.name().to_string(),
         result: r.0,
         result_name: name.map(str::to_string),
@@ -315,7 +251,7 @@ fn report(
 #[cold]
 #[inline(never)]
 fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
-    if session::config().validate == Validate::Off || !EXPLAINED.contains(&r.0) {
+    if config::get().validate == Validate::Off || !decide::explains(r.0) {
         return false;
     }
     let Some(l) = l else { return false };
@@ -325,21 +261,18 @@ fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         crate::rt::guard::test_panic("launch_fault");
         let message = driverlog::take_recent();
-        let (finding, device) = explain(r, &l);
+        let d = decide::diagnose(
+            r.0,
+            &l.req,
+            l.stream as usize,
+            message.as_deref(),
+            &mut Facts(&l),
+        );
         driverlog::discard();
-        let finding = match (finding, &message) {
-            (Some(f), _) => f,
-            (None, Some(m)) => LaunchFinding {
-                check: LaunchCheck::Unknown,
-                limit: None,
-                requested: None,
-                explanation: format!(
-                    "the launch is within every limit the shim checks; the driver says: {m}"
-                ),
-            },
-            (None, None) => return false,
+        let Some(finding) = d.finding else {
+            return false;
         };
-        report(id, r, &finding, device, &l, false, message);
+        report(id, r, &finding, d.device, &l, false, message);
         true
     }))
     .unwrap_or(false)
@@ -350,7 +283,7 @@ fn fault(id: HookId, r: CUresult, l: Option<Launch>) -> bool {
 /// once the configuration has been read.
 #[inline(always)]
 pub fn pre_enabled() -> bool {
-    session::switches() & session::sw::PRE != 0
+    config::switches() & config::sw::PRE != 0
 }
 
 #[cold]
@@ -362,11 +295,14 @@ fn pre(id: HookId, l: Option<Launch>) -> Option<CUresult> {
         if l.f.is_null() {
             return None;
         }
-        // Without a usable context the driver's own answer is the right one.
-        let dev = query::ctx_get_device().ok()?;
-        let finding = check_config(&l, dev);
+        let checked = decide::check_before(&l.req, &mut Facts(&l));
+        if checked == Before::NoContext {
+            return None;
+        }
         driverlog::discard();
-        let finding = finding?;
+        let Before::Refuse(dev, finding) = checked else {
+            return None;
+        };
         let code = CUresult(finding.check.driver_code());
         report(id, code, &finding, Some(dev), &l, true, None);
         Some(code)
@@ -471,7 +407,7 @@ pub unsafe fn fault_kernel_ex(
     _kernel_params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> bool {
-    if session::config().validate == Validate::Off || !EXPLAINED.contains(&r.0) {
+    if config::get().validate == Validate::Off || !decide::explains(r.0) {
         return false;
     }
     // SAFETY: the caller's config, under cuLaunchKernelEx's contract.

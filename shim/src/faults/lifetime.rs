@@ -31,7 +31,9 @@
 //! summary's `repairs`.
 
 use crate::hooks::HookId;
-use crate::{driver::query, driver::topo, faults::alloc, platform, rt::session};
+use crate::{
+    driver::query, driver::topo, faults::alloc, platform, rt::config, rt::output, rt::stderr,
+};
 use libc::{c_int, c_uint, c_void};
 use once_cell::sync::{Lazy, OnceCell};
 use parking_lot::Mutex;
@@ -41,6 +43,7 @@ use seedance_core::lifetime::{
     ExitFindings, HandleKind, Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
 use seedance_core::live::LiveTable;
+use seedance_core::once::ExplainOnce;
 use seedance_core::owners::Index;
 use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
 use seedance_cuda::{
@@ -63,7 +66,7 @@ static DEAD: LiveTable<4096> = LiveTable::new();
 /// the configuration word, which a forked child clears).
 #[inline(always)]
 fn any_dead() -> bool {
-    session::switches_now() & session::sw::ANY_DEAD != 0
+    config::switches_now() & config::sw::ANY_DEAD != 0
 }
 
 /// Device allocations by the context they were made in ([`seedance_core::owners`]), filed
@@ -78,7 +81,7 @@ fn still_live(addr: u64) -> bool {
 /// A fault as explained once: (function, kind, context id).
 type FaultKey = (usize, &'static str, u32);
 /// Faults already explained.
-static SEEN: Lazy<Mutex<HashSet<FaultKey>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+static SEEN: ExplainOnce<FaultKey> = ExplainOnce::bounded(MAX_SEEN);
 /// Most distinct faults remembered.
 const MAX_SEEN: usize = 4096;
 /// Repairs made, by kind.
@@ -103,15 +106,15 @@ thread_local! {
 
 /// Whether lifetime tracking is on (the mode is not `off`, `SEEDANCE_LIFETIME` is on, and
 /// this is not a forked child): one relaxed load of the configuration word. Every wrapper
-/// reads the configuration (`session::active`) before it gets here; a hook that runs
+/// reads the configuration (`config::active`) before it gets here; a hook that runs
 /// before that (a `pre` clause of the very first call) sees "off".
 #[inline(always)]
 pub fn on() -> bool {
-    session::switches_now() & session::sw::LIFETIME != 0
+    config::switches_now() & config::sw::LIFETIME != 0
 }
 
 fn fix() -> bool {
-    session::switches() & session::sw::FIX != 0
+    config::switches() & config::sw::FIX != 0
 }
 
 /// Runs a cold path, never letting a panic reach the program.
@@ -205,32 +208,22 @@ struct Finding<'a> {
 
 fn report(f: Finding<'_>) {
     if let Some(r) = f.result.filter(|r| !r.is_success()) {
-        session::tally_error(f.id, r);
+        output::tally_error(f.id, r);
     }
     if let Some((kind, _)) = &f.repair {
         *REPAIRS.lock().entry(kind).or_insert(0) += 1;
     }
     let key = (f.id as usize, f.kind, f.ctx.map_or(u32::MAX, |c| c.id));
-    let first = {
-        let mut seen = SEEN.lock();
-        seen.len() < MAX_SEEN && seen.insert(key)
-    };
-    if !first {
+    if !SEEN.first(key) {
         return;
     }
     let line = match f.result {
-        Some(r) if !r.is_success() => format!(
-            "{}: {} ({}): {}",
-            f.id.name(),
-            r.name().unwrap_or("error"),
-            r.0,
-            f.explanation
-        ),
+        Some(r) if !r.is_success() => output::fault_line(f.id, r.name(), r, &f.explanation),
         _ => format!("{}: {}", f.id.name(), f.explanation),
     };
-    session::say(&line);
+    stderr::say(&line);
     let end = f.ctx.and_then(|c| c.end.as_ref());
-    session::emit(Event::LifetimeFault(LifetimeFault {
+    output::emit(Event::LifetimeFault(LifetimeFault {
         function: f.id.name().to_string(),
         kind: f.kind.to_string(),
         result: f.result.map(|r| r.0),
@@ -261,7 +254,7 @@ fn report(f: Finding<'_>) {
         explanation: f.explanation.clone(),
     }));
     if let Some((kind, streams)) = f.repair {
-        session::emit(Event::LifetimeRepair(LifetimeRepair {
+        output::emit(Event::LifetimeRepair(LifetimeRepair {
             function: f.id.name().to_string(),
             kind: kind.to_string(),
             context: f.ctx.map(|c| hex(c.handle)),
@@ -437,7 +430,7 @@ fn after_end(id: HookId, how: EndKind, handle: u64) {
     for &(addr, bytes) in &died {
         alloc::forget_pointer(addr);
         if DEAD.insert(addr, bytes, None) {
-            session::set_switch(session::sw::ANY_DEAD);
+            config::set_switch(config::sw::ANY_DEAD);
         }
     }
     crate::faults::hazard::context_ended(handle);

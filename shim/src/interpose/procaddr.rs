@@ -1,6 +1,6 @@
 //! `cuGetProcAddress` and `cuGetProcAddress_v2`: how the CUDA runtime reaches the driver.
 //!
-//! cudart never calls exported driver symbols (design.md fact 2). It asks
+//! cudart never calls exported driver symbols (docs/design.md, fact 2). It asks
 //! `cuGetProcAddress_v2` for about 440 entry points by (base name, cudaVersion, flags), after
 //! first asking it for `"cuGetProcAddress"` itself. Our wrappers call the real function
 //! first, so the driver chooses the ABI variant, then swap in our wrapper for exactly that
@@ -10,60 +10,11 @@
 
 use crate::hooks::{slots, swap_proc_address, HookId};
 use crate::rt::args::ArgVal;
-use crate::rt::session;
+use crate::rt::{config, output, probes};
 use libc::{c_char, c_int, c_void};
-use parking_lot::Mutex;
 use seedance_cuda::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
 use seedance_cuda::{CUdriverProcAddressQueryResult, CUresult};
-use seedance_trace::RuntimeProbes;
-use std::collections::BTreeSet;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-
-/// Look-ups made, and the highest `cudaVersion` asked for.
-static LOOKUPS: AtomicU64 = AtomicU64::new(0);
-static MAX_VERSION: AtomicI32 = AtomicI32::new(i32::MIN);
-/// Look-ups answered `CUDA_ERROR_NOT_FOUND`, by `symbolStatus`.
-static VERSION_NOT_SUFFICIENT: AtomicU64 = AtomicU64::new(0);
-static SYMBOL_NOT_FOUND: AtomicU64 = AtomicU64::new(0);
-/// The first distinct symbols answered version-not-sufficient.
-static UNAVAILABLE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-/// Most names kept in [`UNAVAILABLE`].
-const MAX_UNAVAILABLE: usize = 32;
-
-/// The look-ups so far, for the exit summary; `None` when none was made.
-pub fn probes() -> Option<RuntimeProbes> {
-    let lookups = LOOKUPS.load(Ordering::Relaxed);
-    if lookups == 0 {
-        return None;
-    }
-    let max = MAX_VERSION.load(Ordering::Relaxed);
-    Some(RuntimeProbes {
-        lookups,
-        max_cuda_version: (max != i32::MIN).then_some(max),
-        version_not_sufficient: VERSION_NOT_SUFFICIENT.load(Ordering::Relaxed),
-        symbol_not_found: SYMBOL_NOT_FOUND.load(Ordering::Relaxed),
-        unavailable: UNAVAILABLE.lock().iter().cloned().collect(),
-    })
-}
-
-/// A look-up answered `CUDA_ERROR_NOT_FOUND`: how the runtime probes for entry points
-/// (for one newer than the driver, `symbolStatus` says version-not-sufficient). Counted as
-/// a call that succeeded, kept in [`probes`], never a `call_failed` record or a stderr
-/// line.
-fn probed(name: Option<&CStr>, version_not_sufficient: bool) {
-    if version_not_sufficient {
-        VERSION_NOT_SUFFICIENT.fetch_add(1, Ordering::Relaxed);
-        if let Some(n) = name {
-            let mut u = UNAVAILABLE.lock();
-            if u.len() < MAX_UNAVAILABLE {
-                u.insert(n.to_string_lossy().into_owned());
-            }
-        }
-    } else {
-        SYMBOL_NOT_FOUND.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 type ProcV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 type ProcV2 = unsafe extern "C" fn(
@@ -89,24 +40,23 @@ unsafe fn after(
     flags: u64,
     status: Option<CUdriverProcAddressQueryResult>,
 ) {
-    if !session::active() {
+    if !config::active() {
         return;
     }
-    LOOKUPS.fetch_add(1, Ordering::Relaxed);
-    MAX_VERSION.fetch_max(version, Ordering::Relaxed);
+    probes::lookup(version);
     if r == CUresult::CUDA_ERROR_NOT_FOUND {
-        session::count(id, CUresult::CUDA_SUCCESS);
+        output::count(id, CUresult::CUDA_SUCCESS);
         let _ = std::panic::catch_unwind(|| {
             // SAFETY: a non-null symbol is a NUL-terminated string (cuGetProcAddress contract).
             let name = (!symbol.is_null()).then(|| unsafe { CStr::from_ptr(symbol) });
-            probed(
+            probes::probed(
                 name,
                 status == Some(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT),
             );
         });
         return;
     }
-    session::count(id, r);
+    output::count(id, r);
     if r.0 != 0 {
         let name = if symbol.is_null() {
             ArgVal::P(0)
@@ -118,7 +68,7 @@ unsafe fn after(
                     .into_owned(),
             )
         };
-        session::failed(
+        output::failed(
             id,
             r,
             &[
@@ -129,7 +79,7 @@ unsafe fn after(
         );
         return;
     }
-    if symbol.is_null() || pfn.is_null() || !session::interposing() {
+    if symbol.is_null() || pfn.is_null() || !config::interposing() {
         return;
     }
     // SAFETY: caller guarantees pfn is valid; the driver just wrote it.
@@ -160,7 +110,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
 ) -> CUresult {
     let real = slots::cuGetProcAddress.get();
     if real.is_null() {
-        return session::missing(HookId::cuGetProcAddress);
+        return crate::driver::missing::missing(HookId::cuGetProcAddress, |_| {});
     }
     // SAFETY: the slot holds the driver's cuGetProcAddress, 11.3 ABI.
     let f: ProcV1 = unsafe { std::mem::transmute::<*mut c_void, ProcV1>(real) };
@@ -195,7 +145,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
 ) -> CUresult {
     let real = slots::cuGetProcAddress_v2.get();
     if real.is_null() {
-        return session::missing(HookId::cuGetProcAddress_v2);
+        return crate::driver::missing::missing(HookId::cuGetProcAddress_v2, |_| {});
     }
     // SAFETY: the slot holds the driver's cuGetProcAddress_v2.
     let f: ProcV2 = unsafe { std::mem::transmute::<*mut c_void, ProcV2>(real) };

@@ -1,7 +1,7 @@
 //! `cudaSetDevice`, exported for programs that link the shared libcudart (PyTorch does).
 //!
 //! A program that links cudart statically resolves `cudaSetDevice` inside its own
-//! executable and never reaches this export (design.md fact 9). When we do receive the
+//! executable and never reaches this export (docs/design.md, fact 9). When we do receive the
 //! call, the real function is libcudart's: first `dlsym(RTLD_NEXT)`, which finds it when
 //! libcudart is in the global scope; otherwise a libcudart already loaded with
 //! `RTLD_LOCAL` (as under Python), found by walking the loaded objects.
@@ -9,7 +9,7 @@
 use crate::hooks::HookId;
 use crate::platform;
 use crate::rt::args::ArgVal;
-use crate::rt::session;
+use crate::rt::{config, output, stderr};
 use libc::{c_int, c_void};
 use once_cell::sync::OnceCell;
 use seedance_cuda::CUresult;
@@ -69,7 +69,7 @@ fn clear_last_error(real_set_device: *mut c_void) {
 pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
     let real = real_cuda_set_device();
     if real.is_null() {
-        session::say("cudaSetDevice was called but no libcudart is loaded");
+        stderr::say("cudaSetDevice was called but no libcudart is loaded");
         return CUDA_ERROR_INITIALIZATION_ERROR;
     }
     type F = unsafe extern "C" fn(c_int) -> c_int;
@@ -77,9 +77,9 @@ pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
     let f: F = unsafe { std::mem::transmute::<*mut c_void, F>(real) };
     // SAFETY: argument forwarded unchanged.
     let mut r = unsafe { f(device) };
-    if session::active() {
+    if config::active() {
         let code = CUresult(r as u32);
-        session::count(HookId::cudaSetDevice, code);
+        output::count(HookId::cudaSetDevice, code);
         if r != 0 {
             // cudaErrorInvalidDevice (101) and cudaErrorDevicesUnavailable (46) have the
             // driver's numbers (driver_types.h), so the device-fault path applies as is.
@@ -97,7 +97,7 @@ pub unsafe extern "C" fn cudaSetDevice(device: c_int) -> c_int {
                         clear_last_error(real);
                     }
                 }
-                None => session::failed(
+                None => output::failed(
                     HookId::cudaSetDevice,
                     code,
                     &[("device", ArgVal::from(device))],

@@ -1,10 +1,12 @@
-//! Linux/glibc: the exported `dlsym`, the real `dlsym`, library handles and thread ids.
+//! Linux/glibc: the trampoline for the exported `dlsym`, the real `dlsym`, what a look-up
+//! finds without the shim, library handles, thread ids and cancellation.
 //!
 //! glibc resolves `dlsym(RTLD_NEXT, ..)` and `dlsym(RTLD_DEFAULT, ..)` relative to the
-//! *caller's* return address. Our exported `dlsym` is therefore a naked function: it asks
-//! [`dlsym_hook`] whether to answer, and if not, restores the arguments and tail-jumps to the
-//! real `dlsym` with the caller's return address still on the stack, so glibc sees the
-//! original caller (design.md fact 5).
+//! *caller's* return address. Our exported `dlsym` is therefore a naked function
+//! ([`dlsym_trampoline`]): it asks a decision function (`crate::interpose::dlsym`) whether
+//! to answer, and if not, restores the arguments and tail-jumps to the real `dlsym` with the
+//! caller's return address still on the stack, so glibc sees the original caller
+//! (docs/design.md, fact 5).
 
 use libc::{c_char, c_int, c_void};
 use std::ffi::CStr;
@@ -14,10 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
 
 /// Address of glibc's `dlsym`, 0 until resolved. Read by the naked `dlsym` trampoline.
-static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+pub static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
-/// Returned by [`dlsym_hook`] to mean "forward to the real dlsym".
-const FORWARD: usize = 1;
+/// Returned by the trampoline's decision function to mean "forward to the real dlsym".
+pub const FORWARD: usize = 1;
 
 /// `RTLD_NEXT` as a handle value.
 pub const RTLD_NEXT: *mut c_void = libc::RTLD_NEXT;
@@ -58,52 +60,6 @@ pub fn lookup(handle: *mut c_void, name: &CStr) -> *mut c_void {
         // SAFETY: handle is a dlopen handle or pseudo-handle; name is NUL-terminated.
         Some(f) => unsafe { f(handle, name.as_ptr()) },
         None => std::ptr::null_mut(),
-    }
-}
-
-/// Decides what our exported `dlsym` answers. Returns the address to give the caller, or
-/// [`FORWARD`] to let the real `dlsym` answer as if we were not there. `caller` is the
-/// return address of the program's call (where glibc looks for the caller's object).
-unsafe extern "C" fn dlsym_hook(
-    handle: *mut c_void,
-    symbol: *const c_char,
-    caller: usize,
-) -> usize {
-    if real_dlsym().is_none() {
-        return 0;
-    }
-    if symbol.is_null() {
-        return FORWARD;
-    }
-    // SAFETY: dlsym's contract: symbol is a NUL-terminated string.
-    let name = unsafe { CStr::from_ptr(symbol) };
-    if !crate::rt::names::is_driver_name(name.to_bytes()) {
-        // Before any shim state: `RTLD_NEXT` look-ups made from inside the shim (a
-        // preloaded allocator's) go straight through.
-        return FORWARD;
-    }
-    if handle == libc::RTLD_NEXT || handle == libc::RTLD_DEFAULT {
-        // Only names we export can come back wrong (our own export instead of the driver's).
-        let Some(hook) = crate::hooks::by_symbol(name.to_bytes()) else {
-            return FORWARD;
-        };
-        let answer = std::panic::catch_unwind(|| {
-            native_pseudo(handle, name, caller).map(|n| crate::hooks::answer_pseudo(hook, n))
-        });
-        return match answer {
-            Ok(Some(p)) if p.is_null() => {
-                // As natively: NULL, with dlerror set by a failing look-up of the name.
-                lookup(libc::RTLD_NEXT, name);
-                0
-            }
-            Ok(Some(p)) => p as usize,
-            _ => FORWARD,
-        };
-    }
-    let answer = std::panic::catch_unwind(|| crate::hooks::answer_dlsym(handle, name));
-    match answer {
-        Ok(Some(p)) => p as usize,
-        _ => FORWARD,
     }
 }
 
@@ -192,11 +148,11 @@ fn in_base_namespace(addr: usize) -> bool {
 /// an earlier preload), the objects between it and us, then what our own `RTLD_NEXT`
 /// look-up finds; for `RTLD_DEFAULT`, our own `RTLD_NEXT` look-up (the rest of the global
 /// scope), then the caller's own dependencies when it was opened `RTLD_LOCAL`.
-fn native_pseudo(handle: *mut c_void, name: &CStr, caller: usize) -> Option<*mut c_void> {
+pub fn native_pseudo(handle: *mut c_void, name: &CStr, caller: usize) -> Option<*mut c_void> {
     let objects = loaded_objects();
     let ours = objects
         .iter()
-        .position(|o| o.contains(dlsym_hook as *const () as usize))?;
+        .position(|o| o.contains(native_pseudo as *const () as usize))?;
     let at = objects.iter().position(|o| o.contains(caller));
     let defined_in = |o: &Loaded| -> *mut c_void {
         if o.path.is_empty() {
@@ -255,64 +211,84 @@ fn native_pseudo(handle: *mut c_void, name: &CStr, caller: usize) -> Option<*mut
     Some(own.unwrap_or(std::ptr::null_mut()))
 }
 
-/// The exported `dlsym` (x86-64 System V).
+/// Defines the exported `dlsym`: a naked trampoline that calls `$decide(handle, symbol,
+/// caller)` (`caller`: the return address of the program's call, where glibc looks for the
+/// caller's object) and returns its answer, or, when it returns [`FORWARD`], tail-jumps to
+/// the real `dlsym` with the arguments and the caller's return address as they came in.
 ///
-/// # Safety
-/// Same contract as glibc's `dlsym`.
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-#[no_mangle]
-pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    // At entry rsp % 16 == 8; two pushes and 8 bytes re-align it for the call. The
-    // caller's return address goes to the hook as its third argument.
-    core::arch::naked_asm!(
-        "mov rdx, [rsp]",
-        "push rdi",
-        "push rsi",
-        "sub rsp, 8",
-        "call {hook}",
-        "add rsp, 8",
-        "pop rsi",
-        "pop rdi",
-        "cmp rax, 1",
-        "je 2f",
-        "ret",
-        "2:",
-        "jmp qword ptr [rip + {real}]",
-        hook = sym dlsym_hook,
-        real = sym REAL_DLSYM,
-    )
-}
+/// `$decide` must be an `unsafe extern "C" fn(*mut c_void, *const c_char, usize) -> usize`
+/// that never unwinds. Used once, by `crate::interpose::dlsym`, where the decision lives;
+/// the machine code stays here, with the OS. x86-64 (System V) and AArch64 (AAPCS64; that
+/// one is untested: no aarch64 machine is available).
+macro_rules! dlsym_trampoline {
+    ($decide:path) => {
+        /// The exported `dlsym` (x86-64 System V): see `crate::platform::dlsym_trampoline`.
+        ///
+        /// # Safety
+        /// Same contract as glibc's `dlsym`.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn dlsym(
+            handle: *mut ::libc::c_void,
+            symbol: *const ::libc::c_char,
+        ) -> *mut ::libc::c_void {
+            // At entry rsp % 16 == 8; two pushes and 8 bytes re-align it for the call. The
+            // caller's return address goes to the decision as its third argument.
+            core::arch::naked_asm!(
+                "mov rdx, [rsp]",
+                "push rdi",
+                "push rsi",
+                "sub rsp, 8",
+                "call {hook}",
+                "add rsp, 8",
+                "pop rsi",
+                "pop rdi",
+                "cmp rax, 1",
+                "je 2f",
+                "ret",
+                "2:",
+                "jmp qword ptr [rip + {real}]",
+                hook = sym $decide,
+                real = sym $crate::platform::REAL_DLSYM,
+            )
+        }
 
-/// The exported `dlsym` (AArch64 AAPCS64). Untested: no aarch64 machine is available.
-///
-/// # Safety
-/// Same contract as glibc's `dlsym`.
-#[cfg(target_arch = "aarch64")]
-#[unsafe(naked)]
-#[no_mangle]
-pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    core::arch::naked_asm!(
-        "stp x29, x30, [sp, #-32]!",
-        "mov x29, sp",
-        "stp x0, x1, [sp, #16]",
-        "mov x2, x30",
-        "bl {hook}",
-        "mov x9, x0",
-        "ldp x0, x1, [sp, #16]",
-        "ldp x29, x30, [sp], #32",
-        "cmp x9, #1",
-        "b.eq 2f",
-        "mov x0, x9",
-        "ret",
-        "2:",
-        "adrp x16, {real}",
-        "ldr x16, [x16, :lo12:{real}]",
-        "br x16",
-        hook = sym dlsym_hook,
-        real = sym REAL_DLSYM,
-    )
+        /// The exported `dlsym` (AArch64 AAPCS64): see `crate::platform::dlsym_trampoline`.
+        ///
+        /// # Safety
+        /// Same contract as glibc's `dlsym`.
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn dlsym(
+            handle: *mut ::libc::c_void,
+            symbol: *const ::libc::c_char,
+        ) -> *mut ::libc::c_void {
+            core::arch::naked_asm!(
+                "stp x29, x30, [sp, #-32]!",
+                "mov x29, sp",
+                "stp x0, x1, [sp, #16]",
+                "mov x2, x30",
+                "bl {hook}",
+                "mov x9, x0",
+                "ldp x0, x1, [sp, #16]",
+                "ldp x29, x30, [sp], #32",
+                "cmp x9, #1",
+                "b.eq 2f",
+                "mov x0, x9",
+                "ret",
+                "2:",
+                "adrp x16, {real}",
+                "ldr x16, [x16, :lo12:{real}]",
+                "br x16",
+                hook = sym $decide,
+                real = sym $crate::platform::REAL_DLSYM,
+            )
+        }
+    };
 }
+pub(crate) use dlsym_trampoline;
 
 /// Paths of loaded objects whose file name contains `needle` (via `dl_iterate_phdr`).
 pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
@@ -405,28 +381,5 @@ pub fn secure_execution() -> bool {
     unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
 }
 
-/// `PTHREAD_CANCEL_DISABLE` and `PTHREAD_CANCEL_ENABLE` (glibc <pthread.h>: PTHREAD_CANCEL_ENABLE = 0, PTHREAD_CANCEL_DISABLE = 1).
-const CANCEL_DISABLE: c_int = 1;
-
-/// Disables cancellation of the calling thread (pthread_setcancelstate(3)) and returns the
-/// previous state for [`restore_cancellation`]. A pending cancel then waits for the next
-/// cancellation point after the restore, as if the shim's own work had not been there.
-pub fn disable_cancellation() -> c_int {
-    extern "C" {
-        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
-    }
-    let mut old: c_int = CANCEL_DISABLE;
-    // SAFETY: a valid state and a valid out-pointer; never fails with those.
-    unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut old) };
-    old
-}
-
-/// Puts back the state [`disable_cancellation`] returned.
-pub fn restore_cancellation(old: c_int) {
-    extern "C" {
-        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
-    }
-    let mut ignored: c_int = 0;
-    // SAFETY: as above; `old` is a state pthread_setcancelstate returned.
-    unsafe { pthread_setcancelstate(old, &mut ignored) };
-}
+/// `PTHREAD_CANCEL_DISABLE` (glibc <pthread.h>: PTHREAD_CANCEL_ENABLE = 0, PTHREAD_CANCEL_DISABLE = 1).
+pub(super) const CANCEL_DISABLE: c_int = 1;

@@ -1,4 +1,5 @@
-//! macOS/dyld: the interposed `dlsym`, the real `dlsym`, images and thread ids.
+//! macOS/dyld: the trampoline and tuple for the interposed `dlsym`, the real `dlsym`,
+//! images, thread ids and cancellation.
 //!
 //! **Compiled, never run.** No macOS machine is available; the module is compiled only for
 //! `target_os = "macos"` (see `mod.rs`), checked with clippy for x86_64 and aarch64 Apple
@@ -17,10 +18,10 @@
 //!   return address (`__builtin_return_address(0)` in dyld's `APIs::dlsym`), exactly as
 //!   glibc does. A replacement that *calls* the real `dlsym` therefore answers for the shim
 //!   instead of the caller. So the tuple's replacement is a naked trampoline, as on Linux:
-//!   it asks [`dlsym_hook`], and otherwise tail-jumps to the real `dlsym` with the caller's
-//!   return address untouched. The real `dlsym` is read from the tuple itself: dyld binds
-//!   our own tuple's `replacee` to the real function, because the interposing image is
-//!   never interposed.
+//!   it asks a decision function (`crate::interpose::dlsym`), and otherwise tail-jumps to
+//!   the real `dlsym` with the caller's return address untouched ([`dlsym_trampoline`]).
+//!   The real `dlsym` is our own import of it: dyld binds our imports, and our own tuple's
+//!   `replacee`, to the real function, because the interposing image is never interposed.
 //! * dyld also passes every `dlsym` *result* through the interposing tuples (with no
 //!   image exemption), so once the CUDA wrappers have tuples, `dlsym(libcuda, "cuX")`
 //!   answers our wrapper even to us. [`lookup`] undoes that with our own tuple table.
@@ -37,10 +38,10 @@ pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_vo
 pub const RTLD_NEXT: *mut c_void = libc::RTLD_NEXT;
 
 /// `RTLD_SELF` (`(void *)-3`): like `RTLD_NEXT`, resolved relative to the caller's image.
-const RTLD_SELF: *mut c_void = -3isize as *mut c_void;
+pub const RTLD_SELF: *mut c_void = -3isize as *mut c_void;
 
-/// Returned by [`dlsym_hook`] to mean "forward to the real dlsym".
-const FORWARD: usize = 1;
+/// Returned by the trampoline's decision function to mean "forward to the real dlsym".
+pub const FORWARD: usize = 1;
 
 extern "C" {
     fn _dyld_image_count() -> u32;
@@ -73,25 +74,100 @@ pub struct Interpose {
 // of ours runs, and only read afterwards.
 unsafe impl Sync for Interpose {}
 
-/// The tuple for `dlsym`: libSystem's `dlsym`, everywhere but here, is our trampoline.
-/// The trampoline jumps through `replacee` (offset 8).
-#[used]
-#[link_section = "__DATA,__interpose"]
-static INTERPOSE_DLSYM: Interpose = Interpose {
-    replacement: seedance_dlsym as *const c_void,
-    replacee: libc::dlsym as *const c_void,
-};
-
-/// The real `dlsym`: inside the interposing image, imports are not interposed.
+/// The real `dlsym`: inside the interposing image, imports are not interposed, so our own
+/// import of `dlsym` is libSystem's (the same address dyld binds into the `replacee` of the
+/// `dlsym` tuple that [`dlsym_trampoline`] defines).
 #[inline]
 pub fn real_dlsym() -> Option<DlsymFn> {
-    let p = INTERPOSE_DLSYM.replacee;
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the replacee of the dlsym tuple is libSystem's dlsym, signature DlsymFn.
-    Some(unsafe { std::mem::transmute::<*const c_void, DlsymFn>(p) })
+    Some(libc::dlsym)
 }
+
+/// Defines the replacement `dlsym` and its interposing tuple: a naked trampoline that calls
+/// `$decide(handle, symbol)` and returns its answer, or, when it returns [`FORWARD`],
+/// tail-jumps to the real `dlsym` (through the tuple's `replacee`, offset 8) with the
+/// arguments and the caller's return address as they came in.
+///
+/// `$decide` must be an `unsafe extern "C" fn(*mut c_void, *const c_char) -> usize` that
+/// never unwinds. Used once, by `crate::interpose::dlsym`, where the decision lives; the
+/// machine code and the tuple stay here, with the OS. x86-64 (System V) and arm64 (Apple's
+/// AAPCS64 variant; not arm64e).
+macro_rules! dlsym_trampoline {
+    ($decide:path) => {
+        /// The tuple for `dlsym`: libSystem's `dlsym`, everywhere but here, is our
+        /// trampoline. The trampoline jumps through `replacee` (offset 8).
+        #[used]
+        #[link_section = "__DATA,__interpose"]
+        static INTERPOSE_DLSYM: $crate::platform::Interpose = $crate::platform::Interpose {
+            replacement: seedance_dlsym as *const ::libc::c_void,
+            replacee: ::libc::dlsym as *const ::libc::c_void,
+        };
+
+        /// The replacement `dlsym` (x86-64 System V): see `crate::platform::dlsym_trampoline`.
+        ///
+        /// # Safety
+        /// Same contract as `dlsym`.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn seedance_dlsym(
+            handle: *mut ::libc::c_void,
+            symbol: *const ::libc::c_char,
+        ) -> *mut ::libc::c_void {
+            // At entry rsp % 16 == 8; two pushes and 8 bytes re-align it for the call.
+            core::arch::naked_asm!(
+                "push rdi",
+                "push rsi",
+                "sub rsp, 8",
+                "call {hook}",
+                "add rsp, 8",
+                "pop rsi",
+                "pop rdi",
+                "cmp rax, 1",
+                "je 2f",
+                "ret",
+                "2:",
+                "jmp qword ptr [rip + {tuple} + 8]",
+                hook = sym $decide,
+                tuple = sym INTERPOSE_DLSYM,
+            )
+        }
+
+        /// The replacement `dlsym` (arm64, Apple's AAPCS64 variant; not arm64e): see
+        /// `crate::platform::dlsym_trampoline`.
+        ///
+        /// # Safety
+        /// Same contract as `dlsym`.
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn seedance_dlsym(
+            handle: *mut ::libc::c_void,
+            symbol: *const ::libc::c_char,
+        ) -> *mut ::libc::c_void {
+            core::arch::naked_asm!(
+                "stp x29, x30, [sp, #-32]!",
+                "mov x29, sp",
+                "stp x0, x1, [sp, #16]",
+                "bl {hook}",
+                "mov x9, x0",
+                "ldp x0, x1, [sp, #16]",
+                "ldp x29, x30, [sp], #32",
+                "cmp x9, #1",
+                "b.eq 2f",
+                "mov x0, x9",
+                "ret",
+                "2:",
+                "adrp x16, {tuple}@PAGE",
+                "add x16, x16, {tuple}@PAGEOFF",
+                "ldr x16, [x16, #8]",
+                "br x16",
+                hook = sym $decide,
+                tuple = sym INTERPOSE_DLSYM,
+            )
+        }
+    };
+}
+pub(crate) use dlsym_trampoline;
 
 /// Looks `name` up in `handle` with the real `dlsym` (null if absent). A result that dyld
 /// interposed to one of our own functions is mapped back to the function it replaces.
@@ -152,106 +228,6 @@ fn replacee_of(replacement: *const c_void) -> Option<*const c_void> {
         .filter(|r| !r.is_null())
 }
 
-/// Decides what our `dlsym` answers. Returns the address to give the caller, or
-/// [`FORWARD`] to let the real `dlsym` answer as if we were not there.
-unsafe extern "C" fn dlsym_hook(handle: *mut c_void, symbol: *const c_char) -> usize {
-    if real_dlsym().is_none() {
-        return 0;
-    }
-    // Caller-relative handles: only the real dlsym, entered with the caller's return
-    // address, can answer them.
-    if handle == RTLD_NEXT || handle == RTLD_SELF || symbol.is_null() {
-        return FORWARD;
-    }
-    // SAFETY: dlsym's contract: symbol is a NUL-terminated string.
-    let name = unsafe { CStr::from_ptr(symbol) };
-    if !crate::rt::names::is_driver_name(name.to_bytes()) {
-        return FORWARD;
-    }
-    let answer = std::panic::catch_unwind(|| crate::hooks::answer_dlsym(handle, name));
-    match answer {
-        Ok(Some(p)) => p as usize,
-        _ => FORWARD,
-    }
-}
-
-/// The replacement `dlsym` (x86-64 System V): the same trampoline as on Linux, jumping
-/// through the dlsym tuple's `replacee`.
-///
-/// # Safety
-/// Same contract as `dlsym`.
-#[cfg(target_arch = "x86_64")]
-#[unsafe(naked)]
-#[no_mangle]
-pub unsafe extern "C" fn seedance_dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    // At entry rsp % 16 == 8; two pushes and 8 bytes re-align it for the call.
-    core::arch::naked_asm!(
-        "push rdi",
-        "push rsi",
-        "sub rsp, 8",
-        "call {hook}",
-        "add rsp, 8",
-        "pop rsi",
-        "pop rdi",
-        "cmp rax, 1",
-        "je 2f",
-        "ret",
-        "2:",
-        "jmp qword ptr [rip + {tuple} + 8]",
-        hook = sym dlsym_hook,
-        tuple = sym INTERPOSE_DLSYM,
-    )
-}
-
-/// The replacement `dlsym` (arm64, Apple's AAPCS64 variant; not arm64e).
-///
-/// # Safety
-/// Same contract as `dlsym`.
-#[cfg(target_arch = "aarch64")]
-#[unsafe(naked)]
-#[no_mangle]
-pub unsafe extern "C" fn seedance_dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void {
-    core::arch::naked_asm!(
-        "stp x29, x30, [sp, #-32]!",
-        "mov x29, sp",
-        "stp x0, x1, [sp, #16]",
-        "bl {hook}",
-        "mov x9, x0",
-        "ldp x0, x1, [sp, #16]",
-        "ldp x29, x30, [sp], #32",
-        "cmp x9, #1",
-        "b.eq 2f",
-        "mov x0, x9",
-        "ret",
-        "2:",
-        "adrp x16, {tuple}@PAGE",
-        "add x16, x16, {tuple}@PAGEOFF",
-        "ldr x16, [x16, #8]",
-        "br x16",
-        hook = sym dlsym_hook,
-        tuple = sym INTERPOSE_DLSYM,
-    )
-}
-
-/// Finishes the session record and the lifetime exit checks, then writes the exit summary,
-/// at normal exit. dyld registers `__mod_term_func` entries with `__cxa_atexit` when it
-/// initialises the image; an inserted library is initialised before the libraries it sees
-/// loaded later (the CUDA runtime's), so this runs after their terminators, when CUDA
-/// teardown is done. (Linux splits this in two, `.fini_array` then a late `__cxa_atexit`
-/// handler, because there the order is the other way round; see `seedance_fini` in lib.rs.)
-extern "C" fn seedance_term() {
-    let _ = std::panic::catch_unwind(|| {
-        crate::rt::session::settle();
-        crate::rt::session::settle_lifetimes();
-        crate::rt::session::shutdown();
-    });
-}
-
-#[used]
-#[link_section = "__DATA,__mod_term_func"]
-// SAFETY: a `__mod_term_func` entry is a pointer to a function without arguments.
-static SEEDANCE_TERM: extern "C" fn() = seedance_term;
-
 /// Paths of loaded images whose path contains `needle` (via `_dyld_image_count` and
 /// `_dyld_get_image_name`; another thread may load or unload images meanwhile, in which
 /// case a name may be missed or come back null, and is skipped).
@@ -308,28 +284,5 @@ pub fn secure_execution() -> bool {
     unsafe { libc::issetugid() != 0 }
 }
 
-/// `PTHREAD_CANCEL_DISABLE` and `PTHREAD_CANCEL_ENABLE` (macOS <pthread.h>: PTHREAD_CANCEL_ENABLE = 0x01, PTHREAD_CANCEL_DISABLE = 0x00).
-const CANCEL_DISABLE: c_int = 0;
-
-/// Disables cancellation of the calling thread (pthread_setcancelstate(3)) and returns the
-/// previous state for [`restore_cancellation`]. A pending cancel then waits for the next
-/// cancellation point after the restore, as if the shim's own work had not been there.
-pub fn disable_cancellation() -> c_int {
-    extern "C" {
-        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
-    }
-    let mut old: c_int = CANCEL_DISABLE;
-    // SAFETY: a valid state and a valid out-pointer; never fails with those.
-    unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut old) };
-    old
-}
-
-/// Puts back the state [`disable_cancellation`] returned.
-pub fn restore_cancellation(old: c_int) {
-    extern "C" {
-        fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
-    }
-    let mut ignored: c_int = 0;
-    // SAFETY: as above; `old` is a state pthread_setcancelstate returned.
-    unsafe { pthread_setcancelstate(old, &mut ignored) };
-}
+/// `PTHREAD_CANCEL_DISABLE` (macOS <pthread.h>: PTHREAD_CANCEL_ENABLE = 0x01, PTHREAD_CANCEL_DISABLE = 0x00).
+pub(super) const CANCEL_DISABLE: c_int = 0;

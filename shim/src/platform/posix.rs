@@ -1,5 +1,6 @@
 //! What Linux and macOS share: `dladdr`, `dlopen` and `dlerror` behave alike under glibc and
-//! dyld (an "object" is an ELF shared object or a Mach-O image).
+//! dyld (an "object" is an ELF shared object or a Mach-O image), and thread cancellation
+//! works alike (only the value of `PTHREAD_CANCEL_DISABLE` differs).
 
 use libc::{c_int, c_void};
 use std::ffi::{CStr, CString};
@@ -76,6 +77,34 @@ pub fn last_error() -> String {
         // SAFETY: non-null, NUL-terminated.
         unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
     }
+}
+
+#[cfg(target_os = "linux")]
+use super::linux::CANCEL_DISABLE;
+#[cfg(target_os = "macos")]
+use super::macos::CANCEL_DISABLE;
+
+extern "C" {
+    fn pthread_setcancelstate(state: c_int, old: *mut c_int) -> c_int;
+}
+
+/// Disables cancellation of the calling thread (pthread_setcancelstate(3)) and returns the
+/// previous state for [`restore_cancellation`]. A pending cancel then waits for the next
+/// cancellation point after the restore, as if the shim's own work had not been there.
+/// `PTHREAD_CANCEL_DISABLE` differs by C library (glibc 1, macOS 0): each OS file defines
+/// `CANCEL_DISABLE`.
+pub fn disable_cancellation() -> c_int {
+    let mut old: c_int = CANCEL_DISABLE;
+    // SAFETY: a valid state and a valid out-pointer; never fails with those.
+    unsafe { pthread_setcancelstate(CANCEL_DISABLE, &mut old) };
+    old
+}
+
+/// Puts back the state [`disable_cancellation`] returned.
+pub fn restore_cancellation(old: c_int) {
+    let mut ignored: c_int = 0;
+    // SAFETY: as above; `old` is a state pthread_setcancelstate returned.
+    unsafe { pthread_setcancelstate(old, &mut ignored) };
 }
 
 /// Registers fork handlers (pthread_atfork(3)): `prepare` runs in the forking thread before

@@ -18,17 +18,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static SAID: AtomicBool = AtomicBool::new(false);
 
-/// Installs the one-line panic hook (once per process; later calls do nothing).
-pub fn install_panic_hook() {
+/// Installs the one-line panic hook (once per process; later calls do nothing). `quiet`
+/// says whether `SEEDANCE_QUIET` silences it; it must not wait for anything (it runs
+/// inside the panic).
+pub fn install_panic_hook(quiet: fn() -> bool) {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
-        std::panic::set_hook(Box::new(|info| {
+        std::panic::set_hook(Box::new(move |info| {
             // Never call into the configuration here: a panic inside its initialisation
             // would deadlock on its once-cell.
             // SEEDANCE_QUIET silences the panic line too (clear until the configuration is
             // read).
-            let quiet = crate::rt::session::switches_now() & crate::rt::session::sw::QUIET != 0;
-            if quiet || SAID.swap(true, Ordering::Relaxed) {
+            if quiet() || SAID.swap(true, Ordering::Relaxed) {
                 return;
             }
             let msg = info

@@ -1,8 +1,8 @@
 //! Which symbol names are CUDA driver entry points.
 
 /// `true` for `cu` followed by an upper-case ASCII letter (`cuInit`, `cuMemAlloc_v2`), and
-/// `false` for `cudnnCreate`, `cublasCreate`, `curl_easy_init`, `cudaMalloc` (design.md
-/// fact 6).
+/// `false` for `cudnnCreate`, `cublasCreate`, `curl_easy_init`, `cudaMalloc`
+/// (docs/design.md, fact 6).
 pub fn is_driver_name(name: &[u8]) -> bool {
     name.len() > 2 && name[0] == b'c' && name[1] == b'u' && name[2].is_ascii_uppercase()
 }

@@ -7,6 +7,7 @@
 //! Records are built as JSON in the wire format of `docs/trace-schema.md` (schema 1).
 //!
 //! `seedance-tracegen --out DIR --mb 1024 --files 16` writes about 1 GiB in 16 files.
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 use serde_json::{json, Map, Value};

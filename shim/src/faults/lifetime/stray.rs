@@ -230,8 +230,8 @@ fn report(uses: &[DeviceUse], device: i32, decided: &str, redirected_to: Option<
         }
         r.insert(device, event.clone());
     }
-    session::say(&explanation);
-    session::emit(Event::StrayContext(event));
+    stderr::say(&explanation);
+    output::emit(Event::StrayContext(event));
 }
 
 /// Before a context on `device` ends (destroy, reset, last primary release): reported now
@@ -297,9 +297,8 @@ pub unsafe fn pre_primary_retain(
     pctx: *mut CUcontext,
     dev: CUdevice,
 ) -> Option<CUresult> {
-    let cfg = session::config();
-    if cfg.stray_context == StrayRepair::Off || session::switches() & session::sw::FIX == 0 || !on()
-    {
+    let cfg = config::get();
+    if cfg.stray_context == StrayRepair::Off || config::switches() & config::sw::FIX == 0 || !on() {
         return None;
     }
     cold(|| {
@@ -309,7 +308,7 @@ pub unsafe fn pre_primary_retain(
         match cfg.stray_context {
             StrayRepair::Off => None,
             StrayRepair::Refuse => {
-                session::tally_error(id, CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE);
+                output::tally_error(id, CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE);
                 report(&uses, device, "refused", None);
                 Some(CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE)
             }

@@ -6,7 +6,7 @@
 //! link followed, nothing but a regular file replaced, mode `SEEDANCE_METRICS_MODE`). A
 //! refusal or failure is said once per process.
 
-use crate::rt::session;
+use crate::rt::{config, stderr};
 use once_cell::sync::OnceCell;
 use seedance_trace::ExitSummary;
 use std::path::PathBuf;
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// The metrics file path with `%p` replaced by this process's id; `None` when unset.
 fn path() -> Option<PathBuf> {
-    let raw = session::config().metrics_file.as_ref()?;
+    let raw = config::get().metrics_file.as_ref()?;
     let text = raw
         .to_string_lossy()
         .replace("%p", &std::process::id().to_string());
@@ -43,19 +43,17 @@ pub fn write(summary: &ExitSummary) {
         summary,
         &labels(),
         env!("CARGO_PKG_VERSION"),
-        session::config().mode.as_str(),
+        config::get().mode.as_str(),
     );
-    if let Err(e) =
-        seedance_trace::metrics::write_file(&path, &text, session::config().metrics_mode)
-    {
-        session::say_once("metrics", &format!("metrics file not written: {e}"));
+    if let Err(e) = seedance_trace::metrics::write_file(&path, &text, config::get().metrics_mode) {
+        stderr::say_once("metrics", &format!("metrics file not written: {e}"));
     }
 }
 
 /// Starts the periodic writer once (no-op without a metrics file or with an interval of 0).
 pub fn start() {
     static STARTED: OnceCell<()> = OnceCell::new();
-    let cfg = session::config();
+    let cfg = config::get();
     if cfg.metrics_file.is_none() || cfg.metrics_interval_secs == 0 {
         return;
     }
@@ -65,7 +63,7 @@ pub fn start() {
             .name("seedance-metrics".into())
             .spawn(move || loop {
                 std::thread::sleep(every);
-                if let Some(s) = session::current_summary() {
+                if let Some(s) = super::summary::current() {
                     let _ = std::panic::catch_unwind(|| write(&s));
                 }
             });
