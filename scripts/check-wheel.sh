@@ -6,6 +6,15 @@
 #
 #   bash scripts/check-wheel.sh target/wheels/seedance_fix-*.whl
 #
+# A wheel for another architecture (the aarch64 one of `scripts/wheel.sh --target
+# aarch64-unknown-linux-gnu`, on an x86-64 machine) cannot be pip-installed here: it is
+# unpacked into the layout `pip install --target DIR` gives (DIR/bin, DIR/seedance_fix) and
+# its launcher, analyzer, shim and fake driver run under qemu-aarch64-static with the cross
+# sysroot, as the end-to-end suite runs there (tests/harness/target.rs): the demo program,
+# a healthy program and an exit status, through the wheel's own `seedance-fix run`. Needs
+# qemu-user-static, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (Debian). No Python
+# program there (no aarch64 Python in the sysroot).
+#
 # Prints PASS/FAIL per check; exit status = failures.
 set -u
 wheel=$(readlink -f "${1:?usage: check-wheel.sh WHEEL}")
@@ -14,6 +23,71 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 check() { if eval "$2"; then echo "PASS $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+
+case $(basename "$wheel") in
+  *_aarch64.whl) [[ $(uname -m) == aarch64 ]] || { check_foreign=aarch64; } ;;
+esac
+if [[ ${check_foreign:-} == aarch64 ]]; then
+  qemu=$(command -v qemu-aarch64-static) || { echo "FAIL qemu-aarch64-static not found (Debian: qemu-user-static)"; exit 1; }
+  sysroot=/usr/aarch64-linux-gnu
+  [[ -e $sysroot/lib/ld-linux-aarch64.so.1 ]] || { echo "FAIL no $sysroot (Debian: libc6-dev-arm64-cross)"; exit 1; }
+  command -v aarch64-linux-gnu-gcc >/dev/null || { echo "FAIL aarch64-linux-gnu-gcc not found (Debian: gcc-aarch64-linux-gnu)"; exit 1; }
+  echo "== $(basename "$wheel"): unpacked as pip install --target lays it out, run under $qemu"
+  python3 -m zipfile -e "$wheel" "$work/unpacked" || { echo "FAIL unpack"; exit 1; }
+  site=$work/site
+  mkdir -p "$site/bin"
+  data=$(echo "$work"/unpacked/seedance_fix-*.data)
+  cp -R "$data/platlib/." "$site/"
+  cp "$data"/scripts/* "$site/bin/"
+  chmod 0755 "$site"/bin/* "$site/seedance_fix/libseedance_fix.so" "$site/seedance_fix/fake-cuda/libcuda.so.1"
+  fake=$site/seedance_fix/fake-cuda
+  elves=("$site/bin/seedance-fix" "$site/bin/seedance-analyze" "$site/seedance_fix/libseedance_fix.so" "$fake/libcuda.so.1")
+  check "launcher, analyzer, shim and fake driver are all aarch64 ELF files" \
+    '(for f in "${elves[@]}"; do readelf -h "$f" | grep -q "Machine: *AArch64" || { echo "  not aarch64: $f"; exit 1; }; done)'
+  need=$(for f in "${elves[@]}"; do readelf --version-info --wide "$f"; done |
+         grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -n1)
+  tag=$(basename "$wheel" | sed -n 's/.*-manylinux_2_\([0-9]*\)_aarch64\.whl$/\1/p')
+  echo "newest glibc symbol needed: 2.$need; wheel tag: $(basename "$wheel" | sed 's/.*-none-//; s/\.whl$//')"
+  check "the manylinux tag covers every file's glibc needs" '[ -z "$tag" ] || [ "$need" -le "$tag" ]'
+  export PATH=/usr/bin:/bin QEMU_LD_PREFIX=$sysroot
+  unset LD_PRELOAD LD_LIBRARY_PATH SEEDANCE_TRACE_DIR SEEDANCE_MODE
+  q() { "$qemu" -L "$sysroot" "$@"; }
+  q "$site/bin/seedance-fix" --version | tee "$work/version.txt"
+  check "--version (under qemu) finds the wheel's shim" \
+    'grep -q "^shim .*: $site/seedance_fix/libseedance_fix.so$" "$work/version.txt"'
+  check "the analyzer runs (under qemu)" 'q "$site/bin/seedance-analyze" --version >/dev/null'
+  aarch64-linux-gnu-gcc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c -L"$fake" -l:libcuda.so.1
+  # The launcher (aarch64, under qemu) starts the program through the static qemu: no
+  # binfmt_misc handler here, and the static qemu ignores the LD_PRELOAD it passes on.
+  echo "== qemu seedance-fix run --fake-driver -- qemu ./wrong_ordinal   (CUDA_VISIBLE_DEVICES=1)"
+  CUDA_VISIBLE_DEVICES=1 q "$site/bin/seedance-fix" run --fake-driver --trace-dir "$work/traces" \
+    -- "$qemu" "$work/wrong_ordinal" >"$work/out.txt" 2>"$work/err.txt"
+  cat "$work/out.txt" "$work/err.txt"
+  check "the demo program's fault is repaired" 'grep -q "work done on ordinal 0" "$work/out.txt"'
+  check "the run is summarized" 'grep -q "^seedance-fix: what the shim saw in this run" "$work/err.txt"'
+  check "the summary names the repair" 'grep -q "device_fallback" "$work/err.txt"'
+  check "one trace written" '[ "$(ls "$work/traces" | wc -l)" = 1 ]'
+  check "the wheel's analyzer reads it (under qemu)" \
+    'q "$site/bin/seedance-analyze" summary --fail-on error "$work/traces" >/dev/null'
+  cat >"$work/healthy.c" <<'C'
+#include <stdio.h>
+int cuInit(unsigned int);
+int cuDeviceGetCount(int *);
+int main(void) { int n = 0; int a = cuInit(0); int b = cuDeviceGetCount(&n); printf("%d %d %d\n", a, b, n); return 0; }
+C
+  printf 'int main(void) { return 3; }\n' >"$work/exit3.c"
+  aarch64-linux-gnu-gcc -O1 -o "$work/healthy" "$work/healthy.c" -L"$fake" -l:libcuda.so.1
+  aarch64-linux-gnu-gcc -O1 -o "$work/exit3" "$work/exit3.c"
+  echo "== qemu seedance-fix run --fake-driver -- qemu ./healthy   (a healthy program)"
+  q "$site/bin/seedance-fix" run --fake-driver -- "$qemu" "$work/healthy" >"$work/h.txt" 2>"$work/h-err.txt"
+  echo "healthy: $(cat "$work/h.txt") / stderr: $(wc -c <"$work/h-err.txt") bytes"
+  check "a healthy program runs through the launcher, unchanged" '[ "$(cat "$work/h.txt")" = "0 0 2" ]'
+  check "nothing to say for a healthy program" '[ ! -s "$work/h-err.txt" ]'
+  q "$site/bin/seedance-fix" run -- "$qemu" "$work/exit3"
+  check "the exit status is the command's" '[ $? = 3 ]'
+  echo "$fails failed"
+  exit "$fails"
+fi
 
 echo "== fresh virtualenv, pip install $(basename "$wheel")"
 python3 -m venv "$work/venv"

@@ -1,6 +1,7 @@
 //! Process lifecycle under the shim: fork, and exit paths.
 
 use seedance_e2e::Run;
+use std::time::Duration;
 
 /// After fork the child only forwards: no stderr line, no trace of its own, no wait on the
 /// parent's writer thread; the parent's trace counts only the parent's calls.
@@ -28,13 +29,6 @@ fn forked_child_forwards_only() {
 /// it used to leave the pre-check on, so the shim answered the child's launch itself.
 #[test]
 fn forked_child_makes_no_pre_checks() {
-    if seedance_e2e::target::skip_under_emulation(
-        "under qemu-user the run with the shim hung (parent and forked child both alive after 7 \
-         minutes, CI of 2026-12-01); the cause is not found yet: qemu-user's fork of a process \
-         whose other threads are running, or an aarch64 defect of the shim's fork path",
-    ) {
-        return;
-    }
     let plain = Run::new("fork_child", false).arg("launch").finish();
     let expected = "parent launch -> 0\nchild launch 32x33x1 -> 1\n\
                     parent cuDeviceGet(0) -> 0, child exit 0\n";
@@ -46,7 +40,9 @@ fn forked_child_makes_no_pre_checks() {
             .env("SEEDANCE_VALIDATE", "pre")
             .env("SEEDANCE_MODE", mode)
             .arg("launch")
-            .finish();
+            .finish_within(seedance_e2e::target::wall_time_bound(Duration::from_secs(
+                30,
+            )));
         assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
         assert_eq!(r.stdout(), expected, "{mode}");
         assert_eq!(r.stderr(), "", "{mode}");
@@ -58,6 +54,43 @@ fn forked_child_makes_no_pre_checks() {
         assert!(r.events("launch_fault").is_empty(), "{mode}");
         // The parent's own launch was counted; the child's was not.
         assert_eq!(r.summary_count("cuLaunchKernel"), (1, 0), "{mode}");
+    }
+}
+
+/// A fork while the session record's thread is inside the driver (the fake's
+/// `cuDeviceGetName` holds the driver's lock for 300 ms, the program forks 200 ms after
+/// `cuInit`): the fork waits for the shim's queries, so the child's own driver call gets
+/// the driver's answer, as without the shim. Before, the child inherited the driver's lock
+/// held by a thread it does not have and waited forever (killed by the watchdog).
+#[test]
+fn fork_during_the_session_records_queries_leaves_the_child_a_usable_driver() {
+    let expected = "child cuDeviceGet(9) -> 101\nparent cuDeviceGet(0) -> 0, child exit 0\n";
+    let plain = Run::new("fork_child", false)
+        .env("FAKE_CUDA_NAME_DELAY_MS", "300")
+        .arg("pause")
+        .finish_within(seedance_e2e::target::wall_time_bound(Duration::from_secs(
+            30,
+        )));
+    assert_eq!(plain.stdout(), expected);
+    for mode in ["observe", "fix"] {
+        let r = Run::new("fork_child", true)
+            .env("SEEDANCE_MODE", mode)
+            .env("FAKE_CUDA_NAME_DELAY_MS", "300")
+            .arg("pause")
+            .finish_within(seedance_e2e::target::wall_time_bound(Duration::from_secs(
+                30,
+            )));
+        assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
+        assert_eq!(r.stdout(), expected, "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        // The session record was still taken, by the shim's own thread.
+        assert!(
+            r.shim_thread_calls
+                .iter()
+                .any(|l| l.starts_with("[seedance-init] cuDeviceGetName")),
+            "{mode}: {:?}",
+            r.shim_thread_calls
+        );
     }
 }
 

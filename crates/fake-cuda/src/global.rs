@@ -169,6 +169,19 @@ pub fn call_driver(
     })
 }
 
+/// `FAKE_CUDA_NAME_DELAY_MS=<ms>` (read at each call): `cuDeviceGetName` sleeps that long
+/// holding the driver's lock, so that a test can fork while another thread is inside the
+/// driver. Unset, empty or not a number: no delay.
+pub fn name_delay() {
+    let ms = std::env::var("FAKE_CUDA_NAME_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if ms > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
 /// `FAKE_CUDA_DEAD_HANDLE_CRASH=1` (read at each use): a synchronize or destroy of a stream
 /// or event whose context was destroyed dies with `SIGSEGV` inside the call, as the real
 /// driver did for `cuStreamSynchronize` and `cuStreamDestroy` of such a stream (H200, driver

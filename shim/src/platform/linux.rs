@@ -381,11 +381,5 @@ pub fn secure_execution() -> bool {
     unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
 }
 
-/// Registers `child` to run in the child after every `fork()` (pthread_atfork(3)).
-pub fn on_fork_child(child: extern "C" fn()) {
-    // SAFETY: registering a plain function pointer; no prepare or parent handler.
-    unsafe { libc::pthread_atfork(None, None, Some(child)) };
-}
-
 /// `PTHREAD_CANCEL_DISABLE` (glibc <pthread.h>: PTHREAD_CANCEL_ENABLE = 0, PTHREAD_CANCEL_DISABLE = 1).
 pub(super) const CANCEL_DISABLE: c_int = 1;

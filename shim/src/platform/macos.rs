@@ -284,11 +284,5 @@ pub fn secure_execution() -> bool {
     unsafe { libc::issetugid() != 0 }
 }
 
-/// Registers `child` to run in the child after every `fork()` (pthread_atfork(3)).
-pub fn on_fork_child(child: extern "C" fn()) {
-    // SAFETY: registering a plain function pointer; no prepare or parent handler.
-    unsafe { libc::pthread_atfork(None, None, Some(child)) };
-}
-
 /// `PTHREAD_CANCEL_DISABLE` (macOS <pthread.h>: PTHREAD_CANCEL_ENABLE = 0x01, PTHREAD_CANCEL_DISABLE = 0x00).
 pub(super) const CANCEL_DISABLE: c_int = 0;

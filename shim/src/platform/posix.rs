@@ -106,3 +106,11 @@ pub fn restore_cancellation(old: c_int) {
     // SAFETY: as above; `old` is a state pthread_setcancelstate returned.
     unsafe { pthread_setcancelstate(old, &mut ignored) };
 }
+
+/// Registers fork handlers (pthread_atfork(3)): `prepare` runs in the forking thread before
+/// `fork()`, `parent` in the parent after it, `child` in the child.
+pub fn on_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) {
+    // SAFETY: registering plain function pointers that live as long as the process (the
+    // shim is never unloaded).
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+}

@@ -145,7 +145,7 @@ pub fn get() -> &'static Config {
         let w = word_of(&cfg);
         WORD.fetch_or(w, Ordering::Release);
         if w & sw::ACTIVE != 0 {
-            platform::on_fork_child(forked_child);
+            platform::on_fork(fork_prepare, fork_parent, forked_child);
         }
         cfg
     })
@@ -166,6 +166,106 @@ fn quiet_now() -> bool {
 /// environment.
 extern "C" fn forked_child() {
     WORD.store(sw::READ | sw::FORKED, Ordering::Relaxed);
+    // The child has only the forking thread: no query is running in it.
+    FORK_GATE.store(0, Ordering::Release);
+    let _ = CLOSED_GATE.try_with(|c| c.set(false));
+}
+
+/// The fork gate: [`GATE_FORKING`] while a thread is forking, and below it the number of
+/// the shim's own bursts of driver queries in flight ([`hold_fork`]).
+///
+/// The shim queries the driver on threads of its own (the session record's, started by the
+/// first `cuInit`: device count, names, PCI bus ids, memory, version). Were the program to
+/// fork while such a query is inside the driver, the child would inherit the driver's lock
+/// taken by a thread it does not have, and its first driver call would wait forever (seen
+/// under qemu-user, where that thread is slow: the fake driver's lock; docs/reliability.md).
+/// Without the shim the program has no such thread. So a fork waits, in its prepare
+/// handler, until the queries in flight are done, and no new one starts until it is over.
+static FORK_GATE: AtomicU32 = AtomicU32::new(0);
+
+/// The bit of [`FORK_GATE`] set from a fork's prepare handler to its parent handler.
+const GATE_FORKING: u32 = 1 << 31;
+
+/// Longest a fork waits for the shim's queries in flight (natively they take microseconds),
+/// and a query for a fork; past it each goes on as without the gate (fail open: a query
+/// that cannot finish, e.g. waiting for a driver lock the forking thread holds, never
+/// blocks the fork for longer).
+const FORK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How often a waiter looks at the gate again.
+const GATE_POLL: std::time::Duration = std::time::Duration::from_micros(200);
+
+thread_local! {
+    /// This thread's prepare handler set [`GATE_FORKING`]: its parent handler clears it.
+    static CLOSED_GATE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A burst of the shim's own driver queries in flight: a fork waits for its end
+/// ([`FORK_GATE`]). Taken by [`hold_fork`], released when dropped.
+pub struct ForkHold(bool);
+
+impl Drop for ForkHold {
+    fn drop(&mut self) {
+        if self.0 {
+            FORK_GATE.fetch_sub(1, Ordering::Release);
+        }
+    }
+}
+
+/// Marks the start of a burst of the shim's own driver queries (held until the returned
+/// value is dropped). Waits while another thread forks (at most [`FORK_WAIT`]).
+pub fn hold_fork() -> ForkHold {
+    let started = std::time::Instant::now();
+    loop {
+        let g = FORK_GATE.load(Ordering::Acquire);
+        if g & GATE_FORKING == 0 {
+            if FORK_GATE
+                .compare_exchange_weak(g, g + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return ForkHold(true);
+            }
+            continue;
+        }
+        if started.elapsed() >= FORK_WAIT {
+            return ForkHold(false);
+        }
+        std::thread::sleep(GATE_POLL);
+    }
+}
+
+/// `pthread_atfork` prepare handler: closes the gate, then waits until the shim's queries in
+/// flight are done (each at most [`FORK_WAIT`]).
+extern "C" fn fork_prepare() {
+    let started = std::time::Instant::now();
+    loop {
+        let g = FORK_GATE.load(Ordering::Acquire);
+        if g & GATE_FORKING == 0 {
+            if FORK_GATE
+                .compare_exchange_weak(g, g | GATE_FORKING, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                break;
+            }
+            continue;
+        }
+        // Another thread forks at the same time.
+        if started.elapsed() >= FORK_WAIT {
+            return;
+        }
+        std::thread::sleep(GATE_POLL);
+    }
+    let _ = CLOSED_GATE.try_with(|c| c.set(true));
+    while FORK_GATE.load(Ordering::Acquire) & !GATE_FORKING != 0 && started.elapsed() < FORK_WAIT {
+        std::thread::sleep(GATE_POLL);
+    }
+}
+
+/// `pthread_atfork` parent handler: opens the gate this thread's prepare handler closed.
+extern "C" fn fork_parent() {
+    if CLOSED_GATE.try_with(|c| c.replace(false)).unwrap_or(false) {
+        FORK_GATE.fetch_and(!GATE_FORKING, Ordering::Release);
+    }
 }
 
 /// Whether this process is a child created by `fork()` (which only forwards).

@@ -67,6 +67,7 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUd
         || format!("len={len} dev={dev}"),
         |d| {
             non_null(&[name.cast()])?;
+            crate::global::name_delay();
             let text = d.device(dev)?.name();
             // SAFETY: forwarded caller contract (`len` writable bytes at `name`).
             unsafe { copy_c_string(name, len, &text) }

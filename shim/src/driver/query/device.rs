@@ -62,8 +62,10 @@ pub fn ordinal_of(handle: CUdevice) -> Option<i32> {
     (0..n).find(|&o| device_handle(o) == Some(handle))
 }
 
-/// `cuDriverGetVersion` through the real driver.
+/// `cuDriverGetVersion` through the real driver. A fork waits for it to end
+/// ([`crate::rt::config::hold_fork`]).
 pub fn driver_version() -> Option<i32> {
+    let _hold = crate::rt::config::hold_fork();
     type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
     let p = slots::cuDriverGetVersion.get();
     if p.is_null() {
@@ -131,8 +133,11 @@ fn device_uuid(dev: CUdevice) -> Option<String> {
         .then(|| seedance_topology::model::format_uuid(&u))
 }
 
-/// Facts about every visible device; empty if the driver is not initialised.
+/// Facts about every visible device; empty if the driver is not initialised. A fork waits
+/// for the whole burst of queries to end ([`crate::rt::config::hold_fork`]).
 pub fn devices() -> Vec<DeviceFacts> {
+    // The session record's thread runs this while the program may fork.
+    let _hold = crate::rt::config::hold_fork();
     let Some(n) = device_count() else {
         return Vec::new();
     };
