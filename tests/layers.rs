@@ -811,3 +811,49 @@ fn references_up_the_layers_and_to_exit_are_named() {
         ],
     );
 }
+
+/// The hooked ABI variants of `shim/src/hooks.rs`'s table (its `wrapped` lines, each
+/// `symbol / "base" (..) clauses;`) and their distinct base names: (variants, functions).
+fn hook_table_counts(hooks_rs: &str) -> (usize, usize) {
+    let wrapped = hooks_rs
+        .split_once("wrapped {\n")
+        .and_then(|(_, rest)| rest.split_once("custom {\n"))
+        .map(|(w, _)| w)
+        .unwrap_or("");
+    let mut bases = BTreeSet::new();
+    let mut variants = 0;
+    for line in wrapped.lines() {
+        let mut words = line.split_whitespace();
+        if let (Some(sym), Some("/"), Some(base)) = (words.next(), words.next(), words.next()) {
+            if sym.starts_with("cu") {
+                variants += 1;
+                bases.insert(base.trim_matches('"').to_string());
+            }
+        }
+    }
+    (variants, bases.len())
+}
+
+#[test]
+fn hook_table_counts_count_lines_and_base_names() {
+    let table = "wrapped {\n    cuA_v2 / \"cuA\" (x: c_int);\n    cuA / \"cuA\" (x: c_int);\n    cuB / \"cuB\" () ok(f(r));\n}\ncustom {\n    cuC / \"cuC\" ();\n}";
+    assert_eq!(hook_table_counts(table), (3, 2));
+}
+
+/// README.md says how many driver functions and ABI variants the shim intercepts: the
+/// numbers the table gives.
+#[test]
+fn readme_counts_what_the_hook_table_hooks() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let hooks = std::fs::read_to_string(root.join("shim/src/hooks.rs")).expect("shim/src/hooks.rs");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let (variants, functions) = hook_table_counts(&hooks);
+    assert!(variants > 0, "no table lines found in shim/src/hooks.rs");
+    let words = format!("{functions} driver functions in {variants}\nexported ABI variants");
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat(&readme).contains(&flat(&words)),
+        "README.md should say \"{}\" (the table in shim/src/hooks.rs has {variants} lines for {functions} functions)",
+        flat(&words)
+    );
+}
