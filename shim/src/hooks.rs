@@ -25,8 +25,9 @@
 //!   operation there;
 //! * `after(f(r))`: after every call, with its result.
 //!
-//! The functions are named by their module path under `crate::faults` (or `driverlog::`),
-//! where each one's policy lives.
+//! The functions are named by their module path under `crate::faults` (or `driverlog::`, or
+//! `record::`: `crate::exit::record`, which cuInit's line starts), where each one's policy
+//! lives.
 
 use crate::hooks::ids::{Hook, HookId};
 use crate::rt::{config, output};

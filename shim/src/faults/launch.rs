@@ -361,6 +361,8 @@ macro_rules! plain_launch_adapters {
     };
 }
 
+// The table's `launch::pre_kernel`, `launch::fault_kernel`, `launch::pre_cooperative` and
+// `launch::fault_cooperative`:
 plain_launch_adapters!("cuLaunchKernel", pre_kernel, fault_kernel, cooperative: false);
 plain_launch_adapters!("cuLaunchCooperativeKernel", pre_cooperative, fault_cooperative,
     cooperative: true);
