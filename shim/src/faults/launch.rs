@@ -18,7 +18,7 @@
 
 use crate::driver::driverlog;
 use crate::hooks::ids::HookId;
-use crate::{driver::query, faults::lifetime, rt::config, rt::output, rt::stderr};
+use crate::{driver::query, faults::lifetime, rt::config, rt::output};
 use libc::c_uint;
 use seedance_core::launch::{
     self as decide, Before, DeviceLimits, FuncLimits, LaunchCheck, LaunchFacts, LaunchFinding,
@@ -222,14 +222,13 @@ fn report(
         return;
     }
     let name = r.name();
-    let mut line = output::fault_line(id, name, r, &finding.explanation);
-    if refused {
-        line.push_str(" [refused before reaching the driver: SEEDANCE_VALIDATE=pre]");
-    }
-    if let Some(m) = &driver_message {
-        line.push_str(&format!(" [driver: {m}]"));
-    }
-    stderr::say(&line);
+    output::say_checked_fault(
+        id,
+        r,
+        &finding.explanation,
+        refused,
+        driver_message.as_deref(),
+    );
     output::emit(Event::LaunchFault(LaunchFault {
         function: id.name().to_string(),
         result: r.0,

@@ -89,6 +89,27 @@ pub fn fault_line(id: HookId, name: Option<&str>, r: CUresult, explanation: &str
     )
 }
 
+/// Prints the stderr line of a checked launch or allocation: `fault_line`, then
+/// "[refused before reaching the driver: SEEDANCE_VALIDATE=pre]" when the shim answered
+/// without calling the driver, then "[driver: M]" when the driver's error log gave message
+/// `M` (docs/configuration.md, SEEDANCE_VALIDATE).
+pub fn say_checked_fault(
+    id: HookId,
+    r: CUresult,
+    explanation: &str,
+    refused: bool,
+    driver_message: Option<&str>,
+) {
+    let mut line = fault_line(id, r.name(), r, explanation);
+    if refused {
+        line.push_str(" [refused before reaching the driver: SEEDANCE_VALIDATE=pre]");
+    }
+    if let Some(m) = driver_message {
+        line.push_str(&format!(" [driver: {m}]"));
+    }
+    crate::rt::stderr::say(&line);
+}
+
 /// Reports a failed call: counted by result, an event in the trace, and one stderr line per
 /// distinct (function, result). Never panics into the caller.
 #[cold]

@@ -7,7 +7,7 @@
 use super::{nvml, HANDLES, MAX_ATTRIBUTED, POINTERS};
 use crate::driver::driverlog;
 use crate::hooks::ids::HookId;
-use crate::{driver::query, driver::topo, rt::config, rt::output, rt::stderr};
+use crate::{driver::query, driver::topo, rt::config, rt::output};
 use seedance_core::alloc::{
     check_request, explain_oom, signed, AllocCheck, AllocFinding, AllocKind, LiveOnDevice,
     OomFacts, OtherDevice,
@@ -198,14 +198,13 @@ fn report(
     driver_message: Option<String>,
 ) {
     let name = r.name();
-    let mut line = output::fault_line(id, name, r, &finding.explanation);
-    if refused {
-        line.push_str(" [refused before reaching the driver: SEEDANCE_VALIDATE=pre]");
-    }
-    if let Some(m) = &driver_message {
-        line.push_str(&format!(" [driver: {m}]"));
-    }
-    stderr::say(&line);
+    output::say_checked_fault(
+        id,
+        r,
+        &finding.explanation,
+        refused,
+        driver_message.as_deref(),
+    );
     output::emit(Event::AllocFault(AllocFault {
         function: id.name().to_string(),
         result: r.0,

@@ -186,19 +186,7 @@ fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
     let mut synced = Vec::new();
     let mut ok = true;
     if fix() {
-        for q in &running {
-            let r = match key_kind(q.key) {
-                KeyKind::Stream(h) => query::stream_synchronize(h as CUstream),
-                KeyKind::Legacy(c) | KeyKind::PerThread(c) => {
-                    query::with_context(c as usize, query::ctx_synchronize).and_then(|r| r)
-                }
-            };
-            ok &= r.is_ok();
-            synced.push(match key_kind(q.key) {
-                KeyKind::Stream(h) => hex(h),
-                _ => "default".to_string(),
-            });
-        }
+        ok &= synchronize(&running, &mut synced);
         let ctxs: HashSet<u32> = orphans.iter().map(|(c, _)| *c).collect();
         for cid in ctxs {
             let h = TRACKER.lock().context(cid).map(|c| c.handle);
@@ -367,23 +355,7 @@ fn before_device_free(id: HookId, dptr: CUdeviceptr, stream: CUstream) -> Option
         return None;
     }
     let mut synced = Vec::new();
-    let mut ok = true;
-    if fix() {
-        for q in &running {
-            let r = match key_kind(q.key) {
-                KeyKind::Stream(h) => query::stream_synchronize(h as CUstream),
-                KeyKind::Legacy(c) | KeyKind::PerThread(c) => {
-                    query::with_context(c as usize, query::ctx_synchronize).and_then(|r| r)
-                }
-            };
-            ok &= r.is_ok();
-            synced.push(match key_kind(q.key) {
-                KeyKind::Stream(h) => hex(h),
-                _ => "default".to_string(),
-            });
-        }
-    }
-    let repaired = fix() && ok;
+    let repaired = fix() && synchronize(&running, &mut synced);
     let mut t = TRACKER.lock();
     let streams: Vec<StreamWork> = running.iter().map(|q| stream_work(&t, q)).collect();
     if repaired {
@@ -407,6 +379,27 @@ fn before_device_free(id: HookId, dptr: CUdeviceptr, stream: CUstream) -> Option
         explanation,
     });
     None
+}
+
+/// Synchronizes each stream (or, for a default stream, its context) that `running` names,
+/// and appends what it synchronized to `synced`: the stream's handle in hex, or "default".
+/// `true` when every synchronize returned `CUDA_SUCCESS`.
+fn synchronize(running: &[Pending], synced: &mut Vec<String>) -> bool {
+    let mut ok = true;
+    for q in running {
+        let r = match key_kind(q.key) {
+            KeyKind::Stream(h) => query::stream_synchronize(h as CUstream),
+            KeyKind::Legacy(c) | KeyKind::PerThread(c) => {
+                query::with_context(c as usize, query::ctx_synchronize).and_then(|r| r)
+            }
+        };
+        ok &= r.is_ok();
+        synced.push(match key_kind(q.key) {
+            KeyKind::Stream(h) => hex(h),
+            _ => "default".to_string(),
+        });
+    }
+    ok
 }
 
 // ---------------------------------------------------------------------------------------
