@@ -218,8 +218,9 @@ pub fn native_pseudo(handle: *mut c_void, name: &CStr, caller: usize) -> Option<
 ///
 /// `$decide` must be an `unsafe extern "C" fn(*mut c_void, *const c_char, usize) -> usize`
 /// that never unwinds. Used once, by `crate::interpose::dlsym`, where the decision lives;
-/// the machine code stays here, with the OS. x86-64 (System V) and AArch64 (AAPCS64; that
-/// one is untested: no aarch64 machine is available).
+/// the machine code stays here, with the OS. x86-64 (System V) and AArch64 (AAPCS64; run
+/// under qemu-user in CI, not on Arm hardware: docs/reliability.md, "aarch64 under
+/// qemu-user").
 macro_rules! dlsym_trampoline {
     ($decide:path) => {
         /// The exported `dlsym` (x86-64 System V): see `crate::platform::dlsym_trampoline`.
