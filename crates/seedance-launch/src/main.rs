@@ -30,6 +30,7 @@ use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
 use std::collections::HashSet;
 use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -264,7 +265,13 @@ fn run(a: RunArgs) -> ExitCode {
             }
             TraceDir::Given(d)
         }
-        None => match tempfile::Builder::new().prefix("seedance-").tempdir() {
+        // Mode 0700 asked for explicitly: tempfile's default for a directory is 0777 less
+        // the umask (0755 under the usual 022), readable by every user.
+        None => match tempfile::Builder::new()
+            .prefix("seedance-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+        {
             Ok(t) => TraceDir::Private(t),
             Err(e) => {
                 say(&format!(

@@ -180,6 +180,32 @@ fn exit_status_and_signals_are_the_commands() {
     );
 }
 
+/// The private trace directory (no `--trace-dir`, no `SEEDANCE_TRACE_DIR`) is the
+/// owner's alone while the command runs: mode 0700 whatever the umask (the README says so).
+/// The command prints the mode of the directory the launcher handed it.
+#[test]
+fn the_private_trace_directory_is_mode_0700() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = "umask; stat -c %a \"$SEEDANCE_TRACE_DIR\"";
+    for umask in ["022", "002", "000"] {
+        let run = command(
+            Path::new("/bin/sh"),
+            tmp.path(),
+            &[
+                "-c",
+                &format!("umask {umask}; exec \"$0\" run -- sh -c '{script}'"),
+                launcher().to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+        let out = text(&run.stdout);
+        let mode = out.lines().last().unwrap_or_default();
+        assert_eq!(mode, "700", "umask {umask}: {out}");
+    }
+}
+
 /// A signal sent to the launcher (by a supervisor, `timeout`, Kubernetes) reaches the
 /// command, whose own handler decides the exit status. (The command gives up after 30 s
 /// with status 99, so a launcher that does not forward fails the test instead of hanging
