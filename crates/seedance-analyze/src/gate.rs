@@ -59,9 +59,11 @@ pub fn summary_gate(report: &Report, level: FailOn) -> Option<String> {
     ))
 }
 
-/// What run B has that run A does not: CUresults, launch or allocation faults, and problems
-/// of severity `error` or `warning` (an `info` problem does not fail the gate), as one line
-/// for stderr, or `None` when there is nothing new.
+/// What run B has that run A does not, or has worse: CUresults, launch or allocation
+/// faults, problems of severity `error` or `warning` (an `info` problem does not fail the
+/// gate), and problems on both sides whose severity rose (a fault A's run repaired, a
+/// `warning`, that B's did not, an `error`), as one line for stderr, or `None` when there
+/// is nothing new or worse. The first problem that rose is named in the line.
 pub fn diff_gate(d: &DiffReport) -> Option<String> {
     let problems = d
         .new_problems
@@ -70,10 +72,15 @@ pub fn diff_gate(d: &DiffReport) -> Option<String> {
         .count() as u64;
     let errors = d.new_errors.len() as u64;
     let faults = d.new_faults.len() as u64;
-    if problems + errors + faults == 0 {
+    let worse: Vec<_> = d
+        .changed_problems
+        .iter()
+        .filter(|p| rank(&p.severity_b) > rank(&p.severity_a))
+        .collect();
+    if problems + errors + faults + worse.len() as u64 == 0 {
         return None;
     }
-    Some(format!(
+    let mut line = format!(
         "new in {}: {}, {}, {}",
         d.b.paths.join(" "),
         crate::fmt::counted(
@@ -83,5 +90,27 @@ pub fn diff_gate(d: &DiffReport) -> Option<String> {
         ),
         crate::fmt::counted(faults, "fault", "faults"),
         crate::fmt::counted(problems, "problem", "problems"),
-    ))
+    );
+    if let Some(first) = worse.first() {
+        line.push_str(&format!(
+            ", {} more severe ({} -> {}: {})",
+            crate::fmt::counted(worse.len() as u64, "problem", "problems"),
+            first.severity_a,
+            first.severity_b,
+            first.title_b
+        ));
+    }
+    Some(line)
+}
+
+/// The order of the severities a diff reports as text: `info` 0, `warning` 1, `error` 2,
+/// anything else (a newer analyzer's word) 0, so it never trips the gate.
+fn rank(severity: &str) -> u8 {
+    if severity == Severity::Error.as_str() {
+        2
+    } else if severity == Severity::Warning.as_str() {
+        1
+    } else {
+        0
+    }
 }

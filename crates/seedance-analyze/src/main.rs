@@ -65,7 +65,7 @@ enum FailOnArg {
 #[derive(Clone, Copy, ValueEnum)]
 enum DiffFailOn {
     /// Exit 4 when the second run has CUresults, faults or problems (error or warning) that
-    /// the first lacks.
+    /// the first lacks, or a problem of both runs at a higher severity (no longer repaired).
     New,
 }
 

@@ -32,7 +32,7 @@ fn summary_fail_on_error_trips_on_errors_only() {
 }
 
 #[test]
-fn diff_fail_on_new_trips_on_new_problems_only() {
+fn diff_fail_on_new_trips_on_new_and_more_severe_problems_only() {
     let (code, _, err) = run(&[
         "diff",
         "--fail-on",
@@ -55,6 +55,23 @@ fn diff_fail_on_new_trips_on_new_problems_only() {
         "tests/fixtures/fix",
     ]);
     assert_eq!((code, err.as_str()), (0, ""));
+    // fix -> observe: the same fault, no longer repaired (warning -> error): worse, so the
+    // gate trips although nothing is new.
+    let (code, _, err) = run(&[
+        "diff",
+        "--fail-on",
+        "new",
+        "tests/fixtures/fix",
+        "tests/fixtures/observe",
+    ]);
+    assert_eq!(code, 4, "{err}");
+    assert_eq!(
+        err,
+        "seedance-analyze: --fail-on new: new in tests/fixtures/observe: 0 failing calls \
+         (function, CUresult), 0 faults, 0 problems, 1 problem more severe (warning -> error: \
+         device fault: ordinal 1 requested but not visible (invalid_ordinal, \
+         CUDA_ERROR_INVALID_DEVICE 101) in 1 process on 1 host; not repaired)\n"
+    );
     // A run against itself never has anything new.
     let (code, _, _) = run(&[
         "diff",
