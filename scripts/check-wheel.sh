@@ -23,6 +23,17 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 check() { if eval "$2"; then echo "PASS $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+# glibc_tag_check FILE...: the wheel's manylinux_2_N tag covers the newest GLIBC_2.M symbol
+# version any FILE needs (M <= N), so pip on an older system refuses the wheel instead of its
+# programs failing at run time. A wheel without a manylinux tag makes no such claim.
+glibc_tag_check() {
+  local need tag
+  need=$(for f in "$@"; do readelf --version-info --wide "$f"; done |
+         grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -n1)
+  tag=$(basename "$wheel" | sed -n 's/.*-manylinux_2_\([0-9]*\)_[a-z0-9_]*\.whl$/\1/p')
+  echo "newest glibc symbol needed: 2.$need; wheel tag: $(basename "$wheel" | sed 's/.*-none-//; s/\.whl$//')"
+  check "the manylinux tag covers every file's glibc needs" '[ -z "$tag" ] || [ "$need" -le "$tag" ]'
+}
 
 case $(basename "$wheel") in
   *_aarch64.whl) [[ $(uname -m) == aarch64 ]] || { check_foreign=aarch64; } ;;
@@ -44,11 +55,7 @@ if [[ ${check_foreign:-} == aarch64 ]]; then
   elves=("$site/bin/seedance-fix" "$site/bin/seedance-analyze" "$site/seedance_fix/libseedance_fix.so" "$fake/libcuda.so.1")
   check "launcher, analyzer, shim and fake driver are all aarch64 ELF files" \
     '(for f in "${elves[@]}"; do readelf -h "$f" | grep -q "Machine: *AArch64" || { echo "  not aarch64: $f"; exit 1; }; done)'
-  need=$(for f in "${elves[@]}"; do readelf --version-info --wide "$f"; done |
-         grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -n1)
-  tag=$(basename "$wheel" | sed -n 's/.*-manylinux_2_\([0-9]*\)_aarch64\.whl$/\1/p')
-  echo "newest glibc symbol needed: 2.$need; wheel tag: $(basename "$wheel" | sed 's/.*-none-//; s/\.whl$//')"
-  check "the manylinux tag covers every file's glibc needs" '[ -z "$tag" ] || [ "$need" -le "$tag" ]'
+  glibc_tag_check "${elves[@]}"
   export PATH=/usr/bin:/bin QEMU_LD_PREFIX=$sysroot
   unset LD_PRELOAD LD_LIBRARY_PATH SEEDANCE_TRACE_DIR SEEDANCE_MODE
   q() { "$qemu" -L "$sysroot" "$@"; }
@@ -107,6 +114,8 @@ check "pip install --target: the launcher finds the shim" \
   '"$work/site/bin/seedance-fix" --version | grep -q "^shim .*: $work/site/seedance_fix/libseedance_fix.so$"'
 
 fake=$(echo "$work"/venv/lib/python3*/site-packages/seedance_fix/fake-cuda)
+glibc_tag_check "$work/venv/bin/seedance-fix" "$work/venv/bin/seedance-analyze" \
+  "$fake/../libseedance_fix.so" "$fake/libcuda.so.1"
 cc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c -L"$fake" -l:libcuda.so.1
 echo "== seedance-fix run --fake-driver -- ./wrong_ordinal   (CUDA_VISIBLE_DEVICES=1)"
 CUDA_VISIBLE_DEVICES=1 seedance-fix run --fake-driver --trace-dir "$work/traces" \

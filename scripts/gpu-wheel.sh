@@ -7,8 +7,8 @@
 #   scripts/gpu-wheel.sh [path/to/seedance_fix-*.whl]     # default: .whl/seedance_fix-*.whl
 #
 # Build the wheel first, here: bash scripts/wheel.sh && cp target/wheels/seedance_fix-*.whl .whl/
-# (the wheel is tagged linux_x86_64 and needs that machine's glibc to be at least this
-# one's; `ldd --version` on both).
+# (the wheel is tagged manylinux_2_<N>_x86_64, N the newest glibc its files need: that
+# machine's glibc must be at least 2.N; `ldd --version` there).
 #
 # Checks: the installed seedance-fix finds the installed shim (--version); the script's
 # stdout is identical without the launcher and with it in fix and observe mode; a healthy

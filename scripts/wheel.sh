@@ -16,11 +16,10 @@
 # aarch64-unknown-linux-gnu), is stripped with aarch64-linux-gnu-strip, and is checked under
 # qemu-user by scripts/check-wheel.sh.
 #
-# The host's wheel is tagged linux_x86_64 (--compatibility linux): it runs on machines with
-# this machine's glibc or newer. A cross wheel is tagged manylinux_2_<N>_<arch>, N the
-# newest glibc symbol version any of its files needs (readelf), which maturin checks again
-# for the launcher: pip on an older system refuses it instead of failing at run time.
-# WHEEL_COMPATIBILITY overrides either. A wheel for PyPI is built inside a manylinux
+# The wheel, for the host or another target, is tagged manylinux_2_<N>_<arch>, N the newest
+# glibc symbol version any of its files needs (readelf), which maturin checks again for the
+# launcher: pip on an older system refuses it instead of failing at run time, and
+# scripts/check-wheel.sh checks the tag against every file. WHEEL_COMPATIBILITY overrides it. A wheel for PyPI is built inside a manylinux
 # container (quay.io/pypa/manylinux_2_28_x86_64 or _aarch64) with
 # WHEEL_COMPATIBILITY=manylinux_2_28.
 set -euo pipefail
@@ -66,9 +65,7 @@ for f in "${staged[@]}"; do
   "$strip" --strip-debug "$f" 2>/dev/null || echo "wheel.sh: note: could not strip $f; kept as built" >&2
 done
 compat=${WHEEL_COMPATIBILITY:-}
-if [[ -z $compat && $target == "$host" ]]; then
-  compat=linux
-elif [[ -z $compat ]]; then
+if [[ -z $compat ]]; then
   # The newest GLIBC_2.N any staged file needs; the launcher is checked by maturin itself.
   minor=$(for f in "${staged[@]}"; do readelf --version-info --wide "$f"; done |
           grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -n1)
