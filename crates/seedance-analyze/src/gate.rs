@@ -75,7 +75,7 @@ pub fn diff_gate(d: &DiffReport) -> Option<String> {
     let worse: Vec<_> = d
         .changed_problems
         .iter()
-        .filter(|p| rank(&p.severity_b) > rank(&p.severity_a))
+        .filter(|p| rank(&p.severity_b) < rank(&p.severity_a))
         .collect();
     if problems + errors + faults + worse.len() as u64 == 0 {
         return None;
@@ -103,14 +103,8 @@ pub fn diff_gate(d: &DiffReport) -> Option<String> {
     Some(line)
 }
 
-/// The order of the severities a diff reports as text: `info` 0, `warning` 1, `error` 2,
-/// anything else (a newer analyzer's word) 0, so it never trips the gate.
-fn rank(severity: &str) -> u8 {
-    if severity == Severity::Error.as_str() {
-        2
-    } else if severity == Severity::Warning.as_str() {
-        1
-    } else {
-        0
-    }
+/// The severity a diff reports as text, in [`Severity`]'s order (`error` first); a word
+/// this analyzer does not know counts as `info` (in B it never trips the gate).
+fn rank(severity: &str) -> Severity {
+    Severity::from_name(severity).unwrap_or(Severity::Info)
 }

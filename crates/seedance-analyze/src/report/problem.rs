@@ -23,6 +23,14 @@ impl Severity {
             Severity::Info => "info",
         }
     }
+
+    /// The severity [`Severity::as_str`] spells `name`, or `None` for another word (a
+    /// newer analyzer's).
+    pub fn from_name(name: &str) -> Option<Severity> {
+        [Severity::Error, Severity::Warning, Severity::Info]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+    }
 }
 
 /// What kind of problem.
