@@ -38,22 +38,21 @@ for round in $(seq "$rounds"); do
   fi
 done
 
-# stats FILE: "median q1-q3 min-max" of the numbers in FILE, one per line.
+# stats FILE: "median M, quartiles Q1-Q3, range MIN-MAX (n=N)" of the numbers in FILE, one
+# per line (median from scripts/gpu/common.sh).
 stats() {
-  sort -n "$1" | awk '{a[NR] = $1} END {
-    if (NR == 0) { print "none"; exit }
-    m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+  [ -s "$1" ] || { echo none; return; }
+  sort -n "$1" | awk -v m="$(median <"$1")" '{a[NR] = $1} END {
     q1 = a[int((NR + 3) / 4)]; q3 = a[int((3 * NR + 3) / 4)]
     printf "median %s, quartiles %s-%s, range %s-%s (n=%d)\n", m, q1, q3, a[1], a[NR], NR }'
 }
-median() { stats "$1" | awk '{print $2}' | tr -d ,; }
 report() {
   local name=$1 unit=$2
   [ -s "$out/$name-without.txt" ] || return 0
   echo "$name loop, $unit:"
   echo "  without the shim: $(stats "$out/$name-without.txt")"
   echo "  with the shim:    $(stats "$out/$name-with.txt")"
-  awk -v w="$(median "$out/$name-without.txt")" -v s="$(median "$out/$name-with.txt")" \
+  awk -v w="$(median <"$out/$name-without.txt")" -v s="$(median <"$out/$name-with.txt")" \
     'BEGIN { if (w > 0) printf "  ratio of medians (with / without): %.4f\n", s / w }'
 }
 report driver "ns per copy (4 KiB + cuEventRecord)" | tee "$out/summary.txt"

@@ -127,7 +127,6 @@ for mode in observe fix; do
 done
 
 # Cost: interleaved rounds, medians.
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 : >"$out/cost-driver-without.txt"; : >"$out/cost-driver-with.txt"
 : >"$out/cost-torch-without.txt"; : >"$out/cost-torch-with.txt"
 for round in 1 2 3 4 5; do

@@ -4,6 +4,7 @@
 #   . "$here/gpu/common.sh"
 #   gpu_prologue /tmp/seedance-TOPIC "${1:-}"   # sets $shim, $out, $work, $cuda_home
 #   record_gpu_environment [LINE...]            # writes $out/environment.txt
+#   median <FILE                                # the median of one number per line
 #
 # Expects $here (scripts/). cases.sh (gpu-smoke.sh, gpu-matrix.sh) uses gpu_scratch.
 
@@ -38,3 +39,7 @@ record_gpu_environment() {
     for line in "$@"; do echo "$line"; done
   } | tee "$out/environment.txt"
 }
+
+# median: the median of the numbers on stdin, one per line (the mean of the middle two for an
+# even count).
+median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
