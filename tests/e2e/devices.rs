@@ -361,14 +361,12 @@ fn a_probing_loop_counts_the_drivers_devices_in_every_mode() {
 }
 
 /// Values a program passes knowing they are wrong get the driver's code in every mode, with
-/// no stderr: `cuDeviceGet(count)` after `cuDeviceGetCount`, -1, `INT_MIN`,
-/// `cuDevicePrimaryCtxRetain(-1)`, `cuCtxCreate` on device 12345 (32 or more: no driver
-/// reports that many devices).
+/// no stderr: -1, `INT_MIN`, `cuDevicePrimaryCtxRetain(-1)`, `cuCtxCreate` on device 12345
+/// (32 or more: no driver reports that many devices).
 #[test]
 fn negative_tests_get_the_drivers_code_in_every_mode() {
-    let args = ["count", "minus1", "intmin", "retain", "create"];
-    let expected = "cuDeviceGetCount -> 0, 2; cuDeviceGet(2) -> 101\n\
-                    cuDeviceGet(-1) -> 101\n\
+    let args = ["minus1", "intmin", "retain", "create"];
+    let expected = "cuDeviceGet(-1) -> 101\n\
                     cuDeviceGet(INT_MIN) -> 101\n\
                     cuDevicePrimaryCtxRetain(-1) -> 101\n\
                     cuCtxCreate_v2(dev=12345) -> 101\n";
@@ -394,7 +392,7 @@ fn negative_tests_get_the_drivers_code_in_every_mode() {
             assert_eq!(
                 questions(&r),
                 serde_json::json!({
-                    "cuDeviceGet": {"device_count": 1, "negative": 2},
+                    "cuDeviceGet": {"negative": 2},
                     "cuDevicePrimaryCtxRetain": {"negative": 1},
                     "cuCtxCreate_v2": {"above_max_devices": 1},
                 })
@@ -405,14 +403,15 @@ fn negative_tests_get_the_drivers_code_in_every_mode() {
             std::fs::write(dir.path().join("probes.jsonl"), lines.join("\n") + "\n").unwrap();
             let report = crate::signals::analyze(dir.path());
             assert_eq!(report["problems"], serde_json::json!([]), "{report}");
-            assert_eq!(report["processes"][0]["errors"], 5, "{report}");
+            assert_eq!(report["processes"][0]["errors"], 4, "{report}");
         }
     }
 }
 
 /// One device asked for by mistake is still repaired, also after the program enumerated
-/// the devices: rank 1 in a 1-GPU container, ordinal 6 after a probing loop, and ordinal 1
-/// after the repaired 6 (a list of devices, not an enumeration).
+/// the devices: rank 1 in a 1-GPU container, ordinal 6 after a probing loop. Ordinal 1
+/// after the repaired 6 keeps the answer the probing loop got for it (a question: one
+/// ordinal, one answer for the process).
 #[test]
 fn one_device_mistakes_are_still_repaired() {
     let plain = Run::new("ordinals", false)
@@ -445,24 +444,19 @@ fn one_device_mistakes_are_still_repaired() {
         .finish();
     assert_eq!(
         r.stdout(),
-        "loop: 1 devices\ncuDeviceGet(6) -> 0, device 0\ncuDeviceGet(1) -> 0, device 0\n"
+        "loop: 1 devices\ncuDeviceGet(6) -> 0, device 0\ncuDeviceGet(1) -> 101, device -1\n"
     );
     let err = r.stderr();
-    assert_eq!(err.lines().count(), 4, "{err}");
+    assert_eq!(err.lines().count(), 2, "{err}");
     assert_eq!(
         err.matches("ordinal 6 requested, 1 device visible").count(),
         1
     );
     assert_eq!(err.matches("fix: ordinal 6 -> ordinal 0").count(), 1);
-    assert_eq!(
-        err.matches("ordinal 1 requested, 1 device visible").count(),
-        1
-    );
-    assert_eq!(err.matches("fix: ordinal 1 -> ordinal 0").count(), 1);
-    assert_eq!(r.events("device_fallback").len(), 2);
+    assert_eq!(r.events("device_fallback").len(), 1);
     assert_eq!(
         questions(&r),
-        serde_json::json!({"cuDeviceGet": {"past_last_device": 1}})
+        serde_json::json!({"cuDeviceGet": {"past_last_device": 2}})
     );
     // observe: the mistakes explained, the question not; nothing changed.
     let o = Run::new("probes", true)
@@ -471,8 +465,209 @@ fn one_device_mistakes_are_still_repaired() {
         .args(&args)
         .finish();
     assert_eq!(o.stdout(), plain.stdout());
-    assert_eq!(o.stderr().lines().count(), 2, "{}", o.stderr());
-    assert_eq!(o.events("device_fault").len(), 2);
+    assert_eq!(o.stderr().lines().count(), 1, "{}", o.stderr());
+    assert_eq!(o.events("device_fault").len(), 1);
+}
+
+/// Runs `probes` with `args` on `devices` fake devices (and `CUDA_VISIBLE_DEVICES` when
+/// given) without the shim and in observe, fix, and fix with `SEEDANCE_FALLBACK=off`.
+fn probes_runs(
+    devices: &str,
+    cvd: Option<&str>,
+    args: &[&str],
+) -> Vec<(&'static str, seedance_e2e::Finished)> {
+    let run = |shim: bool, mode: Option<&str>, fallback: Option<&str>| {
+        let mut r = Run::new("probes", shim)
+            .env("FAKE_CUDA_DEVICE_COUNT", devices)
+            .args(args);
+        if let Some(c) = cvd {
+            r = r.env("CUDA_VISIBLE_DEVICES", c);
+        }
+        if let Some(m) = mode {
+            r = r.env("SEEDANCE_MODE", m);
+        }
+        if let Some(f) = fallback {
+            r = r.env("SEEDANCE_FALLBACK", f);
+        }
+        r.finish()
+    };
+    vec![
+        ("native", run(false, None, None)),
+        ("observe", run(true, Some("observe"), None)),
+        ("fix", run(true, Some("fix"), None)),
+        ("fallback_off", run(true, Some("fix"), Some("off"))),
+    ]
+}
+
+/// The rank mistake after a count query: `cuDeviceGetCount` answers 1, then
+/// `cuDeviceGet(1)` (rank 1 on a 1-GPU host, or the physical id used as an ordinal under
+/// `CUDA_VISIBLE_DEVICES=1`). Explained in observe, repaired in fix (the context and the
+/// allocation then work on device 0), the driver's error with `SEEDANCE_FALLBACK=off`,
+/// whose name the announcement gives. Before, every mode was silent.
+#[test]
+fn the_count_right_after_the_count_is_the_rank_mistake() {
+    for (devices, cvd) in [("1", None), ("2", Some("1"))] {
+        let runs = probes_runs(devices, cvd, &["rank"]);
+        let native = "rank 1 of 1: cuDeviceGet -> 101\n";
+        for (mode, r) in &runs {
+            assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
+            let err = r.stderr();
+            match *mode {
+                "native" => assert_eq!(r.stdout(), native),
+                "fix" => {
+                    assert_eq!(
+                        r.stdout(),
+                        "rank 1 of 1: cuDeviceGet -> 0, device 0, work -> 0\n",
+                        "{cvd:?}"
+                    );
+                    assert_eq!(err.lines().count(), 2, "{err}");
+                    assert!(
+                        err.lines()
+                            .last()
+                            .unwrap()
+                            .contains("fix: ordinal 1 -> ordinal 0 (physical GPU ")
+                            && err.ends_with("set SEEDANCE_FALLBACK=off to keep the error\n"),
+                        "{err}"
+                    );
+                    assert_eq!(r.events("device_fallback").len(), 1);
+                    assert_eq!(questions(r), serde_json::json!({}));
+                }
+                _ => {
+                    assert_eq!(r.stdout(), native, "{mode}");
+                    assert_eq!(err.lines().count(), 1, "{mode}: {err}");
+                    assert!(
+                        err.contains("cuDeviceGet: CUDA_ERROR_INVALID_DEVICE (101): ordinal 1 requested, 1 device visible"),
+                        "{mode}: {err}"
+                    );
+                    assert_eq!(r.events("device_fault").len(), 1, "{mode}");
+                }
+            }
+            if cvd.is_some() && *mode != "native" {
+                assert!(
+                    err.contains("CUDA_VISIBLE_DEVICES=1 made physical GPU 1 ordinal 0"),
+                    "{mode}: {err}"
+                );
+            }
+        }
+    }
+}
+
+/// Ordinal 1 under `CUDA_VISIBLE_DEVICES=1` is never silent, whatever the history: at the
+/// end of an ascending enumeration (0 found, then 1) it keeps the driver's answer, so the
+/// loop still counts one device in every mode, and it is explained once, naming the
+/// variable.
+#[test]
+fn a_renumbered_ordinal_ending_an_enumeration_is_explained_not_repaired() {
+    for (mode, r) in probes_runs("2", Some("1"), &["loop"]) {
+        assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
+        assert_eq!(r.stdout(), "loop: 1 devices\n", "{mode}");
+        if mode == "native" {
+            continue;
+        }
+        let err = r.stderr();
+        assert_eq!(err.lines().count(), 1, "{mode}: {err}");
+        assert!(
+            err.contains("CUDA_VISIBLE_DEVICES=1 made physical GPU 1 ordinal 0; use cuda:0 (or ordinal 0); not repaired: the request continues an enumeration of the devices"),
+            "{mode}: {err}"
+        );
+        assert!(r.events("device_fallback").is_empty(), "{mode}");
+        assert_eq!(
+            questions(&r),
+            serde_json::json!({"cuDeviceGet": {"past_last_device": 1}}),
+            "{mode}"
+        );
+    }
+}
+
+/// One ordinal, one answer: ordinal 1 on a 1-GPU host asked through `cuDeviceGet`, again
+/// after `cuDeviceGetCount`, through `cuDevicePrimaryCtxRetain`, and on another thread
+/// after `cuDeviceGet(0)`. In fix mode every request is repaired to device 0 (before, the
+/// second and the fourth got 101); in observe every one gets the driver's 101. When the
+/// first request was a question ("is there a second GPU?" after ordinal 0 was found),
+/// every later request gets the driver's answer too, silently, in every mode.
+#[test]
+fn one_ordinal_gets_one_answer_on_every_thread_and_entry_point() {
+    let native = "same: cuDeviceGet(1) -> 101, device -1; after count 1 -> 101, device -1; \
+                  cuDevicePrimaryCtxRetain(1) -> 101\n\
+                  thread: cuDeviceGet(0) -> 0, cuDeviceGet(1) -> 101, device -1\n";
+    for (mode, r) in probes_runs("1", None, &["same"]) {
+        assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
+        if mode == "fix" {
+            assert_eq!(
+                r.stdout(),
+                "same: cuDeviceGet(1) -> 0, device 0; after count 1 -> 0, device 0; \
+                 cuDevicePrimaryCtxRetain(1) -> 0\n\
+                 thread: cuDeviceGet(0) -> 0, cuDeviceGet(1) -> 0, device 0\n"
+            );
+            assert_eq!(questions(&r), serde_json::json!({}));
+        } else {
+            assert_eq!(r.stdout(), native, "{mode}");
+        }
+    }
+    let asked = "second: cuDeviceGet(0) -> 0, a second GPU: no\n";
+    for (mode, r) in probes_runs("1", None, &["second", "same"]) {
+        assert_eq!(r.stdout(), format!("{asked}{native}"), "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        if mode != "native" {
+            assert_eq!(
+                questions(&r),
+                serde_json::json!({
+                    "cuDeviceGet": {"past_last_device": 4},
+                    "cuDevicePrimaryCtxRetain": {"past_last_device": 1},
+                }),
+                "{mode}"
+            );
+        }
+    }
+}
+
+/// The enumeration forms on a 1-GPU host (docs/configuration.md, `SEEDANCE_FALLBACK`):
+/// - a descending probe from 7: its first look-up is the rank mistake's shape (explained
+///   once; repaired in fix, so fix counts 2), the rest are questions (before: 7 lines in
+///   observe, 8 devices in fix);
+/// - probing from 1 upwards: 1 is the mistake (repaired in fix), 2 the probe's end, so fix
+///   stops at 1 (before: 7);
+/// - "is there a second GPU?" after ordinal 0 was found: no, in every mode, silently.
+#[test]
+fn enumeration_forms_get_one_explanation_and_a_bounded_count() {
+    let expect = [
+        (
+            "desc",
+            "desc: 1 of 8 ordinals found\n",
+            "desc: 2 of 8 ordinals found\n",
+        ),
+        (
+            "from1",
+            "from1: highest ordinal found 0\n",
+            "from1: highest ordinal found 1\n",
+        ),
+    ];
+    for (arg, native, fixed) in expect {
+        for (mode, r) in probes_runs("1", None, &[arg]) {
+            assert_eq!(r.output.status.code(), Some(0), "{mode}: {}", r.stderr());
+            let err = r.stderr();
+            let lines = err.lines().count();
+            match mode {
+                "native" => assert_eq!(r.stdout(), native),
+                "fix" => {
+                    assert_eq!(r.stdout(), fixed, "{arg}");
+                    assert_eq!(lines, 2, "{arg}: {err}");
+                }
+                _ => {
+                    assert_eq!(r.stdout(), native, "{arg} {mode}");
+                    assert_eq!(lines, 1, "{arg} {mode}: {err}");
+                }
+            }
+        }
+    }
+    for (mode, r) in probes_runs("1", None, &["second"]) {
+        assert_eq!(
+            r.stdout(),
+            "second: cuDeviceGet(0) -> 0, a second GPU: no\n",
+            "{mode}"
+        );
+        assert_eq!(r.stderr(), "", "{mode}");
+    }
 }
 
 /// Hostile values cannot flood stderr or the trace: 30,000 bad `SEEDANCE_EXCLUDE_DEVICES`

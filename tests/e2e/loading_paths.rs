@@ -106,23 +106,28 @@ fn pytorch_style_dlsym_of_versioned_names() {
     check_path("dlsym_style", &[]);
 }
 
-/// A CUDA 13.1 runtime on a 13.0 driver probes entry points the driver lacks: the answers
-/// (`CUDA_ERROR_NOT_FOUND`, `symbolStatus` version-not-sufficient) are how it learns what
-/// the driver has. Forwarded unchanged, no stderr, no `call_failed` record, counted as
-/// calls and not errors; the exit summary keeps the runtime's version, what it could not
-/// have, and the CUDA libraries the process loaded.
+/// A CUDA 13.1 runtime on a 13.0 driver probes entry points the driver lacks, and the
+/// driver answers as driver 580.159 does (docs/design.md, fact 11): `CUDA_ERROR_INVALID_VALUE`
+/// with `symbolStatus` untouched above its own version (even for `cuMemAlloc`),
+/// `CUDA_ERROR_NOT_FOUND` with version-not-sufficient below an entry point's version,
+/// success with no pointer for an unknown name. Forwarded unchanged, no stderr, no
+/// `call_failed` record, counted as calls and not errors; the exit summary keeps the
+/// runtime's version, each kind of answer, what it could not have, and the CUDA libraries
+/// the process loaded.
 #[test]
 fn a_newer_runtime_probing_an_older_driver_is_evidence_not_errors() {
     let plain = Run::new("runtime_probe", false)
         .env("FAKE_CUDA_DRIVER_VERSION", "13000")
         .finish();
-    let expected = "cuGetProcAddress 13010 -> 0 status 0 (found)\n\
-                    cuInit 13010 -> 0 status 0 (found)\n\
-                    cuDriverGetVersion 13010 -> 0 status 0 (found)\n\
-                    cuFutureEntryPointA 13010 -> 500 status 2\n\
-                    cuFutureEntryPointB 13010 -> 500 status 2\n\
-                    cuFutureEntryPointA 13010 -> 500 status 2\n\
-                    cuNoSuchEntryPoint 13000 -> 500 status 1\n\
+    let expected = "cuGetProcAddress 12000 -> 0 status 0 (found)\n\
+                    cuInit 2000 -> 0 status 0 (found)\n\
+                    cuDriverGetVersion 2020 -> 0 status 0 (found)\n\
+                    cuFutureEntryPointA 13010 -> 1 status -1\n\
+                    cuFutureEntryPointB 13010 -> 1 status -1\n\
+                    cuFutureEntryPointA 13010 -> 1 status -1\n\
+                    cuMemAlloc 13010 -> 1 status -1\n\
+                    cuLaunchKernelEx 11000 -> 500 status 2\n\
+                    cuNoSuchEntryPoint 13000 -> 0 status 1\n\
                     cuInit -> 0\ncuDriverGetVersion -> 0 (13000)\n";
     assert_eq!(plain.stdout(), expected);
     let r = Run::new("runtime_probe", true)
@@ -133,18 +138,46 @@ fn a_newer_runtime_probing_an_older_driver_is_evidence_not_errors() {
     assert_eq!(r.stderr(), "");
     assert_forwarded_unchanged(&plain.driver_calls, &r.driver_calls);
     assert!(r.events("call_failed").is_empty());
-    // 1 look-up through dlsym's pointer + 6 through the wrapper it returned.
-    assert_eq!(r.summary_count("cuGetProcAddress_v2"), (7, 0));
+    // 1 look-up through dlsym's pointer + 8 through the wrapper it returned.
+    assert_eq!(r.summary_count("cuGetProcAddress_v2"), (9, 0));
     let s = &r.events("exit_summary")[0];
     assert_eq!(
         s["runtime_probes"],
         serde_json::json!({
-            "lookups": 7,
+            "lookups": 9,
             "max_cuda_version": 13010,
-            "version_not_sufficient": 3,
+            "version_not_sufficient": 1,
             "symbol_not_found": 1,
-            "unavailable": ["cuFutureEntryPointA", "cuFutureEntryPointB"],
+            "above_driver_version": 4,
+            "unavailable": [
+                "cuFutureEntryPointA",
+                "cuFutureEntryPointB",
+                "cuLaunchKernelEx",
+                "cuMemAlloc"
+            ],
         })
+    );
+    // The analyzer: one info problem whose numbers are the trace's, and no error.
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = r.records.iter().map(|v| v.to_string()).collect();
+    std::fs::write(dir.path().join("probe.jsonl"), lines.join("\n") + "\n").unwrap();
+    let report = crate::signals::analyze(dir.path());
+    let problems = report["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{report}");
+    assert_eq!(problems[0]["severity"], "info", "{report}");
+    assert_eq!(
+        problems[0]["title"],
+        "runtime 13.1 on a 13.0 driver: 5 entry points unavailable"
+    );
+    let context = problems[0]["context"].to_string();
+    assert!(
+        context.contains(
+            "the driver answered CUDA_ERROR_INVALID_VALUE to 4 look-ups of a version above its \
+             own and CUDA_ERROR_NOT_FOUND (symbolStatus \
+             CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) to 1 look-up: version probes, as \
+             expected"
+        ),
+        "{context}"
     );
     assert_eq!(r.events("session_start")[0]["driver_version"], 13000);
     let libs = s["cuda_libraries"].as_array().unwrap();

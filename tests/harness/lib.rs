@@ -106,7 +106,7 @@ fn build() -> Artifacts {
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
     cc("missing_driver", &["missing_driver.c", "-ldl", "-lpthread"]);
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
-    cc("probes", &["probes.c", &l, "-lcuda"]);
+    cc("probes", &["probes.c", &l, "-lcuda", "-lpthread"]);
     cc("fork_child", &["fork_child.c", &l, "-lcuda"]);
     cc("stress", &["stress.c", &l, "-lcuda", "-lpthread"]);
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);

@@ -89,6 +89,10 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 if r == "CUDA_ERROR_DEINITIALIZED" && runtime_teardown_release(p, f) {
                     continue;
                 }
+                if p.version_probes_cover(f, r) {
+                    // Counted by the runtime_newer_than_driver problem (info).
+                    continue;
+                }
                 if p.fault_covers(f, r) {
                     to_faults.entry(r).or_default().sat_add(n);
                     continue;
@@ -143,6 +147,9 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         }
         for (f, m) in &p.agg.failed {
             for (r, fl) in m {
+                if p.version_probes_cover(f, r) {
+                    continue;
+                }
                 if let Some(a) = by_result.get_mut(r.as_str()) {
                     a.code = a.code.or(Some(fl.code));
                     a.examples

@@ -294,7 +294,16 @@ fn unexplained_missing(p: &Proc) -> u64 {
 /// `runtime_probes`, trace schema 5): `runtime 13.1 on a 13.0 driver: 136 entry points
 /// unavailable`.
 fn runtime_newer_than_driver<'a>(sorted: &[&'a Proc<'a>], out: &mut Vec<Problem>) {
-    type Group<'a> = (u64, Vec<&'a Proc<'a>>, BTreeSet<String>, BTreeSet<String>);
+    /// Per (host, runtime, driver): look-ups answered version-not-sufficient, look-ups above
+    /// the driver answered `CUDA_ERROR_INVALID_VALUE`, processes, names, libraries.
+    #[derive(Default)]
+    struct Group<'a> {
+        not_sufficient: u64,
+        invalid_value: u64,
+        procs: Vec<&'a Proc<'a>>,
+        names: BTreeSet<String>,
+        libs: BTreeSet<String>,
+    }
     let mut groups: BTreeMap<(String, i32, i32), Group<'a>> = BTreeMap::new();
     for p in sorted.iter().copied() {
         let Some(probes) = p.agg.exit.as_ref().and_then(|e| e.runtime_probes.as_ref()) else {
@@ -309,25 +318,61 @@ fn runtime_newer_than_driver<'a>(sorted: &[&'a Proc<'a>], out: &mut Vec<Problem>
         if runtime <= driver && probes.version_not_sufficient == 0 {
             continue;
         }
-        let g = groups
-            .entry((p.host(), runtime, driver))
-            .or_insert_with(|| (0, Vec::new(), BTreeSet::new(), BTreeSet::new()));
-        g.0 = g.0.saturating_add(probes.version_not_sufficient);
-        g.1.push(p);
-        g.2.extend(probes.unavailable.iter().cloned());
+        let g = groups.entry((p.host(), runtime, driver)).or_default();
+        g.not_sufficient = g
+            .not_sufficient
+            .saturating_add(probes.version_not_sufficient);
+        // Older traces counted the INVALID_VALUE answers as errors of the look-up.
+        let invalid = probes
+            .above_driver_version
+            .saturating_add(p.version_probe_errors());
+        g.invalid_value = g.invalid_value.saturating_add(invalid);
+        g.procs.push(p);
+        g.names.extend(probes.unavailable.iter().cloned());
         let libs = p.agg.exit.as_ref().map(|e| &e.cuda_libraries);
         for l in libs.into_iter().flatten() {
-            g.3.insert(match &l.version {
+            g.libs.insert(match &l.version {
                 Some(v) => format!("{} {v}", l.name),
                 None => l.name.clone(),
             });
         }
     }
-    for ((host, runtime, driver), (n, procs, names, libs)) in groups {
+    for ((host, runtime, driver), g) in groups {
+        let Group {
+            not_sufficient,
+            invalid_value,
+            procs,
+            names,
+            libs,
+        } = g;
+        let n = not_sufficient.saturating_add(invalid_value);
+        let mut answers = Vec::new();
+        if invalid_value > 0 {
+            answers.push(format!(
+                "CUDA_ERROR_INVALID_VALUE to {} {} of a version above its own",
+                fmt::count(invalid_value),
+                plural(invalid_value, "look-up", "look-ups")
+            ));
+        }
+        if not_sufficient > 0 {
+            answers.push(format!(
+                "CUDA_ERROR_NOT_FOUND (symbolStatus CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) \
+                 to {} {}",
+                fmt::count(not_sufficient),
+                plural(not_sufficient, "look-up", "look-ups")
+            ));
+        }
+        let answered = if answers.is_empty() {
+            "the driver refused none of them".to_string()
+        } else {
+            format!(
+                "the driver answered {}: version probes, as expected",
+                answers.join(" and ")
+            )
+        };
         let mut context = vec![format!(
             "{host}: {} whose CUDA runtime asked for CUDA {} entry points of a CUDA {} \
-             driver; the driver answered CUDA_ERROR_NOT_FOUND (symbolStatus \
-             CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT), as expected",
+             driver; {answered}",
             processes_on_hosts(procs.len() as u64, 1),
             fmt::driver_version(runtime),
             fmt::driver_version(driver)

@@ -267,6 +267,44 @@ impl<'a> Proc<'a> {
         })
     }
 
+    /// Whether the errors of `function` counted under `result` are the CUDA runtime's
+    /// version probes as driver 580 answers them: `cuGetProcAddress(_v2)` answering
+    /// `CUDA_ERROR_INVALID_VALUE` in a process whose runtime asked for a `cudaVersion` above
+    /// the driver's (docs/design.md, fact 11). Traces of shims that did not know that answer
+    /// count them as errors; newer ones count them in `runtime_probes.above_driver_version`.
+    pub(crate) fn version_probes_cover(&self, function: &str, result: &str) -> bool {
+        matches!(function, "cuGetProcAddress" | "cuGetProcAddress_v2")
+            && (result == "CUDA_ERROR_INVALID_VALUE" || explain::code_of(result) == Some(1))
+            && self.runtime_above_driver()
+    }
+
+    /// Whether this process's CUDA runtime asked for entry points of a CUDA newer than its
+    /// driver (the exit summary's highest `cudaVersion` against the session's driver).
+    pub(crate) fn runtime_above_driver(&self) -> bool {
+        let runtime = self
+            .agg
+            .exit
+            .as_ref()
+            .and_then(|e| e.runtime_probes.as_ref())
+            .and_then(|r| r.max_cuda_version);
+        let driver = self.agg.session.as_ref().and_then(|s| s.driver_version);
+        matches!((runtime, driver), (Some(r), Some(d)) if r > d)
+    }
+
+    /// Errors of `cuGetProcAddress(_v2)` that [`Proc::version_probes_cover`] takes as version
+    /// probes.
+    pub(crate) fn version_probe_errors(&self) -> u64 {
+        let mut n = 0u64;
+        for (f, (_, _, by)) in &self.by_function {
+            for (r, k) in by {
+                if self.version_probes_cover(f, r.as_ref()) {
+                    n = n.saturating_add(*k);
+                }
+            }
+        }
+        n
+    }
+
     /// Whether a `lifetime_fault` of this process explains the errors of `function` with
     /// the result counted under `result` (the shim writes one record per distinct function,
     /// kind and context, and counts every such error in the exit summary).

@@ -426,6 +426,8 @@ pub struct RuntimeProbesInfo {
     pub version_not_sufficient: u64,
     /// Other look-ups answered not-found.
     pub symbol_not_found: u64,
+    /// Look-ups above the driver's version answered `CUDA_ERROR_INVALID_VALUE`.
+    pub above_driver_version: u64,
     /// Some of the symbols answered version-not-sufficient.
     #[serde(deserialize_with = "lenient_vec")]
     pub unavailable: Vec<String>,

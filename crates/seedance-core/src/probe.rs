@@ -1,15 +1,17 @@
 //! Whether a failed request for a device is a mistake to repair or a question to leave to
-//! the driver.
+//! the driver, decided once per ordinal for the whole process.
 //!
 //! In `fix` mode a request for a device the process cannot have goes to another device
 //! ([`crate::fallback`]). That is right for a program that asks for one device it was told
 //! to use (a rank, a configuration value, a hard-coded `cuda:N`: ordinal 1 with
-//! `CUDA_VISIBLE_DEVICES=1`, ordinal 6 on a 1-GPU host, rank 1 in a 1-GPU container), and
-//! wrong for a program that asks to learn how many devices there are, or that checks an
-//! error path on purpose: `while (cuDeviceGet(&d, n) == CUDA_SUCCESS) n++;` would never stop,
-//! and a negative test would pass a value it knows is wrong. [`classify`] decides from plain
-//! facts (the value, the device count, and this thread's previous device look-up); a
-//! question gets the driver's answer untouched and no stderr line, and is only counted.
+//! `CUDA_VISIBLE_DEVICES=1`, ordinal 6 on a 1-GPU host, rank 1 in a 1-GPU container, also
+//! after the program asked `cuDeviceGetCount`), and wrong for a program that asks to learn
+//! how many devices there are: `while (cuDeviceGet(&d, n) == CUDA_SUCCESS) n++;` would never
+//! stop. [`classify`] decides from plain facts (the value, the device count, and this
+//! thread's previous device look-up); a question gets the driver's answer untouched and no
+//! stderr line, and is only counted. [`Decisions`] keeps the first verdict for each ordinal:
+//! every later request for that ordinal, on any thread and through any entry point, gets the
+//! same answer (a program that asks twice must not learn two things).
 //!
 //! The rules, in order:
 //!
@@ -18,13 +20,27 @@
 //! 2. a value of [`MAX_DEVICES`] or more is a question ([`Question::AboveMaxDevices`]): no
 //!    driver can report such a device, so no program was told to use it;
 //! 3. for `cuDeviceGet`, the entry point programs enumerate with:
-//!    - the count itself right after `cuDeviceGetCount` answered that count
-//!      ([`Question::DeviceCount`]: the negative test `cuDeviceGet(&d, count)`);
 //!    - the ordinal after one the driver found, when it is at least the device count, or
-//!      the ordinal after one that was already such a question ([`Question::PastLastDevice`]:
-//!      the ascending probe that runs one past the last device, and keeps going);
-//! 4. anything else is a mistake. An ordinal after one that was itself taken as a mistake
-//!    stays a mistake (`6, 7` on a 1-GPU host is an 8-GPU program's device list, not a probe).
+//!      the ordinal after one that was already such a question, or after a mistaken one
+//!      when it is at least the device count ([`Question::PastLastDevice`]: the ascending
+//!      probe that runs one past the last device, and keeps going; probing from 1 upwards
+//!      stops after the first look-up). A context made on a device in between starts a new
+//!      history ([`Last::Nothing`]): a program that uses each device it looks up walks its
+//!      list of devices, and `6, 7` on a 1-GPU host are then two mistakes;
+//!    - the ordinal below one that failed just before ([`Question::Descending`]: the
+//!      descending probe `for (i = 7; i >= 0; i--)`; its first look-up cannot be told from
+//!      a rank and is a mistake, the rest are questions, so it gets one explanation);
+//! 4. anything else is a mistake, the count itself right after `cuDeviceGetCount` included
+//!    (`cuDeviceGet(&d, count)` is the shape of the rank mistake: a program checked the
+//!    count, then used its rank; a negative test that wants the error sets
+//!    `SEEDANCE_FALLBACK=off`). So is a lone first look-up of ordinal 1 on a 1-GPU host ("is
+//!    there a second GPU?" asked that way is the rank mistake's shape; asked after ordinal 0
+//!    was found, it is a question and gets the driver's no).
+//!
+//! A question that `CUDA_VISIBLE_DEVICES` explains (the ordinal is the physical index of a
+//! device the variable renumbered: ordinal 1 with `CUDA_VISIBLE_DEVICES=1`) becomes
+//! [`Verdict::Explained`]: still the driver's answer, never repaired, but explained once,
+//! because that variable is the most common cause of the mistake.
 
 /// Most GPUs one system can have: `NV_MAX_DEVICES`, 32, "the maximum number of GPUs
 /// supported in a single system" (NVIDIA open-gpu-kernel-modules,
@@ -92,10 +108,10 @@ pub enum Question {
     Negative,
     /// [`MAX_DEVICES`] or more.
     AboveMaxDevices,
-    /// `cuDeviceGet(count)` right after `cuDeviceGetCount` answered `count`.
-    DeviceCount,
     /// The next ordinal of an ascending enumeration, past the last device.
     PastLastDevice,
+    /// The next ordinal of a descending enumeration (one below an ordinal that failed).
+    Descending,
 }
 
 impl Question {
@@ -103,8 +119,8 @@ impl Question {
     pub const ALL: [Question; 4] = [
         Question::Negative,
         Question::AboveMaxDevices,
-        Question::DeviceCount,
         Question::PastLastDevice,
+        Question::Descending,
     ];
 
     /// The position of this kind in [`Question::ALL`], for a table of counters.
@@ -117,9 +133,15 @@ impl Question {
         match self {
             Question::Negative => "negative",
             Question::AboveMaxDevices => "above_max_devices",
-            Question::DeviceCount => "device_count",
             Question::PastLastDevice => "past_last_device",
+            Question::Descending => "descending_probe",
         }
+    }
+
+    /// Whether the question comes from the shape of an enumeration (the history) rather
+    /// than from the value alone: only those can be a renumbered physical index.
+    pub fn from_enumeration(self) -> bool {
+        matches!(self, Question::PastLastDevice | Question::Descending)
     }
 }
 
@@ -130,6 +152,9 @@ pub enum Verdict {
     Mistake,
     /// A question: the driver's answer, untouched, no stderr; counted.
     Question(Question),
+    /// A question whose ordinal `CUDA_VISIBLE_DEVICES` renumbered: the driver's answer,
+    /// untouched and never repaired, but explained once; counted as a question.
+    Explained(Question),
 }
 
 impl Verdict {
@@ -137,7 +162,15 @@ impl Verdict {
     pub fn then(self, requested: i32) -> Last {
         match self {
             Verdict::Mistake => Last::Mistaken(requested),
-            Verdict::Question(_) => Last::Asked(requested),
+            Verdict::Question(_) | Verdict::Explained(_) => Last::Asked(requested),
+        }
+    }
+
+    /// The question, for a verdict that keeps the driver's answer.
+    pub fn question(self) -> Option<Question> {
+        match self {
+            Verdict::Mistake => None,
+            Verdict::Question(q) | Verdict::Explained(q) => Some(q),
         }
     }
 }
@@ -145,27 +178,73 @@ impl Verdict {
 /// Classifies a failed request for device `requested` (an ordinal, or the ordinal of a
 /// handle, or the handle's value when it is no device's) made through `entry`, with the
 /// driver's device count (`None` when unknown) and this thread's previous look-up `last`.
-pub fn classify(entry: Entry, requested: i32, count: Option<i32>, last: Last) -> Verdict {
+/// `renumbered`: `CUDA_VISIBLE_DEVICES` made the physical device `requested` some other
+/// ordinal (then a question from the enumeration's shape is [`Verdict::Explained`]).
+pub fn classify(
+    entry: Entry,
+    requested: i32,
+    count: Option<i32>,
+    last: Last,
+    renumbered: bool,
+) -> Verdict {
     if requested < 0 {
         return Verdict::Question(Question::Negative);
     }
     if requested >= MAX_DEVICES {
         return Verdict::Question(Question::AboveMaxDevices);
     }
-    if entry == Entry::Lookup {
-        let past_end = count.is_none_or(|n| requested >= n);
-        match last {
-            Last::Count(n) if requested == n => return Verdict::Question(Question::DeviceCount),
-            Last::Found(o) if o.checked_add(1) == Some(requested) && past_end => {
-                return Verdict::Question(Question::PastLastDevice)
+    if entry != Entry::Lookup {
+        return Verdict::Mistake;
+    }
+    let past_end = count.is_none_or(|n| requested >= n);
+    let next = |o: i32| o.checked_add(1) == Some(requested);
+    let below = |o: i32| o.checked_sub(1) == Some(requested);
+    let q = match last {
+        Last::Found(o) if next(o) && past_end => Some(Question::PastLastDevice),
+        Last::Asked(o) if next(o) => Some(Question::PastLastDevice),
+        Last::Mistaken(o) if next(o) && past_end => Some(Question::PastLastDevice),
+        Last::Asked(o) | Last::Mistaken(o) if below(o) => Some(Question::Descending),
+        _ => None,
+    };
+    match q {
+        Some(q) if renumbered => Verdict::Explained(q),
+        Some(q) => Verdict::Question(q),
+        None => Verdict::Mistake,
+    }
+}
+
+/// The process's verdicts, by requested ordinal: the first verdict for an ordinal is the
+/// answer to every later failed request for it, on every thread and entry point. Consulted
+/// only after a failure, so the lock is off the success path.
+#[derive(Default)]
+pub struct Decisions {
+    made: parking_lot::Mutex<std::collections::BTreeMap<i32, Verdict>>,
+}
+
+impl Decisions {
+    /// No verdict yet.
+    pub fn new() -> Decisions {
+        Decisions::default()
+    }
+
+    /// The verdict already made for `requested`, or `verdict` (this request's own
+    /// classification), which is then kept. The second value is `true` when this call made
+    /// the decision.
+    pub fn decide(&self, requested: i32, verdict: Verdict) -> (Verdict, bool) {
+        let mut made = self.made.lock();
+        match made.get(&requested) {
+            Some(&v) => (v, false),
+            None => {
+                made.insert(requested, verdict);
+                (verdict, true)
             }
-            Last::Asked(o) if o.checked_add(1) == Some(requested) => {
-                return Verdict::Question(Question::PastLastDevice)
-            }
-            _ => {}
         }
     }
-    Verdict::Mistake
+
+    /// The verdict kept for `requested`, if one was made.
+    pub fn get(&self, requested: i32) -> Option<Verdict> {
+        self.made.lock().get(&requested).copied()
+    }
 }
 
 #[cfg(test)]
@@ -175,39 +254,43 @@ mod tests {
 
     const Q: fn(Question) -> Verdict = Verdict::Question;
 
+    fn c(entry: Entry, requested: i32, count: Option<i32>, last: Last) -> Verdict {
+        classify(entry, requested, count, last, false)
+    }
+
     #[test]
     fn the_mistakes_of_the_public_reports_are_repaired() {
         // Ordinal 1 with CUDA_VISIBLE_DEVICES=1 (1 device), first look-up of the thread.
         assert_eq!(
-            classify(Entry::Lookup, 1, Some(1), Last::Nothing),
+            c(Entry::Lookup, 1, Some(1), Last::Nothing),
             Verdict::Mistake
         );
-        // Ordinal 6 on a 1-GPU host; then 7 after the repaired 6.
+        // The count right after the count: rank 1 on a 1-GPU host that checked the count.
         assert_eq!(
-            classify(Entry::Lookup, 6, Some(1), Last::Nothing),
+            c(Entry::Lookup, 1, Some(1), Last::Count(1)),
             Verdict::Mistake
         );
         assert_eq!(
-            classify(Entry::Lookup, 7, Some(1), Last::Mistaken(6)),
+            classify(Entry::Lookup, 1, Some(1), Last::Count(1), true),
+            Verdict::Mistake
+        );
+        assert_eq!(
+            c(Entry::Lookup, 2, Some(2), Last::Count(2)),
+            Verdict::Mistake
+        );
+        // Ordinal 6 on a 1-GPU host.
+        assert_eq!(
+            c(Entry::Lookup, 6, Some(1), Last::Nothing),
             Verdict::Mistake
         );
         // Rank 1 in a 1-GPU container through cudaSetDevice, after the runtime enumerated.
-        assert_eq!(
-            classify(Entry::Use, 1, Some(1), Last::Found(0)),
-            Verdict::Mistake
-        );
-        assert_eq!(
-            classify(Entry::Use, 1, Some(1), Last::Count(1)),
-            Verdict::Mistake
-        );
+        assert_eq!(c(Entry::Use, 1, Some(1), Last::Found(0)), Verdict::Mistake);
+        assert_eq!(c(Entry::Use, 1, Some(1), Last::Count(1)), Verdict::Mistake);
         // A context on a handle that is no device's, but a plausible ordinal.
-        assert_eq!(
-            classify(Entry::Use, 5, Some(2), Last::Nothing),
-            Verdict::Mistake
-        );
+        assert_eq!(c(Entry::Use, 5, Some(2), Last::Nothing), Verdict::Mistake);
         // The last ordinal a driver can report.
         assert_eq!(
-            classify(Entry::Lookup, 31, Some(8), Last::Nothing),
+            c(Entry::Lookup, 31, Some(8), Last::Nothing),
             Verdict::Mistake
         );
     }
@@ -215,46 +298,91 @@ mod tests {
     #[test]
     fn questions_get_the_drivers_answer() {
         for entry in [Entry::Lookup, Entry::Use] {
+            assert_eq!(c(entry, -1, Some(2), Last::Nothing), Q(Question::Negative));
             assert_eq!(
-                classify(entry, -1, Some(2), Last::Nothing),
+                c(entry, i32::MIN, Some(2), Last::Nothing),
                 Q(Question::Negative)
             );
             assert_eq!(
-                classify(entry, i32::MIN, Some(2), Last::Nothing),
-                Q(Question::Negative)
-            );
-            assert_eq!(
-                classify(entry, 32, Some(2), Last::Nothing),
+                c(entry, 32, Some(2), Last::Nothing),
                 Q(Question::AboveMaxDevices)
             );
             assert_eq!(
-                classify(entry, 12345, None, Last::Nothing),
+                c(entry, 12345, None, Last::Nothing),
                 Q(Question::AboveMaxDevices)
             );
             assert_eq!(
-                classify(entry, i32::MAX, Some(2), Last::Asked(i32::MAX - 1)),
+                c(entry, i32::MAX, Some(2), Last::Asked(i32::MAX - 1)),
                 Q(Question::AboveMaxDevices)
             );
         }
         // The probing loop on 2 devices: 0 and 1 found, 2 is the question, and a loop that
         // keeps going (for i < 64) keeps asking.
         assert_eq!(
-            classify(Entry::Lookup, 2, Some(2), Last::Found(1)),
+            c(Entry::Lookup, 2, Some(2), Last::Found(1)),
             Q(Question::PastLastDevice)
         );
         assert_eq!(
-            classify(Entry::Lookup, 3, Some(2), Last::Asked(2)),
+            c(Entry::Lookup, 3, Some(2), Last::Asked(2)),
             Q(Question::PastLastDevice)
         );
         assert_eq!(
-            classify(Entry::Lookup, 2, None, Last::Found(1)),
+            c(Entry::Lookup, 2, None, Last::Found(1)),
             Q(Question::PastLastDevice)
         );
-        // The negative test cuDeviceGet(&d, count) after cuDeviceGetCount.
+        // Probing from 1 upwards on 1 device: 1 is the mistake's shape, 2 is the probe.
         assert_eq!(
-            classify(Entry::Lookup, 2, Some(2), Last::Count(2)),
-            Q(Question::DeviceCount)
+            c(Entry::Lookup, 2, Some(1), Last::Mistaken(1)),
+            Q(Question::PastLastDevice)
         );
+        // The descending probe from 7 on 1 device: 7 a mistake, then 6..1 questions.
+        assert_eq!(
+            c(Entry::Lookup, 7, Some(1), Last::Nothing),
+            Verdict::Mistake
+        );
+        assert_eq!(
+            c(Entry::Lookup, 6, Some(1), Last::Mistaken(7)),
+            Q(Question::Descending)
+        );
+        assert_eq!(
+            c(Entry::Lookup, 5, Some(1), Last::Asked(6)),
+            Q(Question::Descending)
+        );
+        // "Is there a second GPU?" after ordinal 0 was found.
+        assert_eq!(
+            c(Entry::Lookup, 1, Some(1), Last::Found(0)),
+            Q(Question::PastLastDevice)
+        );
+    }
+
+    #[test]
+    fn a_renumbered_ordinal_is_never_silent() {
+        assert_eq!(
+            classify(Entry::Lookup, 1, Some(1), Last::Found(0), true),
+            Verdict::Explained(Question::PastLastDevice)
+        );
+        assert_eq!(
+            classify(Entry::Lookup, 1, Some(1), Last::Mistaken(2), true),
+            Verdict::Explained(Question::Descending)
+        );
+        assert_eq!(
+            classify(Entry::Lookup, 1, Some(1), Last::Nothing, true),
+            Verdict::Mistake
+        );
+        // The value rules stand: no physical index is negative or 32 and more.
+        assert_eq!(
+            classify(Entry::Lookup, -1, Some(1), Last::Nothing, true),
+            Q(Question::Negative)
+        );
+        assert_eq!(
+            Verdict::Explained(Question::Descending).then(3),
+            Last::Asked(3)
+        );
+        assert_eq!(
+            Verdict::Explained(Question::Descending).question(),
+            Some(Question::Descending)
+        );
+        assert_eq!(Verdict::Mistake.question(), None);
     }
 
     #[test]
@@ -262,23 +390,47 @@ mod tests {
         // A jump is a mistake; so is an ordinal after one found below the count (the
         // driver would have answered it: a failure there is not an enumeration's end).
         assert_eq!(
-            classify(Entry::Lookup, 3, Some(2), Last::Found(1)),
+            c(Entry::Lookup, 3, Some(2), Last::Found(1)),
             Verdict::Mistake
         );
         assert_eq!(
-            classify(Entry::Lookup, 1, Some(4), Last::Found(0)),
+            c(Entry::Lookup, 1, Some(4), Last::Found(0)),
             Verdict::Mistake
         );
         assert_eq!(
-            classify(Entry::Lookup, 3, Some(2), Last::Count(2)),
+            c(Entry::Lookup, 3, Some(2), Last::Count(2)),
             Verdict::Mistake
         );
+        assert_eq!(c(Entry::Use, 2, Some(2), Last::Found(1)), Verdict::Mistake);
+        // A jump after a mistake stays a mistake: 6, then 1 on a 1-GPU host.
         assert_eq!(
-            classify(Entry::Use, 2, Some(2), Last::Found(1)),
+            c(Entry::Lookup, 1, Some(1), Last::Mistaken(6)),
             Verdict::Mistake
         );
         assert_eq!(Verdict::Mistake.then(6), Last::Mistaken(6));
         assert_eq!(Q(Question::Negative).then(-1), Last::Asked(-1));
+    }
+
+    #[test]
+    fn the_first_decision_is_kept() {
+        let d = Decisions::new();
+        assert_eq!(d.decide(1, Verdict::Mistake), (Verdict::Mistake, true));
+        // The same ordinal later classified as a question (after a count, on another
+        // thread) keeps the first answer.
+        assert_eq!(
+            d.decide(1, Q(Question::PastLastDevice)),
+            (Verdict::Mistake, false)
+        );
+        assert_eq!(
+            d.decide(2, Q(Question::PastLastDevice)),
+            (Q(Question::PastLastDevice), true)
+        );
+        assert_eq!(
+            d.decide(2, Verdict::Mistake),
+            (Q(Question::PastLastDevice), false)
+        );
+        assert_eq!(d.get(1), Some(Verdict::Mistake));
+        assert_eq!(d.get(3), None);
     }
 
     #[test]
@@ -288,8 +440,8 @@ mod tests {
         }
         assert_eq!(Question::Negative.as_str(), "negative");
         assert_eq!(Question::AboveMaxDevices.as_str(), "above_max_devices");
-        assert_eq!(Question::DeviceCount.as_str(), "device_count");
         assert_eq!(Question::PastLastDevice.as_str(), "past_last_device");
+        assert_eq!(Question::Descending.as_str(), "descending_probe");
     }
 
     fn any_last() -> impl Strategy<Value = Last> {
@@ -312,9 +464,10 @@ mod tests {
         fn a_first_request_in_range_is_a_mistake_and_out_of_range_a_question(
             requested in any::<i32>(),
             count in proptest::option::of(0i32..=32),
+            renumbered in any::<bool>(),
         ) {
             for entry in [Entry::Lookup, Entry::Use] {
-                let v = classify(entry, requested, count, Last::Nothing);
+                let v = classify(entry, requested, count, Last::Nothing, renumbered);
                 prop_assert_eq!(v == Verdict::Mistake, (0..MAX_DEVICES).contains(&requested));
             }
         }
@@ -326,9 +479,19 @@ mod tests {
             last in any_last(),
         ) {
             prop_assert_eq!(
-                classify(Entry::Use, requested, count, last),
-                classify(Entry::Use, requested, count, Last::Nothing)
+                c(Entry::Use, requested, count, last),
+                c(Entry::Use, requested, count, Last::Nothing)
             );
+        }
+
+        #[test]
+        fn a_renumbered_ordinal_is_never_a_silent_question(
+            requested in 0i32..MAX_DEVICES,
+            count in proptest::option::of(0i32..=32),
+            last in any_last(),
+        ) {
+            let v = classify(Entry::Lookup, requested, count, last, true);
+            prop_assert!(!matches!(v, Verdict::Question(_)), "{:?}", v);
         }
     }
 }

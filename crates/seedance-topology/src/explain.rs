@@ -58,6 +58,21 @@ fn visible_list(topo: &Topology) -> String {
     )
 }
 
+/// The visible device that `CUDA_VISIBLE_DEVICES` made of the physical device whose index
+/// is `requested`, when the variable is set, `requested` is not itself a visible ordinal,
+/// and some visible device has that physical index (`CUDA_VISIBLE_DEVICES=1`: physical GPU
+/// 1 is ordinal 0, so a request for ordinal 1 is the physical id used as an ordinal).
+pub fn renumbered(requested: i32, topo: &Topology) -> Option<&VisibleDevice> {
+    topo.visibility.cuda_visible_devices.as_ref()?;
+    if topo.device(requested).is_some() {
+        return None;
+    }
+    topo.devices.iter().find(|d| {
+        d.physical_index
+            .is_some_and(|p| i64::from(p) == i64::from(requested))
+    })
+}
+
 /// Explains a request for an ordinal the program cannot have (`CUDA_ERROR_INVALID_DEVICE`
 /// from `cuDeviceGet`, `cudaSetDevice`, ...). Examples:
 ///
@@ -108,11 +123,7 @@ pub fn invalid_ordinal(requested: i32, topo: &Topology) -> String {
              ordinals 0..{last} or run it with fewer ranks per node"
         );
     };
-    let renumbered = topo.devices.iter().find(|d| {
-        d.physical_index
-            .is_some_and(|p| i64::from(p) == i64::from(requested))
-    });
-    match renumbered {
+    match renumbered(requested, topo) {
         Some(d) => format!(
             "{head}; {}; use cuda:{o} (or ordinal {o})",
             describe(&topo.visibility),

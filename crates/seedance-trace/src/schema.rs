@@ -670,7 +670,14 @@ pub struct RuntimeProbes {
     /// Other look-ups answered `CUDA_ERROR_NOT_FOUND` (`CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND`,
     /// or `cuGetProcAddress` without a status).
     pub symbol_not_found: u64,
-    /// The first distinct symbols answered version-not-sufficient (at most 32).
+    /// Look-ups of a `cudaVersion` above the driver's own, answered
+    /// `CUDA_ERROR_INVALID_VALUE` (driver 580.159 answers so, leaving `pfn` and
+    /// `symbolStatus` untouched, even for names it has: docs/design.md, fact 11). Absent in
+    /// older traces (read as 0).
+    #[serde(default)]
+    pub above_driver_version: u64,
+    /// The first distinct symbols answered version-not-sufficient or asked above the
+    /// driver's version (at most 32).
     #[serde(default)]
     pub unavailable: Vec<String>,
 }

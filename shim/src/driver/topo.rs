@@ -51,6 +51,12 @@ pub fn explain_invalid(requested: i32, t: &Topology) -> String {
     explain::invalid_ordinal(requested, t)
 }
 
+/// Whether `CUDA_VISIBLE_DEVICES` made the physical device `requested` another ordinal
+/// ([`explain::renumbered`]).
+pub fn renumbered(requested: i32, t: &Topology) -> bool {
+    explain::renumbered(requested, t).is_some()
+}
+
 /// Explanation of `CUDA_ERROR_DEVICE_UNAVAILABLE` on `ordinal`.
 pub fn explain_unavailable(ordinal: i32, t: &Topology) -> String {
     explain::device_unavailable(ordinal, t)

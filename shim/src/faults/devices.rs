@@ -23,7 +23,7 @@ use libc::c_int;
 use once_cell::sync::Lazy;
 use seedance_core::fallback::{self, DeviceFacts, Fallback, Fault, OrdinalMap, Request, Unusable};
 use seedance_core::once::ExplainOnce;
-use seedance_core::probe::{self, Entry, Last, Question, Verdict};
+use seedance_core::probe::{self, Decisions, Entry, Last, Question, Verdict};
 use seedance_cuda::{CUdevice, CUresult};
 use seedance_trace::{DeviceFallback, DeviceFault, Event};
 use std::cell::Cell;
@@ -50,6 +50,8 @@ impl Target {
 }
 
 static MAP: Lazy<OrdinalMap> = Lazy::new(OrdinalMap::new);
+/// The verdict (question or mistake) kept for each requested ordinal.
+static DECISIONS: Lazy<Decisions> = Lazy::new(Decisions::new);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
 static SEEN: ExplainOnce<(usize, i32, u32)> = ExplainOnce::unbounded();
 /// Failed requests taken as questions, calls by [`HookId`] and kind ([`Question::index`]):
@@ -95,6 +97,15 @@ pub unsafe fn count_device_count(id: HookId, r: CUresult, count: *mut c_int) {
         // SAFETY: non-null, and the driver just wrote the count there.
         set_last(Last::Count(unsafe { count.read() }));
     }
+}
+
+/// A context was made on a device: this thread's next look-up starts a new history. A
+/// program that uses a device between two look-ups walks its list of devices rather than
+/// enumerating them (ordinals 6 and then 7 of an 8-GPU program on a 1-GPU host are two
+/// mistakes, not a probe).
+#[inline]
+pub fn used_a_device() {
+    set_last(Last::Nothing);
 }
 
 fn creates_context(id: HookId) -> bool {
@@ -147,12 +158,15 @@ fn handle(
     } else {
         Entry::Use
     };
-    let verdict = probe::classify(entry, requested, query::device_count(), last());
+    let verdict = decide(entry, requested);
     if entry == Entry::Lookup {
         set_last(verdict.then(requested));
     }
-    if let Verdict::Question(q) = verdict {
+    if let Some(q) = verdict.question() {
         QUESTIONS[id as usize][q.index()].fetch_add(1, Ordering::Relaxed);
+        if let Verdict::Explained(_) = verdict {
+            explain_question(id, r, requested);
+        }
         return r;
     }
     output::tally_error(id, r);
@@ -162,20 +176,7 @@ fn handle(
         Fault::Unavailable => topo::explain_unavailable(requested, topology),
         Fault::ContextOutOfMemory => topo::explain_oom(requested, topology),
     };
-    let first = SEEN.first((id as usize, requested, r.0));
-    if first {
-        let code_name = result_name(id, r);
-        stderr::say(&output::fault_line(id, code_name, r, &explanation));
-        output::emit(Event::DeviceFault(DeviceFault {
-            function: id.name().to_string(),
-            requested_ordinal: requested,
-            result: r.0,
-            result_name: code_name.map(str::to_string),
-            fault: fault.as_str().to_string(),
-            visible_devices: topology.devices.len() as u32,
-            explanation: explanation.clone(),
-        }));
-    }
+    say_fault(id, r, requested, fault, explanation, topology);
     let w = config::switches();
     if w & config::sw::FIX == 0 || w & config::sw::FALLBACK == 0 {
         return r;
@@ -212,6 +213,69 @@ fn handle(
         }
         Fallback::GaveUp => r,
     }
+}
+
+/// The process's verdict for `requested`: the one kept from its first failed request, or
+/// this request's own ([`probe::classify`], with this thread's history), which is then kept.
+/// The topology is taken only for a question from an enumeration's shape while
+/// `CUDA_VISIBLE_DEVICES` is set, to learn whether the variable renumbered that ordinal.
+fn decide(entry: Entry, requested: i32) -> Verdict {
+    if let Some(v) = DECISIONS.get(requested) {
+        return v;
+    }
+    let count = query::device_count();
+    let mut verdict = probe::classify(entry, requested, count, last(), false);
+    if verdict.question().is_some_and(Question::from_enumeration)
+        && std::env::var_os("CUDA_VISIBLE_DEVICES").is_some()
+        && topo::renumbered(requested, topo::get())
+    {
+        verdict = probe::classify(entry, requested, count, last(), true);
+    }
+    DECISIONS.decide(requested, verdict).0
+}
+
+/// Explains, once, a question that `CUDA_VISIBLE_DEVICES` accounts for, leaving the
+/// driver's answer.
+fn explain_question(id: HookId, r: CUresult, requested: i32) {
+    let topology = topo::get();
+    let explanation = format!(
+        "{}; not repaired: the request continues an enumeration of the devices",
+        topo::explain_invalid(requested, topology)
+    );
+    say_fault(
+        id,
+        r,
+        requested,
+        Fault::InvalidOrdinal,
+        explanation,
+        topology,
+    );
+}
+
+/// The stderr line and `device_fault` record of a device fault, once per (function,
+/// ordinal, code).
+fn say_fault(
+    id: HookId,
+    r: CUresult,
+    requested: i32,
+    fault: Fault,
+    explanation: String,
+    topology: &seedance_topology::Topology,
+) {
+    if !SEEN.first((id as usize, requested, r.0)) {
+        return;
+    }
+    let code_name = result_name(id, r);
+    stderr::say(&output::fault_line(id, code_name, r, &explanation));
+    output::emit(Event::DeviceFault(DeviceFault {
+        function: id.name().to_string(),
+        requested_ordinal: requested,
+        result: r.0,
+        result_name: code_name.map(str::to_string),
+        fault: fault.as_str().to_string(),
+        visible_devices: topology.devices.len() as u32,
+        explanation,
+    }));
 }
 
 /// The name of `r` as the caller knows it: `cudaError_t` names for the runtime's

@@ -16,6 +16,7 @@ use libc::{c_char, c_int, c_void};
 use seedance_cuda::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
 use seedance_cuda::{CUdriverProcAddressQueryResult, CUresult};
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 type ProcV1 = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
 type ProcV2 = unsafe extern "C" fn(
@@ -45,6 +46,16 @@ unsafe fn after(
         return;
     }
     probes::lookup(version);
+    if r == CUresult::CUDA_ERROR_INVALID_VALUE && !symbol.is_null() && above_driver(version) {
+        // A version probe as driver 580 answers it (docs/design.md, fact 11): counted as a
+        // call that succeeded, never a failure.
+        output::count(id, CUresult::CUDA_SUCCESS);
+        let _ = std::panic::catch_unwind(|| {
+            // SAFETY: a non-null symbol is a NUL-terminated string (cuGetProcAddress contract).
+            probes::above_driver(unsafe { CStr::from_ptr(symbol) });
+        });
+        return;
+    }
     if r == CUresult::CUDA_ERROR_NOT_FOUND {
         output::count(id, CUresult::CUDA_SUCCESS);
         let _ = std::panic::catch_unwind(|| {
@@ -86,6 +97,9 @@ unsafe fn after(
     // SAFETY: caller guarantees pfn is valid; the driver just wrote it.
     let real = unsafe { *pfn };
     if real.is_null() {
+        // Success with no pointer: driver 580's answer for a name it does not have
+        // (`CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND`, docs/design.md, fact 11).
+        probes::probed(None, false);
         return;
     }
     // SAFETY: symbol is NUL-terminated (the driver accepted it).
@@ -96,6 +110,21 @@ unsafe fn after(
     let swapped = std::panic::catch_unwind(|| swap_proc_address(name, real)).unwrap_or(real);
     // SAFETY: as above.
     unsafe { *pfn = swapped };
+}
+
+/// The driver's own version (`cuDriverGetVersion`, `1000 * major + 10 * minor`), asked at
+/// the first failed look-up and kept; 0 until known.
+static DRIVER_VERSION: AtomicI32 = AtomicI32::new(0);
+
+/// Whether `version` is above the driver's own: a look-up the driver cannot answer with an
+/// entry point, whatever the name (`false` while the driver's version is unknown).
+fn above_driver(version: c_int) -> bool {
+    let mut v = DRIVER_VERSION.load(Ordering::Relaxed);
+    if v <= 0 {
+        v = crate::driver::query::driver_version().unwrap_or(0);
+        DRIVER_VERSION.store(v, Ordering::Relaxed);
+    }
+    v > 0 && version > v
 }
 
 /// Wrapper exported as `cuGetProcAddress` (the CUDA 11.3 ABI, four arguments).

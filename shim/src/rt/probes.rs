@@ -15,6 +15,8 @@ static MAX_VERSION: AtomicI32 = AtomicI32::new(i32::MIN);
 /// Look-ups answered `CUDA_ERROR_NOT_FOUND`, by `symbolStatus`.
 static VERSION_NOT_SUFFICIENT: AtomicU64 = AtomicU64::new(0);
 static SYMBOL_NOT_FOUND: AtomicU64 = AtomicU64::new(0);
+/// Look-ups of a `cudaVersion` above the driver's, answered `CUDA_ERROR_INVALID_VALUE`.
+static ABOVE_DRIVER: AtomicU64 = AtomicU64::new(0);
 /// The first distinct symbols answered version-not-sufficient.
 static UNAVAILABLE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 /// Most names kept in [`UNAVAILABLE`].
@@ -32,6 +34,7 @@ pub fn probes() -> Option<RuntimeProbes> {
         max_cuda_version: (max != i32::MIN).then_some(max),
         version_not_sufficient: VERSION_NOT_SUFFICIENT.load(Ordering::Relaxed),
         symbol_not_found: SYMBOL_NOT_FOUND.load(Ordering::Relaxed),
+        above_driver_version: ABOVE_DRIVER.load(Ordering::Relaxed),
         unavailable: UNAVAILABLE.lock().iter().cloned().collect(),
     })
 }
@@ -44,13 +47,26 @@ pub fn probed(name: Option<&CStr>, version_not_sufficient: bool) {
     if version_not_sufficient {
         VERSION_NOT_SUFFICIENT.fetch_add(1, Ordering::Relaxed);
         if let Some(n) = name {
-            let mut u = UNAVAILABLE.lock();
-            if u.len() < MAX_UNAVAILABLE {
-                u.insert(n.to_string_lossy().into_owned());
-            }
+            unavailable(n);
         }
     } else {
         SYMBOL_NOT_FOUND.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A look-up of `name` at a `cudaVersion` above the driver's own, which driver 580 answers
+/// `CUDA_ERROR_INVALID_VALUE` with `pfn` and `symbolStatus` untouched (docs/design.md, fact
+/// 11): a version probe, counted as one and `name` listed as unavailable; never a
+/// `call_failed` record or a stderr line.
+pub fn above_driver(name: &CStr) {
+    ABOVE_DRIVER.fetch_add(1, Ordering::Relaxed);
+    unavailable(name);
+}
+
+fn unavailable(name: &CStr) {
+    let mut u = UNAVAILABLE.lock();
+    if u.len() < MAX_UNAVAILABLE {
+        u.insert(name.to_string_lossy().into_owned());
     }
 }
 

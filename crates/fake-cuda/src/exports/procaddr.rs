@@ -44,6 +44,16 @@ unsafe fn get_proc_address(
             if flags & !PROC_ADDRESS_FLAGS != 0 {
                 return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
             }
+            let driver = super::init::driver_version();
+            // Driver 580.159's answers (docs/design.md, fact 11): a version above its own is
+            // CUDA_ERROR_INVALID_VALUE with `pfn` and `symbolStatus` untouched, whatever the
+            // name; an unknown name at a version up to its own is CUDA_SUCCESS with `pfn`
+            // NULL and CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND. Measured for the `_v2` ABI
+            // only, so the CUDA 11.3 ABI keeps its older answer (CUDA_ERROR_NOT_FOUND).
+            let v2 = name == "cuGetProcAddress_v2";
+            if v2 && cuda_version > driver {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
             let lookup = sym
                 .to_str()
                 .map_or(Lookup::NotFound, |s| select(s, cuda_version, flags));
@@ -54,7 +64,7 @@ unsafe fn get_proc_address(
                 },
                 // A name this driver lacks, asked for by a newer runtime: an entry point
                 // of that newer CUDA.
-                Lookup::NotFound if cuda_version > super::init::driver_version() => (
+                Lookup::NotFound if cuda_version > driver => (
                     std::ptr::null_mut(),
                     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
                 ),
@@ -72,7 +82,9 @@ unsafe fn get_proc_address(
                     status.write(query);
                 }
             }
-            if query == CU_GET_PROC_ADDRESS_SUCCESS {
+            if query == CU_GET_PROC_ADDRESS_SUCCESS
+                || (v2 && query == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
+            {
                 Ok(())
             } else {
                 Err(CUresult::CUDA_ERROR_NOT_FOUND)

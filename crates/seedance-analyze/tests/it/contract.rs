@@ -789,6 +789,7 @@ fn fixtures_follow_the_trace_schema() {
                     Line::LifetimeRepair(h, e) => format!("{h:?} {e:?}"),
                     Line::StrayContext(h, e) => format!("{h:?} {e:?}"),
                     Line::HostHazard(h, e) => format!("{h:?} {e:?}"),
+                    Line::CallFailedRepeats(h, e) => format!("{h:?} {e:?}"),
                     other => panic!("{}: not read as a known record: {other:?}", f.display()),
                 };
                 let ours = parse_line(line.as_bytes());

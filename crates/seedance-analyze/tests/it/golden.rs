@@ -910,3 +910,43 @@ fn v5_version_probes_are_info_not_errors() {
     let (_, text, _) = run(&["summary", "--format", "html", "tests/fixtures/v5-probes"]);
     assert!(text.contains("runtime 13.1 on a 13.0 driver: 136 entry points unavailable"));
 }
+
+/// Version probes as driver 580 answers them (`CUDA_ERROR_INVALID_VALUE` above its own
+/// version), in a trace of a shim that counted them as errors: the fleet report ranks them
+/// as one info problem whose numbers are the trace's (136 look-ups, the runtime's and the
+/// driver's versions, the driver's answer), and the one real `CUDA_ERROR_INVALID_VALUE`
+/// (a copy) is the only error. Before, the report's first problem was `[error]
+/// CUDA_ERROR_INVALID_VALUE (1): 137 errors` with `cuGetProcAddress_v2 (136)`.
+#[test]
+fn version_probes_answered_invalid_value_are_info() {
+    let r = summary(&["tests/fixtures/v5-invalid-value"]);
+    let problems = r["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    let err = &problems[0];
+    assert_eq!(err["severity"], "error");
+    assert_eq!(err["result"], "CUDA_ERROR_INVALID_VALUE");
+    assert_eq!(err["count"], 1);
+    assert_eq!(
+        err["functions"],
+        serde_json::json!([{"name": "cuMemcpyHtoD_v2", "count": 1}])
+    );
+    assert!(err["examples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["function"] == "cuMemcpyHtoD_v2"));
+    let info = &problems[1];
+    assert_eq!(info["severity"], "info");
+    assert_eq!(info["kind"], "runtime_newer_than_driver");
+    assert_eq!(
+        info["title"],
+        "runtime 13.3 on a 13.0 driver: 136 entry points unavailable"
+    );
+    assert_eq!(info["count"], 136);
+    assert_eq!(
+        info["context"][0],
+        "h200-c: 1 process on 1 host whose CUDA runtime asked for CUDA 13.3 entry points of a \
+         CUDA 13.0 driver; the driver answered CUDA_ERROR_INVALID_VALUE to 136 look-ups of a \
+         version above its own: version probes, as expected"
+    );
+}

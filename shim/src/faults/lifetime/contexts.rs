@@ -155,6 +155,7 @@ fn refresh_current() {
 /// # Safety
 /// `pctx` is null or the out-pointer the driver just wrote.
 pub unsafe fn ok_ctx_create(id: HookId, pctx: *mut CUcontext) {
+    crate::faults::devices::used_a_device();
     if on() {
         cold(|| created_context(id, pctx));
     }
@@ -212,6 +213,7 @@ pub unsafe fn fault_ctx(id: HookId, r: CUresult, ctx: CUcontext) -> bool {
 /// # Safety
 /// `pctx` is null or the out-pointer the driver just wrote.
 pub unsafe fn ok_primary_retain(id: HookId, pctx: *mut CUcontext, dev: CUdevice) {
+    crate::faults::devices::used_a_device();
     if on() {
         cold(|| {
             // SAFETY: the driver wrote *pctx on success.
