@@ -9,9 +9,12 @@
 # link, the driver's libcuda.so.1 at run time) and runs each scenario without the shim, then
 # with it in SEEDANCE_MODE=off, observe and fix (the default):
 #   questions:  loop (while cuDeviceGet(&d, n) == CUDA_SUCCESS n++), scan (ordinals 0..63),
-#               count (cuDeviceGet(count) after cuDeviceGetCount), minus1, intmin,
-#               retain (cuDevicePrimaryCtxRetain(-1)), create (cuCtxCreate_v2 on 12345)
-#   a mistake:  get:N with N = the device count (one device the process cannot have)
+#               minus1, intmin, retain (cuDevicePrimaryCtxRetain(-1)), create
+#               (cuCtxCreate_v2 on 12345), second (cuDeviceGet(0), then "is there a second
+#               GPU?" with cuDeviceGet(1), on a 1-GPU host)
+#   mistakes:   get:N with N = the device count (one device the process cannot have), and
+#               rank (cuDeviceGetCount, then cuDeviceGet(count) with a context and an
+#               allocation: a rank used after the count was checked)
 # Checks, printing PASS or FAIL for each:
 #   - every question scenario prints exactly what it prints without the shim, in every mode,
 #     and the shim writes no line on stderr;
@@ -36,7 +39,7 @@ cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")
 } | tee "$out/environment.txt"
 
 gcc -O2 -I"$root/tests/programs" -o "$work/probes" "$root/tests/programs/probes.c" \
-    -L"$cuda_home/lib64/stubs" -lcuda || { echo "FAIL: cannot build probes.c"; exit 1; }
+    -L"$cuda_home/lib64/stubs" -lcuda -lpthread || { echo "FAIL: cannot build probes.c"; exit 1; }
 # The driver's own count (CUDA_VISIBLE_DEVICES applied), from the program's count scenario.
 count=$("$work/probes" count | sed -n 's/^cuDeviceGetCount -> 0, \([0-9]*\);.*/\1/p')
 [ -n "$count" ] || { echo "FAIL: cuDeviceGetCount failed without the shim"; exit 1; }
@@ -70,7 +73,9 @@ sys.exit(0 if q and q[0] and "device_fault" not in kinds and "device_fallback" n
 PY
 }
 
-for scenario in loop scan "count minus1 intmin retain create"; do
+questions_list=(loop scan "minus1 intmin retain create")
+[ "$count" -eq 1 ] && questions_list+=(second)
+for scenario in "${questions_list[@]}"; do
   name=${scenario%% *}
   # shellcheck disable=SC2086
   for mode in native off observe fix; do run "$name" "$mode" $scenario; done
@@ -96,6 +101,16 @@ check "get:$count, observe: explained, the driver's code kept" $?
 grep -q "cuDeviceGet($count) -> 0, device 0" "$out/mistake-fix.out" &&
     grep -q "fix: ordinal $count -> ordinal 0" "$out/mistake-fix.err"
 check "get:$count, fix: repaired to ordinal 0 and announced" $?
+
+echo "== rank (cuDeviceGetCount, then cuDeviceGet(count): a mistake)"
+for mode in native observe fix; do run rank "$mode" rank; done
+sed 's/^/  native: /' "$out/rank-native.out"; sed 's/^/  fix: /' "$out/rank-fix.out"
+cmp -s "$out/rank-native.out" "$out/rank-observe.out" &&
+    grep -q "ordinal $count requested" "$out/rank-observe.err"
+check "rank, observe: explained, the driver's code kept" $?
+grep -q "rank $count of $count: cuDeviceGet -> 0, device 0, work -> 0" "$out/rank-fix.out" &&
+    grep -q "fix: ordinal $count -> ordinal 0" "$out/rank-fix.err"
+check "rank, fix: repaired to ordinal 0, announced, context and allocation work" $?
 
 echo "failed checks: $failed"
 echo "outputs and traces in $out"
