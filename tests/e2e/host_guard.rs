@@ -213,3 +213,49 @@ fn a_correct_event_ordered_ring_is_silent() {
         assert!(r.events("host_hazard").is_empty(), "{mode}");
     }
 }
+
+/// `fix` mode's staging buffers go back to the pool when their copy is known complete:
+/// the ring's nine copies, at most three pending at a time, are sent from at most three
+/// buffers the shim made (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_PORTABLE`, flags 1).
+#[test]
+fn snapshots_reuse_the_staging_buffers_of_completed_copies() {
+    let staging = |r: &Finished| {
+        r.driver_calls
+            .iter()
+            .filter(|l| l.starts_with("cuMemHostAlloc ") && l.contains("flags=1"))
+            .count()
+    };
+    let r = guarded("ring", "fix");
+    assert!((1..=3).contains(&staging(&r)), "{:#?}", r.driver_calls);
+    assert_eq!(staging(&guarded("ring", "observe")), 0);
+}
+
+/// A copy that finds no room in `SEEDANCE_HOST_GUARD_POOL` is sent from the program's
+/// buffer (the write reaches the device, as without the shim) after one line, and is still
+/// reported; a pool of 0 turns the snapshot off without a line.
+#[test]
+fn a_copy_without_room_in_the_pool_goes_without_a_snapshot_after_one_line() {
+    let before = plain("threads");
+    for (pool, lines) in [("4KiB", 2), ("0", 1)] {
+        let r = ok(run("threads", true)
+            .env("SEEDANCE_HOST_GUARD", "on")
+            .env("SEEDANCE_HOST_GUARD_POOL", pool)
+            .finish_within(DEADLINE));
+        assert_eq!(r.stdout(), before.stdout(), "{pool}");
+        let err = r.stderr();
+        assert_eq!(err.lines().count(), lines, "{pool}: {err}");
+        assert_eq!(
+            err.starts_with(
+                "seedance: SEEDANCE_HOST_GUARD: no room in the snapshot pool \
+                 (SEEDANCE_HOST_GUARD_POOL=4096 bytes) for a copy of 65536 bytes: such copies \
+                 are sent from the program's buffer, without a snapshot"
+            ),
+            pool == "4KiB",
+            "{err}"
+        );
+        let h = writes(&r);
+        assert_eq!(h.len(), 1, "{pool}: {err}");
+        assert_eq!(h[0]["repaired"], false);
+        assert!(!err.contains("fix mode: the copy was sent from the shim's snapshot"));
+    }
+}
