@@ -51,7 +51,7 @@ fn writes(r: &Finished) -> Vec<&Value> {
 
 /// One report of a write into bytes `offset..offset + 4096` of the 64 KiB buffer during
 /// the copy, repaired (sent from the snapshot) in `fix` mode.
-fn reported(r: &Finished, mode: &str, offset: u64) {
+fn reported_by(r: &Finished, mode: &str, offset: u64, function: &str) {
     let h = writes(r);
     assert_eq!(h.len(), 1, "{mode}: {}", r.stderr());
     let h = h[0];
@@ -64,7 +64,7 @@ fn reported(r: &Finished, mode: &str, offset: u64) {
     );
     assert_eq!(h["made_by"], "cuMemHostAlloc");
     assert_eq!(h["range"]["bytes"], 65536);
-    assert_eq!(h["first"]["function"], "cuMemcpyHtoDAsync_v2");
+    assert_eq!(h["first"]["function"], function);
     assert_eq!(h["first"]["access"], "read");
     assert_eq!(h["first"]["offset"], 0);
     assert_eq!(h["first"]["bytes"], 65536);
@@ -77,16 +77,16 @@ fn reported(r: &Finished, mode: &str, offset: u64) {
     assert_eq!(err.lines().count(), 1, "{mode}: {err}");
     assert!(
         err.starts_with(&format!(
-            "seedance: cuMemcpyHtoDAsync_v2: host write into pinned memory during a copy: \
+            "seedance: {function}: host write into pinned memory during a copy: \
              bytes {offset}..{} of pinned range 0x",
             offset + 4096
         )),
         "{err}"
     );
     assert!(
-        err.contains(
-            "(64.0 KiB, made by cuMemHostAlloc) changed while cuMemcpyHtoDAsync_v2 on stream 0x"
-        ),
+        err.contains(&format!(
+            "(64.0 KiB, made by cuMemHostAlloc) changed while {function} on stream 0x"
+        )),
         "{err}"
     );
     assert!(err.contains("was pending with bytes 0..65536 of that range as its source"));
@@ -105,6 +105,10 @@ fn reported(r: &Finished, mode: &str, offset: u64) {
 /// A racing scenario: `corrupted` without the shim and in `observe` (same stdout), intact
 /// in `fix`; reported at `offset` in both.
 fn races(scenario: &str, corrupted: &str, offset: u64) {
+    races_by(scenario, corrupted, offset, "cuMemcpyHtoDAsync_v2");
+}
+
+fn races_by(scenario: &str, corrupted: &str, offset: u64, function: &str) {
     let before = plain(scenario);
     assert!(before.stdout().ends_with(corrupted), "{}", before.stdout());
     let off = ok(run(scenario, true).finish_within(DEADLINE));
@@ -112,13 +116,13 @@ fn races(scenario: &str, corrupted: &str, offset: u64) {
     assert_eq!(off.stderr(), "");
     let o = guarded(scenario, "observe");
     assert_eq!(o.stdout(), before.stdout());
-    reported(&o, "observe", offset);
+    reported_by(&o, "observe", offset, function);
     let f = guarded(scenario, "fix");
     assert_eq!(
         f.stdout(),
         before.stdout().replace(corrupted, "device copy: intact\n")
     );
-    reported(&f, "fix", offset);
+    reported_by(&f, "fix", offset, function);
 }
 
 #[test]
@@ -127,6 +131,16 @@ fn eight_threads_writing_a_pending_copys_source_are_reported_and_kept_from_the_d
         "threads",
         "device copy: corrupted (65536 of 65536 bytes wrong, first 0x33)\n",
         0,
+    );
+}
+
+#[test]
+fn a_unified_copy_from_pinned_memory_is_guarded_too() {
+    races_by(
+        "unified",
+        "device copy: corrupted (4096 of 65536 bytes wrong, first 0x11)\n",
+        4096,
+        "cuMemcpyAsync",
     );
 }
 

@@ -14,9 +14,11 @@
  *   free_pending   cuMemFreeHost of the buffer while its copy is pending
  *   sync_dtoh      a synchronous cuMemcpyDtoH_v2 into the buffer while the copy is pending
  *                  on a non-blocking stream
+ *   unified        the copy made with cuMemcpyAsync (unified addresses), then a write
  *   ring           a correct event-ordered ring of 3 buffers, with a consumer stream and
  *                  more work queued behind each copy: no write during any copy */
 #include <errno.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 #include "cuda_calls.h"
 
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
+CUresult cuMemcpyAsync(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 CUresult cuEventSynchronize(CUevent);
 
 #define N (64 * 1024)
@@ -177,6 +180,15 @@ static void sync_dtoh(void) {
     teardown(1);
 }
 
+static void unified(void) {
+    setup(0);
+    SETUP(cuMemcpyAsync(d_in, (CUdeviceptr)(uintptr_t)pinned, N, s));
+    memset(pinned + 4096, 0x33, 4096);
+    SETUP(cuStreamSynchronize(s));
+    device_check("device copy");
+    teardown(1);
+}
+
 static void ring(void) {
     enum { SLOTS = 3, STEPS = 9 };
     unsigned char *buf[SLOTS];
@@ -226,6 +238,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "blocked") == 0) blocked();
     else if (strcmp(s, "free_pending") == 0) free_pending();
     else if (strcmp(s, "sync_dtoh") == 0) sync_dtoh();
+    else if (strcmp(s, "unified") == 0) unified();
     else if (strcmp(s, "ring") == 0) ring();
     else {
         printf("unknown scenario %s\n", s);
