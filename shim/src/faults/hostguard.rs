@@ -189,6 +189,14 @@ fn prepare(id: HookId, src: u64, bytes: u64, stream: CUstream) -> Option<u64> {
     });
     let watch = digest::take(staging.map_or(src, |p| p as u64), bytes);
     if watch.is_none() && staging.is_none() {
+        let e = std::io::Error::last_os_error();
+        stderr::say_once(
+            "host_guard_read",
+            &format!(
+                "SEEDANCE_HOST_GUARD: the source of a {} copy could not be read through                  process_vm_readv ({e}; a seccomp profile may forbid it): such copies are not                  watched",
+                id.name()
+            ),
+        );
         USED.fetch_sub(1, Ordering::Relaxed);
         return None;
     }
