@@ -193,7 +193,9 @@ fn prepare(id: HookId, src: u64, bytes: u64, stream: CUstream) -> Option<u64> {
         stderr::say_once(
             "host_guard_read",
             &format!(
-                "SEEDANCE_HOST_GUARD: the source of a {} copy could not be read through                  process_vm_readv ({e}; a seccomp profile may forbid it): such copies are not                  watched",
+                "SEEDANCE_HOST_GUARD: the source of a {} copy could not be read through \
+                 process_vm_readv ({e}; a seccomp profile may forbid it): such copies are not \
+                 watched",
                 id.name()
             ),
         );
@@ -201,6 +203,7 @@ fn prepare(id: HookId, src: u64, bytes: u64, stream: CUstream) -> Option<u64> {
         return None;
     }
     let event = query::event_create(DISABLE_TIMING).ok().map(|e| e as usize);
+    let key = work::key_for(stream as usize, per_thread);
     let stream = if per_thread && stream.is_null() {
         CU_STREAM_PER_THREAD
     } else {
@@ -208,7 +211,7 @@ fn prepare(id: HookId, src: u64, bytes: u64, stream: CUstream) -> Option<u64> {
     };
     let slot = Slot {
         function: id,
-        key: work::key_for(stream, per_thread),
+        key,
         stream,
         ctx,
         tid: platform::thread_id(),
