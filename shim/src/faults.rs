@@ -3,7 +3,6 @@
 
 pub mod alloc;
 pub mod devices;
-pub mod guarded_write;
 pub mod hazard;
 #[cfg(target_os = "linux")]
 pub mod hostguard;

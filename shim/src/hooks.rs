@@ -15,6 +15,10 @@
 //! * `device(arg: Ordinal|Handle)`: the call takes a device; a failure goes to
 //!   [`crate::faults::devices::on_failure`], which may repeat the call with another device;
 //! * `pre(f(..))`: before the call; `Some(code)` returns `code` without calling the driver;
+//! * `source(arg = f(..))`: the driver is given `f`'s answer for `arg` (the host-write
+//!   guard's snapshot, [`crate::faults::hostguard::source`]), and
+//!   [`crate::faults::hostguard::submitted`] gets the result; the other clauses see the
+//!   program's own `arg`;
 //! * `fault(f(..))`: after a failure; `true` when it explained it (else the plain report);
 //! * `ok(f(..))`: after a success;
 //! * `count(f(..))`: counts the call instead of `output::count` (launches: one
@@ -102,12 +106,12 @@ macro_rules! hook_table {
                 cuEventRecord / "cuEventRecord" (hEvent: CUevent, hStream: CUstream) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
                 cuEventRecord_ptsz / "cuEventRecord" (hEvent: CUevent, hStream: CUstream) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
                 cuEventSynchronize / "cuEventSynchronize" (hEvent: CUevent) pre(lifetime::streams::pre_event_sync(id, hEvent)) fault(lifetime::streams::fault_event(id, r, hEvent)) ok(lifetime::streams::ok_event_sync(hEvent));
-                cuMemcpyHtoDAsync_v2 / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_htod(id, srcHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_htod(id, dstDevice, srcHost, ByteCount, hStream));
-                cuMemcpyHtoDAsync_v2_ptsz / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_htod(id, srcHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_htod(id, dstDevice, srcHost, ByteCount, hStream));
+                cuMemcpyHtoDAsync_v2 / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_htod(id, srcHost, ByteCount, hStream)) source(srcHost = hostguard::source(id, srcHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_htod(id, dstDevice, srcHost, ByteCount, hStream));
+                cuMemcpyHtoDAsync_v2_ptsz / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_htod(id, srcHost, ByteCount, hStream)) source(srcHost = hostguard::source(id, srcHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_htod(id, dstDevice, srcHost, ByteCount, hStream));
                 cuMemcpyDtoHAsync_v2 / "cuMemcpyDtoHAsync" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_dtoh(id, dstHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_dtoh(id, dstHost, srcDevice, ByteCount, hStream));
                 cuMemcpyDtoHAsync_v2_ptsz / "cuMemcpyDtoHAsync" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_dtoh(id, dstHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_dtoh(id, dstHost, srcDevice, ByteCount, hStream));
-                cuMemcpyAsync / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy(id, dst, src, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy(id, dst, src, ByteCount, hStream));
-                cuMemcpyAsync_ptsz / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy(id, dst, src, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy(id, dst, src, ByteCount, hStream));
+                cuMemcpyAsync / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy(id, dst, src, ByteCount, hStream)) source(src = hostguard::source_unified(id, src, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy(id, dst, src, ByteCount, hStream));
+                cuMemcpyAsync_ptsz / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy(id, dst, src, ByteCount, hStream)) source(src = hostguard::source_unified(id, src, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy(id, dst, src, ByteCount, hStream));
                 cuMemsetD8Async / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) stream_op(hStream);
                 cuMemsetD8Async_ptsz / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) stream_op(hStream);
                 cuMemsetD16Async / "cuMemsetD16Async" (dstDevice: CUdeviceptr, value: c_ushort, N: usize, hStream: CUstream) stream_op(hStream);

@@ -14,6 +14,10 @@
 //!   memory freed under a copy, the exit report: explained, and repaired in `fix` mode.
 //! * `hazards`: asynchronous copies racing on pinned host memory from unordered streams:
 //!   explained, and ordered in `fix` mode.
+//! * `host_guard`: host writes into a pending copy's source (`SEEDANCE_HOST_GUARD`) from
+//!   threads, `read(2)`, after the program changed its signals, under a free or a
+//!   synchronous copy: reported, and kept from the device in `fix` mode; a correct ring
+//!   stays silent.
 //! * `signals`: SIGTERM, SIGINT, SIGKILL, `exit()` from another thread and `_exit`: the
 //!   trace written before the end stays readable.
 //! * `secure`: a setuid process (`AT_SECURE`) ignores every `SEEDANCE_*` variable.
@@ -32,6 +36,7 @@ mod devices;
 mod early;
 mod failures;
 mod hazards;
+mod host_guard;
 mod launch;
 mod lifetime;
 mod loading_paths;

@@ -115,6 +115,7 @@ fn build() -> Artifacts {
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc("stray", &["stray.c", &l, "-lcuda"]);
     cc("hazards", &["hazards.c", &l, "-lcuda", "-lpthread"]);
+    cc("host_guard", &["host_guard.c", &l, "-lcuda", "-lpthread"]);
     cc("payloads", &["payloads.c", &l, "-lcuda"]);
     cc("exec_child", &["exec_child.c", &l, "-lcuda"]);
     cc(

@@ -144,8 +144,7 @@ static void write_then_read(void) {
     teardown(0);
 }
 
-/* A host write (memset) into the last page of the source while the copy is pending. Not
- * static: the guard's backtrace names it from the symbol table. */
+/* A host write (memset) into the last page of the source while the copy is pending. */
 void host_write(void) {
     setup(0);
     first_copy(0, N);
@@ -191,8 +190,8 @@ static void own_handler(int sig) {
     siglongjmp(jump, 1);
 }
 
-/* The program's own SIGSEGV handler still gets the faults that are not the guard's: a
- * guarded copy is pending while the program writes into a page it protected itself. */
+/* The program's own SIGSEGV handler gets its own faults while a guarded copy is pending
+ * (the guard installs no handler): the program writes into a page it protected itself. */
 static void foreign_fault(void) {
     char *page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     signal(SIGSEGV, own_handler);

@@ -70,10 +70,15 @@ fn remediation(kind: &str, all_repaired: bool) -> Vec<String> {
             .into(),
     });
     if !all_repaired {
-        v.push(if kind == "pinned_copy_race" || kind == "host_write_race" {
+        v.push(if kind == "pinned_copy_race" {
             "Until the program is fixed, run it under seedance-fix in fix mode \
-             (SEEDANCE_MODE=fix) so that the shim orders the second copy after the first \
-             (and SEEDANCE_HOST_GUARD=on to make host writes wait for the copy)."
+             (SEEDANCE_MODE=fix) so that the shim orders the second copy after the first."
+                .into()
+        } else if kind == "host_write_race" {
+            "Until the program is fixed, run it under seedance-fix in fix mode with \
+             SEEDANCE_HOST_GUARD=on: each such copy is then sent from the shim's snapshot \
+             of the bytes at submission (a copy of the source per copy, within \
+             SEEDANCE_HOST_GUARD_POOL), so later host writes do not reach the device."
                 .into()
         } else {
             "Until the program is fixed, run it under seedance-fix in fix mode \
@@ -357,4 +362,23 @@ pub(crate) fn health_words(h: &ProcessHealth) -> Vec<String> {
         ));
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::remediation;
+
+    /// The advice for an unrepaired host write recommends only the guard's snapshot (fix
+    /// mode with SEEDANCE_HOST_GUARD=on), never a wait for the copy; a pinned-copy race
+    /// gets the ordering repair without the guard.
+    #[test]
+    fn unrepaired_host_writes_are_sent_to_the_snapshot() {
+        let w = remediation("host_write_race", false).join("\n");
+        assert!(w.contains("fix mode with SEEDANCE_HOST_GUARD=on"), "{w}");
+        assert!(w.contains("shim's snapshot"), "{w}");
+        assert!(!w.contains("wait for the copy"), "{w}");
+        let c = remediation("pinned_copy_race", false).join("\n");
+        assert!(c.contains("orders the second copy after the first"), "{c}");
+        assert!(!c.contains("SEEDANCE_HOST_GUARD"), "{c}");
+    }
 }

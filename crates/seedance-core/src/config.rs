@@ -31,6 +31,7 @@ pub const SETTINGS: &[(&str, &str)] = &[
     ("SEEDANCE_LIFETIME", "on"),
     ("SEEDANCE_STRAY_CONTEXT", "off"),
     ("SEEDANCE_HOST_GUARD", "off"),
+    ("SEEDANCE_HOST_GUARD_POOL", "256MiB"),
     ("SEEDANCE_METRICS_MODE", "0600"),
     ("SEEDANCE_TRACE_MAX_BYTES", "64MiB"),
 ];
@@ -140,6 +141,11 @@ pub const DEFAULT_TRACE_MAX_BYTES: u64 = 64 << 20;
 /// Smallest accepted `SEEDANCE_TRACE_MAX_BYTES`: 4 KiB (about two session records).
 pub const MIN_TRACE_MAX_BYTES: u64 = 4 << 10;
 
+/// Default of `SEEDANCE_HOST_GUARD_POOL`: 256 MiB of pinned staging memory for the
+/// host-write guard's snapshots in `fix` mode, allocated only as copies need it
+/// (`shim/src/faults/hostguard/pool.rs`).
+pub const DEFAULT_HOST_GUARD_POOL: u64 = 256 << 20;
+
 /// Default of `SEEDANCE_METRICS_MODE`: 0600, owner only, as the trace file.
 pub const DEFAULT_METRICS_MODE: u32 = 0o600;
 
@@ -186,6 +192,8 @@ pub struct RawConfig {
     pub stray_context: Option<String>,
     /// `SEEDANCE_HOST_GUARD`.
     pub host_guard: Option<String>,
+    /// `SEEDANCE_HOST_GUARD_POOL`.
+    pub host_guard_pool: Option<String>,
 }
 
 impl RawConfig {
@@ -212,6 +220,7 @@ impl RawConfig {
             not_utf8: Vec::new(),
             stray_context: get("SEEDANCE_STRAY_CONTEXT"),
             host_guard: get("SEEDANCE_HOST_GUARD"),
+            host_guard_pool: get("SEEDANCE_HOST_GUARD_POOL"),
         }
     }
 
@@ -313,10 +322,14 @@ pub struct Config {
     /// (`SEEDANCE_STRAY_CONTEXT`, default [`StrayRepair::Off`]: nothing; see
     /// [`crate::stray`]).
     pub stray_context: StrayRepair,
-    /// While a host-to-device copy from pinned memory is pending, write-protect the whole
-    /// pages of its source and catch the program's first write into them (default
-    /// `false`: it costs an `mprotect` and a host function per such copy).
+    /// Watch the sources of host-to-device copies from pinned memory: a digest at
+    /// submission compared when the copy is known complete (host writes during the copy are
+    /// reported), and in `fix` mode a snapshot the copy is sent from (default `false`: it
+    /// reads every such copy's source, and copies it in `fix` mode).
     pub host_guard: bool,
+    /// Most bytes of pinned staging memory the snapshots may hold
+    /// (`SEEDANCE_HOST_GUARD_POOL`, default [`DEFAULT_HOST_GUARD_POOL`]; 0: no snapshots).
+    pub host_guard_pool: u64,
 }
 
 /// `SEEDANCE_STRAY_CONTEXT`: the opt-in repair of a stray primary context on device 0.
@@ -363,6 +376,7 @@ impl Default for Config {
             lifetime: true,
             stray_context: StrayRepair::Off,
             host_guard: false,
+            host_guard_pool: DEFAULT_HOST_GUARD_POOL,
         }
     }
 }
@@ -523,6 +537,15 @@ impl Config {
                 Some(b) => cfg.host_guard = b,
                 None => warnings.push(format!(
                     "SEEDANCE_HOST_GUARD={g:?} is not a boolean (1/0, true/false, yes/no, on/off); using off"
+                )),
+            }
+        }
+        if let Some(m) = &raw.host_guard_pool {
+            match crate::bytes::parse_bytes(m) {
+                Ok(n) => cfg.host_guard_pool = n,
+                Err(_) => warnings.push(format!(
+                    "SEEDANCE_HOST_GUARD_POOL={} is not a size (0, 64MiB, 1GiB); using 256MiB",
+                    crate::text::quoted(m)
                 )),
             }
         }
@@ -888,6 +911,21 @@ mod tests {
         assert_eq!(
             w,
             vec!["SEEDANCE_HOST_GUARD=\"sometimes\" is not a boolean (1/0, true/false, yes/no, on/off); using off".to_string()]
+        );
+    }
+
+    #[test]
+    fn host_guard_pool_is_a_size() {
+        assert_eq!(Config::default().host_guard_pool, 256 << 20);
+        for (v, want) in [("0", 0), ("64MiB", 64 << 20), ("4096", 4096)] {
+            let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_HOST_GUARD_POOL", v)]));
+            assert_eq!((cfg.host_guard_pool, w.len()), (want, 0), "{v}");
+        }
+        let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_HOST_GUARD_POOL", "lots")]));
+        assert_eq!(cfg.host_guard_pool, DEFAULT_HOST_GUARD_POOL);
+        assert_eq!(
+            w,
+            vec!["SEEDANCE_HOST_GUARD_POOL=\"lots\" is not a size (0, 64MiB, 1GiB); using 256MiB"]
         );
     }
 

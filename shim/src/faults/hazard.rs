@@ -25,10 +25,10 @@ use libc::c_void;
 use once_cell::sync::Lazy;
 use order::order;
 use parking_lot::Mutex;
-use report::{report, report_write};
+use report::report;
 use seedance_core::hazard::{Access, Direction, Range, Table};
 use seedance_core::work;
-use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream, CU_STREAM_PER_THREAD};
+use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -94,18 +94,21 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
     BOX_HI.fetch_max(lo.saturating_add(bytes), Ordering::Relaxed);
 }
 
+/// The pinned range that holds all of `[addr, addr + bytes)`, if one does (for the
+/// host-write guard, `crate::faults::hostguard`).
+pub fn pinned_range_at(addr: u64, bytes: u64) -> Option<Range> {
+    if !maybe_pinned(addr) {
+        return None;
+    }
+    TABLE
+        .lock()
+        .pinned_at(addr)
+        .filter(|r| addr.saturating_add(bytes) <= r.lo.saturating_add(r.bytes))
+        .cloned()
+}
+
 /// The range starting at `lo` was freed or unregistered.
 pub fn pinned_removed(lo: u64) {
-    if crate::faults::hostguard::on() {
-        let hi = TABLE
-            .lock()
-            .ranges()
-            .find(|r| r.lo == lo)
-            .map(|r| r.lo.saturating_add(r.bytes));
-        if let Some(hi) = hi {
-            crate::faults::hostguard::release_range(lo, hi);
-        }
-    }
     let mut t = TABLE.lock();
     t.pinned_removed(lo);
     if t.ranges().next().is_none() {
@@ -174,34 +177,11 @@ fn after_copy() {
     if next.iter().all(Option::is_none) {
         return;
     }
-    let guard: Vec<Access> = if crate::faults::hostguard::on() {
-        next.iter()
-            .flatten()
-            .filter(|a| a.dir == Direction::Read)
-            .cloned()
-            .collect()
-    } else {
-        Vec::new()
-    };
-    {
-        let mut t = TABLE.lock();
-        for a in next.into_iter().flatten() {
-            t.commit(a);
-        }
-        PENDING.store(true, Ordering::Relaxed);
+    let mut t = TABLE.lock();
+    for a in next.into_iter().flatten() {
+        t.commit(a);
     }
-    for a in guard {
-        let id = HookId::ALL
-            .iter()
-            .position(|h| h.name() == a.function)
-            .unwrap_or(0);
-        let stream = if a.per_thread && a.stream == 0 {
-            CU_STREAM_PER_THREAD
-        } else {
-            a.stream as usize
-        };
-        crate::faults::hostguard::arm(id, a.addr, a.bytes, stream, a.ctx as usize, a.key);
-    }
+    PENDING.store(true, Ordering::Relaxed);
 }
 
 /// Before `cuMemcpyHtoDAsync_v2(_ptsz)`: `None` (the copy always goes ahead).
@@ -302,10 +282,7 @@ pub fn stream_destroyed(handle: u64) {
 
 /// `cuStreamSynchronize(_ptsz)` succeeded, or `cuStreamQuery(_ptsz)` found the stream idle.
 pub fn stream_completed(id: HookId, stream: CUstream) {
-    report_writes();
-    if crate::faults::hostguard::on() {
-        crate::faults::hostguard::key_completed(work::key_for(stream as usize, is_per_thread(id)));
-    }
+    crate::faults::hostguard::completed();
     while_pending(|t| {
         let key = work::key_for(stream as usize, is_per_thread(id));
         t.stream_completed(key, platform::thread_id(), work::current_context() as u64)
@@ -314,15 +291,13 @@ pub fn stream_completed(id: HookId, stream: CUstream) {
 
 /// The context `ctx` was synchronised, or ended.
 pub fn context_completed(ctx: u64) {
-    report_writes();
-    if crate::faults::hostguard::on() {
-        crate::faults::hostguard::context_completed(ctx as usize);
-    }
+    crate::faults::hostguard::completed();
     while_pending(|t| t.context_completed(ctx));
 }
 
 /// The context `ctx` ended: the shim's event in it died with it.
 pub fn context_ended(ctx: u64) {
+    crate::faults::hostguard::context_ended(ctx);
     context_completed(ctx);
     order::context_ended(ctx);
 }
@@ -345,22 +320,6 @@ pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
 
 /// `cuEventSynchronize` succeeded, or `cuEventQuery` reported the event complete.
 pub fn event_completed(event: CUevent) {
-    report_writes();
-    while_pending(|t| {
-        if crate::faults::hostguard::on() {
-            if let Some(k) = t.event_key(event as u64) {
-                crate::faults::hostguard::key_completed(k);
-            }
-        }
-        t.event_completed(event as u64)
-    });
-}
-
-/// Reports a host write the guard caught (`SEEDANCE_HOST_GUARD`), outside the signal
-/// handler: one relaxed load when there is none.
-#[inline(always)]
-pub fn report_writes() {
-    if crate::faults::hostguard::pending_report() {
-        cold(|| report_write(&TABLE));
-    }
+    crate::faults::hostguard::completed();
+    while_pending(|t| t.event_completed(event as u64));
 }

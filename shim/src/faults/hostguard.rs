@@ -1,111 +1,84 @@
-//! `SEEDANCE_HOST_GUARD=on`: the program's own host writes into the source of a pending
-//! host-to-device copy from pinned memory.
+//! `SEEDANCE_HOST_GUARD=on`: the program's host writes into the source of a pending
+//! host-to-device copy from pinned memory, found and (in `fix` mode) kept from the device
+//! without touching the program's memory protection or signals (docs/design.md, "The
+//! host-write guard", says why the page-protection guard was removed).
 //!
-//! After such a copy is accepted by the driver, the whole pages that lie inside its source
-//! bytes (which lie inside the pinned range: never a page shared with other data) are made
-//! read-only (`mprotect`). The first write into them faults; the shim's `SIGSEGV` handler
-//! (installed at the first guarded copy, on an alternate signal stack for the threads that
-//! make guarded copies) recognises the address, asks the driver whether the copy's stream is
-//! still busy (`cuStreamQuery`), and:
+//! * **Submission** ([`source`], [`source_unified`], from the copy's wrapper before the
+//!   driver call, and [`submitted`] right after it): a copy whose source bytes lie in one
+//!   pinned range the shim saw made, on a stream that is not capturing a graph, gets a
+//!   slot: a digest of its source (`seedance_core::hostguard::sample_plan`, hashed per chunk
+//!   in [`digest`]) and an event of the shim's recorded right after the copy on its stream.
+//!   In `fix` mode the source is first copied into a staging buffer of the shim's own
+//!   ([`pool`]) and the copy is submitted from there, so host writes made afterwards cannot
+//!   reach the device; without room in the pool the copy goes from the program's buffer
+//!   (one line).
+//! * **Completion** ([`completed`], called wherever the shim learns work completed: a
+//!   stream, context or event synchronisation, a successful query): each slot's event is
+//!   queried; for a completed copy the source is digested again and a difference is
+//!   reported ([`report`]) as a host write during the copy; then its staging buffer goes
+//!   back to the pool and its event is destroyed. Because the shim's own event marks the
+//!   copy, a completion the program learnt through any chain of events and waits is seen at
+//!   the program's synchronisation call, before the program can write the buffer again.
+//! * Bytes about to be written by another copy, freed or unregistered ([`release_range`],
+//!   [`release_pinned`]) are compared at once and no longer watched (the slot stays, with
+//!   its staging buffer, until the copy completes). A context that ended takes its slots
+//!   and staging buffers with it ([`context_ended`]): nothing of it is read or freed.
 //!
-//! * stream idle: the copy had completed; the pages are made writable again and the write
-//!   proceeds, nothing is reported;
-//! * busy, `fix` mode: waits for the stream (`cuStreamSynchronize`), so the copy reads the
-//!   bytes from before the write, then makes the pages writable and lets the write proceed;
-//! * busy, `observe` mode: makes the pages writable and lets the write proceed.
-//!
-//! A fault at an address the shim does not guard goes to the handler the program (or a
-//! library) had installed before, or to the default action.
-//!
-//! The report (writing thread, the address and its offset in the pinned range, the copy,
-//! and a symbolized backtrace from the `backtrace` crate) is not made in the handler: the
-//! handler only stores the thread id and the return addresses of the faulting stack
-//! (`backtrace::trace_unsynchronized`, into a fixed array, no allocation), and the next
-//! synchronisation hook or the exit prints and traces it. Pages are made writable again
-//! when the shim sees the copy complete (a synchronisation of its stream, context or an
-//! event after it), before a hooked copy writes them, and before the range is freed or
-//! unregistered.
-//!
-//! Async-signal-safety, and what is not: the handler itself calls only atomics, `mprotect`,
-//! `gettid` and the stack walk, plus, for a guarded address, the two driver calls above
-//! (their entry points are looked up when the handler is installed, never in it; the
-//! unwinder is warmed up then too). The fault is synchronous (a store of the faulting thread into memory
-//! the shim protected), so the handler interrupts that store, not arbitrary code; it can
-//! deadlock only if the store was made while the thread held a lock the driver or the
-//! unwinder needs: a write made by the driver itself on the CPU into a guarded page (its
-//! copies use DMA, which page protection does not affect, and the shim unprotects before
-//! forwarding any hooked copy that writes the range), from a host function
-//! (`cuLaunchHostFunc`, where CUDA calls are forbidden anyway), or from code holding the
-//! dynamic loader's lock (the stack walk's `dl_iterate_phdr`). Documented in
-//! docs/configuration.md and docs/reliability.md.
-//!
-//! Cost, only with the setting on: two `mprotect` calls (protect, and unprotect at
-//! completion) per guarded copy with at least one whole page in its source, and a fault
-//! with one or two driver calls for the first write into a guarded page.
+//! The program's memory is only ever read, through `process_vm_readv` (a read of memory
+//! that was unmapped meanwhile fails instead of faulting). Staging buffers are never freed:
+//! at exit nothing is done. Cost, only with the setting on: docs/performance.md.
 
-mod signal;
+mod digest;
+mod pool;
+mod report;
 
-use crate::{platform, rt::config, rt::stderr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::faults::hazard::pinned_range_at;
+use crate::hooks::ids::HookId;
+use crate::{driver::query, platform, rt::config, rt::stderr};
+use digest::Digest;
+use parking_lot::Mutex;
+use seedance_core::hazard::Range;
+use seedance_core::work;
+use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream, CU_STREAM_PER_THREAD};
+use std::cell::RefCell;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Guarded copies at a time; a copy that finds no free slot is not guarded (counted).
-pub(super) const SLOTS: usize = 64;
-/// Return addresses kept for a reported write.
-pub(super) const FRAMES: usize = 48;
+/// Copies watched at once; a copy that finds no room is not watched (one line).
+const SLOTS: usize = 256;
+/// `CU_EVENT_DISABLE_TIMING` (cuda.h).
+const DISABLE_TIMING: u32 = 2;
 
-pub(super) const FREE: u32 = 0;
-pub(super) const ARMED: u32 = 1;
-pub(super) const BUSY: u32 = 2;
-
-pub(super) struct Slot {
-    state: AtomicU32,
-    lo: AtomicUsize,
-    hi: AtomicUsize,
-    /// The stream argument as the copy had it, converted for the plain entry points.
-    stream: AtomicUsize,
-    /// The context current at the copy (for the stream's legacy default).
-    ctx: AtomicUsize,
-    /// Stream key, for completion by the synchronisation hooks.
-    key: AtomicU64,
-    /// Thread that made the copy.
-    tid: AtomicU64,
-    /// Index of the copy's hook (`HookId as usize`).
-    function: AtomicUsize,
-    /// First byte of the copy's source.
-    src: AtomicUsize,
-    /// Bytes of the copy.
-    bytes: AtomicUsize,
+/// One watched copy.
+struct Slot {
+    function: HookId,
+    /// Stream key (`seedance_core::work::key_for`), for the report.
+    key: u64,
+    /// The stream as the plain entry points name it.
+    stream: usize,
+    /// The context current at submission: the copy's, its event's and its staging's.
+    ctx: usize,
+    tid: u64,
+    src: u64,
+    bytes: u64,
+    range: Range,
+    /// The shim's event recorded right after the copy (`None`: the stream's idleness is
+    /// asked instead).
+    event: Option<usize>,
+    /// The staging buffer the copy reads (`fix` mode).
+    staging: Option<usize>,
+    /// The digest at submission, while the program's bytes are still watched.
+    watch: Option<Digest>,
 }
 
-#[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: Slot = Slot {
-    state: AtomicU32::new(FREE),
-    lo: AtomicUsize::new(0),
-    hi: AtomicUsize::new(0),
-    stream: AtomicUsize::new(0),
-    ctx: AtomicUsize::new(0),
-    key: AtomicU64::new(0),
-    tid: AtomicU64::new(0),
-    function: AtomicUsize::new(0),
-    src: AtomicUsize::new(0),
-    bytes: AtomicUsize::new(0),
-};
-pub(super) static GUARDS: [Slot; SLOTS] = [EMPTY; SLOTS];
-/// Slots armed (a relaxed filter for the hooks).
-static ARMED_COUNT: AtomicUsize = AtomicUsize::new(0);
-/// Copies not guarded because every slot was in use (reported once).
-static NO_SLOT: AtomicU64 = AtomicU64::new(0);
+static TABLE: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
+/// Slots in use or being prepared (a relaxed filter for the completion hooks).
+static USED: AtomicUsize = AtomicUsize::new(0);
 
-/// The one write recorded for the next report: 0 empty, 1 being written, 2 ready.
-pub(super) static FAULT: AtomicU32 = AtomicU32::new(0);
-pub(super) static FAULT_TID: AtomicU64 = AtomicU64::new(0);
-pub(super) static FAULT_ADDR: AtomicUsize = AtomicUsize::new(0);
-pub(super) static FAULT_WAITED: AtomicBool = AtomicBool::new(false);
-pub(super) static FAULT_SLOT: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
-pub(super) static FAULT_FRAMES: [AtomicUsize; FRAMES] = [const { AtomicUsize::new(0) }; FRAMES];
-pub(super) static FAULT_NFRAMES: AtomicUsize = AtomicUsize::new(0);
-/// Writes caught after the first one's report was queued (handled, not reported).
-pub(super) static MORE_FAULTS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    /// The slot prepared by [`source`] for the copy this thread is submitting.
+    static NEXT: RefCell<Option<Slot>> = const { RefCell::new(None) };
+}
 
 /// Whether the guard is on: a bit of the configuration word (`SEEDANCE_HOST_GUARD` with
 /// lifetime tracking; a forked child clears it).
@@ -114,183 +87,287 @@ pub fn on() -> bool {
     config::switches_now() & config::sw::HOST_GUARD != 0
 }
 
-fn page() -> usize {
-    static PAGE: AtomicUsize = AtomicUsize::new(0);
-    match PAGE.load(Ordering::Relaxed) {
-        0 => {
-            // SAFETY: sysconf has no preconditions.
-            let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-            let p = if p > 0 { p as usize } else { 4096 };
-            PAGE.store(p, Ordering::Relaxed);
-            p
-        }
-        p => p,
-    }
+fn fix() -> bool {
+    config::switches() & config::sw::FIX != 0
 }
 
-fn protect(lo: usize, hi: usize, writable: bool) -> bool {
-    let prot = if writable {
-        libc::PROT_READ | libc::PROT_WRITE
-    } else {
-        libc::PROT_READ
-    };
-    // SAFETY: [lo, hi) are whole pages of a pinned range the program gave a copy; only
-    // their protection changes, and only between read-only and read-write.
-    unsafe { libc::mprotect(lo as *mut libc::c_void, hi - lo, prot) == 0 }
+/// Runs `f` on the cold path: with cancellation disabled (a cancelled thread never leaves
+/// a slot half made or a lock held), never unwinding out. It may run inside the shim's own
+/// work (a context's synchronisation or end reaches [`completed`] and [`context_ended`]
+/// from the lifetime checks): it takes no lock of theirs.
+fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
+    let _cancel = crate::rt::guard::NoCancel::new();
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        crate::rt::guard::test_panic("hostguard");
+        f()
+    }))
+    .unwrap_or_default()
 }
 
-/// Guards the source of a host-to-device copy just accepted by the driver: `src`, `bytes`
-/// on `stream` (as the plain entry points name it), made by hook `function` in context
-/// `ctx` with stream key `key`.
-pub fn arm(function: usize, src: u64, bytes: u64, stream: usize, ctx: usize, key: u64) {
+/// Before `cuMemcpyHtoDAsync_v2(_ptsz)`: the source the driver is given (a staging buffer
+/// in `fix` mode, else `src` itself).
+///
+/// # Safety
+/// None: `src` is only read, through `process_vm_readv`.
+#[inline(always)]
+pub unsafe fn source(
+    id: HookId,
+    src: *const libc::c_void,
+    bytes: usize,
+    stream: CUstream,
+) -> *const libc::c_void {
     if !on() {
-        return;
+        return src;
     }
-    let p = page();
-    let lo = (src as usize).div_ceil(p) * p;
-    let hi = ((src as usize).saturating_add(bytes as usize) / p) * p;
-    if lo >= hi {
-        return;
+    match cold(|| prepare(id, src as u64, bytes as u64, stream)) {
+        Some(p) => p as *const libc::c_void,
+        None => src,
     }
-    signal::install();
-    if !signal::INSTALLED.load(Ordering::Acquire) {
-        return;
+}
+
+/// Before `cuMemcpyAsync(_ptsz)`: as [`source`], for a source that is pinned host memory
+/// (any other source is passed on unchanged).
+///
+/// # Safety
+/// None: `src` is only read, through `process_vm_readv`.
+#[inline(always)]
+pub unsafe fn source_unified(
+    id: HookId,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> CUdeviceptr {
+    if !on() {
+        return src;
     }
-    signal::alt_stack();
-    let Some(i) = (0..SLOTS).find(|&i| {
-        GUARDS[i]
-            .state
-            .compare_exchange(FREE, BUSY, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-    }) else {
-        if NO_SLOT.fetch_add(1, Ordering::Relaxed) == 0 {
-            stderr::say(&format!(
-                "SEEDANCE_HOST_GUARD: {SLOTS} copies guarded at once already; later ones are \
-                 not guarded until one completes"
-            ));
+    cold(|| prepare(id, src, bytes as u64, stream)).unwrap_or(src)
+}
+
+/// Right after the driver call of a copy [`source`] saw: the slot is kept when the driver
+/// accepted the copy, else dropped (its staging buffer was never read).
+#[inline(always)]
+pub fn submitted(r: CUresult) {
+    if on() {
+        cold(|| commit(r));
+    }
+}
+
+/// Prepares the slot of a copy of `bytes` from `src`; `Some(staging)` when the copy is to
+/// read a staging buffer instead.
+fn prepare(id: HookId, src: u64, bytes: u64, stream: CUstream) -> Option<u64> {
+    if let Some(left) = NEXT.with(|n| n.borrow_mut().take()) {
+        // Prepared for a copy whose outcome was never seen: it may read the buffer.
+        if let Some(p) = left.staging {
+            pool::lose(p);
         }
-        return;
-    };
-    let s = &GUARDS[i];
-    s.lo.store(lo, Ordering::Relaxed);
-    s.hi.store(hi, Ordering::Relaxed);
-    s.stream.store(stream, Ordering::Relaxed);
-    s.ctx.store(ctx, Ordering::Relaxed);
-    s.key.store(key, Ordering::Relaxed);
-    s.tid.store(platform::thread_id(), Ordering::Relaxed);
-    s.function.store(function, Ordering::Relaxed);
-    s.src.store(src as usize, Ordering::Relaxed);
-    s.bytes.store(bytes as usize, Ordering::Relaxed);
-    s.state.store(ARMED, Ordering::Release);
-    ARMED_COUNT.fetch_add(1, Ordering::Relaxed);
-    if !protect(lo, hi, false) {
-        let e = std::io::Error::last_os_error();
-        release(i);
+        USED.fetch_sub(1, Ordering::Relaxed);
+    }
+    let range = pinned_range_at(src, bytes)?;
+    if bytes == 0 || query::stream_capturing(stream) == Ok(true) {
+        return None;
+    }
+    if USED.fetch_add(1, Ordering::Relaxed) >= SLOTS {
+        USED.fetch_sub(1, Ordering::Relaxed);
         stderr::say_once(
-            "host_guard_mprotect",
+            "host_guard_slots",
             &format!(
-                "SEEDANCE_HOST_GUARD: mprotect of pinned pages at {lo:#x} failed ({e}); \
-                 those copies are not guarded"
+                "SEEDANCE_HOST_GUARD: {SLOTS} copies watched at once already; later ones are \
+                 not watched until one completes"
             ),
         );
+        return None;
     }
-}
-
-/// Makes slot `i`'s pages writable again and frees it.
-pub(super) fn release(i: usize) {
-    let s = &GUARDS[i];
-    if s.state
-        .compare_exchange(ARMED, BUSY, Ordering::AcqRel, Ordering::Relaxed)
-        .is_ok()
-    {
-        protect(
-            s.lo.load(Ordering::Relaxed),
-            s.hi.load(Ordering::Relaxed),
-            true,
+    let ctx = query::ctx_get_current().unwrap_or(0);
+    let per_thread = id.name().ends_with("_ptsz");
+    let staging = if fix() { pool::take(ctx, bytes) } else { None };
+    let staging = staging.filter(|&p| {
+        let ok = digest::read(src, p as *mut u8, bytes as usize);
+        if !ok {
+            pool::give(p);
+        }
+        ok
+    });
+    let watch = digest::take(staging.map_or(src, |p| p as u64), bytes);
+    if watch.is_none() && staging.is_none() {
+        let e = std::io::Error::last_os_error();
+        stderr::say_once(
+            "host_guard_read",
+            &format!(
+                "SEEDANCE_HOST_GUARD: the source of a {} copy could not be read through \
+                 process_vm_readv ({e}; a seccomp profile may forbid it): such copies are not \
+                 watched",
+                id.name()
+            ),
         );
-        s.state.store(FREE, Ordering::Release);
-        ARMED_COUNT.fetch_sub(1, Ordering::Relaxed);
+        USED.fetch_sub(1, Ordering::Relaxed);
+        return None;
     }
+    let event = query::event_create(DISABLE_TIMING).ok().map(|e| e as usize);
+    let key = work::key_for(stream as usize, per_thread);
+    let stream = if per_thread && stream.is_null() {
+        CU_STREAM_PER_THREAD
+    } else {
+        stream as usize
+    };
+    let slot = Slot {
+        function: id,
+        key,
+        stream,
+        ctx,
+        tid: platform::thread_id(),
+        src,
+        bytes,
+        range,
+        event,
+        staging,
+        watch,
+    };
+    NEXT.with(|n| *n.borrow_mut() = Some(slot));
+    staging.map(|p| p as u64)
 }
 
-fn release_where(f: impl Fn(&Slot) -> bool) {
-    if ARMED_COUNT.load(Ordering::Relaxed) == 0 {
+/// A prepared slot whose copy was refused, or never reached the driver: nothing reads its
+/// staging buffer.
+fn drop_unsubmitted(s: Slot) {
+    if let Some(p) = s.staging {
+        pool::give(p);
+    }
+    if let Some(e) = s.event {
+        let _ = query::event_destroy(e as CUevent);
+    }
+    USED.fetch_sub(1, Ordering::Relaxed);
+}
+
+fn commit(r: CUresult) {
+    let Some(mut s) = NEXT.with(|n| n.borrow_mut().take()) else {
+        return;
+    };
+    if r.0 != 0 {
+        drop_unsubmitted(s);
         return;
     }
-    for (i, s) in GUARDS.iter().enumerate() {
-        if s.state.load(Ordering::Acquire) == ARMED && f(s) {
-            release(i);
+    if let Some(e) = s.event {
+        if query::event_record(e as CUevent, s.stream as CUstream).is_err() {
+            let _ = query::event_destroy(e as CUevent);
+            s.event = None;
         }
+    }
+    TABLE.lock().push(s);
+}
+
+/// Whether slot `s`'s copy completed: `Some(true)` done, `Some(false)` pending, `None`
+/// unknown (the driver refused the question: its staging buffer is never reused).
+fn done(s: &Slot) -> Option<bool> {
+    match s.event {
+        Some(e) => query::event_done(e as CUevent).ok(),
+        None => query::with_context(s.ctx, || query::stream_busy(s.stream as CUstream))
+            .ok()?
+            .ok()
+            .map(|busy| !busy),
     }
 }
 
-/// The copies on stream key `key` completed.
-pub fn key_completed(key: u64) {
-    release_where(|s| s.key.load(Ordering::Relaxed) == key);
+/// The shim learnt that work completed (a synchronisation, a successful query): every
+/// watched copy that completed is compared with its digest and its slot is freed. One
+/// relaxed load while nothing is watched.
+#[inline(always)]
+pub fn completed() {
+    if USED.load(Ordering::Relaxed) != 0 && on() {
+        cold(poll);
+    }
 }
 
-/// The copies in context `ctx` completed (or the context ended).
-pub fn context_completed(ctx: usize) {
-    release_where(|s| s.ctx.load(Ordering::Relaxed) == ctx);
+fn poll() {
+    let finished: Vec<(Slot, Option<bool>)> = {
+        let mut t = TABLE.lock();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < t.len() {
+            match done(&t[i]) {
+                Some(false) => i += 1,
+                d => out.push((t.swap_remove(i), d)),
+            }
+        }
+        out
+    };
+    for (s, d) in finished {
+        finish(s, d == Some(true));
+    }
 }
 
-/// Host memory `[lo, hi)` is about to be written by a hooked copy, freed or unregistered.
-pub fn release_range(lo: u64, hi: u64) {
-    release_where(|s| {
-        (s.lo.load(Ordering::Relaxed) as u64) < hi && (s.hi.load(Ordering::Relaxed) as u64) > lo
+/// A slot whose copy completed (`known`), or whose completion the driver cannot tell.
+fn finish(mut s: Slot, known: bool) {
+    if known {
+        compare(&mut s);
+        if let Some(p) = s.staging {
+            pool::give(p);
+        }
+    } else if let Some(p) = s.staging {
+        pool::lose(p);
+    }
+    if let Some(e) = s.event {
+        let _ = query::event_destroy(e as CUevent);
+    }
+    USED.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Compares the program's bytes with the digest at submission (once: the watch ends).
+fn compare(s: &mut Slot) {
+    let Some(d) = s.watch.take() else {
+        return;
+    };
+    if let Some(Some((off, len))) = digest::first_difference(s.src, &d) {
+        report::host_write(&report::Write {
+            function: s.function,
+            key: s.key,
+            tid: s.tid,
+            src: s.src,
+            bytes: s.bytes,
+            range: &s.range,
+            changed: (s.src + off, len),
+            snapshot: s.staging.is_some(),
+        });
+    }
+}
+
+/// Stops watching the program's bytes of every slot `hit` selects (compared first).
+fn release_where(hit: impl Fn(&Slot) -> bool) {
+    if USED.load(Ordering::Relaxed) == 0 || !on() {
+        return;
+    }
+    cold(|| {
+        let mut t = TABLE.lock();
+        for s in t.iter_mut().filter(|s| s.watch.is_some() && hit(s)) {
+            compare(s);
+        }
     });
 }
 
-pub use crate::faults::guarded_write::Write;
-
-/// Takes the recorded write, if any, and symbolizes its stack (outside the handler).
-pub fn take() -> Option<Write> {
-    if FAULT.load(Ordering::Acquire) != 2 {
-        return None;
-    }
-    let n = FAULT_NFRAMES.load(Ordering::Relaxed);
-    let mut frames = Vec::new();
-    let mut ours = true;
-    for f in FAULT_FRAMES.iter().take(n) {
-        let ip = f.load(Ordering::Relaxed);
-        let mut line = format!("{ip:#x}");
-        let mut shim = false;
-        backtrace::resolve(ip as *mut libc::c_void, |sym| {
-            if let Some(name) = sym.name() {
-                let name = name.to_string();
-                shim |= name.contains("hostguard") || name.contains("trace_unsynchronized");
-                line = format!("{ip:#x} {name}");
-            }
-            if let (Some(file), Some(l)) = (sym.filename(), sym.lineno()) {
-                line.push_str(&format!(" ({}:{l})", file.display()));
-            }
-        });
-        // Frames of the handler itself and the kernel's signal trampoline (often without a
-        // symbol) come first; a null address ends the walk.
-        if ip == 0 || (ours && (shim || !line.contains(' '))) {
-            continue;
-        }
-        ours = false;
-        frames.push(line);
-    }
-    let w = Write {
-        tid: FAULT_TID.load(Ordering::Relaxed),
-        addr: FAULT_ADDR.load(Ordering::Relaxed) as u64,
-        waited: FAULT_WAITED.load(Ordering::Relaxed),
-        function: FAULT_SLOT[0].load(Ordering::Relaxed),
-        copy_tid: FAULT_SLOT[2].load(Ordering::Relaxed) as u64,
-        src: FAULT_SLOT[3].load(Ordering::Relaxed) as u64,
-        bytes: FAULT_SLOT[4].load(Ordering::Relaxed) as u64,
-        key: FAULT_SLOT[5].load(Ordering::Relaxed) as u64,
-        frames,
-        more: MORE_FAULTS.load(Ordering::Relaxed),
-    };
-    FAULT.store(0, Ordering::Release);
-    Some(w)
+/// Host memory `[lo, hi)` is about to be written by an asynchronous copy: its bytes
+/// change through the copy, not through a host write.
+pub fn release_range(lo: u64, hi: u64) {
+    release_where(|s| s.src < hi && s.src + s.bytes > lo);
 }
 
-/// Whether a write waits to be reported (one relaxed load).
-#[inline(always)]
-pub fn pending_report() -> bool {
-    FAULT.load(Ordering::Relaxed) == 2
+/// The pinned range starting at `lo` is about to be freed or unregistered.
+pub fn release_pinned(lo: u64) {
+    release_where(|s| s.range.lo == lo);
+}
+
+/// Context `ctx` ended: its copies, events and staging memory went with it (nothing of
+/// it is read, queried or freed).
+pub fn context_ended(ctx: u64) {
+    if USED.load(Ordering::Relaxed) == 0 || !on() {
+        return;
+    }
+    cold(|| {
+        let gone = {
+            let mut t = TABLE.lock();
+            let before = t.len();
+            t.retain(|s| s.ctx as u64 != ctx);
+            before - t.len()
+        };
+        USED.fetch_sub(gone, Ordering::Relaxed);
+        pool::context_ended(ctx as usize);
+    });
 }

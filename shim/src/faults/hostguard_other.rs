@@ -1,7 +1,10 @@
-//! `SEEDANCE_HOST_GUARD` on platforms other than Linux: not available (the guard relies on
-//! Linux's `siginfo_t` fault address, `gettid` and signal-stack behaviour, and has only been
-//! written and tested there). Asking for it gives one line at start-up
-//! (`shim/src/rt/config.rs`); everything else is a no-op.
+//! `SEEDANCE_HOST_GUARD` on platforms other than Linux: not available (the guard reads the
+//! program's memory through Linux's `process_vm_readv`, and has only been written and
+//! tested there). Asking for it gives one line at start-up (`shim/src/rt/config.rs`);
+//! everything else is a no-op.
+
+use crate::hooks::ids::HookId;
+use seedance_cuda::{CUdeviceptr, CUresult, CUstream};
 
 /// Never on.
 #[inline(always)]
@@ -9,27 +12,47 @@ pub fn on() -> bool {
     false
 }
 
-/// Nothing to guard.
-pub fn arm(_function: usize, _src: u64, _bytes: u64, _stream: usize, _ctx: usize, _key: u64) {}
+/// The source unchanged.
+///
+/// # Safety
+/// None.
+#[inline(always)]
+pub unsafe fn source(
+    _id: HookId,
+    src: *const libc::c_void,
+    _bytes: usize,
+    _stream: CUstream,
+) -> *const libc::c_void {
+    src
+}
 
-/// Nothing guarded.
-pub fn key_completed(_key: u64) {}
+/// The source unchanged.
+///
+/// # Safety
+/// None.
+#[inline(always)]
+pub unsafe fn source_unified(
+    _id: HookId,
+    src: CUdeviceptr,
+    _bytes: usize,
+    _stream: CUstream,
+) -> CUdeviceptr {
+    src
+}
 
-/// Nothing guarded.
-pub fn context_completed(_ctx: usize) {}
+/// Nothing watched.
+#[inline(always)]
+pub fn submitted(_r: CUresult) {}
 
-/// Nothing guarded.
+/// Nothing watched.
+#[inline(always)]
+pub fn completed() {}
+
+/// Nothing watched.
 pub fn release_range(_lo: u64, _hi: u64) {}
 
-pub use crate::faults::guarded_write::Write;
+/// Nothing watched.
+pub fn release_pinned(_lo: u64) {}
 
-/// No write is ever recorded.
-pub fn take() -> Option<Write> {
-    None
-}
-
-/// Never.
-#[inline(always)]
-pub fn pending_report() -> bool {
-    false
-}
+/// Nothing watched.
+pub fn context_ended(_ctx: u64) {}

@@ -4,7 +4,7 @@
 //! arguments each one names.
 
 use crate::exit::record;
-use crate::faults::{alloc, devices, hazard, launch, lifetime};
+use crate::faults::{alloc, devices, hazard, hostguard, launch, lifetime};
 use crate::hooks::ids::{slots, HookId};
 use crate::rt::args::ArgVal;
 use crate::rt::{config, output};
@@ -134,7 +134,7 @@ macro_rules! count_call {
 
 macro_rules! wrappers {
     (
-        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device($dev:ident : $kind:ident))? $(pre $pre:tt)? $(fault $fault:tt)? $(ok $ok:tt)? $(count $count:tt)? $(stream_op($st:ident))? $(after $after:tt)? ; )* }
+        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device($dev:ident : $kind:ident))? $(pre $pre:tt)? $(source($sarg:ident = $($src:tt)+))? $(fault $fault:tt)? $(ok $ok:tt)? $(count $count:tt)? $(stream_op($st:ident))? $(after $after:tt)? ; )* }
         custom { $( $csym:ident / $cbase:literal ; )* }
         unlisted { $( $usym:ident ; )* }
     ) => {
@@ -155,8 +155,24 @@ macro_rules! wrappers {
                 // variant (resolved by this symbol's name, or matched by address).
                 let f: Real = unsafe { std::mem::transmute::<*mut c_void, Real>(real) };
                 pre_check!(HookId::$sym, ($($pre)?));
-                // SAFETY: arguments are passed through unchanged under the same contract.
+                $(
+                    // `source(arg = f(..))`: the driver is given f's answer for that argument
+                    // (the host-write guard's snapshot); every clause after the call sees
+                    // the program's own value again.
+                    let program_source = $sarg;
+                    // SAFETY: the program's own arguments; the answer is the program's
+                    // pointer or a staging buffer of at least as many bytes.
+                    let $sarg = unsafe {
+                        call!(HookId::$sym, compile_error!("a source clause runs before the call: no `r`"), ($($src)+))
+                    };
+                )?
+                // SAFETY: arguments are passed through unchanged under the same contract
+                // (but for a `source` clause's argument: the same bytes, in another buffer).
                 let mut r = unsafe { f($($arg),*) };
+                $(
+                    hostguard::submitted(r);
+                    let $sarg = program_source;
+                )?
                 if config::active() {
                     count_call!(HookId::$sym, r, ($($count)?));
                     if r.0 != 0 {

@@ -35,8 +35,8 @@ pub mod sw {
     /// This process is a child created by `fork()`: it only forwards.
     pub const FORKED: u32 = 1 << 8;
     /// `SEEDANCE_HOST_GUARD` on (with lifetime tracking, Linux only): the sources of
-    /// host-to-device copies are write-protected while the copy is pending
-    /// (`shim/src/faults/hostguard.rs`).
+    /// host-to-device copies from pinned memory are digested at submission and compared at
+    /// completion, and in `fix` mode sent from a snapshot (`shim/src/faults/hostguard.rs`).
     pub const HOST_GUARD: u32 = 1 << 9;
 }
 
@@ -138,8 +138,8 @@ pub fn get() -> &'static Config {
         }
         let _ = EXCLUSIONS.set(selectors);
         if cfg.host_guard && !cfg!(target_os = "linux") && !cfg.quiet {
-            // The guard relies on Linux's `siginfo_t` fault address, `gettid` and
-            // signal-stack behaviour (`shim/src/faults/hostguard_other.rs`).
+            // The guard reads the program's memory through Linux's `process_vm_readv`
+            // (`shim/src/faults/hostguard_other.rs`).
             eprintln!("seedance: SEEDANCE_HOST_GUARD: only available on Linux; guard off");
         }
         let w = word_of(&cfg);

@@ -80,6 +80,10 @@ real_fns! {
     EVENT_CREATE = c"cuEventCreate";
     EVENT_RECORD = c"cuEventRecord";
     STREAM_WAIT_EVENT = c"cuStreamWaitEvent";
+    EVENT_QUERY = c"cuEventQuery";
+    EVENT_DESTROY = c"cuEventDestroy_v2";
+    STREAM_IS_CAPTURING = c"cuStreamIsCapturing";
+    MEM_HOST_ALLOC = c"cuMemHostAlloc";
 }
 
 /// Reinterprets a looked-up address as the function type `F`.

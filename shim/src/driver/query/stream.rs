@@ -1,9 +1,12 @@
 //! Streams and events: whether a stream has pending work, waiting for it, and the shim's
-//! own events for ordering two streams.
+//! own events for ordering two streams and for learning when a guarded copy completed;
+//! the host-write guard's staging memory.
 
 use super::entry::{
-    result, typed, EVENT_CREATE, EVENT_RECORD, STREAM_QUERY, STREAM_SYNCHRONIZE, STREAM_WAIT_EVENT,
+    result, typed, EVENT_CREATE, EVENT_DESTROY, EVENT_QUERY, EVENT_RECORD, MEM_HOST_ALLOC,
+    STREAM_IS_CAPTURING, STREAM_QUERY, STREAM_SYNCHRONIZE, STREAM_WAIT_EVENT,
 };
+use libc::c_void;
 use seedance_cuda::{CUevent, CUresult, CUstream};
 
 /// `cuStreamQuery(stream)`: `Ok(true)` while work is pending (`CUDA_ERROR_NOT_READY`),
@@ -67,19 +70,55 @@ pub fn stream_wait_event(stream: CUstream, event: CUevent) -> Result<(), CUresul
     result(unsafe { f(stream, event, 0) })
 }
 
-/// Looks up, now, the entry points the host-write guard's signal handler calls
-/// (`cuStreamQuery`, `cuStreamSynchronize`, `cuCtxGetCurrent`, `cuCtxPushCurrent_v2`,
-/// `cuCtxPopCurrent_v2`), so that the handler never runs the look-up (`dlsym`) itself.
-/// Linux only, as the guard is (`shim/src/faults/hostguard.rs`).
-#[cfg(target_os = "linux")]
-pub fn resolve_for_signal_handler() {
-    for f in [
-        &STREAM_QUERY,
-        &STREAM_SYNCHRONIZE,
-        &super::entry::CTX_GET_CURRENT,
-        &super::entry::CTX_PUSH,
-        &super::entry::CTX_POP,
-    ] {
-        let _ = f.get();
+/// `cuEventQuery(event)`: `Ok(true)` when the work it marks completed, `Ok(false)` while
+/// pending (`CUDA_ERROR_NOT_READY`), the driver's code otherwise.
+pub fn event_done(event: CUevent) -> Result<bool, CUresult> {
+    type F = unsafe extern "C" fn(CUevent) -> CUresult;
+    let p = EVENT_QUERY.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuEventQuery.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: the handle is only passed on.
+    match unsafe { f(event) } {
+        CUresult::CUDA_SUCCESS => Ok(true),
+        CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        r => Err(r),
     }
+}
+
+/// `cuEventDestroy_v2(event)`.
+pub fn event_destroy(event: CUevent) -> Result<(), CUresult> {
+    type F = unsafe extern "C" fn(CUevent) -> CUresult;
+    let p = EVENT_DESTROY.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuEventDestroy_v2.
+    let f: F = unsafe { typed(p) };
+    // SAFETY: the handle is only passed on.
+    result(unsafe { f(event) })
+}
+
+/// `cuStreamIsCapturing(stream)`: whether work submitted to it now is captured into a graph
+/// instead of run (`CU_STREAM_CAPTURE_STATUS_NONE` is 0); the driver's code otherwise
+/// (`CUDA_ERROR_NOT_FOUND` on a driver without the entry point).
+pub fn stream_capturing(stream: CUstream) -> Result<bool, CUresult> {
+    type F = unsafe extern "C" fn(CUstream, *mut u32) -> CUresult;
+    let p = STREAM_IS_CAPTURING
+        .get()
+        .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuStreamIsCapturing.
+    let f: F = unsafe { typed(p) };
+    let mut status = 0u32;
+    // SAFETY: status is a valid out-pointer for a CUstreamCaptureStatus (a C enum).
+    result(unsafe { f(stream, &mut status) }).map(|()| status != 0)
+}
+
+/// `cuMemHostAlloc(&p, bytes, flags)` in the calling thread's current context: the
+/// host-write guard's staging memory (`shim/src/faults/hostguard/pool.rs`), never the
+/// program's (so never tracked as its pinned memory).
+pub fn mem_host_alloc(bytes: usize, flags: u32) -> Result<*mut c_void, CUresult> {
+    type F = unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> CUresult;
+    let p = MEM_HOST_ALLOC.get().ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuMemHostAlloc.
+    let f: F = unsafe { typed(p) };
+    let mut out: *mut c_void = std::ptr::null_mut();
+    // SAFETY: out is a valid out-pointer.
+    result(unsafe { f(&mut out, bytes, flags) }).map(|()| out)
 }

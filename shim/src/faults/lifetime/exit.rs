@@ -26,7 +26,6 @@ pub fn settle() {
         return;
     }
     super::stray::at_exit();
-    crate::faults::hazard::report_writes();
     cold(|| {
         let shards = work::shards();
         let pending = {

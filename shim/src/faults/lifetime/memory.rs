@@ -254,6 +254,7 @@ pub unsafe fn pre_mem_free_host(id: HookId, p: *mut c_void) -> Option<CUresult> 
     if !on() {
         return None;
     }
+    crate::faults::hostguard::release_pinned(p as u64);
     cold(|| before_host_release(id, "freeing", p as u64))
 }
 
@@ -294,6 +295,7 @@ pub unsafe fn pre_host_unregister(id: HookId, p: *mut c_void) -> Option<CUresult
     if !on() {
         return None;
     }
+    crate::faults::hostguard::release_pinned(p as u64);
     cold(|| before_host_release(id, "unregistering", p as u64))
 }
 
