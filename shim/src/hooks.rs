@@ -101,6 +101,8 @@ macro_rules! hook_table {
                 cuEventDestroy_v2 / "cuEventDestroy" (hEvent: CUevent) pre(lifetime::streams::pre_event_destroy(id, hEvent)) fault(lifetime::streams::fault_event(id, r, hEvent)) ok(lifetime::streams::ok_event_destroy(hEvent));
                 cuEventRecord / "cuEventRecord" (hEvent: CUevent, hStream: CUstream) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
                 cuEventRecord_ptsz / "cuEventRecord" (hEvent: CUevent, hStream: CUstream) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
+                cuEventRecordWithFlags / "cuEventRecordWithFlags" (hEvent: CUevent, hStream: CUstream, flags: c_uint) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
+                cuEventRecordWithFlags_ptsz / "cuEventRecordWithFlags" (hEvent: CUevent, hStream: CUstream, flags: c_uint) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
                 cuEventSynchronize / "cuEventSynchronize" (hEvent: CUevent) pre(lifetime::streams::pre_event_sync(id, hEvent)) fault(lifetime::streams::fault_event(id, r, hEvent)) ok(lifetime::streams::ok_event_sync(hEvent));
                 cuMemcpyHtoDAsync_v2 / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_htod(id, srcHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_htod(id, dstDevice, srcHost, ByteCount, hStream));
                 cuMemcpyHtoDAsync_v2_ptsz / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_htod(id, srcHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_htod(id, dstDevice, srcHost, ByteCount, hStream));
@@ -253,6 +255,8 @@ mod tests {
             "cuGraphLaunch_ptsz",
             "cuLaunchHostFunc",
             "cuLaunchHostFunc_ptsz",
+            "cuEventRecordWithFlags",
+            "cuEventRecordWithFlags_ptsz",
         ] {
             assert!(by_symbol(name.as_bytes()).is_some(), "{name}");
         }

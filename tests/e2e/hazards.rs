@@ -209,6 +209,54 @@ fn an_event_waited_for_by_the_second_stream_is_silent() {
     silent("event_ordered");
 }
 
+/// A healthy scenario run with a second argument (how the program reaches the call).
+fn silent_via(scenario: &str, path: &str) {
+    let before = ok(run(scenario, false).arg(path).finish());
+    assert_eq!(before.stderr(), "");
+    assert!(
+        before.stdout().ends_with("device copy: intact\n"),
+        "{path}: {}",
+        before.stdout()
+    );
+    for mode in ["observe", "fix"] {
+        let r = ok(run(scenario, true)
+            .arg(path)
+            .env("SEEDANCE_MODE", mode)
+            .finish());
+        assert_eq!(r.stdout(), before.stdout(), "{path} {mode}");
+        assert_eq!(r.stderr(), "", "{path} {mode}");
+        assert!(hazards(&r).is_empty(), "{path} {mode}");
+        assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+        let summary = &r.events("exit_summary")[0];
+        let record = if path == "procaddr_ptsz" {
+            "cuEventRecordWithFlags_ptsz"
+        } else {
+            "cuEventRecordWithFlags"
+        };
+        assert_eq!(
+            summary["functions"][record]["calls"], 1,
+            "{path} {mode}: {summary}"
+        );
+    }
+}
+
+/// The CUDA 13 runtime records events with `cuEventRecordWithFlags` (docs/design.md, fact
+/// 11): an event so recorded orders the second stream, by every path to the driver.
+#[test]
+fn an_event_recorded_with_flags_and_waited_for_is_silent_on_every_path() {
+    for path in ["exported", "dlsym", "procaddr", "procaddr_ptsz"] {
+        silent_via("event_ordered_with_flags", path);
+    }
+}
+
+/// The same record, then `cuEventSynchronize`: the first copy is complete.
+#[test]
+fn an_event_recorded_with_flags_and_synchronised_is_silent() {
+    for path in ["exported", "procaddr_ptsz"] {
+        silent_via("event_synchronized_with_flags", path);
+    }
+}
+
 #[test]
 fn a_staging_buffer_reused_after_its_event_completed_is_silent() {
     silent("event_synchronized");

@@ -7,6 +7,7 @@
  * synchronise stream B first, as a GPU runs B's copy while A is still busy with the kernel.
  * The healthy scenarios order the streams correctly and must stay silent under the shim.
  * Exits 0 unless a setup call fails. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -24,6 +25,10 @@ CUresult cuStreamQuery(CUstream);
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
 CUresult cuEventSynchronize(CUevent);
 CUresult cuEventQuery(CUevent);
+CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned int);
+typedef CUresult (*record_with_flags_fn)(CUevent, CUstream, unsigned int);
+typedef CUresult (*get_proc_address_fn)(const char *, void **, int, cuuint64_t,
+                                        CUdriverProcAddressQueryResult *);
 
 #define N (64 * 1024)
 
@@ -224,6 +229,62 @@ static void event_ordered(void) {
     teardown(0);
 }
 
+/* cuEventRecordWithFlags as each kind of program reaches it: "exported" (linked), "dlsym"
+ * (PyTorch's way, on the driver's handle), "procaddr" and "procaddr_ptsz" (the CUDA 13
+ * runtime's way: cuGetProcAddress for "cuEventRecordWithFlags" at 11010, flags 0 or
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM). */
+static record_with_flags_fn record_with_flags(const char *path) {
+    if (strcmp(path, "exported") == 0) return cuEventRecordWithFlags;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) exit(1);
+    if (strcmp(path, "dlsym") == 0) {
+        void *p = dlsym(h, "cuEventRecordWithFlags");
+        if (!p) exit(1);
+        return (record_with_flags_fn)p;
+    }
+    get_proc_address_fn gpa = (get_proc_address_fn)dlsym(h, "cuGetProcAddress_v2");
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st = -1;
+    if (!gpa) exit(1);
+    SETUP(gpa("cuGetProcAddress", &p, 12000, 0, &st));
+    gpa = (get_proc_address_fn)p;
+    p = NULL;
+    SETUP(gpa("cuEventRecordWithFlags", &p, 11010, strcmp(path, "procaddr_ptsz") == 0 ? 2 : 0,
+              &st));
+    if (!p || st != 0) exit(1);
+    return (record_with_flags_fn)p;
+}
+
+/* event_ordered with the record the CUDA 13 runtime makes (cudaEventRecord). */
+static void event_ordered_with_flags(const char *path) {
+    CUevent e;
+    record_with_flags_fn rec = record_with_flags(path);
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(rec(e, a, 0));
+    SETUP(cuStreamWaitEvent(b, e, 0));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* event_synchronized with the runtime's record. */
+static void event_synchronized_with_flags(const char *path) {
+    CUevent e;
+    record_with_flags_fn rec = record_with_flags(path);
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(rec(e, a, 0));
+    SETUP(cuEventSynchronize(e));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
 /* The staging buffer is reused only once the event says the first copy is done. */
 static void event_synchronized(void) {
     CUevent e;
@@ -332,6 +393,7 @@ static void disjoint(void) {
 
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
+    const char *path = argc > 2 ? argv[2] : "exported";
     if (strcmp(s, "recycle") == 0) recycle();
     else if (strcmp(s, "recycle_thread") == 0) recycle_thread();
     else if (strcmp(s, "interior") == 0) interior();
@@ -343,6 +405,9 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "foreign_fault") == 0) foreign_fault();
     else if (strcmp(s, "event_ordered") == 0) event_ordered();
     else if (strcmp(s, "event_synchronized") == 0) event_synchronized();
+    else if (strcmp(s, "event_ordered_with_flags") == 0) event_ordered_with_flags(path);
+    else if (strcmp(s, "event_synchronized_with_flags") == 0)
+        event_synchronized_with_flags(path);
     else if (strcmp(s, "pool_query") == 0) pool_query();
     else if (strcmp(s, "stream_polled") == 0) stream_polled();
     else if (strcmp(s, "synchronized") == 0) synchronized();

@@ -122,6 +122,8 @@ export_table![
     cuEventDestroy_v2,
     cuEventRecord,
     cuEventRecord_ptsz,
+    cuEventRecordWithFlags,
+    cuEventRecordWithFlags_ptsz,
     cuEventSynchronize,
     cuEventQuery,
     cuMemcpyHtoDAsync_v2,
