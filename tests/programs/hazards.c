@@ -285,6 +285,35 @@ static void event_synchronized_with_flags(const char *path) {
     teardown(0);
 }
 
+/* Completion through a wait: the first copy's event is waited for by stream B, and B is
+ * synchronised (how = "stream") or an event recorded on B after the wait is
+ * (how = "event"): the first copy is complete, so a copy back into the buffer on a third
+ * stream C is ordered after it. */
+static void wait_then_complete(const char *how) {
+    CUevent e, e2;
+    CUstream c;
+    setup(0);
+    SETUP(cuStreamCreate(&c, 0));
+    SETUP(cuEventCreate(&e, 2));
+    SETUP(cuEventCreate(&e2, 2));
+    first_copy(0, N);
+    SETUP(cuEventRecord(e, a));
+    SETUP(cuStreamWaitEvent(b, e, 0));
+    if (strcmp(how, "event") == 0) {
+        SETUP(cuEventRecord(e2, b));
+        SETUP(cuEventSynchronize(e2));
+    } else {
+        SETUP(cuStreamSynchronize(b));
+    }
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, c));
+    SETUP(cuStreamSynchronize(c));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    SETUP(cuEventDestroy_v2(e2));
+    SETUP(cuStreamDestroy_v2(c));
+    teardown(0);
+}
+
 /* The staging buffer is reused only once the event says the first copy is done. */
 static void event_synchronized(void) {
     CUevent e;
@@ -405,6 +434,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "foreign_fault") == 0) foreign_fault();
     else if (strcmp(s, "event_ordered") == 0) event_ordered();
     else if (strcmp(s, "event_synchronized") == 0) event_synchronized();
+    else if (strcmp(s, "wait_then_complete") == 0) wait_then_complete(path);
     else if (strcmp(s, "event_ordered_with_flags") == 0) event_ordered_with_flags(path);
     else if (strcmp(s, "event_synchronized_with_flags") == 0)
         event_synchronized_with_flags(path);

@@ -23,6 +23,9 @@
 //! * `cuStreamWaitEvent(S2, e)` orders what is queued on S2 afterwards after everything on
 //!   the stream `e` was recorded on before the record (followed transitively: S2 inherits
 //!   what that stream was already ordered after);
+//! * completion follows those orderings: when S2 completes (synchronised, found idle), so
+//!   has everything S2 waited for before; when an event recorded on S2 completes, so has
+//!   everything S2 waited for before that record;
 //! * the legacy default stream is ordered with every blocking stream of its context, both
 //!   ways (CUDA "stream synchronization behavior": a stream made without
 //!   `CU_STREAM_NON_BLOCKING`, or the per-thread default stream, synchronises with the
@@ -171,7 +174,9 @@ struct Mark {
     upto: u64,
 }
 
-/// "Stream `waiter` is ordered after what stream `after` had queued before access `upto`".
+/// "Stream `waiter` is ordered after what stream `after` had queued before access `upto`",
+/// since the moment `at` (on the same clock as the accesses' seq: an event recorded on
+/// `waiter` later covers the wait, and so what the wait covers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Wait {
     waiter: u64,
@@ -179,6 +184,7 @@ struct Wait {
     after: u64,
     after_tid: u64,
     upto: u64,
+    at: u64,
 }
 
 fn same(key_a: u64, tid_a: u64, key_b: u64, tid_b: u64) -> bool {
@@ -367,36 +373,42 @@ impl Table {
         if same(waiter, waiter_tid, after, after_tid) {
             return;
         }
-        // What `after` was ordered after, `waiter` now is too (transitively).
+        let at = self.tick();
+        // What `after` was ordered after before the point waited for, `waiter` now is too
+        // (transitively).
         let inherited: Vec<Wait> = self
             .waits
             .iter()
-            .filter(|w| same(w.waiter, w.waiter_tid, after, after_tid) && w.upto <= upto)
+            .filter(|w| same(w.waiter, w.waiter_tid, after, after_tid) && w.at < upto)
             .map(|w| Wait {
                 waiter,
                 waiter_tid,
+                at,
                 ..*w
             })
             .collect();
-        for w in std::iter::once(Wait {
+        let first = Wait {
             waiter,
             waiter_tid,
             after,
             after_tid,
             upto,
-        })
-        .chain(inherited)
-        {
+            at,
+        };
+        for w in std::iter::once(first).chain(inherited) {
             if same(w.waiter, w.waiter_tid, w.after, w.after_tid) {
                 continue;
             }
-            if let Some(old) = self.waits.iter_mut().find(|o| {
+            // An older wait that covers as much is enough (it also holds from earlier on);
+            // a newer one that covers more is kept beside older ones, which an event
+            // recorded in between still covers.
+            let pair = |o: &Wait| {
                 o.waiter == w.waiter
                     && o.waiter_tid == w.waiter_tid
                     && o.after == w.after
                     && o.after_tid == w.after_tid
-            }) {
-                old.upto = old.upto.max(w.upto);
+            };
+            if self.waits.iter().any(|o| pair(o) && o.upto >= w.upto) {
                 continue;
             }
             if self.waits.len() >= MAX_WAITS {
@@ -404,6 +416,14 @@ impl Table {
             }
             self.waits.push(w);
         }
+    }
+
+    /// The next point on the accesses' clock: records and waits take one, so that "before"
+    /// and "after" between them and the accesses are exact.
+    fn tick(&mut self) -> u64 {
+        let t = self.next_seq;
+        self.next_seq += 1;
+        t
     }
 
     /// `cuEventRecord(event, stream)` on thread `tid`: the event covers what the stream has
@@ -418,14 +438,8 @@ impl Table {
                 return;
             }
         }
-        self.events.insert(
-            event,
-            Mark {
-                key,
-                tid,
-                upto: self.next_seq,
-            },
-        );
+        let upto = self.tick();
+        self.events.insert(event, Mark { key, tid, upto });
     }
 
     /// The stream key an event was last recorded on while accesses were pending.
@@ -442,18 +456,38 @@ impl Table {
     }
 
     /// The event completed (`cuEventSynchronize`, `cuEventQuery` success): what it covered
-    /// is done.
+    /// is done, and so is what its stream had waited for before the record.
     pub fn event_completed(&mut self, event: u64) {
         if let Some(m) = self.events.get(&event).copied() {
-            self.pending
-                .retain(|a| !(same(a.key, a.tid, m.key, m.tid) && a.seq < m.upto));
+            self.complete_through(m.key, m.tid, m.upto);
             self.prune();
         }
     }
 
-    /// Stream `key` was synchronised or found idle by thread `tid`: its accesses are done;
-    /// for the legacy default stream, those of its context's blocking streams too.
+    /// Stream `key` (thread `tid`) completed what it had queued before `upto`: those
+    /// accesses are done, and so is what it had been ordered after by then (the waits
+    /// are transitive already, so one level is enough).
+    fn complete_through(&mut self, key: u64, tid: u64, upto: u64) {
+        let covered: Vec<(u64, u64, u64)> = self
+            .waits
+            .iter()
+            .filter(|w| same(w.waiter, w.waiter_tid, key, tid) && w.at < upto)
+            .map(|w| (w.after, w.after_tid, w.upto))
+            .chain(std::iter::once((key, tid, upto)))
+            .collect();
+        self.pending.retain(|a| {
+            !covered
+                .iter()
+                .any(|&(k, t, u)| same(a.key, a.tid, k, t) && a.seq < u)
+        });
+    }
+
+    /// Stream `key` was synchronised or found idle by thread `tid`: its accesses are done,
+    /// and those of the streams it waited for (up to what it waited for); for the legacy
+    /// default stream, those of its context's blocking streams too.
     pub fn stream_completed(&mut self, key: u64, tid: u64, ctx: u64) {
+        let now = self.next_seq;
+        self.complete_through(key, tid, now);
         let legacy = matches!(key_kind(key), KeyKind::Legacy(_));
         let blocking: Vec<bool> = self.pending.iter().map(|a| self.blocking(a.key)).collect();
         let mut i = 0;
@@ -680,6 +714,56 @@ mod tests {
         // The shim's own ordering covers everything so far.
         t.order(B, 2, A, 1);
         assert!(t.check(&access(B, 2, Direction::Write, 0, 1)).is_empty());
+    }
+
+    #[test]
+    fn completion_follows_waits() {
+        let c = 0x5eed_5000_0300;
+        // Synchronising the waiter completes what it waited for.
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.event_recorded(0xe0, A, 1);
+        t.stream_waited(B, 1, 0xe0);
+        t.stream_completed(B, 1, CTX);
+        assert!(t.is_idle());
+        assert!(t.check(&access(c, 1, Direction::Write, 0, 4096)).is_empty());
+
+        // An event recorded on the waiter after the wait covers it; one recorded before
+        // does not.
+        for (record_after_wait, idle) in [(true, true), (false, false)] {
+            let mut t = table();
+            t.commit(access(A, 1, Direction::Read, 0, 4096));
+            t.event_recorded(0xe0, A, 1);
+            if !record_after_wait {
+                t.event_recorded(0xe2, B, 1);
+            }
+            t.stream_waited(B, 1, 0xe0);
+            if record_after_wait {
+                t.event_recorded(0xe2, B, 1);
+            }
+            t.event_completed(0xe2);
+            assert_eq!(t.is_idle(), idle, "{record_after_wait}");
+        }
+
+        // What the waited-for stream queued after the record is not complete.
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 16));
+        t.event_recorded(0xe0, A, 1);
+        t.commit(access(A, 1, Direction::Read, 64, 16));
+        t.stream_waited(B, 1, 0xe0);
+        t.stream_completed(B, 1, CTX);
+        assert_eq!(t.pending().len(), 1);
+        assert_eq!(t.pending()[0].addr, LO + 64);
+
+        // Transitively: C waited for B, which had waited for A.
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.event_recorded(0xe0, A, 1);
+        t.stream_waited(B, 1, 0xe0);
+        t.event_recorded(0xe1, B, 1);
+        t.stream_waited(c, 1, 0xe1);
+        t.stream_completed(c, 1, CTX);
+        assert!(t.is_idle());
     }
 
     #[test]
