@@ -186,6 +186,67 @@ fn a_read_before_a_pending_write_lands_is_ordered() {
         .contains("so the second copy may run before the first one writes"));
 }
 
+/// The first copy's stream was destroyed before the second copy (the driver finishes its
+/// work; cuStreamDestroy does not wait): still a race, explained without telling the user
+/// to record on the destroyed stream, and in fix mode repaired without touching it (the
+/// shim synchronises the first copy's context instead of recording an event there).
+#[test]
+fn a_race_with_a_copy_on_a_destroyed_stream_never_uses_the_destroyed_handle() {
+    let before = plain("destroyed_first");
+    for mode in ["observe", "fix"] {
+        let r = ok(run("destroyed_first", true)
+            .env("SEEDANCE_MODE", mode)
+            .finish());
+        assert_eq!(r.stdout(), before.stdout(), "{mode}");
+        let h = hazards(&r);
+        assert_eq!(h.len(), 1, "{mode}: {}", r.stderr());
+        let e = h[0]["explanation"].as_str().unwrap();
+        assert!(
+            e.contains("stream 0x5eed50000100 was destroyed after the first copy"),
+            "{mode}: {e}"
+        );
+        assert!(
+            !e.contains("cuEventRecord(event, 0x5eed50000100)"),
+            "{mode}: {e}"
+        );
+        let destroy = r
+            .driver_calls
+            .iter()
+            .position(|l| l.starts_with("cuStreamDestroy_v2 stream=0x5eed50000100"))
+            .expect("the program's destroy of stream A");
+        assert!(
+            !r.driver_calls[destroy + 1..]
+                .iter()
+                .any(|l| l.contains("stream=0x5eed50000100")),
+            "{mode}: the destroyed stream was used: {:?}",
+            &r.driver_calls[destroy..]
+        );
+        if mode == "fix" {
+            assert_eq!(h[0]["repaired"], true);
+            assert_eq!(h[0]["repair"], "context_synchronize");
+            let second = r
+                .driver_calls
+                .iter()
+                .position(|l| l.starts_with("cuMemcpyDtoHAsync_v2"))
+                .unwrap();
+            assert!(
+                r.driver_calls[destroy..second]
+                    .iter()
+                    .any(|l| l.starts_with("cuCtxSynchronize")),
+                "{:?}",
+                &r.driver_calls[destroy..second]
+            );
+            assert!(
+                e.contains("fix mode: stream 0x5eed50000100 was destroyed"),
+                "{e}"
+            );
+        } else {
+            assert_eq!(h[0]["repaired"], false);
+            assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+        }
+    }
+}
+
 /// A healthy scenario: intact without the shim, and in both modes the same output, the
 /// same driver calls, no stderr, no hazard.
 fn silent(scenario: &str) {

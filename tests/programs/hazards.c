@@ -135,6 +135,24 @@ static void unified(void) {
     teardown(0);
 }
 
+/* Stream A is destroyed while its copy from the buffer may still run (legal: the driver
+ * finishes the work), then a copy back into the buffer on B: a race no event on A can
+ * order any more. */
+static void destroyed_first(void) {
+    static unsigned char got[N];
+    setup(0);
+    first_copy(0, N);
+    SETUP(cuStreamDestroy_v2(a));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    SETUP(cuStreamSynchronize(b));
+    SETUP(cuCtxSynchronize());
+    SETUP(cuMemcpyDtoH_v2(got, d_in, N));
+    check("device copy", got, N, 0x11);
+    SETUP(cuMemFreeHost(pinned));
+    SETUP(cuStreamDestroy_v2(b));
+    SETUP(cuCtxDestroy_v2(ctx));
+}
+
 /* A copy back into the buffer is pending on A; B reads it before A wrote it. */
 static void write_then_read(void) {
     static unsigned char got[N];
@@ -428,6 +446,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "interior") == 0) interior();
     else if (strcmp(s, "unified") == 0) unified();
     else if (strcmp(s, "write_then_read") == 0) write_then_read();
+    else if (strcmp(s, "destroyed_first") == 0) destroyed_first();
     else if (strcmp(s, "host_write") == 0) host_write();
     else if (strcmp(s, "write_after_sync") == 0) write_after_sync();
     else if (strcmp(s, "fork_write") == 0) fork_write();

@@ -151,6 +151,9 @@ pub struct Hazard {
     pub second: Access,
     /// The pinned range both lie in.
     pub range: Range,
+    /// The first access's stream was destroyed since (its work still runs; no event can be
+    /// recorded on it any more).
+    pub first_destroyed: bool,
 }
 
 impl Hazard {
@@ -201,6 +204,8 @@ pub struct Table {
     events: HashMap<u64, Mark>,
     /// Created streams made with `CU_STREAM_NON_BLOCKING`.
     non_blocking: std::collections::HashSet<u64>,
+    /// Created streams destroyed while accesses on them were pending (only while some are).
+    destroyed: std::collections::HashSet<u64>,
     next_seq: u64,
     forgotten: u64,
     /// While every pending access is on one stream: that stream (key, thread). A new
@@ -261,6 +266,7 @@ impl Table {
     /// A stream was created with `flags`; `CU_STREAM_NON_BLOCKING` (1) exempts it from the
     /// legacy default stream's implicit ordering.
     pub fn stream_created(&mut self, handle: u64, flags: u32) {
+        self.destroyed.remove(&handle);
         if flags & 1 != 0 {
             self.non_blocking.insert(handle);
         } else {
@@ -322,6 +328,7 @@ impl Table {
                 first: a.clone(),
                 second: next.clone(),
                 range: range.clone(),
+                first_destroyed: self.destroyed.contains(&a.key),
             });
         }
         out
@@ -506,12 +513,28 @@ impl Table {
     }
 
     /// Forgets a destroyed stream's flags (its accesses complete on their own; they stay
-    /// pending until something synchronises their context).
+    /// pending until something synchronises their context) and remembers, while they are
+    /// pending, that the stream is gone (a repair must not use it).
     pub fn stream_destroyed(&mut self, handle: u64) {
         self.non_blocking.remove(&handle);
+        if matches!(key_kind(handle), KeyKind::Stream(_))
+            && self.pending.iter().any(|a| a.key == handle)
+        {
+            self.destroyed.insert(handle);
+        }
+    }
+
+    /// Whether the created stream `key` was destroyed with accesses pending on it.
+    pub fn is_destroyed(&self, key: u64) -> bool {
+        self.destroyed.contains(&key)
     }
 
     fn prune(&mut self) {
+        if !self.destroyed.is_empty() {
+            let pending = &self.pending;
+            self.destroyed
+                .retain(|&h| pending.iter().any(|a| a.key == h));
+        }
         if self.pending.is_empty() {
             self.waits.clear();
             self.events.clear();
@@ -526,12 +549,27 @@ pub fn explain_hazard(h: &Hazard, repaired: Option<&str>) -> String {
     let (a, b) = (&h.first, &h.second);
     let off = |x: &Access| x.addr - h.range.lo;
     let mut s = String::new();
+    let ordering = if h.first_destroyed {
+        format!(
+            "{} was destroyed after the first copy (cuStreamDestroy returns before its work \
+             completes), and nothing orders {} after it (no event recorded on it before the \
+             destroy and waited for by the second stream, no synchronisation in between)",
+            a.describe_stream(),
+            b.describe_stream(),
+        )
+    } else {
+        format!(
+            "nothing orders {} after {} (no event recorded after the first copy and waited \
+             for by the second stream, no synchronisation in between)",
+            b.describe_stream(),
+            a.describe_stream(),
+        )
+    };
     let _ = write!(
         s,
         "{} on {} (thread {}) {} host bytes {}..{} ({}) of pinned range {:#x} ({}, made by {}) \
-         that {} on {} (thread {}) still {} (bytes {}..{}, {}); nothing orders {} after {} \
-         (no event recorded after the first copy and waited for by the second stream, no \
-         synchronisation in between), so the second copy may run before the first one {}",
+         that {} on {} (thread {}) still {} (bytes {}..{}, {}); {}, so the second copy may run \
+         before the first one {}",
         b.function,
         b.describe_stream(),
         b.tid,
@@ -549,8 +587,7 @@ pub fn explain_hazard(h: &Hazard, repaired: Option<&str>) -> String {
         off(a),
         off(a) + a.bytes,
         human(a.bytes),
-        b.describe_stream(),
-        a.describe_stream(),
+        ordering,
         match a.dir {
             Direction::Read => "reads",
             Direction::Write => "writes",
@@ -566,15 +603,26 @@ pub fn explain_hazard(h: &Hazard, repaired: Option<&str>) -> String {
         _ => ": the bytes left in host memory would be either copy's",
     };
     s.push_str(consequence);
-    let _ = write!(
-        s,
-        "; fix: record an event after the first copy (cuEventRecord(event, {})) and make the \
+    if h.first_destroyed {
+        let _ = write!(
+            s,
+            "; fix: before destroying {} record an event on it after the first copy and make \
+             the second stream wait for it (cuStreamWaitEvent({}, event, 0)), or synchronise \
+             it (cuStreamSynchronize) before destroying it",
+            a.describe_stream(),
+            stream_arg(b),
+        );
+    } else {
+        let _ = write!(
+            s,
+            "; fix: record an event after the first copy (cuEventRecord(event, {})) and make the \
          second stream wait for it (cuStreamWaitEvent({}, event, 0)) before the second copy, \
          or keep the buffer until the first copy completes (cuStreamSynchronize or \
          cuEventSynchronize) before reusing it",
-        stream_arg(a),
-        stream_arg(b),
-    );
+            stream_arg(a),
+            stream_arg(b),
+        );
+    }
     if let Some(r) = repaired {
         let _ = write!(s, "; fix mode: {r}");
     }
@@ -826,6 +874,27 @@ mod tests {
             t.order(0x1000 + (i << 8), 1, A, 1);
         }
         assert!(t.waits.len() <= MAX_WAITS);
+    }
+
+    #[test]
+    fn a_destroyed_first_stream_is_marked_while_its_accesses_are_pending() {
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.stream_destroyed(B);
+        assert!(!t.is_destroyed(B), "nothing pending on B");
+        t.stream_destroyed(A);
+        let h = &t.check(&access(B, 1, Direction::Write, 0, 1))[0];
+        assert!(h.first_destroyed);
+        let e = explain_hazard(h, None);
+        assert!(
+            e.contains("stream 0x5eed50000100 was destroyed after the first copy"),
+            "{e}"
+        );
+        assert!(!e.contains("cuEventRecord(event, 0x5eed50000100)"), "{e}");
+        assert!(e.contains("before destroying stream 0x5eed50000100 record an event"));
+        // Gone from the table once its accesses are.
+        t.context_completed(CTX);
+        assert!(!t.is_destroyed(A));
     }
 
     #[test]
