@@ -338,6 +338,19 @@ fn a_copy_complete_through_a_waiting_stream_is_silent() {
     }
 }
 
+/// Unknown means forget, never alarm: a wait on an event the shim never saw recorded drops
+/// the pending accesses from the checks, counted in the exit summary.
+#[test]
+fn a_wait_on_an_event_recorded_unseen_forgets_instead_of_alarming() {
+    for r in silent_via("unseen_record", "-") {
+        assert_eq!(r.events("exit_summary")[0]["unknown_orderings"], 1);
+    }
+    // A healthy program that the model follows forgets nothing.
+    for r in silent_via("event_ordered_with_flags", "exported") {
+        assert_eq!(r.events("exit_summary")[0]["unknown_orderings"], 0);
+    }
+}
+
 #[test]
 fn a_staging_buffer_reused_after_its_event_completed_is_silent() {
     silent("event_synchronized");

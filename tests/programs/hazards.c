@@ -26,6 +26,7 @@ CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
 CUresult cuEventSynchronize(CUevent);
 CUresult cuEventQuery(CUevent);
 CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned int);
+CUresult fakeEventRecordUnseen(CUevent, CUstream); /* the fake's record no shim sees */
 typedef CUresult (*record_with_flags_fn)(CUevent, CUstream, unsigned int);
 typedef CUresult (*get_proc_address_fn)(const char *, void **, int, cuuint64_t,
                                         CUdriverProcAddressQueryResult *);
@@ -332,6 +333,22 @@ static void wait_then_complete(const char *how) {
     teardown(0);
 }
 
+/* The event is recorded where the shim cannot see it (as an IPC event or an unhooked entry
+ * point would be), then waited for: correctly ordered, and the shim must not say
+ * otherwise. */
+static void unseen_record(void) {
+    CUevent e;
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(fakeEventRecordUnseen(e, a));
+    SETUP(cuStreamWaitEvent(b, e, 0));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
 /* The staging buffer is reused only once the event says the first copy is done. */
 static void event_synchronized(void) {
     CUevent e;
@@ -454,6 +471,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "event_ordered") == 0) event_ordered();
     else if (strcmp(s, "event_synchronized") == 0) event_synchronized();
     else if (strcmp(s, "wait_then_complete") == 0) wait_then_complete(path);
+    else if (strcmp(s, "unseen_record") == 0) unseen_record();
     else if (strcmp(s, "event_ordered_with_flags") == 0) event_ordered_with_flags(path);
     else if (strcmp(s, "event_synchronized_with_flags") == 0)
         event_synchronized_with_flags(path);

@@ -449,6 +449,22 @@ impl Table {
         self.events.insert(event, Mark { key, tid, upto });
     }
 
+    /// Whether the table holds a record of `event` (one made while accesses were pending).
+    pub fn knows_event(&self, event: u64) -> bool {
+        self.events.contains_key(&event)
+    }
+
+    /// Unknown means forget: the model met an ordering it cannot follow (a wait on an event
+    /// it never saw recorded, a call on a stream whose effect on other streams it does not
+    /// model), so every pending access is dropped from the race checks rather than risk
+    /// reporting a race the program ordered. Returns whether any was dropped.
+    pub fn forget_pending(&mut self) -> bool {
+        let any = !self.pending.is_empty();
+        self.pending.clear();
+        self.prune();
+        any
+    }
+
     /// The stream key an event was last recorded on while accesses were pending.
     pub fn event_key(&self, event: u64) -> Option<u64> {
         self.events.get(&event).map(|m| m.key)
@@ -812,6 +828,20 @@ mod tests {
         t.stream_waited(c, 1, 0xe1);
         t.stream_completed(c, 1, CTX);
         assert!(t.is_idle());
+    }
+
+    #[test]
+    fn forgetting_drops_every_pending_access() {
+        let mut t = table();
+        assert!(!t.forget_pending());
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.event_recorded(0xe0, A, 1);
+        assert!(t.knows_event(0xe0));
+        assert!(!t.knows_event(0xe1));
+        assert!(t.forget_pending());
+        assert!(t.is_idle());
+        assert!(!t.knows_event(0xe0));
+        assert!(t.check(&access(B, 1, Direction::Write, 0, 1)).is_empty());
     }
 
     #[test]

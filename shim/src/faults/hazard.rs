@@ -335,12 +335,36 @@ pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
     });
 }
 
-/// `cuStreamWaitEvent(_ptsz)` succeeded.
+/// `cuStreamWaitEvent(_ptsz)` succeeded. An event the table has no record of was either
+/// recorded before any access was pending (the lifetime shards remember it: it orders
+/// nothing pending) or never seen recorded (recorded where the shim cannot see, such as an
+/// IPC event): then the pending accesses are forgotten ([`forget`]).
 pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
     while_pending(|t| {
-        let key = work::key_for(stream as usize, is_per_thread(id));
-        t.stream_waited(key, platform::thread_id(), event as u64)
+        let ev = event as u64;
+        if t.knows_event(ev) {
+            let key = work::key_for(stream as usize, is_per_thread(id));
+            t.stream_waited(key, platform::thread_id(), ev)
+        } else if !work::shards().iter().any(|s| s.event_mark(ev).is_some()) {
+            forget(t);
+        }
     });
+}
+
+/// Times the model met an ordering it could not follow with accesses pending and dropped
+/// them (`exit_summary.unknown_orderings`).
+static UNKNOWN: AtomicU64 = AtomicU64::new(0);
+
+/// Unknown means forget, never alarm: drops every pending access (counted once).
+fn forget(t: &mut Table) {
+    if t.forget_pending() {
+        UNKNOWN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// For the exit summary: how many times pending accesses were forgotten ([`forget`]).
+pub fn unknown_orderings() -> u64 {
+    UNKNOWN.load(Ordering::Relaxed)
 }
 
 /// `cuEventSynchronize` succeeded, or `cuEventQuery` reported the event complete.

@@ -140,6 +140,19 @@ pub unsafe extern "C" fn cuEventRecordWithFlags_ptsz(
     event_record_with_flags("cuEventRecordWithFlags_ptsz", h_event, h_stream, flags)
 }
 
+/// `fakeEventRecordUnseen(CUevent hEvent, CUstream hStream)`: `cuEventRecord` under a name
+/// that is no driver entry point, so no interposer sees it: for tests of what a shim does
+/// with a record it cannot see (an IPC event's, one made through an entry point it does not
+/// hook).
+///
+/// # Safety
+///
+/// None: the handles are only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn fakeEventRecordUnseen(h_event: CUevent, h_stream: CUstream) -> CUresult {
+    event_record("fakeEventRecordUnseen", h_event, h_stream)
+}
+
 /// `cuEventSynchronize(CUevent hEvent)`: runs the marked work.
 ///
 /// # Safety
