@@ -351,6 +351,54 @@ fn a_wait_on_an_event_recorded_unseen_forgets_instead_of_alarming() {
     }
 }
 
+/// Copies captured into a CUDA graph do not run: a copy back into the buffer on another
+/// stream while the capture is open is no race, and the shim makes no call of its own
+/// (no event record or wait, no query or synchronisation) while the capture is open.
+#[test]
+fn copies_captured_into_a_graph_are_not_running_and_the_capture_is_left_alone() {
+    let before = plain("captured");
+    assert_eq!(before.stdout(), "graph made\nhost copy: intact\n");
+    for mode in ["observe", "fix"] {
+        let r = ok(run("captured", true).env("SEEDANCE_MODE", mode).finish());
+        assert_eq!(r.stdout(), before.stdout(), "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        assert!(hazards(&r).is_empty(), "{mode}");
+        assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+        let ordering = |calls: &[String]| -> Vec<String> {
+            let names = [
+                "cuEventCreate",
+                "cuEventRecord",
+                "cuStreamWaitEvent",
+                "cuStreamQuery",
+                "cuStreamSynchronize",
+                "cuCtxSynchronize",
+                "cuEventSynchronize",
+                "cuEventQuery",
+            ];
+            calls
+                .iter()
+                .filter(|l| names.iter().any(|n| l.starts_with(&format!("{n} "))))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            ordering(&r.driver_calls),
+            ordering(&before.driver_calls),
+            "{mode}"
+        );
+    }
+}
+
+/// Streams ordered through memory values (cuStreamWriteValue32 / cuStreamWaitValue32) are
+/// beyond the model: the pending accesses are forgotten, counted, never reported.
+#[test]
+fn streams_ordered_through_a_memory_value_are_forgotten_not_reported() {
+    for r in silent_via("value_ordered", "-") {
+        assert_eq!(r.events("exit_summary")[0]["unknown_orderings"], 1);
+        assert_eq!(r.summary_count("cuStreamWriteValue32_v2"), (1, 0));
+    }
+}
+
 #[test]
 fn a_staging_buffer_reused_after_its_event_completed_is_silent() {
     silent("event_synchronized");

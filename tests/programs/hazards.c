@@ -27,6 +27,10 @@ CUresult cuEventSynchronize(CUevent);
 CUresult cuEventQuery(CUevent);
 CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned int);
 CUresult fakeEventRecordUnseen(CUevent, CUstream); /* the fake's record no shim sees */
+CUresult cuStreamBeginCapture_v2(CUstream, unsigned int);
+CUresult cuStreamEndCapture(CUstream, void **);
+CUresult cuStreamWaitValue32_v2(CUstream, CUdeviceptr, unsigned int, unsigned int);
+CUresult cuStreamWriteValue32_v2(CUstream, CUdeviceptr, unsigned int, unsigned int);
 typedef CUresult (*record_with_flags_fn)(CUevent, CUstream, unsigned int);
 typedef CUresult (*get_proc_address_fn)(const char *, void **, int, cuuint64_t,
                                         CUdriverProcAddressQueryResult *);
@@ -349,6 +353,44 @@ static void unseen_record(void) {
     teardown(0);
 }
 
+/* A CUDA graph captured around pinned copies (torch.cuda.graph, reduce-overhead): the
+ * copy from the buffer on A is captured (it runs when the graph is launched, not now), and
+ * stream B copies back into the buffer meanwhile. Nothing runs the captured copy, so no
+ * race; and the shim must make no call of its own while the capture is open. */
+static void captured(void) {
+    void *graph = NULL;
+    setup(0);
+    SETUP(cuStreamBeginCapture_v2(a, 0)); /* CU_STREAM_CAPTURE_MODE_GLOBAL */
+    first_copy(0, N);
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    SETUP(cuStreamEndCapture(a, &graph));
+    printf("graph %s\n", graph ? "made" : "missing");
+    SETUP(cuStreamSynchronize(b));
+    check("host copy", pinned, N, 0x22);
+    teardown(0);
+}
+
+/* Streams ordered through a memory value (cuStreamWriteValue32 after the first copy on A,
+ * cuStreamWaitValue32 on B before the second): correct, and beyond what the shim models,
+ * so it must forget rather than report. The fake driver does not wait for the value, so
+ * A is synchronised first. */
+static void value_ordered(void) {
+    static unsigned char got[N];
+    CUdeviceptr flag;
+    setup(0);
+    SETUP(cuMemAlloc_v2(&flag, 4));
+    first_copy(0, N);
+    SETUP(cuStreamWriteValue32_v2(a, flag, 1, 0));
+    SETUP(cuStreamWaitValue32_v2(b, flag, 1, 0));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    SETUP(cuStreamSynchronize(a));
+    SETUP(cuStreamSynchronize(b));
+    SETUP(cuMemcpyDtoH_v2(got, d_in, N));
+    check("device copy", got, N, 0x11);
+    SETUP(cuMemFree_v2(flag));
+    teardown(0);
+}
+
 /* The staging buffer is reused only once the event says the first copy is done. */
 static void event_synchronized(void) {
     CUevent e;
@@ -472,6 +514,8 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "event_synchronized") == 0) event_synchronized();
     else if (strcmp(s, "wait_then_complete") == 0) wait_then_complete(path);
     else if (strcmp(s, "unseen_record") == 0) unseen_record();
+    else if (strcmp(s, "captured") == 0) captured();
+    else if (strcmp(s, "value_ordered") == 0) value_ordered();
     else if (strcmp(s, "event_ordered_with_flags") == 0) event_ordered_with_flags(path);
     else if (strcmp(s, "event_synchronized_with_flags") == 0)
         event_synchronized_with_flags(path);

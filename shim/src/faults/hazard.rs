@@ -58,8 +58,10 @@ fn on() -> bool {
     config::switches_now() & config::sw::LIFETIME != 0
 }
 
+/// Fix mode, and no stream capture open: a repair's event record and wait could join the
+/// capture or invalidate it (`crate::faults::capture`).
 fn fix() -> bool {
-    config::switches() & config::sw::FIX != 0
+    config::switches() & config::sw::FIX != 0 && !crate::faults::capture::open()
 }
 
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
@@ -144,6 +146,16 @@ fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, l
 /// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
 fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
     let mut next: Sides = [None, None];
+    // A copy captured into a graph does not run now (the graph's launch is unknown work).
+    if crate::faults::capture::open()
+        && crate::faults::capture::capturing(
+            work::key_for(stream as usize, is_per_thread(id)),
+            platform::thread_id(),
+        )
+    {
+        NEXT.with(|n| *n.borrow_mut() = next);
+        return;
+    }
     let mut hazards = Vec::new();
     {
         let t = TABLE.lock();
@@ -349,6 +361,18 @@ pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
             forget(t);
         }
     });
+}
+
+/// After stream work whose effect on other streams the model does not follow (a wait on
+/// or write of a memory value, a batch of those, an external semaphore, a host function or
+/// callback, which may tell the host its stream's work is done, a graph launch): the
+/// pending accesses are forgotten (one relaxed load when none is pending).
+///
+/// # Safety
+/// None: the handle is not used.
+#[inline]
+pub unsafe fn forget_after(_id: HookId, _stream: CUstream) {
+    while_pending(forget);
 }
 
 /// Times the model met an ordering it could not follow with accesses pending and dropped

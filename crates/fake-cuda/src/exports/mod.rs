@@ -10,6 +10,7 @@ use std::ffi::{c_char, c_void};
 
 use seedance_cuda::CUresult;
 
+pub mod capture;
 pub mod context;
 pub mod copy;
 pub mod device;
@@ -23,6 +24,7 @@ pub mod ops;
 pub mod procaddr;
 pub mod stream;
 
+pub use capture::*;
 pub use context::*;
 pub use copy::*;
 pub use device::*;
@@ -124,6 +126,15 @@ export_table![
     cuEventRecord_ptsz,
     cuEventRecordWithFlags,
     cuEventRecordWithFlags_ptsz,
+    fakeEventRecordUnseen,
+    cuStreamBeginCapture_v2,
+    cuStreamBeginCapture_v2_ptsz,
+    cuStreamEndCapture,
+    cuStreamEndCapture_ptsz,
+    cuStreamWaitValue32_v2,
+    cuStreamWaitValue32_v2_ptsz,
+    cuStreamWriteValue32_v2,
+    cuStreamWriteValue32_v2_ptsz,
     cuEventSynchronize,
     cuEventQuery,
     cuMemcpyHtoDAsync_v2,
@@ -197,7 +208,7 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 101);
+        assert_eq!(EXPORTED.len(), 112);
         for name in EXPORTED {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }
