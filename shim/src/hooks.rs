@@ -197,6 +197,8 @@ macro_rules! hook_table {
     };
 }
 
+#[cfg(test)]
+mod coverage;
 pub mod ids;
 mod wrappers;
 
