@@ -2,6 +2,7 @@
 //! seedance-core what they mean, and acts (reports, repairs, counts).
 
 pub mod alloc;
+pub mod capture;
 pub mod devices;
 pub mod hazard;
 #[cfg(target_os = "linux")]

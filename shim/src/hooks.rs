@@ -29,6 +29,11 @@
 //!   operation there;
 //! * `after(f(r))`: after every call, with its result.
 //!
+//! Stream work the model only counts (`stream_op` alone: 2D, 3D, peer and batch copies,
+//! graph uploads) orders and completes as any work on its stream; stream work whose effect
+//! on other streams it does not follow also has `ok(hazard::forget_after(..))` (unknown
+//! means forget: docs/reliability.md); the capture lines keep `crate::faults::capture`.
+//!
 //! The functions are named by their module path under `crate::faults` (or `driverlog::`, or
 //! `record::`: `crate::exit::record`, which cuInit's line starts), where each one's policy
 //! lives.
@@ -105,6 +110,8 @@ macro_rules! hook_table {
                 cuEventDestroy_v2 / "cuEventDestroy" (hEvent: CUevent) pre(lifetime::streams::pre_event_destroy(id, hEvent)) fault(lifetime::streams::fault_event(id, r, hEvent)) ok(lifetime::streams::ok_event_destroy(hEvent));
                 cuEventRecord / "cuEventRecord" (hEvent: CUevent, hStream: CUstream) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
                 cuEventRecord_ptsz / "cuEventRecord" (hEvent: CUevent, hStream: CUstream) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
+                cuEventRecordWithFlags / "cuEventRecordWithFlags" (hEvent: CUevent, hStream: CUstream, flags: c_uint) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
+                cuEventRecordWithFlags_ptsz / "cuEventRecordWithFlags" (hEvent: CUevent, hStream: CUstream, flags: c_uint) fault(lifetime::streams::fault_event_record(id, r, hEvent, hStream)) ok(lifetime::streams::ok_event_record(id, hEvent, hStream));
                 cuEventSynchronize / "cuEventSynchronize" (hEvent: CUevent) pre(lifetime::streams::pre_event_sync(id, hEvent)) fault(lifetime::streams::fault_event(id, r, hEvent)) ok(lifetime::streams::ok_event_sync(hEvent));
                 cuMemcpyHtoDAsync_v2 / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_htod(id, srcHost, ByteCount, hStream)) source(srcHost = hostguard::source(id, srcHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_htod(id, dstDevice, srcHost, ByteCount, hStream));
                 cuMemcpyHtoDAsync_v2_ptsz / "cuMemcpyHtoDAsync" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_htod(id, srcHost, ByteCount, hStream)) source(srcHost = hostguard::source(id, srcHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_htod(id, dstDevice, srcHost, ByteCount, hStream));
@@ -124,10 +131,64 @@ macro_rules! hook_table {
                 cuMemsetD2D16Async_ptsz / "cuMemsetD2D16Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
                 cuMemsetD2D32Async / "cuMemsetD2D32Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
                 cuMemsetD2D32Async_ptsz / "cuMemsetD2D32Async" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize, hStream: CUstream) stream_op(hStream);
-                cuGraphLaunch / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) stream_op(hStream);
-                cuGraphLaunch_ptsz / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) stream_op(hStream);
-                cuLaunchHostFunc / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) stream_op(hStream);
-                cuLaunchHostFunc_ptsz / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) stream_op(hStream);
+                cuGraphLaunch / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) ok(hazard::forget_after(id, hStream)) stream_op(hStream);
+                cuGraphLaunch_ptsz / "cuGraphLaunch" (hGraphExec: GraphExec, hStream: CUstream) ok(hazard::forget_after(id, hStream)) stream_op(hStream);
+                cuLaunchHostFunc / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) ok(hazard::forget_after(id, hStream)) stream_op(hStream);
+                cuLaunchHostFunc_ptsz / "cuLaunchHostFunc" (hStream: CUstream, fn_: HostFn, userData: HostPtr) ok(hazard::forget_after(id, hStream)) stream_op(hStream);
+                cuMemcpyDtoDAsync_v2 / "cuMemcpyDtoDAsync" (dstDevice: CUdeviceptr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) stream_op(hStream);
+                cuMemcpyDtoDAsync_v2_ptsz / "cuMemcpyDtoDAsync" (dstDevice: CUdeviceptr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) stream_op(hStream);
+                cuMemcpyPeerAsync / "cuMemcpyPeerAsync" (dstDevice: CUdeviceptr, dstContext: CUcontext, srcDevice: CUdeviceptr, srcContext: CUcontext, ByteCount: usize, hStream: CUstream) stream_op(hStream);
+                cuMemcpyPeerAsync_ptsz / "cuMemcpyPeerAsync" (dstDevice: CUdeviceptr, dstContext: CUcontext, srcDevice: CUdeviceptr, srcContext: CUcontext, ByteCount: usize, hStream: CUstream) stream_op(hStream);
+                cuMemcpy2DAsync_v2 / "cuMemcpy2DAsync" (pCopy: *const c_void, hStream: CUstream) pre(hazard::pre_copy_2d(id, pCopy, hStream)) ok(hazard::ok_copy_2d(id, pCopy)) stream_op(hStream);
+                cuMemcpy2DAsync_v2_ptsz / "cuMemcpy2DAsync" (pCopy: *const c_void, hStream: CUstream) pre(hazard::pre_copy_2d(id, pCopy, hStream)) ok(hazard::ok_copy_2d(id, pCopy)) stream_op(hStream);
+                cuMemcpy3DAsync_v2 / "cuMemcpy3DAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);
+                cuMemcpy3DAsync_v2_ptsz / "cuMemcpy3DAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);
+                cuMemcpy3DPeerAsync / "cuMemcpy3DPeerAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);
+                cuMemcpy3DPeerAsync_ptsz / "cuMemcpy3DPeerAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);
+                cuMemcpyBatchAsync / "cuMemcpyBatchAsync" (dsts: *mut CUdeviceptr, srcs: *mut CUdeviceptr, sizes: *mut usize, count: usize, attrs: *mut c_void, attrsIdxs: *mut usize, numAttrs: usize, failIdx: *mut usize, hStream: CUstream) stream_op(hStream);
+                cuMemcpyBatchAsync_ptsz / "cuMemcpyBatchAsync" (dsts: *mut CUdeviceptr, srcs: *mut CUdeviceptr, sizes: *mut usize, count: usize, attrs: *mut c_void, attrsIdxs: *mut usize, numAttrs: usize, failIdx: *mut usize, hStream: CUstream) stream_op(hStream);
+                cuMemcpyBatchAsync_v2 / "cuMemcpyBatchAsync" (dsts: *mut CUdeviceptr, srcs: *mut CUdeviceptr, sizes: *mut usize, count: usize, attrs: *mut c_void, attrsIdxs: *mut usize, numAttrs: usize, hStream: CUstream) stream_op(hStream);
+                cuMemcpyBatchAsync_v2_ptsz / "cuMemcpyBatchAsync" (dsts: *mut CUdeviceptr, srcs: *mut CUdeviceptr, sizes: *mut usize, count: usize, attrs: *mut c_void, attrsIdxs: *mut usize, numAttrs: usize, hStream: CUstream) stream_op(hStream);
+                cuMemcpy3DBatchAsync / "cuMemcpy3DBatchAsync" (numOps: usize, opList: *mut c_void, failIdx: *mut usize, flags: u64, hStream: CUstream) stream_op(hStream);
+                cuMemcpy3DBatchAsync_ptsz / "cuMemcpy3DBatchAsync" (numOps: usize, opList: *mut c_void, failIdx: *mut usize, flags: u64, hStream: CUstream) stream_op(hStream);
+                cuMemcpy3DBatchAsync_v2 / "cuMemcpy3DBatchAsync" (numOps: usize, opList: *mut c_void, flags: u64, hStream: CUstream) stream_op(hStream);
+                cuMemcpy3DBatchAsync_v2_ptsz / "cuMemcpy3DBatchAsync" (numOps: usize, opList: *mut c_void, flags: u64, hStream: CUstream) stream_op(hStream);
+                cuGraphUpload / "cuGraphUpload" (hGraphExec: GraphExec, hStream: CUstream) stream_op(hStream);
+                cuGraphUpload_ptsz / "cuGraphUpload" (hGraphExec: GraphExec, hStream: CUstream) stream_op(hStream);
+                cuStreamAddCallback / "cuStreamAddCallback" (hStream: CUstream, callback: HostFn, userData: HostPtr, flags: c_uint) ok(hazard::forget_after(id, hStream)) stream_op(hStream);
+                cuStreamAddCallback_ptsz / "cuStreamAddCallback" (hStream: CUstream, callback: HostFn, userData: HostPtr, flags: c_uint) ok(hazard::forget_after(id, hStream)) stream_op(hStream);
+                cuStreamWaitValue32 / "cuStreamWaitValue32" (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWaitValue32_ptsz / "cuStreamWaitValue32" (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWaitValue32_v2 / "cuStreamWaitValue32" (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWaitValue32_v2_ptsz / "cuStreamWaitValue32" (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWaitValue64 / "cuStreamWaitValue64" (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWaitValue64_ptsz / "cuStreamWaitValue64" (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWaitValue64_v2 / "cuStreamWaitValue64" (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWaitValue64_v2_ptsz / "cuStreamWaitValue64" (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWriteValue32 / "cuStreamWriteValue32" (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWriteValue32_ptsz / "cuStreamWriteValue32" (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWriteValue32_v2 / "cuStreamWriteValue32" (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWriteValue32_v2_ptsz / "cuStreamWriteValue32" (stream: CUstream, addr: CUdeviceptr, value: u32, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWriteValue64 / "cuStreamWriteValue64" (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWriteValue64_ptsz / "cuStreamWriteValue64" (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWriteValue64_v2 / "cuStreamWriteValue64" (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamWriteValue64_v2_ptsz / "cuStreamWriteValue64" (stream: CUstream, addr: CUdeviceptr, value: u64, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamBatchMemOp / "cuStreamBatchMemOp" (stream: CUstream, count: c_uint, paramArray: *mut c_void, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamBatchMemOp_ptsz / "cuStreamBatchMemOp" (stream: CUstream, count: c_uint, paramArray: *mut c_void, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamBatchMemOp_v2 / "cuStreamBatchMemOp" (stream: CUstream, count: c_uint, paramArray: *mut c_void, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamBatchMemOp_v2_ptsz / "cuStreamBatchMemOp" (stream: CUstream, count: c_uint, paramArray: *mut c_void, flags: c_uint) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuSignalExternalSemaphoresAsync / "cuSignalExternalSemaphoresAsync" (extSemArray: *const c_void, paramsArray: *const c_void, numExtSems: c_uint, stream: CUstream) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuSignalExternalSemaphoresAsync_ptsz / "cuSignalExternalSemaphoresAsync" (extSemArray: *const c_void, paramsArray: *const c_void, numExtSems: c_uint, stream: CUstream) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuWaitExternalSemaphoresAsync / "cuWaitExternalSemaphoresAsync" (extSemArray: *const c_void, paramsArray: *const c_void, numExtSems: c_uint, stream: CUstream) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuWaitExternalSemaphoresAsync_ptsz / "cuWaitExternalSemaphoresAsync" (extSemArray: *const c_void, paramsArray: *const c_void, numExtSems: c_uint, stream: CUstream) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuStreamBeginCapture / "cuStreamBeginCapture" (hStream: CUstream) ok(capture::ok_begin(id, hStream));
+                cuStreamBeginCapture_ptsz / "cuStreamBeginCapture" (hStream: CUstream) ok(capture::ok_begin(id, hStream));
+                cuStreamBeginCapture_v2 / "cuStreamBeginCapture" (hStream: CUstream, mode: c_uint) ok(capture::ok_begin(id, hStream));
+                cuStreamBeginCapture_v2_ptsz / "cuStreamBeginCapture" (hStream: CUstream, mode: c_uint) ok(capture::ok_begin(id, hStream));
+                cuStreamBeginCaptureToGraph / "cuStreamBeginCaptureToGraph" (hStream: CUstream, hGraph: *mut c_void, dependencies: *const c_void, dependencyData: *const c_void, numDependencies: usize, mode: c_uint) ok(capture::ok_begin(id, hStream));
+                cuStreamBeginCaptureToGraph_ptsz / "cuStreamBeginCaptureToGraph" (hStream: CUstream, hGraph: *mut c_void, dependencies: *const c_void, dependencyData: *const c_void, numDependencies: usize, mode: c_uint) ok(capture::ok_begin(id, hStream));
+                cuStreamEndCapture / "cuStreamEndCapture" (hStream: CUstream, phGraph: *mut *mut c_void) after(capture::after_end(id, r, hStream));
+                cuStreamEndCapture_ptsz / "cuStreamEndCapture" (hStream: CUstream, phGraph: *mut *mut c_void) after(capture::after_end(id, r, hStream));
             }
             custom {
                 cuGetProcAddress / "cuGetProcAddress";
@@ -140,6 +201,8 @@ macro_rules! hook_table {
     };
 }
 
+#[cfg(test)]
+mod coverage;
 pub mod ids;
 mod wrappers;
 
@@ -257,6 +320,8 @@ mod tests {
             "cuGraphLaunch_ptsz",
             "cuLaunchHostFunc",
             "cuLaunchHostFunc_ptsz",
+            "cuEventRecordWithFlags",
+            "cuEventRecordWithFlags_ptsz",
         ] {
             assert!(by_symbol(name.as_bytes()).is_some(), "{name}");
         }

@@ -127,6 +127,21 @@ fn a_copy_back_into_a_pinned_block_on_another_stream_is_ordered_after_the_first(
     ));
 }
 
+/// A contiguous 2D copy (`cuMemcpy2DAsync_v2`, as `cudaMemcpy2DAsync` of a packed buffer)
+/// is a pinned access like a 1D one: the race is caught and ordered.
+#[test]
+fn a_contiguous_2d_copy_is_checked_as_a_pinned_access() {
+    let f = races(
+        "recycle_2d",
+        "device copy: corrupted (65536 of 65536 bytes wrong, first 0x22)",
+    );
+    ordered_before(&f, "cuMemcpyDtoHAsync_v2");
+    let h = &hazards(&f)[0];
+    assert_eq!(h["first"]["function"], "cuMemcpy2DAsync_v2");
+    assert_eq!(h["first"]["access"], "read");
+    assert_eq!(h["first"]["bytes"], 65536);
+}
+
 #[test]
 fn the_same_copy_from_a_second_thread_is_ordered_too() {
     let f = races(
@@ -186,6 +201,67 @@ fn a_read_before_a_pending_write_lands_is_ordered() {
         .contains("so the second copy may run before the first one writes"));
 }
 
+/// The first copy's stream was destroyed before the second copy (the driver finishes its
+/// work; cuStreamDestroy does not wait): still a race, explained without telling the user
+/// to record on the destroyed stream, and in fix mode repaired without touching it (the
+/// shim synchronises the first copy's context instead of recording an event there).
+#[test]
+fn a_race_with_a_copy_on_a_destroyed_stream_never_uses_the_destroyed_handle() {
+    let before = plain("destroyed_first");
+    for mode in ["observe", "fix"] {
+        let r = ok(run("destroyed_first", true)
+            .env("SEEDANCE_MODE", mode)
+            .finish());
+        assert_eq!(r.stdout(), before.stdout(), "{mode}");
+        let h = hazards(&r);
+        assert_eq!(h.len(), 1, "{mode}: {}", r.stderr());
+        let e = h[0]["explanation"].as_str().unwrap();
+        assert!(
+            e.contains("stream 0x5eed50000100 was destroyed after the first copy"),
+            "{mode}: {e}"
+        );
+        assert!(
+            !e.contains("cuEventRecord(event, 0x5eed50000100)"),
+            "{mode}: {e}"
+        );
+        let destroy = r
+            .driver_calls
+            .iter()
+            .position(|l| l.starts_with("cuStreamDestroy_v2 stream=0x5eed50000100"))
+            .expect("the program's destroy of stream A");
+        assert!(
+            !r.driver_calls[destroy + 1..]
+                .iter()
+                .any(|l| l.contains("stream=0x5eed50000100")),
+            "{mode}: the destroyed stream was used: {:?}",
+            &r.driver_calls[destroy..]
+        );
+        if mode == "fix" {
+            assert_eq!(h[0]["repaired"], true);
+            assert_eq!(h[0]["repair"], "context_synchronize");
+            let second = r
+                .driver_calls
+                .iter()
+                .position(|l| l.starts_with("cuMemcpyDtoHAsync_v2"))
+                .unwrap();
+            assert!(
+                r.driver_calls[destroy..second]
+                    .iter()
+                    .any(|l| l.starts_with("cuCtxSynchronize")),
+                "{:?}",
+                &r.driver_calls[destroy..second]
+            );
+            assert!(
+                e.contains("fix mode: stream 0x5eed50000100 was destroyed"),
+                "{e}"
+            );
+        } else {
+            assert_eq!(h[0]["repaired"], false);
+            assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+        }
+    }
+}
+
 /// A healthy scenario: intact without the shim, and in both modes the same output, the
 /// same driver calls, no stderr, no hazard.
 fn silent(scenario: &str) {
@@ -207,6 +283,135 @@ fn silent(scenario: &str) {
 #[test]
 fn an_event_waited_for_by_the_second_stream_is_silent() {
     silent("event_ordered");
+}
+
+/// A healthy scenario run with a second argument (how the program reaches the call, or
+/// what it does): [`silent`]'s checks; returns the observe and fix runs.
+fn silent_via(scenario: &str, path: &str) -> Vec<Finished> {
+    let mut runs = Vec::new();
+    let before = ok(run(scenario, false).arg(path).finish());
+    assert_eq!(before.stderr(), "");
+    assert!(
+        before.stdout().ends_with("device copy: intact\n"),
+        "{path}: {}",
+        before.stdout()
+    );
+    for mode in ["observe", "fix"] {
+        let r = ok(run(scenario, true)
+            .arg(path)
+            .env("SEEDANCE_MODE", mode)
+            .finish());
+        assert_eq!(r.stdout(), before.stdout(), "{path} {mode}");
+        assert_eq!(r.stderr(), "", "{path} {mode}");
+        assert!(hazards(&r).is_empty(), "{path} {mode}");
+        assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+        runs.push(r);
+    }
+    runs
+}
+
+/// [`silent_via`], and the shim counted the record through the variant `path` reaches.
+fn silent_recorded_with_flags(scenario: &str, path: &str) {
+    let record = if path == "procaddr_ptsz" {
+        "cuEventRecordWithFlags_ptsz"
+    } else {
+        "cuEventRecordWithFlags"
+    };
+    for r in silent_via(scenario, path) {
+        let summary = &r.events("exit_summary")[0];
+        assert_eq!(
+            summary["functions"][record]["calls"], 1,
+            "{path}: {summary}"
+        );
+    }
+}
+
+/// The CUDA 13 runtime records events with `cuEventRecordWithFlags` (docs/design.md, fact
+/// 11): an event so recorded orders the second stream, by every path to the driver.
+#[test]
+fn an_event_recorded_with_flags_and_waited_for_is_silent_on_every_path() {
+    for path in ["exported", "dlsym", "procaddr", "procaddr_ptsz"] {
+        silent_recorded_with_flags("event_ordered_with_flags", path);
+    }
+}
+
+/// The same record, then `cuEventSynchronize`: the first copy is complete.
+#[test]
+fn an_event_recorded_with_flags_and_synchronised_is_silent() {
+    for path in ["exported", "procaddr_ptsz"] {
+        silent_recorded_with_flags("event_synchronized_with_flags", path);
+    }
+}
+
+/// Completion follows waits: stream B waited for the first copy's event, then B was
+/// synchronised (or an event recorded on B after the wait completed); a copy back into the
+/// buffer on a third stream is not a race, in observe or fix.
+#[test]
+fn a_copy_complete_through_a_waiting_stream_is_silent() {
+    for how in ["stream", "event"] {
+        silent_via("wait_then_complete", how);
+    }
+}
+
+/// Unknown means forget, never alarm: a wait on an event the shim never saw recorded drops
+/// the pending accesses from the checks, counted in the exit summary.
+#[test]
+fn a_wait_on_an_event_recorded_unseen_forgets_instead_of_alarming() {
+    for r in silent_via("unseen_record", "-") {
+        assert_eq!(r.events("exit_summary")[0]["unknown_orderings"], 1);
+    }
+    // A healthy program that the model follows forgets nothing.
+    for r in silent_via("event_ordered_with_flags", "exported") {
+        assert_eq!(r.events("exit_summary")[0]["unknown_orderings"], 0);
+    }
+}
+
+/// Copies captured into a CUDA graph do not run: a copy back into the buffer on another
+/// stream while the capture is open is no race, and the shim makes no call of its own
+/// (no event record or wait, no query or synchronisation) while the capture is open.
+#[test]
+fn copies_captured_into_a_graph_are_not_running_and_the_capture_is_left_alone() {
+    let before = plain("captured");
+    assert_eq!(before.stdout(), "graph made\nhost copy: intact\n");
+    for mode in ["observe", "fix"] {
+        let r = ok(run("captured", true).env("SEEDANCE_MODE", mode).finish());
+        assert_eq!(r.stdout(), before.stdout(), "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        assert!(hazards(&r).is_empty(), "{mode}");
+        assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+        let ordering = |calls: &[String]| -> Vec<String> {
+            let names = [
+                "cuEventCreate",
+                "cuEventRecord",
+                "cuStreamWaitEvent",
+                "cuStreamQuery",
+                "cuStreamSynchronize",
+                "cuCtxSynchronize",
+                "cuEventSynchronize",
+                "cuEventQuery",
+            ];
+            calls
+                .iter()
+                .filter(|l| names.iter().any(|n| l.starts_with(&format!("{n} "))))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            ordering(&r.driver_calls),
+            ordering(&before.driver_calls),
+            "{mode}"
+        );
+    }
+}
+
+/// Streams ordered through memory values (cuStreamWriteValue32 / cuStreamWaitValue32) are
+/// beyond the model: the pending accesses are forgotten, counted, never reported.
+#[test]
+fn streams_ordered_through_a_memory_value_are_forgotten_not_reported() {
+    for r in silent_via("value_ordered", "-") {
+        assert_eq!(r.events("exit_summary")[0]["unknown_orderings"], 1);
+        assert_eq!(r.summary_count("cuStreamWriteValue32_v2"), (1, 0));
+    }
 }
 
 #[test]

@@ -128,6 +128,28 @@ fn a_process_that_works_on_two_devices_is_not_alarmed() {
     assert!(r.events("stray_context").is_empty());
 }
 
+/// Contexts that ended before any work (each device probed for its free memory, then the
+/// work on one) are not stray at exit, created or primary.
+#[test]
+fn contexts_that_ended_before_the_work_are_not_stray() {
+    for scenario in ["probe", "probe_primary"] {
+        let plain = run(8, &[scenario], false).finish();
+        assert_eq!(plain.stdout(), "probed 8 devices\nworked on device 1\n");
+        for mode in ["observe", "fix"] {
+            let r = run(8, &[scenario], true)
+                .env("SEEDANCE_MODE", mode)
+                .finish();
+            assert_eq!(r.output.status.code(), Some(0), "{scenario} {mode}");
+            assert_eq!(r.stdout(), plain.stdout(), "{scenario} {mode}");
+            assert_eq!(r.stderr(), "", "{scenario} {mode}");
+            assert!(r.events("stray_context").is_empty(), "{scenario} {mode}");
+            let s = summary(&r);
+            assert!(s["stray_contexts"].as_array().unwrap().is_empty());
+            assert_eq!(s["device_use"].as_array().unwrap().len(), 8);
+        }
+    }
+}
+
 #[test]
 fn every_rank_of_8_that_touches_device_0_is_explained_and_rank_0_is_not() {
     for rank in 0..8 {

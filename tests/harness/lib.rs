@@ -114,7 +114,7 @@ fn build() -> Artifacts {
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc("stray", &["stray.c", &l, "-lcuda"]);
-    cc("hazards", &["hazards.c", &l, "-lcuda", "-lpthread"]);
+    cc("hazards", &["hazards.c", &l, "-lcuda", "-lpthread", "-ldl"]);
     cc("host_guard", &["host_guard.c", &l, "-lcuda", "-lpthread"]);
     cc("payloads", &["payloads.c", &l, "-lcuda"]);
     cc("exec_child", &["exec_child.c", &l, "-lcuda"]);

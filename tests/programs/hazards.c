@@ -7,6 +7,7 @@
  * synchronise stream B first, as a GPU runs B's copy while A is still busy with the kernel.
  * The healthy scenarios order the streams correctly and must stay silent under the shim.
  * Exits 0 unless a setup call fails. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -24,6 +25,32 @@ CUresult cuStreamQuery(CUstream);
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
 CUresult cuEventSynchronize(CUevent);
 CUresult cuEventQuery(CUevent);
+CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned int);
+CUresult fakeEventRecordUnseen(CUevent, CUstream); /* the fake's record no shim sees */
+CUresult cuStreamBeginCapture_v2(CUstream, unsigned int);
+/* CUDA_MEMCPY2D of cuda.h (the _v2 layout). */
+typedef struct {
+    size_t srcXInBytes, srcY;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray;
+    size_t srcPitch;
+    size_t dstXInBytes, dstY;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray;
+    size_t dstPitch;
+    size_t WidthInBytes, Height;
+} copy2d_t;
+CUresult cuMemcpy2DAsync_v2(const copy2d_t *, CUstream);
+CUresult cuStreamEndCapture(CUstream, void **);
+CUresult cuStreamWaitValue32_v2(CUstream, CUdeviceptr, unsigned int, unsigned int);
+CUresult cuStreamWriteValue32_v2(CUstream, CUdeviceptr, unsigned int, unsigned int);
+typedef CUresult (*record_with_flags_fn)(CUevent, CUstream, unsigned int);
+typedef CUresult (*get_proc_address_fn)(const char *, void **, int, cuuint64_t,
+                                        CUdriverProcAddressQueryResult *);
 
 #define N (64 * 1024)
 
@@ -130,6 +157,44 @@ static void unified(void) {
     teardown(0);
 }
 
+/* Stream A is destroyed while its copy from the buffer may still run (legal: the driver
+ * finishes the work), then a copy back into the buffer on B: a race no event on A can
+ * order any more. */
+static void destroyed_first(void) {
+    static unsigned char got[N];
+    setup(0);
+    first_copy(0, N);
+    SETUP(cuStreamDestroy_v2(a));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    SETUP(cuStreamSynchronize(b));
+    SETUP(cuCtxSynchronize());
+    SETUP(cuMemcpyDtoH_v2(got, d_in, N));
+    check("device copy", got, N, 0x11);
+    SETUP(cuMemFreeHost(pinned));
+    SETUP(cuStreamDestroy_v2(b));
+    SETUP(cuCtxDestroy_v2(ctx));
+}
+
+/* recycle, with the first copy a 2D one (16 rows of N/16 bytes, pitch = width: one
+ * contiguous run, as cudaMemcpy2DAsync of a packed tensor). */
+static void recycle_2d(void) {
+    copy2d_t c = {0};
+    setup(0);
+    SETUP(cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, a, NULL, NULL));
+    c.srcMemoryType = 1; /* CU_MEMORYTYPE_HOST */
+    c.srcHost = pinned;
+    c.srcPitch = N / 16;
+    c.dstMemoryType = 2; /* CU_MEMORYTYPE_DEVICE */
+    c.dstDevice = d_in;
+    c.dstPitch = N / 16;
+    c.WidthInBytes = N / 16;
+    c.Height = 16;
+    SETUP(cuMemcpy2DAsync_v2(&c, a));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    teardown(0);
+}
+
 /* A copy back into the buffer is pending on A; B reads it before A wrote it. */
 static void write_then_read(void) {
     static unsigned char got[N];
@@ -220,6 +285,145 @@ static void event_ordered(void) {
     SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
     finish("device copy", 0, N);
     SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* cuEventRecordWithFlags as each kind of program reaches it: "exported" (linked), "dlsym"
+ * (PyTorch's way, on the driver's handle), "procaddr" and "procaddr_ptsz" (the CUDA 13
+ * runtime's way: cuGetProcAddress for "cuEventRecordWithFlags" at 11010, flags 0 or
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM). */
+static record_with_flags_fn record_with_flags(const char *path) {
+    if (strcmp(path, "exported") == 0) return cuEventRecordWithFlags;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) exit(1);
+    if (strcmp(path, "dlsym") == 0) {
+        void *p = dlsym(h, "cuEventRecordWithFlags");
+        if (!p) exit(1);
+        return (record_with_flags_fn)p;
+    }
+    get_proc_address_fn gpa = (get_proc_address_fn)dlsym(h, "cuGetProcAddress_v2");
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st = -1;
+    if (!gpa) exit(1);
+    SETUP(gpa("cuGetProcAddress", &p, 12000, 0, &st));
+    gpa = (get_proc_address_fn)p;
+    p = NULL;
+    SETUP(gpa("cuEventRecordWithFlags", &p, 11010, strcmp(path, "procaddr_ptsz") == 0 ? 2 : 0,
+              &st));
+    if (!p || st != 0) exit(1);
+    return (record_with_flags_fn)p;
+}
+
+/* event_ordered with the record the CUDA 13 runtime makes (cudaEventRecord). */
+static void event_ordered_with_flags(const char *path) {
+    CUevent e;
+    record_with_flags_fn rec = record_with_flags(path);
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(rec(e, a, 0));
+    SETUP(cuStreamWaitEvent(b, e, 0));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* event_synchronized with the runtime's record. */
+static void event_synchronized_with_flags(const char *path) {
+    CUevent e;
+    record_with_flags_fn rec = record_with_flags(path);
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(rec(e, a, 0));
+    SETUP(cuEventSynchronize(e));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* Completion through a wait: the first copy's event is waited for by stream B, and B is
+ * synchronised (how = "stream") or an event recorded on B after the wait is
+ * (how = "event"): the first copy is complete, so a copy back into the buffer on a third
+ * stream C is ordered after it. */
+static void wait_then_complete(const char *how) {
+    CUevent e, e2;
+    CUstream c;
+    setup(0);
+    SETUP(cuStreamCreate(&c, 0));
+    SETUP(cuEventCreate(&e, 2));
+    SETUP(cuEventCreate(&e2, 2));
+    first_copy(0, N);
+    SETUP(cuEventRecord(e, a));
+    SETUP(cuStreamWaitEvent(b, e, 0));
+    if (strcmp(how, "event") == 0) {
+        SETUP(cuEventRecord(e2, b));
+        SETUP(cuEventSynchronize(e2));
+    } else {
+        SETUP(cuStreamSynchronize(b));
+    }
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, c));
+    SETUP(cuStreamSynchronize(c));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    SETUP(cuEventDestroy_v2(e2));
+    SETUP(cuStreamDestroy_v2(c));
+    teardown(0);
+}
+
+/* The event is recorded where the shim cannot see it (as an IPC event or an unhooked entry
+ * point would be), then waited for: correctly ordered, and the shim must not say
+ * otherwise. */
+static void unseen_record(void) {
+    CUevent e;
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(fakeEventRecordUnseen(e, a));
+    SETUP(cuStreamWaitEvent(b, e, 0));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* A CUDA graph captured around pinned copies (torch.cuda.graph, reduce-overhead): the
+ * copy from the buffer on A is captured (it runs when the graph is launched, not now), and
+ * stream B copies back into the buffer meanwhile. Nothing runs the captured copy, so no
+ * race; and the shim must make no call of its own while the capture is open. */
+static void captured(void) {
+    void *graph = NULL;
+    setup(0);
+    SETUP(cuStreamBeginCapture_v2(a, 0)); /* CU_STREAM_CAPTURE_MODE_GLOBAL */
+    first_copy(0, N);
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    SETUP(cuStreamEndCapture(a, &graph));
+    printf("graph %s\n", graph ? "made" : "missing");
+    SETUP(cuStreamSynchronize(b));
+    check("host copy", pinned, N, 0x22);
+    teardown(0);
+}
+
+/* Streams ordered through a memory value (cuStreamWriteValue32 after the first copy on A,
+ * cuStreamWaitValue32 on B before the second): correct, and beyond what the shim models,
+ * so it must forget rather than report. The fake driver does not wait for the value, so
+ * A is synchronised first. */
+static void value_ordered(void) {
+    static unsigned char got[N];
+    CUdeviceptr flag;
+    setup(0);
+    SETUP(cuMemAlloc_v2(&flag, 4));
+    first_copy(0, N);
+    SETUP(cuStreamWriteValue32_v2(a, flag, 1, 0));
+    SETUP(cuStreamWaitValue32_v2(b, flag, 1, 0));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    SETUP(cuStreamSynchronize(a));
+    SETUP(cuStreamSynchronize(b));
+    SETUP(cuMemcpyDtoH_v2(got, d_in, N));
+    check("device copy", got, N, 0x11);
+    SETUP(cuMemFree_v2(flag));
     teardown(0);
 }
 
@@ -331,17 +535,27 @@ static void disjoint(void) {
 
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
+    const char *path = argc > 2 ? argv[2] : "exported";
     if (strcmp(s, "recycle") == 0) recycle();
     else if (strcmp(s, "recycle_thread") == 0) recycle_thread();
     else if (strcmp(s, "interior") == 0) interior();
     else if (strcmp(s, "unified") == 0) unified();
     else if (strcmp(s, "write_then_read") == 0) write_then_read();
+    else if (strcmp(s, "destroyed_first") == 0) destroyed_first();
+    else if (strcmp(s, "recycle_2d") == 0) recycle_2d();
     else if (strcmp(s, "host_write") == 0) host_write();
     else if (strcmp(s, "write_after_sync") == 0) write_after_sync();
     else if (strcmp(s, "fork_write") == 0) fork_write();
     else if (strcmp(s, "foreign_fault") == 0) foreign_fault();
     else if (strcmp(s, "event_ordered") == 0) event_ordered();
     else if (strcmp(s, "event_synchronized") == 0) event_synchronized();
+    else if (strcmp(s, "wait_then_complete") == 0) wait_then_complete(path);
+    else if (strcmp(s, "unseen_record") == 0) unseen_record();
+    else if (strcmp(s, "captured") == 0) captured();
+    else if (strcmp(s, "value_ordered") == 0) value_ordered();
+    else if (strcmp(s, "event_ordered_with_flags") == 0) event_ordered_with_flags(path);
+    else if (strcmp(s, "event_synchronized_with_flags") == 0)
+        event_synchronized_with_flags(path);
     else if (strcmp(s, "pool_query") == 0) pool_query();
     else if (strcmp(s, "stream_polled") == 0) stream_polled();
     else if (strcmp(s, "synchronized") == 0) synchronized();

@@ -9,7 +9,10 @@
  *   early     retain device 0 first and make it current (a library initialising device 0),
  *             then work on DEVICE
  *   two       work on device 0 and on DEVICE (a legitimate two-device process)
- *   alone     work on DEVICE only */
+ *   alone     work on DEVICE only
+ *   probe     on every device: a context (cuCtxCreate_v2), cuMemGetInfo, destroyed; then
+ *             work on DEVICE (a launcher choosing the emptiest device)
+ *   probe_primary  the same with primary-context retain and release */
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -17,6 +20,30 @@
 #include "cuda_calls.h"
 
 #define MIB ((size_t)1 << 20)
+
+CUresult cuDeviceGetCount(int *);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+
+/* A context on every device, asked for its free memory, then ended. */
+static int probe(int primary) {
+    int n = 0;
+    if (cuDeviceGetCount(&n)) return 1;
+    for (int i = 0; i < n; i++) {
+        CUdevice d;
+        CUcontext c;
+        size_t free_b = 0, total = 0;
+        if (cuDeviceGet(&d, i)) return 1;
+        if (primary ? cuDevicePrimaryCtxRetain(&c, d) || cuCtxSetCurrent(c)
+                    : cuCtxCreate_v2(&c, 0, d))
+            return 1;
+        if (cuMemGetInfo_v2(&free_b, &total)) return 1;
+        if (primary ? cuCtxSetCurrent(NULL) || cuDevicePrimaryCtxRelease_v2(d)
+                    : cuCtxDestroy_v2(c))
+            return 1;
+    }
+    printf("probed %d devices\n", n);
+    return 0;
+}
 
 static int work(int ordinal) {
     CUdevice d;
@@ -56,6 +83,10 @@ int main(int argc, char **argv) {
         bad = cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c) || work(k);
     } else if (strcmp(s, "two") == 0) {
         bad = work(0) || work(k);
+    } else if (strcmp(s, "probe") == 0) {
+        bad = probe(0) || work(k);
+    } else if (strcmp(s, "probe_primary") == 0) {
+        bad = probe(1) || work(k);
     } else if (strcmp(s, "alone") == 0) {
         bad = work(k);
     } else {

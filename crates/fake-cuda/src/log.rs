@@ -73,6 +73,7 @@
 //! cuEventCreate flags=F
 //! cuEventDestroy_v2 event=0xHEX
 //! cuEventRecord event=0xHEX stream=0xHEX      (and cuEventRecord_ptsz)
+//! cuEventRecordWithFlags event=0xHEX stream=0xHEX flags=F   (and _ptsz)
 //! cuEventSynchronize event=0xHEX
 //! cuEventQuery event=0xHEX
 //! cuMemcpyHtoDAsync_v2 dst=0xHEX src=0xHEX bytes=N stream=0xHEX   (and _v2_ptsz, the

@@ -17,9 +17,13 @@
 //! | cuMemAllocHost, cuMemcpyHtoD, cuMemcpyDtoH | >= 3020: `_v2`; below: version not sufficient |
 //! | cuMemcpyHtoDAsync, cuMemcpyDtoHAsync | >= 3020: flags & 2: `_v2_ptsz`, else `_v2`; below: version not sufficient |
 //! | cuMemHostRegister | >= 6050: `_v2`; below: version not sufficient |
-//! | cuStreamQuery, cuStreamWaitEvent, cuEventRecord, cuMemcpyAsync | flags & 2: `_ptsz`, else plain |
+//! | cuStreamQuery, cuStreamWaitEvent, cuEventRecord, cuEventRecordWithFlags, cuMemcpyAsync | flags & 2: `_ptsz`, else plain |
 //! | cuMemsetD8Async, cuMemsetD16Async, cuMemsetD32Async, cuMemsetD2D8Async, cuMemsetD2D16Async, cuMemsetD2D32Async, cuGraphLaunch, cuLaunchHostFunc | flags & 2: `_ptsz`, else plain |
 //! | cuLogsRegisterCallback, cuLogsUnregisterCallback | < 12090: version not sufficient; else plain |
+//! | cuStreamBeginCapture | < 10010: version not sufficient (the one-argument v1 is not implemented); flags & 2: `_v2_ptsz`, else `_v2` |
+//! | cuStreamEndCapture | flags & 2: `_ptsz`, else plain |
+//! | cuMemcpy2DAsync | >= 3020: flags & 2: `_v2_ptsz`, else `_v2`; below: version not sufficient |
+//! | cuStreamWaitValue32, cuStreamWriteValue32 | flags & 2: `_v2_ptsz`, else `_v2` |
 //! | every other exported base name | plain |
 //! | anything else (including suffixed names such as `cuMemAlloc_v2`) | not found |
 
@@ -149,6 +153,12 @@ pub const BASE_NAMES: &[&str] = &[
     "cuMemsetD2D32Async",
     "cuGraphLaunch",
     "cuLaunchHostFunc",
+    "cuEventRecordWithFlags",
+    "cuStreamBeginCapture",
+    "cuStreamEndCapture",
+    "cuStreamWaitValue32",
+    "cuStreamWriteValue32",
+    "cuMemcpy2DAsync",
 ];
 
 fn at_least(version: i32, min: i32, name: &'static str, older: Lookup) -> Lookup {
@@ -223,6 +233,14 @@ pub fn select(base: &str, cuda_version: i32, flags: u64) -> Lookup {
         "cuStreamQuery" => stream("cuStreamQuery_ptsz", "cuStreamQuery"),
         "cuStreamWaitEvent" => stream("cuStreamWaitEvent_ptsz", "cuStreamWaitEvent"),
         "cuEventRecord" => stream("cuEventRecord_ptsz", "cuEventRecord"),
+        "cuEventRecordWithFlags" => stream("cuEventRecordWithFlags_ptsz", "cuEventRecordWithFlags"),
+        "cuStreamBeginCapture" if v < 10010 => Old,
+        "cuStreamBeginCapture" => stream("cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCapture_v2"),
+        "cuStreamEndCapture" => stream("cuStreamEndCapture_ptsz", "cuStreamEndCapture"),
+        "cuMemcpy2DAsync" if v < 3020 => Old,
+        "cuMemcpy2DAsync" => stream("cuMemcpy2DAsync_v2_ptsz", "cuMemcpy2DAsync_v2"),
+        "cuStreamWaitValue32" => stream("cuStreamWaitValue32_v2_ptsz", "cuStreamWaitValue32_v2"),
+        "cuStreamWriteValue32" => stream("cuStreamWriteValue32_v2_ptsz", "cuStreamWriteValue32_v2"),
         "cuMemcpyAsync" => stream("cuMemcpyAsync_ptsz", "cuMemcpyAsync"),
         "cuMemsetD8Async" => stream("cuMemsetD8Async_ptsz", "cuMemsetD8Async"),
         "cuMemsetD16Async" => stream("cuMemsetD16Async_ptsz", "cuMemsetD16Async"),
@@ -352,6 +370,14 @@ mod tests {
             Found("cuEventRecord_ptsz")
         );
         assert_eq!(
+            select("cuEventRecordWithFlags", 11010, 2),
+            Found("cuEventRecordWithFlags_ptsz")
+        );
+        assert_eq!(
+            select("cuEventRecordWithFlags", 11010, 0),
+            Found("cuEventRecordWithFlags")
+        );
+        assert_eq!(
             select("cuEventDestroy", 4000, 0),
             Found("cuEventDestroy_v2")
         );
@@ -414,7 +440,7 @@ mod tests {
 
     #[test]
     fn every_base_name_resolves_to_an_export() {
-        assert_eq!(BASE_NAMES.len(), 73);
+        assert_eq!(BASE_NAMES.len(), 79);
         for &base in BASE_NAMES {
             for v in [1000, 3020, 4000, 11000, 11040, 11060, 12000, 12050, 13000] {
                 for flags in [0, 1, 2] {
@@ -424,7 +450,10 @@ mod tests {
                             "{base} {v} {flags} -> {sym} is not exported"
                         ),
                         Old => assert!(
-                            v < 11060 || (base.starts_with("cuLogs") && v < 12090),
+                            v < 11060
+                                || (base.starts_with("cuLogs") && v < 12090)
+                                || (base == "cuStreamBeginCapture" && v < 10010)
+                                || (base == "cuMemcpy2DAsync" && v < 3020),
                             "{base} {v}"
                         ),
                         NotFound => panic!("{base} not found"),

@@ -109,6 +109,9 @@ pub struct Driver {
     quarantine: HashSet<usize>,
     registered: BTreeMap<usize, (usize, usize)>,
     queues: HashMap<QueueKey, Queue>,
+    /// Queues being captured (`cuStreamBeginCapture_v2`): work for them is dropped.
+    capturing: HashSet<QueueKey>,
+    next_graph: usize,
     events: HashMap<usize, Event>,
     next_event: usize,
     backing: HashMap<CUdeviceptr, Vec<u8>>,
@@ -139,6 +142,8 @@ impl Driver {
             quarantine: HashSet::new(),
             registered: BTreeMap::new(),
             queues: HashMap::new(),
+            capturing: HashSet::new(),
+            next_graph: 0,
             events: HashMap::new(),
             next_event: 0,
             backing: HashMap::new(),
@@ -622,9 +627,31 @@ impl Driver {
         Ok((default_queue(current), current))
     }
 
-    /// Appends `op` to queue `key`.
+    /// Appends `op` to queue `key`; work for a capturing queue goes into its graph, which
+    /// this driver does not keep (it never runs).
     pub fn enqueue(&mut self, key: QueueKey, op: Op) {
+        if self.capturing.contains(&key) {
+            return;
+        }
         self.queues.entry(key).or_default().push(op);
+    }
+
+    /// `cuStreamBeginCapture_v2` on queue `key`: `ILLEGAL_STATE` when it is capturing.
+    pub fn capture_begin(&mut self, key: QueueKey) -> Result<(), CUresult> {
+        if !self.capturing.insert(key) {
+            return Err(CUresult::CUDA_ERROR_ILLEGAL_STATE);
+        }
+        Ok(())
+    }
+
+    /// `cuStreamEndCapture` on queue `key`: a new graph handle, `ILLEGAL_STATE` when it is
+    /// not capturing.
+    pub fn capture_end(&mut self, key: QueueKey) -> Result<usize, CUresult> {
+        if !self.capturing.remove(&key) {
+            return Err(CUresult::CUDA_ERROR_ILLEGAL_STATE);
+        }
+        self.next_graph += 1;
+        Ok(0x6a00_0000 + (self.next_graph << 8))
     }
 
     /// Whether work is still queued on `key`.

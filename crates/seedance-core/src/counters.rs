@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most functions (hooked ABI variants) the counters can track; ids are `0..MAX_FUNCTIONS`.
-pub const MAX_FUNCTIONS: usize = 96;
+pub const MAX_FUNCTIONS: usize = 192;
 
 pub(crate) struct Shard {
     calls: [AtomicU64; MAX_FUNCTIONS],

@@ -23,6 +23,9 @@
 //! * `cuStreamWaitEvent(S2, e)` orders what is queued on S2 afterwards after everything on
 //!   the stream `e` was recorded on before the record (followed transitively: S2 inherits
 //!   what that stream was already ordered after);
+//! * completion follows those orderings: when S2 completes (synchronised, found idle), so
+//!   has everything S2 waited for before; when an event recorded on S2 completes, so has
+//!   everything S2 waited for before that record;
 //! * the legacy default stream is ordered with every blocking stream of its context, both
 //!   ways (CUDA "stream synchronization behavior": a stream made without
 //!   `CU_STREAM_NON_BLOCKING`, or the per-thread default stream, synchronises with the
@@ -148,6 +151,9 @@ pub struct Hazard {
     pub second: Access,
     /// The pinned range both lie in.
     pub range: Range,
+    /// The first access's stream was destroyed since (its work still runs; no event can be
+    /// recorded on it any more).
+    pub first_destroyed: bool,
 }
 
 impl Hazard {
@@ -171,7 +177,9 @@ struct Mark {
     upto: u64,
 }
 
-/// "Stream `waiter` is ordered after what stream `after` had queued before access `upto`".
+/// "Stream `waiter` is ordered after what stream `after` had queued before access `upto`",
+/// since the moment `at` (on the same clock as the accesses' seq: an event recorded on
+/// `waiter` later covers the wait, and so what the wait covers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Wait {
     waiter: u64,
@@ -179,6 +187,7 @@ struct Wait {
     after: u64,
     after_tid: u64,
     upto: u64,
+    at: u64,
 }
 
 fn same(key_a: u64, tid_a: u64, key_b: u64, tid_b: u64) -> bool {
@@ -195,6 +204,8 @@ pub struct Table {
     events: HashMap<u64, Mark>,
     /// Created streams made with `CU_STREAM_NON_BLOCKING`.
     non_blocking: std::collections::HashSet<u64>,
+    /// Created streams destroyed while accesses on them were pending (only while some are).
+    destroyed: std::collections::HashSet<u64>,
     next_seq: u64,
     forgotten: u64,
     /// While every pending access is on one stream: that stream (key, thread). A new
@@ -255,6 +266,7 @@ impl Table {
     /// A stream was created with `flags`; `CU_STREAM_NON_BLOCKING` (1) exempts it from the
     /// legacy default stream's implicit ordering.
     pub fn stream_created(&mut self, handle: u64, flags: u32) {
+        self.destroyed.remove(&handle);
         if flags & 1 != 0 {
             self.non_blocking.insert(handle);
         } else {
@@ -316,6 +328,7 @@ impl Table {
                 first: a.clone(),
                 second: next.clone(),
                 range: range.clone(),
+                first_destroyed: self.destroyed.contains(&a.key),
             });
         }
         out
@@ -367,36 +380,42 @@ impl Table {
         if same(waiter, waiter_tid, after, after_tid) {
             return;
         }
-        // What `after` was ordered after, `waiter` now is too (transitively).
+        let at = self.tick();
+        // What `after` was ordered after before the point waited for, `waiter` now is too
+        // (transitively).
         let inherited: Vec<Wait> = self
             .waits
             .iter()
-            .filter(|w| same(w.waiter, w.waiter_tid, after, after_tid) && w.upto <= upto)
+            .filter(|w| same(w.waiter, w.waiter_tid, after, after_tid) && w.at < upto)
             .map(|w| Wait {
                 waiter,
                 waiter_tid,
+                at,
                 ..*w
             })
             .collect();
-        for w in std::iter::once(Wait {
+        let first = Wait {
             waiter,
             waiter_tid,
             after,
             after_tid,
             upto,
-        })
-        .chain(inherited)
-        {
+            at,
+        };
+        for w in std::iter::once(first).chain(inherited) {
             if same(w.waiter, w.waiter_tid, w.after, w.after_tid) {
                 continue;
             }
-            if let Some(old) = self.waits.iter_mut().find(|o| {
+            // An older wait that covers as much is enough (it also holds from earlier on);
+            // a newer one that covers more is kept beside older ones, which an event
+            // recorded in between still covers.
+            let pair = |o: &Wait| {
                 o.waiter == w.waiter
                     && o.waiter_tid == w.waiter_tid
                     && o.after == w.after
                     && o.after_tid == w.after_tid
-            }) {
-                old.upto = old.upto.max(w.upto);
+            };
+            if self.waits.iter().any(|o| pair(o) && o.upto >= w.upto) {
                 continue;
             }
             if self.waits.len() >= MAX_WAITS {
@@ -404,6 +423,14 @@ impl Table {
             }
             self.waits.push(w);
         }
+    }
+
+    /// The next point on the accesses' clock: records and waits take one, so that "before"
+    /// and "after" between them and the accesses are exact.
+    fn tick(&mut self) -> u64 {
+        let t = self.next_seq;
+        self.next_seq += 1;
+        t
     }
 
     /// `cuEventRecord(event, stream)` on thread `tid`: the event covers what the stream has
@@ -418,14 +445,24 @@ impl Table {
                 return;
             }
         }
-        self.events.insert(
-            event,
-            Mark {
-                key,
-                tid,
-                upto: self.next_seq,
-            },
-        );
+        let upto = self.tick();
+        self.events.insert(event, Mark { key, tid, upto });
+    }
+
+    /// Whether the table holds a record of `event` (one made while accesses were pending).
+    pub fn knows_event(&self, event: u64) -> bool {
+        self.events.contains_key(&event)
+    }
+
+    /// Unknown means forget: the model met an ordering it cannot follow (a wait on an event
+    /// it never saw recorded, a call on a stream whose effect on other streams it does not
+    /// model), so every pending access is dropped from the race checks rather than risk
+    /// reporting a race the program ordered. Returns whether any was dropped.
+    pub fn forget_pending(&mut self) -> bool {
+        let any = !self.pending.is_empty();
+        self.pending.clear();
+        self.prune();
+        any
     }
 
     /// The stream key an event was last recorded on while accesses were pending.
@@ -442,18 +479,38 @@ impl Table {
     }
 
     /// The event completed (`cuEventSynchronize`, `cuEventQuery` success): what it covered
-    /// is done.
+    /// is done, and so is what its stream had waited for before the record.
     pub fn event_completed(&mut self, event: u64) {
         if let Some(m) = self.events.get(&event).copied() {
-            self.pending
-                .retain(|a| !(same(a.key, a.tid, m.key, m.tid) && a.seq < m.upto));
+            self.complete_through(m.key, m.tid, m.upto);
             self.prune();
         }
     }
 
-    /// Stream `key` was synchronised or found idle by thread `tid`: its accesses are done;
-    /// for the legacy default stream, those of its context's blocking streams too.
+    /// Stream `key` (thread `tid`) completed what it had queued before `upto`: those
+    /// accesses are done, and so is what it had been ordered after by then (the waits
+    /// are transitive already, so one level is enough).
+    fn complete_through(&mut self, key: u64, tid: u64, upto: u64) {
+        let covered: Vec<(u64, u64, u64)> = self
+            .waits
+            .iter()
+            .filter(|w| same(w.waiter, w.waiter_tid, key, tid) && w.at < upto)
+            .map(|w| (w.after, w.after_tid, w.upto))
+            .chain(std::iter::once((key, tid, upto)))
+            .collect();
+        self.pending.retain(|a| {
+            !covered
+                .iter()
+                .any(|&(k, t, u)| same(a.key, a.tid, k, t) && a.seq < u)
+        });
+    }
+
+    /// Stream `key` was synchronised or found idle by thread `tid`: its accesses are done,
+    /// and those of the streams it waited for (up to what it waited for); for the legacy
+    /// default stream, those of its context's blocking streams too.
     pub fn stream_completed(&mut self, key: u64, tid: u64, ctx: u64) {
+        let now = self.next_seq;
+        self.complete_through(key, tid, now);
         let legacy = matches!(key_kind(key), KeyKind::Legacy(_));
         let blocking: Vec<bool> = self.pending.iter().map(|a| self.blocking(a.key)).collect();
         let mut i = 0;
@@ -472,12 +529,28 @@ impl Table {
     }
 
     /// Forgets a destroyed stream's flags (its accesses complete on their own; they stay
-    /// pending until something synchronises their context).
+    /// pending until something synchronises their context) and remembers, while they are
+    /// pending, that the stream is gone (a repair must not use it).
     pub fn stream_destroyed(&mut self, handle: u64) {
         self.non_blocking.remove(&handle);
+        if matches!(key_kind(handle), KeyKind::Stream(_))
+            && self.pending.iter().any(|a| a.key == handle)
+        {
+            self.destroyed.insert(handle);
+        }
+    }
+
+    /// Whether the created stream `key` was destroyed with accesses pending on it.
+    pub fn is_destroyed(&self, key: u64) -> bool {
+        self.destroyed.contains(&key)
     }
 
     fn prune(&mut self) {
+        if !self.destroyed.is_empty() {
+            let pending = &self.pending;
+            self.destroyed
+                .retain(|&h| pending.iter().any(|a| a.key == h));
+        }
         if self.pending.is_empty() {
             self.waits.clear();
             self.events.clear();
@@ -492,12 +565,27 @@ pub fn explain_hazard(h: &Hazard, repaired: Option<&str>) -> String {
     let (a, b) = (&h.first, &h.second);
     let off = |x: &Access| x.addr - h.range.lo;
     let mut s = String::new();
+    let ordering = if h.first_destroyed {
+        format!(
+            "{} was destroyed after the first copy (cuStreamDestroy returns before its work \
+             completes), and nothing orders {} after it (no event recorded on it before the \
+             destroy and waited for by the second stream, no synchronisation in between)",
+            a.describe_stream(),
+            b.describe_stream(),
+        )
+    } else {
+        format!(
+            "nothing orders {} after {} (no event recorded after the first copy and waited \
+             for by the second stream, no synchronisation in between)",
+            b.describe_stream(),
+            a.describe_stream(),
+        )
+    };
     let _ = write!(
         s,
         "{} on {} (thread {}) {} host bytes {}..{} ({}) of pinned range {:#x} ({}, made by {}) \
-         that {} on {} (thread {}) still {} (bytes {}..{}, {}); nothing orders {} after {} \
-         (no event recorded after the first copy and waited for by the second stream, no \
-         synchronisation in between), so the second copy may run before the first one {}",
+         that {} on {} (thread {}) still {} (bytes {}..{}, {}); {}, so the second copy may run \
+         before the first one {}",
         b.function,
         b.describe_stream(),
         b.tid,
@@ -515,8 +603,7 @@ pub fn explain_hazard(h: &Hazard, repaired: Option<&str>) -> String {
         off(a),
         off(a) + a.bytes,
         human(a.bytes),
-        b.describe_stream(),
-        a.describe_stream(),
+        ordering,
         match a.dir {
             Direction::Read => "reads",
             Direction::Write => "writes",
@@ -532,15 +619,26 @@ pub fn explain_hazard(h: &Hazard, repaired: Option<&str>) -> String {
         _ => ": the bytes left in host memory would be either copy's",
     };
     s.push_str(consequence);
-    let _ = write!(
-        s,
-        "; fix: record an event after the first copy (cuEventRecord(event, {})) and make the \
+    if h.first_destroyed {
+        let _ = write!(
+            s,
+            "; fix: before destroying {} record an event on it after the first copy and make \
+             the second stream wait for it (cuStreamWaitEvent({}, event, 0)), or synchronise \
+             it (cuStreamSynchronize) before destroying it",
+            a.describe_stream(),
+            stream_arg(b),
+        );
+    } else {
+        let _ = write!(
+            s,
+            "; fix: record an event after the first copy (cuEventRecord(event, {})) and make the \
          second stream wait for it (cuStreamWaitEvent({}, event, 0)) before the second copy, \
          or keep the buffer until the first copy completes (cuStreamSynchronize or \
          cuEventSynchronize) before reusing it",
-        stream_arg(a),
-        stream_arg(b),
-    );
+            stream_arg(a),
+            stream_arg(b),
+        );
+    }
     if let Some(r) = repaired {
         let _ = write!(s, "; fix mode: {r}");
     }
@@ -683,6 +781,70 @@ mod tests {
     }
 
     #[test]
+    fn completion_follows_waits() {
+        let c = 0x5eed_5000_0300;
+        // Synchronising the waiter completes what it waited for.
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.event_recorded(0xe0, A, 1);
+        t.stream_waited(B, 1, 0xe0);
+        t.stream_completed(B, 1, CTX);
+        assert!(t.is_idle());
+        assert!(t.check(&access(c, 1, Direction::Write, 0, 4096)).is_empty());
+
+        // An event recorded on the waiter after the wait covers it; one recorded before
+        // does not.
+        for (record_after_wait, idle) in [(true, true), (false, false)] {
+            let mut t = table();
+            t.commit(access(A, 1, Direction::Read, 0, 4096));
+            t.event_recorded(0xe0, A, 1);
+            if !record_after_wait {
+                t.event_recorded(0xe2, B, 1);
+            }
+            t.stream_waited(B, 1, 0xe0);
+            if record_after_wait {
+                t.event_recorded(0xe2, B, 1);
+            }
+            t.event_completed(0xe2);
+            assert_eq!(t.is_idle(), idle, "{record_after_wait}");
+        }
+
+        // What the waited-for stream queued after the record is not complete.
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 16));
+        t.event_recorded(0xe0, A, 1);
+        t.commit(access(A, 1, Direction::Read, 64, 16));
+        t.stream_waited(B, 1, 0xe0);
+        t.stream_completed(B, 1, CTX);
+        assert_eq!(t.pending().len(), 1);
+        assert_eq!(t.pending()[0].addr, LO + 64);
+
+        // Transitively: C waited for B, which had waited for A.
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.event_recorded(0xe0, A, 1);
+        t.stream_waited(B, 1, 0xe0);
+        t.event_recorded(0xe1, B, 1);
+        t.stream_waited(c, 1, 0xe1);
+        t.stream_completed(c, 1, CTX);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn forgetting_drops_every_pending_access() {
+        let mut t = table();
+        assert!(!t.forget_pending());
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.event_recorded(0xe0, A, 1);
+        assert!(t.knows_event(0xe0));
+        assert!(!t.knows_event(0xe1));
+        assert!(t.forget_pending());
+        assert!(t.is_idle());
+        assert!(!t.knows_event(0xe0));
+        assert!(t.check(&access(B, 1, Direction::Write, 0, 1)).is_empty());
+    }
+
+    #[test]
     fn the_legacy_default_stream_orders_blocking_streams() {
         let legacy = stream_key(0, CTX as usize, false);
         let mut t = table();
@@ -742,6 +904,27 @@ mod tests {
             t.order(0x1000 + (i << 8), 1, A, 1);
         }
         assert!(t.waits.len() <= MAX_WAITS);
+    }
+
+    #[test]
+    fn a_destroyed_first_stream_is_marked_while_its_accesses_are_pending() {
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.stream_destroyed(B);
+        assert!(!t.is_destroyed(B), "nothing pending on B");
+        t.stream_destroyed(A);
+        let h = &t.check(&access(B, 1, Direction::Write, 0, 1))[0];
+        assert!(h.first_destroyed);
+        let e = explain_hazard(h, None);
+        assert!(
+            e.contains("stream 0x5eed50000100 was destroyed after the first copy"),
+            "{e}"
+        );
+        assert!(!e.contains("cuEventRecord(event, 0x5eed50000100)"), "{e}");
+        assert!(e.contains("before destroying stream 0x5eed50000100 record an event"));
+        // Gone from the table once its accesses are.
+        t.context_completed(CTX);
+        assert!(!t.is_destroyed(A));
     }
 
     #[test]

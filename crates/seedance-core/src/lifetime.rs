@@ -384,10 +384,19 @@ impl Tracker {
         }
     }
 
-    /// A stream handle leaves: destroyed, or found dead. Its key keeps its context (work
-    /// counted on it before stays attributed) until the handle is made again.
+    /// A stream handle leaves: destroyed (its counted work retired, the copies still
+    /// running kept with its context: [`Tracker::orphan`]), or found dead with its context.
+    /// Nothing of it stays, so a program that makes and destroys streams in a loop keeps
+    /// the tracker's size.
     pub fn stream_forgotten(&mut self, handle: u64) -> Option<Owned> {
+        self.key_ctx.remove(&handle);
         self.streams.remove(&handle)
+    }
+
+    /// Entries the tracker holds for stream and event handles (live streams and events,
+    /// and the context of each stream key it keeps): bounded by the handles alive.
+    pub fn handles(&self) -> usize {
+        self.streams.len() + self.events.len() + self.key_ctx.len()
     }
 
     /// What the tracker knows of a stream handle.

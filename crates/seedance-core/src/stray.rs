@@ -39,6 +39,9 @@ pub struct DeviceUse {
     pub device: i32,
     /// Contexts the process made there (created or primary incarnations), alive or ended.
     pub contexts: u32,
+    /// Of those, the ones alive now. Only a device with one is judged at exit
+    /// ([`judged_at_exit`]): a context that ended was judged when it ended.
+    pub live: u32,
     /// Kernel launches counted in those contexts.
     pub launches: u64,
     /// Asynchronous copies and other stream operations counted there.
@@ -92,6 +95,14 @@ pub fn working_elsewhere(uses: &[DeviceUse], device: i32) -> Vec<DeviceUse> {
         .filter(|u| u.device != device && u.worked())
         .copied()
         .collect()
+}
+
+/// Whether the device is judged at exit: a context of the process is alive there. A
+/// context that ended was judged at its end, against the work elsewhere by then: one that
+/// ended before any work (a launcher that asks every device for its free memory, then works
+/// on one) is not stray.
+pub fn judged_at_exit(u: &DeviceUse) -> bool {
+    u.live > 0
 }
 
 /// For the opt-in repair, before a primary-context retain of `device`: the one device the
@@ -251,6 +262,14 @@ mod tests {
             allocations: u64::from(bytes > 0),
             ..DeviceUse::default()
         }
+    }
+
+    #[test]
+    fn only_devices_with_a_live_context_are_judged_at_exit() {
+        let ended = used(0, 0, 0);
+        assert!(!judged_at_exit(&ended));
+        let live = DeviceUse { live: 1, ..ended };
+        assert!(judged_at_exit(&live));
     }
 
     #[test]

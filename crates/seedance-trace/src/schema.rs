@@ -604,6 +604,13 @@ pub struct ExitSummary {
     /// Empty on a healthy run; non-empty means a driver newer than the shim's table.
     #[serde(default)]
     pub procaddr_unmatched: Vec<String>,
+    /// Times the pinned-copy race model met, with accesses pending, an ordering it cannot
+    /// follow (a `cuStreamWaitEvent` on an event it never saw recorded, stream work whose
+    /// effect on other streams it does not model) and dropped the pending accesses from
+    /// its checks rather than risk reporting a race the program ordered (schema 5; 0 in
+    /// earlier traces).
+    #[serde(default)]
+    pub unknown_orderings: u64,
     /// Repairs made in fix mode, by kind (`device_fallback`), with how many calls each
     /// kind repaired (schema 2).
     #[serde(default)]

@@ -60,6 +60,7 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
         repairs,
         fallbacks: crate::faults::devices::fallbacks(),
         device_questions: crate::faults::devices::questions(),
+        unknown_orderings: crate::faults::hazard::unknown_orderings(),
         ..ExitSummary::default()
     };
     if let Some(r) = crate::faults::lifetime::exit::exit_report_if_ready() {

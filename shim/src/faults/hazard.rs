@@ -16,8 +16,11 @@
 //! stream before the second copy. Announced once per pair of call sites, counted every
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
+mod copy2d;
 mod order;
 mod report;
+
+pub use copy2d::{ok_copy_2d, pre_copy_2d};
 
 use crate::hooks::ids::HookId;
 use crate::{platform, rt::config};
@@ -58,8 +61,10 @@ fn on() -> bool {
     config::switches_now() & config::sw::LIFETIME != 0
 }
 
+/// Fix mode, and no stream capture open: a repair's event record and wait could join the
+/// capture or invalidate it (`crate::faults::capture`).
 fn fix() -> bool {
-    config::switches() & config::sw::FIX != 0
+    config::switches() & config::sw::FIX != 0 && !crate::faults::capture::open()
 }
 
 fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
@@ -147,6 +152,16 @@ fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, l
 /// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
 fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
     let mut next: Sides = [None, None];
+    // A copy captured into a graph does not run now (the graph's launch is unknown work).
+    if crate::faults::capture::open()
+        && crate::faults::capture::capturing(
+            work::key_for(stream as usize, is_per_thread(id)),
+            platform::thread_id(),
+        )
+    {
+        NEXT.with(|n| *n.borrow_mut() = next);
+        return;
+    }
     let mut hazards = Vec::new();
     {
         let t = TABLE.lock();
@@ -310,12 +325,48 @@ pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
     });
 }
 
-/// `cuStreamWaitEvent(_ptsz)` succeeded.
+/// `cuStreamWaitEvent(_ptsz)` succeeded. An event the table has no record of was either
+/// recorded before any access was pending (the lifetime shards remember it: it orders
+/// nothing pending) or never seen recorded (recorded where the shim cannot see, such as an
+/// IPC event): then the pending accesses are forgotten ([`forget`]).
 pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
     while_pending(|t| {
-        let key = work::key_for(stream as usize, is_per_thread(id));
-        t.stream_waited(key, platform::thread_id(), event as u64)
+        let ev = event as u64;
+        if t.knows_event(ev) {
+            let key = work::key_for(stream as usize, is_per_thread(id));
+            t.stream_waited(key, platform::thread_id(), ev)
+        } else if !work::shards().iter().any(|s| s.event_mark(ev).is_some()) {
+            forget(t);
+        }
     });
+}
+
+/// After stream work whose effect on other streams the model does not follow (a wait on
+/// or write of a memory value, a batch of those, an external semaphore, a host function or
+/// callback, which may tell the host its stream's work is done, a graph launch): the
+/// pending accesses are forgotten (one relaxed load when none is pending).
+///
+/// # Safety
+/// None: the handle is not used.
+#[inline]
+pub unsafe fn forget_after(_id: HookId, _stream: CUstream) {
+    while_pending(forget);
+}
+
+/// Times the model met an ordering it could not follow with accesses pending and dropped
+/// them (`exit_summary.unknown_orderings`).
+static UNKNOWN: AtomicU64 = AtomicU64::new(0);
+
+/// Unknown means forget, never alarm: drops every pending access (counted once).
+fn forget(t: &mut Table) {
+    if t.forget_pending() {
+        UNKNOWN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// For the exit summary: how many times pending accesses were forgotten ([`forget`]).
+pub fn unknown_orderings() -> u64 {
+    UNKNOWN.load(Ordering::Relaxed)
 }
 
 /// `cuEventSynchronize` succeeded, or `cuEventQuery` reported the event complete.

@@ -100,6 +100,12 @@ fn fix() -> bool {
     config::switches() & config::sw::FIX != 0
 }
 
+/// Whether a repair that makes its own synchronisation may run: fix mode, and no stream
+/// capture open (one the synchronisation would invalidate: `crate::faults::capture`).
+fn fix_sync() -> bool {
+    fix() && !crate::faults::capture::open()
+}
+
 /// Runs a cold path, never letting a panic reach the program.
 /// Takes the tracker's and the reports' locks: a hook called from a signal handler that
 /// interrupted this on the same thread does nothing (`crate::rt::guard::enter`).
@@ -178,8 +184,13 @@ fn learn_keys(t: &mut Tracker, shards: &[&'static Shard]) {
 }
 
 /// Whether the driver says the work on `p` is still running. Streams it cannot ask about
-/// (another thread's per-thread default stream) count as running.
+/// (another thread's per-thread default stream) count as running; while a stream capture
+/// is open nothing is asked and nothing counts as running.
 fn still_running(p: &Pending) -> bool {
+    // A query while a capture is open could invalidate it: unknown, so not reported.
+    if crate::faults::capture::open() {
+        return false;
+    }
     let ask = |r: Result<bool, CUresult>| match r {
         Ok(b) => b,
         Err(CUresult::CUDA_ERROR_NOT_FOUND) => true,

@@ -4,7 +4,7 @@
 //! arguments each one names.
 
 use crate::exit::record;
-use crate::faults::{alloc, devices, hazard, hostguard, launch, lifetime};
+use crate::faults::{alloc, capture, devices, hazard, hostguard, launch, lifetime};
 use crate::hooks::ids::{slots, HookId};
 use crate::rt::args::ArgVal;
 use crate::rt::{config, output};

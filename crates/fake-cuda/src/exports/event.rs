@@ -1,4 +1,5 @@
 //! Events: `cuEventCreate`, `cuEventDestroy_v2`, `cuEventRecord(_ptsz)`,
+//! `cuEventRecordWithFlags(_ptsz)` (what the CUDA 13 runtime records with),
 //! `cuEventSynchronize`, `cuEventQuery`. An event belongs to the context current when it
 //! was created and marks a position in a stream's queue when recorded (see
 //! [`crate::state`]).
@@ -80,6 +81,76 @@ pub unsafe extern "C" fn cuEventRecord(h_event: CUevent, h_stream: CUstream) -> 
 #[no_mangle]
 pub unsafe extern "C" fn cuEventRecord_ptsz(h_event: CUevent, h_stream: CUstream) -> CUresult {
     event_record("cuEventRecord_ptsz", h_event, h_stream)
+}
+
+/// Flags `cuEventRecordWithFlags` accepts: `CU_EVENT_RECORD_DEFAULT` (0) and
+/// `CU_EVENT_RECORD_EXTERNAL` (1).
+pub const EVENT_RECORD_FLAGS: c_uint = 0x1;
+
+fn event_record_with_flags(
+    name: &str,
+    event: CUevent,
+    stream: CUstream,
+    flags: c_uint,
+) -> CUresult {
+    call_driver(
+        name,
+        || {
+            format!(
+                "event={:#x} stream={:#x} flags={flags}",
+                event as usize, stream as usize
+            )
+        },
+        |d| {
+            if flags & !EVENT_RECORD_FLAGS != 0 {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            }
+            d.event_record(event as usize, stream as usize, current())
+        },
+    )
+}
+
+/// `cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)`: as
+/// `cuEventRecord`; unknown flags are `INVALID_VALUE`. The CUDA 13 runtime's
+/// `cudaEventRecord` ends here (docs/design.md, fact 11).
+///
+/// # Safety
+///
+/// None: the handles are only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuEventRecordWithFlags(
+    h_event: CUevent,
+    h_stream: CUstream,
+    flags: c_uint,
+) -> CUresult {
+    event_record_with_flags("cuEventRecordWithFlags", h_event, h_stream, flags)
+}
+
+/// `cuEventRecordWithFlags_ptsz`: the per-thread-default-stream variant.
+///
+/// # Safety
+///
+/// None: the handles are only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuEventRecordWithFlags_ptsz(
+    h_event: CUevent,
+    h_stream: CUstream,
+    flags: c_uint,
+) -> CUresult {
+    event_record_with_flags("cuEventRecordWithFlags_ptsz", h_event, h_stream, flags)
+}
+
+/// `fakeEventRecordUnseen(CUevent hEvent, CUstream hStream)`: `cuEventRecord` under a name
+/// that is no driver entry point, so no interposer sees it: for tests of what a shim does
+/// with a record it cannot see (an IPC event's, one made through an entry point it does not
+/// hook).
+///
+/// # Safety
+///
+/// None: the handles are only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn fakeEventRecordUnseen(h_event: CUevent, h_stream: CUstream) -> CUresult {
+    event_record("fakeEventRecordUnseen", h_event, h_stream)
 }
 
 /// `cuEventSynchronize(CUevent hEvent)`: runs the marked work.

@@ -10,6 +10,7 @@ use std::ffi::{c_char, c_void};
 
 use seedance_cuda::CUresult;
 
+pub mod capture;
 pub mod context;
 pub mod copy;
 pub mod device;
@@ -23,6 +24,7 @@ pub mod ops;
 pub mod procaddr;
 pub mod stream;
 
+pub use capture::*;
 pub use context::*;
 pub use copy::*;
 pub use device::*;
@@ -122,6 +124,19 @@ export_table![
     cuEventDestroy_v2,
     cuEventRecord,
     cuEventRecord_ptsz,
+    cuEventRecordWithFlags,
+    cuEventRecordWithFlags_ptsz,
+    fakeEventRecordUnseen,
+    cuStreamBeginCapture_v2,
+    cuStreamBeginCapture_v2_ptsz,
+    cuStreamEndCapture,
+    cuStreamEndCapture_ptsz,
+    cuStreamWaitValue32_v2,
+    cuStreamWaitValue32_v2_ptsz,
+    cuStreamWriteValue32_v2,
+    cuStreamWriteValue32_v2_ptsz,
+    cuMemcpy2DAsync_v2,
+    cuMemcpy2DAsync_v2_ptsz,
     cuEventSynchronize,
     cuEventQuery,
     cuMemcpyHtoDAsync_v2,
@@ -195,7 +210,7 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 101);
+        assert_eq!(EXPORTED.len(), 114);
         for name in EXPORTED {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }

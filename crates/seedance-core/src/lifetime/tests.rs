@@ -370,3 +370,25 @@ fn other_operations_are_pending_work() {
     assert_eq!(one(1, 2, 0), "1 launch and 2 copies");
     assert_eq!(one(0, 0, 0), "no work");
 }
+
+#[test]
+fn handles_that_ended_leave_the_tables() {
+    let mut t = Tracker::new();
+    let s = site(&mut t, "cuCtxCreate_v2");
+    let c = t.context_created(0x1000, Some(0), s).unwrap();
+    for i in 0..1_000_000u64 {
+        let h = 0x5eed_0000_0000 + (i << 8);
+        let s = site(&mut t, "cuStreamCreate");
+        t.stream_created(h, Some(c), s);
+        let s = site(&mut t, "cuEventCreate");
+        t.event_created(h + 0x40, Some(c), s);
+        assert_eq!(t.key_owner(h), Some(c));
+        t.event_forgotten(h + 0x40);
+        t.stream_forgotten(h);
+    }
+    assert_eq!(t.handles(), 0);
+    // A stream still alive is kept.
+    let s = site(&mut t, "cuStreamCreate");
+    t.stream_created(0x7000, Some(c), s);
+    assert_eq!(t.handles(), 2);
+}

@@ -1,5 +1,6 @@
 //! The repair of a pinned-copy race in `fix` mode: the shim's own event (one per context)
-//! recorded on the first copy's stream, and the second copy's stream made to wait for it.
+//! recorded on the first copy's stream, and the second copy's stream made to wait for it;
+//! a context synchronisation when the first stream was destroyed.
 
 use crate::driver::query;
 use crate::platform;
@@ -45,9 +46,23 @@ fn stream_arg(a: &Access) -> Option<CUstream> {
 }
 
 /// Orders `h.second` after `h.first`: the shim's event recorded on the first stream, the
-/// second stream made to wait for it. `Some(what was done)` on success.
+/// second stream made to wait for it; when the program destroyed the first stream (its
+/// work still runs, but the handle must not be used), the first copy's context is
+/// synchronised instead. `Some(what was done)` on success.
 pub(super) fn order(h: &Hazard, table: &Mutex<Table>) -> Option<String> {
     let (a, b) = (&h.first, &h.second);
+    if h.first_destroyed {
+        query::with_context(a.ctx as usize, query::ctx_synchronize)
+            .ok()?
+            .ok()?;
+        super::context_completed(a.ctx);
+        crate::faults::lifetime::report::count_repair("order_pinned_copies");
+        return Some(format!(
+            "{} was destroyed, so the shim synchronised its context (cuCtxSynchronize) before \
+             the second copy",
+            a.describe_stream()
+        ));
+    }
     let first = stream_arg(a)?;
     let second = stream_arg(b)?;
     let ev = own_event(a.ctx)?;

@@ -46,7 +46,14 @@ pub(super) fn report(h: &Hazard, repaired: Option<String>) {
         first: trace_access(&h.first, h.range.lo),
         second: trace_access(&h.second, h.range.lo),
         repaired: repaired.is_some(),
-        repair: repaired.is_some().then(|| "event_wait".to_string()),
+        repair: repaired.is_some().then(|| {
+            if h.first_destroyed {
+                "context_synchronize"
+            } else {
+                "event_wait"
+            }
+            .to_string()
+        }),
         explanation,
         backtrace: None,
     }));

@@ -48,7 +48,7 @@ fn before_end(id: HookId, how: EndKind, handle: u64) {
         return;
     }
     let total = sum(&running);
-    let repaired = fix()
+    let repaired = fix_sync()
         && query::with_context(handle as usize, query::ctx_synchronize).is_ok_and(|r| r.is_ok());
     let mut t = TRACKER.lock();
     let streams: Vec<StreamWork> = running.iter().map(|p| stream_work(&t, p)).collect();

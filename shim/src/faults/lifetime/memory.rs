@@ -185,7 +185,7 @@ fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
     }
     let mut synced = Vec::new();
     let mut ok = true;
-    if fix() {
+    if fix_sync() {
         ok &= synchronize(&running, &mut synced);
         let ctxs: HashSet<u32> = orphans.iter().map(|(c, _)| *c).collect();
         for cid in ctxs {
@@ -198,7 +198,7 @@ fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
             }
         }
     }
-    let repaired = fix() && ok;
+    let repaired = fix_sync() && ok;
     let mut t = TRACKER.lock();
     let mut streams: Vec<StreamWork> = running
         .iter()
@@ -357,7 +357,7 @@ fn before_device_free(id: HookId, dptr: CUdeviceptr, stream: CUstream) -> Option
         return None;
     }
     let mut synced = Vec::new();
-    let repaired = fix() && synchronize(&running, &mut synced);
+    let repaired = fix_sync() && synchronize(&running, &mut synced);
     let mut t = TRACKER.lock();
     let streams: Vec<StreamWork> = running.iter().map(|q| stream_work(&t, q)).collect();
     if repaired {

@@ -12,7 +12,8 @@
 use super::*;
 use crate::faults::alloc;
 use seedance_core::stray::{
-    explain_stray, repair_target, working_elsewhere, ContextMemory, DeviceUse, StrayFacts,
+    explain_stray, judged_at_exit, repair_target, working_elsewhere, ContextMemory, DeviceUse,
+    StrayFacts,
 };
 use seedance_core::StrayRepair;
 use seedance_trace::{DeviceUse as TraceUse, StrayContext};
@@ -72,6 +73,7 @@ fn usage() -> Vec<DeviceUse> {
             });
             // A primary context retained again keeps its incarnation: one context.
             u.contexts += 1;
+            u.live += u32::from(c.end.is_none());
         }
         id += 1;
     }
@@ -248,15 +250,16 @@ pub(super) fn at_context_end(device: Option<i32>) {
     report(&uses, device, "context_end", None);
 }
 
-/// At the shim's `.fini_array` entry (the driver still up): every device with a context is
-/// judged, new stray contexts reported, and the final figures kept for the exit summary.
+/// At the shim's `.fini_array` entry (the driver still up): every device with a context
+/// alive is judged (one whose contexts all ended was judged at each end), new stray
+/// contexts reported, and the final figures kept for the exit summary.
 pub fn at_exit() {
     if !on() {
         return;
     }
     cold(|| {
         let uses = usage();
-        for u in uses.iter().filter(|u| u.contexts > 0) {
+        for u in uses.iter().filter(|u| judged_at_exit(u)) {
             report(&uses, u.device, "exit", None);
         }
         let mut reported = REPORTED.lock();

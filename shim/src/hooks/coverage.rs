@@ -1,0 +1,89 @@
+//! The coverage table `docs/model-coverage.md` checked against the hook table and the copy
+//! of the CUDA 13 runtime's `cuGetProcAddress` requests beside it.
+
+use crate::hooks::ids::TABLE;
+use std::collections::{BTreeMap, BTreeSet};
+
+const COVERAGE: &str = include_str!("../../../docs/model-coverage.md");
+const REQUESTS: &str = include_str!("../../../docs/cudart13-procaddress-requests.txt");
+
+/// The model-relevant entry points the shim does not hook yet (docs/model-coverage.md,
+/// `gap`; docs/reliability.md, "Known limits"). Hooking one, or finding a new one, changes
+/// this list.
+const KNOWN_GAPS: &[&str] = &[
+    "cuCtxDetach",
+    "cuEGLStreamConsumerAcquireFrame",
+    "cuEGLStreamConsumerReleaseFrame",
+    "cuEGLStreamProducerPresentFrame",
+    "cuEGLStreamProducerReturnFrame",
+    "cuGLMapBufferObjectAsync",
+    "cuGLUnmapBufferObjectAsync",
+    "cuGraphicsMapResources",
+    "cuGraphicsUnmapResources",
+    "cuMemAllocFromPoolAsync",
+    "cuMemDiscardAndPrefetchBatchAsync",
+    "cuMemDiscardBatchAsync",
+    "cuMemPrefetchAsync",
+    "cuMemPrefetchBatchAsync",
+    "cuMemcpy",
+    "cuMemcpy2DUnaligned",
+    "cuMemcpy3D",
+    "cuMemcpy3DPeer",
+    "cuMemcpyDtoD",
+    "cuMemcpyDtoH",
+    "cuMemcpyHtoD",
+    "cuMemcpyPeer",
+    "cuMemsetD2D8",
+    "cuMemsetD8",
+    "cuStreamAttachMemAsync",
+];
+
+/// The table's rows: entry point -> `hooked`, `gap` or `no`.
+fn rows() -> BTreeMap<&'static str, &'static str> {
+    let mut out = BTreeMap::new();
+    for line in COVERAGE.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let name = cells[1].trim_matches('`');
+        assert!(
+            out.insert(name, cells[2]).is_none(),
+            "{name}: two rows in docs/model-coverage.md"
+        );
+    }
+    out
+}
+
+#[test]
+fn coverage_table_matches_the_hooks_and_the_runtimes_requests() {
+    let requested: BTreeSet<&str> = REQUESTS
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert!(requested.len() > 300, "{}", requested.len());
+    let rows = rows();
+    let named: BTreeSet<&str> = rows.keys().copied().collect();
+    assert_eq!(named, requested, "one row per requested entry point");
+    let hooked: BTreeSet<&str> = TABLE.iter().map(|h| h.base).collect();
+    let mut gaps = Vec::new();
+    for (name, model) in &rows {
+        match *model {
+            "hooked" => assert!(
+                hooked.contains(name),
+                "{name} is marked hooked but shim/src/hooks.rs has no hook for it"
+            ),
+            "gap" => {
+                assert!(
+                    !hooked.contains(name),
+                    "{name} is hooked now: mark it hooked"
+                );
+                gaps.push(*name);
+            }
+            "no" => assert!(!hooked.contains(name), "{name} is hooked: mark it hooked"),
+            other => panic!("{name}: unknown mark {other}"),
+        }
+    }
+    assert_eq!(
+        gaps, KNOWN_GAPS,
+        "a model-relevant entry point without a hook: hook it, or name it a known gap"
+    );
+}
