@@ -466,7 +466,7 @@ host_race() {
 for idiom in wait_event wait_stream event_synchronize pinned_ring record_stream dataloader_prefetch cuda_graph compile_reduce_overhead; do
   n=torch/$idiom-correct
   modes="plain observe fix"
-  case $idiom in event_synchronize | pinned_ring) modes="$modes observe-guard fix-guard" ;; esac
+  case $idiom in event_synchronize | pinned_ring | dataloader_prefetch | cuda_graph | compile_reduce_overhead) modes="$modes observe-guard fix-guard" ;; esac
   run_case "$n" "$modes" "" -- "$python" "$rules/torch_ordering.py" "$idiom" correct
   # shellcheck disable=SC2086
   check_healthy "$n" "D torch $idiom correct (healthy)" ${modes#plain }
