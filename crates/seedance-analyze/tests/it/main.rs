@@ -13,8 +13,11 @@
 //! - `gates`: `summary --fail-on`, `diff --fail-on new` and the no-trace warning, with
 //!   their exit codes.
 //! - `otlp`: `export --format otlp-json` decoded with `opentelemetry-proto`'s types.
+//! - `agree`: `export` and `summary` read the same records of hostile input (deep nesting,
+//!   out-of-range envelopes, files that are not traces, corrupt sequence numbers).
 //! - `bench`: an ignored throughput measurement (`cargo test --release -- --ignored bench`).
 
+mod agree;
 mod bench;
 mod browser;
 mod contract;
