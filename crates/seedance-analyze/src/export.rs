@@ -124,8 +124,13 @@ fn percent_decode(s: &str) -> String {
 /// The export of a set of trace files.
 #[derive(Debug, Clone, Default)]
 pub struct Export {
-    /// The JSON lines, each ending in a newline.
+    /// The JSON lines, each ending in a newline: one `ExportLogsServiceRequest` per element
+    /// of [`Export::resource_logs`].
     pub json: String,
+    /// Each `ResourceLogs` object of the output (one trace file, at most
+    /// [`RECORDS_PER_LINE`] log records), as JSON, with its number of log records:
+    /// what [`crate::push`] batches into requests.
+    pub resource_logs: Vec<(String, u64)>,
     /// Files that held a trace.
     pub files_read: u64,
     /// Log records written.
@@ -147,6 +152,7 @@ pub fn otlp_json(files: &[PathBuf], env: &Environment) -> Export {
     let mut out = Export::default();
     for p in parts {
         out.json.push_str(&p.json);
+        out.resource_logs.extend(p.resource_logs);
         out.files_read += p.files_read;
         out.log_records += p.log_records;
         out.empty_files += p.empty_files;
@@ -290,17 +296,18 @@ fn export_file(path: &Path, env: &Environment) -> Export {
         s
     });
     for chunk in records.chunks(RECORDS_PER_LINE) {
-        let req = json!({
-            "resourceLogs": [{
-                "resource": { "attributes": sess.resource },
-                "scopeLogs": [{
-                    "scope": { "name": "seedance-fix", "version": sess.scope_version },
-                    "logRecords": chunk,
-                }],
+        let item = json!({
+            "resource": { "attributes": sess.resource },
+            "scopeLogs": [{
+                "scope": { "name": "seedance-fix", "version": sess.scope_version },
+                "logRecords": chunk,
             }],
-        });
-        out.json.push_str(&req.to_string());
-        out.json.push('\n');
+        })
+        .to_string();
+        out.json.push_str("{\"resourceLogs\":[");
+        out.json.push_str(&item);
+        out.json.push_str("]}\n");
+        out.resource_logs.push((item, chunk.len() as u64));
     }
     out
 }

@@ -43,6 +43,7 @@ mod parts;
 mod problems;
 mod proc;
 mod process_agg;
+pub mod push;
 mod reader;
 pub mod records;
 pub mod render_html;

@@ -13,6 +13,7 @@
 //! - `gates`: `summary --fail-on`, `diff --fail-on new` and the no-trace warning, with
 //!   their exit codes.
 //! - `otlp`: `export --format otlp-json` decoded with `opentelemetry-proto`'s types.
+//! - `push`: `export --otlp-endpoint` against a receiver the test starts on 127.0.0.1.
 //! - `agree`: `export` and `summary` read the same records of hostile input (deep nesting,
 //!   out-of-range envelopes, files that are not traces, corrupt sequence numbers).
 //! - `bench`: an ignored throughput measurement (`cargo test --release -- --ignored bench`).
@@ -26,6 +27,7 @@ mod gates;
 mod golden;
 mod otlp;
 mod props;
+mod push;
 mod robust;
 mod runtime;
 
