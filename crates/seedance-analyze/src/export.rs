@@ -131,6 +131,8 @@ pub struct Export {
     /// [`RECORDS_PER_LINE`] log records), as JSON, with its number of log records:
     /// what [`crate::push`] batches into requests.
     pub resource_logs: Vec<(String, u64)>,
+    /// Files (objects) looked at.
+    pub files_seen: u64,
     /// Files that held a trace.
     pub files_read: u64,
     /// Log records written.
@@ -151,14 +153,37 @@ pub fn otlp_json(files: &[PathBuf], env: &Environment) -> Export {
     let parts: Vec<Export> = files.par_iter().map(|f| export_file(f, env)).collect();
     let mut out = Export::default();
     for p in parts {
-        out.json.push_str(&p.json);
-        out.resource_logs.extend(p.resource_logs);
-        out.files_read += p.files_read;
-        out.log_records += p.log_records;
-        out.empty_files += p.empty_files;
-        out.skipped_lines += p.skipped_lines;
+        out.append(p);
     }
     out
+}
+
+/// [`otlp_json`] of the objects an object-storage URL names ([`crate::remote`]), in key
+/// order. `Err` when the URL cannot be listed.
+pub fn otlp_json_url(url: &str, env: &Environment) -> Result<Export, String> {
+    let listing = crate::remote::list(url)?;
+    let mut out = Export::default();
+    for p in listing.read_all(|name, data| {
+        export_with(env, |hook| {
+            crate::remote::read_object(name, data, &Options::default(), Some(hook))
+        })
+    }) {
+        out.append(p);
+    }
+    Ok(out)
+}
+
+impl Export {
+    /// Adds `other`'s lines and counts after this one's.
+    pub fn append(&mut self, other: Export) {
+        self.json.push_str(&other.json);
+        self.resource_logs.extend(other.resource_logs);
+        self.files_seen += other.files_seen;
+        self.files_read += other.files_read;
+        self.log_records += other.log_records;
+        self.empty_files += other.empty_files;
+        self.skipped_lines += other.skipped_lines;
+    }
 }
 
 /// What the session start says about the process and its devices.
@@ -262,6 +287,17 @@ fn session(rec: &Fields, head: &Head, env: &Environment) -> Session {
 }
 
 fn export_file(path: &Path, env: &Environment) -> Export {
+    export_with(env, |hook| {
+        input::read_file_with(path, &Options::default(), Some(hook))
+    })
+}
+
+/// The export of one file, which `read` reads with `summary`'s reader, handing it the hook
+/// that builds the log records.
+fn export_with(
+    env: &Environment,
+    read: impl FnOnce(input::RecordHook<'_>) -> crate::Aggregate,
+) -> Export {
     let mut out = Export::default();
     let mut sess: Option<Session> = None;
     let mut records: Vec<Value> = Vec::new();
@@ -278,8 +314,9 @@ fn export_file(path: &Path, env: &Environment) -> Export {
         let devices = sess.as_ref().map(|s| s.devices.as_slice()).unwrap_or(&[]);
         records.push(log_record(&head, rec.as_ref(), text, devices));
     };
-    let agg = input::read_file_with(path, &Options::default(), Some(&mut hook));
+    let agg = read(&mut hook);
     let c = &agg.counters;
+    out.files_seen = c.files_seen;
     out.empty_files = c.empty_files;
     if c.files_read == 0 {
         return out;

@@ -67,6 +67,19 @@ impl<R: Read> Read for Counting<'_, R> {
     }
 }
 
+/// The object-storage URLs among `paths` (in order), and the local paths.
+pub fn split_urls(paths: &[PathBuf]) -> (Vec<String>, Vec<PathBuf>) {
+    let mut urls = Vec::new();
+    let mut local = Vec::new();
+    for p in paths {
+        match p.to_str().filter(|s| crate::remote::is_url(s)) {
+            Some(u) => urls.push(u.to_string()),
+            None => local.push(p.clone()),
+        }
+    }
+    (urls, local)
+}
+
 /// The files to read, and the entries met while walking that could not be read.
 pub type FileList = (Vec<PathBuf>, Vec<(PathBuf, String)>);
 
@@ -136,13 +149,20 @@ fn walk(
     }
 }
 
-/// Reads every trace file under `paths` in parallel and merges the aggregates.
+/// Reads every trace file under `paths` in parallel and merges the aggregates. A path that
+/// is an object-storage URL (`s3://bucket/prefix/`, [`crate::remote::is_url`]) is read
+/// through [`crate::remote`].
 pub fn analyze_paths(paths: &[PathBuf], options: &Options) -> Result<Aggregate, Error> {
-    let (files, errors) = collect_files(paths)?;
+    let (urls, local) = split_urls(paths);
+    let (files, errors) = collect_files(&local)?;
     let mut agg = files
         .par_iter()
         .map(|f| read_file(f, options))
         .reduce(Aggregate::default, Aggregate::merge);
+    for u in urls {
+        let remote = crate::remote::analyze_url(&u, options).map_err(Error::Remote)?;
+        agg = agg.merge(remote);
+    }
     for (p, e) in errors {
         agg.counters.note_unreadable(&p.display().to_string(), e);
     }
@@ -164,19 +184,41 @@ pub type RecordHook<'h> = &'h mut dyn FnMut(&[u8], &Line<'_>);
 /// [`read_file`], handing every record to `hook` as it goes by.
 pub fn read_file_with(path: &Path, options: &Options, hook: Option<RecordHook<'_>>) -> Aggregate {
     let name = path.display().to_string();
+    match File::open(path) {
+        Ok(f) => read_reader(&name, f, options, hook),
+        Err(e) => {
+            let mut agg = Aggregate::default();
+            agg.counters.files_seen += 1;
+            agg.counters.note_unreadable(&name, e.to_string());
+            agg
+        }
+    }
+}
+
+/// [`read_file_with`] of a file's bytes already in memory (an object fetched from object
+/// storage, [`crate::remote`]), named `name` in the report.
+pub fn read_bytes_with(
+    name: &str,
+    data: &[u8],
+    options: &Options,
+    hook: Option<RecordHook<'_>>,
+) -> Aggregate {
+    read_reader(name, data, options, hook)
+}
+
+fn read_reader<R: Read>(
+    name: &str,
+    inner: R,
+    options: &Options,
+    hook: Option<RecordHook<'_>>,
+) -> Aggregate {
+    let name = name.to_string();
     let mut agg = Aggregate::default();
     agg.counters.files_seen += 1;
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) => {
-            agg.counters.note_unreadable(&name, e.to_string());
-            return agg;
-        }
-    };
     let mut raw = BufReader::with_capacity(
         64 << 10,
         Counting {
-            inner: file,
+            inner,
             bytes: 0,
             progress: options.progress,
         },

@@ -46,6 +46,7 @@ mod process_agg;
 pub mod push;
 mod reader;
 pub mod records;
+pub mod remote;
 pub mod render_html;
 pub mod render_json;
 pub mod render_text;
@@ -68,12 +69,15 @@ use std::path::PathBuf;
 pub enum Error {
     /// A path given on the command line does not exist or cannot be inspected.
     Path(PathBuf, std::io::Error),
+    /// An object-storage URL that cannot be listed (no such bucket, no credentials, ...).
+    Remote(String),
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Path(p, e) => write!(f, "{}: {e}", p.display()),
+            Error::Remote(e) => f.write_str(e),
         }
     }
 }

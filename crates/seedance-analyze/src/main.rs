@@ -213,16 +213,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 None => None,
             };
-            let files: Vec<PathBuf> = seedance_analyze::input::collect_files(&paths)
+            let (urls, local) = seedance_analyze::input::split_urls(&paths);
+            let files: Vec<PathBuf> = seedance_analyze::input::collect_files(&local)
                 .context("cannot read the input")?
                 .0;
-            let resources = export::otlp_json(&files, &export::Environment::from_process());
+            let env = export::Environment::from_process();
+            let mut resources = export::otlp_json(&files, &env);
+            for u in &urls {
+                resources.append(export::otlp_json_url(u, &env).map_err(anyhow::Error::msg)?);
+            }
             if push.is_none() || output.is_some() {
                 emit(&resources.json, output)?;
             }
             if let Some(code) = no_trace_warning(
                 resources.files_read,
-                files.len() as u64,
+                resources.files_seen,
                 resources.empty_files,
                 &paths,
             ) {
