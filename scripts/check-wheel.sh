@@ -50,10 +50,11 @@ if [[ ${check_foreign:-} == aarch64 ]]; then
   data=$(echo "$work"/unpacked/seedance_fix-*.data)
   cp -R "$data/platlib/." "$site/"
   cp "$data"/scripts/* "$site/bin/"
-  chmod 0755 "$site"/bin/* "$site/seedance_fix/libseedance_fix.so" "$site/seedance_fix/fake-cuda/libcuda.so.1"
+  chmod 0755 "$site"/bin/* "$site/seedance_fix/libseedance_fix.so" "$site/seedance_fix/fake-cuda/libcuda.so.1" \
+    "$site/seedance_fix/fake-cuda/libnvidia-ml.so.1"
   fake=$site/seedance_fix/fake-cuda
-  elves=("$site/bin/seedance-fix" "$site/bin/seedance-analyze" "$site/seedance_fix/libseedance_fix.so" "$fake/libcuda.so.1")
-  check "launcher, analyzer, shim and fake driver are all aarch64 ELF files" \
+  elves=("$site/bin/seedance-fix" "$site/bin/seedance-analyze" "$site/seedance_fix/libseedance_fix.so" "$fake/libcuda.so.1" "$fake/libnvidia-ml.so.1")
+  check "launcher, analyzer, shim, fake driver and fake NVML are all aarch64 ELF files" \
     '(for f in "${elves[@]}"; do readelf -h "$f" | grep -q "Machine: *AArch64" || { echo "  not aarch64: $f"; exit 1; }; done)'
   glibc_tag_check "${elves[@]}"
   export PATH=/usr/bin:/bin QEMU_LD_PREFIX=$sysroot
@@ -74,6 +75,7 @@ if [[ ${check_foreign:-} == aarch64 ]]; then
   check "the run is summarized" 'grep -q "^seedance-fix: what the shim saw in this run" "$work/err.txt"'
   check "the summary names the repair" 'grep -q "device_fallback" "$work/err.txt"'
   check "one trace written" '[ "$(ls "$work/traces" | wc -l)" = 1 ]'
+  check "the fake NVML was loaded (no NVML note)" '! grep -q "NVML could not be loaded" "$work"/traces/*'
   check "the wheel's analyzer reads it (under qemu)" \
     'q "$site/bin/seedance-analyze" summary --fail-on error "$work/traces" >/dev/null'
   cat >"$work/healthy.c" <<'C'
@@ -115,7 +117,7 @@ check "pip install --target: the launcher finds the shim" \
 
 fake=$(echo "$work"/venv/lib/python3*/site-packages/seedance_fix/fake-cuda)
 glibc_tag_check "$work/venv/bin/seedance-fix" "$work/venv/bin/seedance-analyze" \
-  "$fake/../libseedance_fix.so" "$fake/libcuda.so.1"
+  "$fake/../libseedance_fix.so" "$fake/libcuda.so.1" "$fake/libnvidia-ml.so.1"
 cc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c -L"$fake" -l:libcuda.so.1
 echo "== seedance-fix run --fake-driver -- ./wrong_ordinal   (CUDA_VISIBLE_DEVICES=1)"
 CUDA_VISIBLE_DEVICES=1 seedance-fix run --fake-driver --trace-dir "$work/traces" \
@@ -125,6 +127,7 @@ check "the demo program's fault is repaired" 'grep -q "work done on ordinal 0" "
 check "the run is summarized" 'grep -q "^seedance-fix: what the shim saw in this run" "$work/err.txt"'
 check "the summary names the repair" 'grep -q "device_fallback" "$work/err.txt"'
 check "one trace written" '[ "$(ls "$work/traces" | wc -l)" = 1 ]'
+check "the fake NVML was loaded (no NVML note)" '! grep -q "NVML could not be loaded" "$work"/traces/*'
 check "the installed analyzer reads it" \
   'seedance-analyze summary --fail-on error "$work/traces" >/dev/null'
 

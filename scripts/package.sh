@@ -11,6 +11,7 @@
 #     bin/seedance-analyze     the analyzer
 #     lib/libseedance_fix.so   the shim (LD_PRELOAD it, or let bin/seedance-fix do it)
 #     lib/fake-cuda/libcuda.so.1  the fake driver, for seedance-fix run --fake-driver
+#     lib/fake-cuda/libnvidia-ml.so.1  the fake NVML (the same host), loaded with it
 #     docs/  examples/  LICENSE (if the repository has one)
 #     README.md                about this tarball (not the repository's: that one
 #                              builds from source and runs scripts the tarball lacks)
@@ -51,11 +52,11 @@ epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 # Builds and packs one target; prints the tarball's path.
 package() {
 local target=$1
-local cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze -p seedance-launch -p fake-cuda --target "$target")
+local cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze -p seedance-launch -p fake-cuda -p fake-nvml --target "$target")
 local out=${CARGO_TARGET_DIR:-target}/$target/release
 if [[ $target == "$host" ]]; then
   # The host's build lives in target/release, where the other scripts look for it.
-  cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze -p seedance-launch -p fake-cuda)
+  cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze -p seedance-launch -p fake-cuda -p fake-nvml)
   out=${CARGO_TARGET_DIR:-target}/release
 fi
 local strip=strip
@@ -72,12 +73,13 @@ rm -rf "$stage" "$tarball" "$tarball.sha256"
 mkdir -p "$stage/lib/fake-cuda" "$stage/bin"
 install -m 0755 "$out/libseedance_fix.so" "$stage/lib/libseedance_fix.so"
 install -m 0755 "$out/libcuda.so" "$stage/lib/fake-cuda/libcuda.so.1"
+install -m 0755 "$out/libnvidia_ml.so" "$stage/lib/fake-cuda/libnvidia-ml.so.1"
 install -m 0755 "$out/seedance-analyze" "$stage/bin/seedance-analyze"
 install -m 0755 "$out/seedance-fix" "$stage/bin/seedance-fix"
 # The release profile keeps debug info (debug = 1) for local profiling; the package drops
 # the DWARF sections (symbols stay, so backtraces still name functions): 17 MB -> ~2 MB for
 # the shim. A strip that does not know the target's format leaves the files as they are.
-for f in "$stage/lib/libseedance_fix.so" "$stage/lib/fake-cuda/libcuda.so.1" \
+for f in "$stage/lib/libseedance_fix.so" "$stage/lib/fake-cuda/libcuda.so.1" "$stage/lib/fake-cuda/libnvidia-ml.so.1" \
          "$stage/bin/seedance-analyze" "$stage/bin/seedance-fix"; do
   "$strip" --strip-debug "$f" 2>/dev/null || echo "package.sh: note: could not strip $f; kept as built" >&2
 done

@@ -49,16 +49,20 @@ if [[ $target != "$host" ]]; then
     *) echo "wheel.sh: cross wheels are built for aarch64-unknown-linux-gnu only, not $target" >&2; exit 2 ;;
   esac
 fi
-echo "== building the shim, the analyzer and the fake driver (cargo build --release ${cargo_target[*]})" >&2
-cargo build --release --quiet "${cargo_target[@]}" -p seedance-fix -p seedance-analyze -p fake-cuda
+echo "== building the shim, the analyzer, the fake driver and fake NVML (cargo build --release ${cargo_target[*]})" >&2
+cargo build --release --quiet "${cargo_target[@]}" -p seedance-fix -p seedance-analyze -p fake-cuda -p fake-nvml
 stage=target/wheel-data
 rm -rf "$stage"
 mkdir -p "$stage/scripts" "$stage/platlib/seedance_fix/fake-cuda"
 install -m 0755 "$rel/seedance-analyze" "$stage/scripts/seedance-analyze"
 install -m 0755 "$rel/libseedance_fix.so" "$stage/platlib/seedance_fix/libseedance_fix.so"
 install -m 0755 "$rel/libcuda.so" "$stage/platlib/seedance_fix/fake-cuda/libcuda.so.1"
+# The fake NVML beside the fake driver: --fake-driver puts that directory first on the
+# library path, and the shim loads libnvidia-ml.so.1 from it (crates/seedance-launch/src/locate.rs).
+install -m 0755 "$rel/libnvidia_ml.so" "$stage/platlib/seedance_fix/fake-cuda/libnvidia-ml.so.1"
 staged=("$stage/scripts/seedance-analyze" "$stage/platlib/seedance_fix/libseedance_fix.so"
-        "$stage/platlib/seedance_fix/fake-cuda/libcuda.so.1")
+        "$stage/platlib/seedance_fix/fake-cuda/libcuda.so.1"
+        "$stage/platlib/seedance_fix/fake-cuda/libnvidia-ml.so.1")
 # The release profile keeps debug info; the wheel drops the DWARF sections (symbols stay),
 # as scripts/package.sh does, and maturin --strip does for the launcher.
 for f in "${staged[@]}"; do

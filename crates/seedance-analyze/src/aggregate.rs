@@ -20,7 +20,8 @@ use crate::file_state::{FailedTable, PENDING_BUCKET_NS};
 use crate::line::{CallFailedRef, Head, Line};
 pub use crate::process_agg::{
     Examples, ExplainedAgg, ExplainedKind, Failures, FallbackAgg, FaultAgg, FaultValueKey,
-    LifetimeAgg, ProcessAgg, MAX_EXAMPLES, MAX_EXAMPLE_LEN, MAX_FAULT_TEXTS, MAX_FAULT_VALUES,
+    LifetimeAgg, ProcessAgg, SeqSet, MAX_EXAMPLES, MAX_EXAMPLE_LEN, MAX_FAULT_TEXTS,
+    MAX_FAULT_VALUES, MAX_SEQ_RANGES,
 };
 use crate::records::{AllocFaultInfo, LaunchFaultInfo, LifetimeFaultInfo};
 pub use crate::timeline::{Timeline, MAX_BUCKETS, TIMELINE_BASE_NS};

@@ -22,17 +22,21 @@
 //!   `hw.id` = the GPU UUID, `hw.model` = its name, `hw.vendor` = `NVIDIA`, `hw.type` =
 //!   `gpu` for the device the record is about (its ordinal looked up in the session start),
 //!   `seedance.device.ordinal`, and `seedance.record`: the whole record as a structured
-//!   value, nothing lost. The body is the record's `explanation` when it has one, else the
-//!   event name.
+//!   value, nothing lost (below [`MAX_RECORD_DEPTH`], as JSON text). The body is the
+//!   record's `explanation` when it has one, else the event name.
+//!
+//! The files are read by `summary`'s reader ([`input::read_file_with`]): the same files are
+//! traces, the same lines are records, with the same envelope (`pid` u32, `ts_ns` u64).
 //!
 //! Severity: `*_fault` and `call_failed` are ERROR (17), `device_fallback` and
 //! `lifetime_repair` WARN (13), the rest INFO (9).
 
-use crate::input::MAX_LINE_BYTES;
-use crate::reader::read_line_bounded;
-use flate2::read::MultiGzDecoder;
-use serde_json::{json, Map, Value};
-use std::io::{BufRead, BufReader};
+use crate::input::{self, Head, Line, Options};
+use rayon::prelude::*;
+use serde::de::{self, DeserializeOwned, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 /// Most log records in one output line (one `ExportLogsServiceRequest`).
@@ -120,37 +124,74 @@ fn percent_decode(s: &str) -> String {
 /// The export of a set of trace files.
 #[derive(Debug, Clone, Default)]
 pub struct Export {
-    /// The JSON lines, each ending in a newline.
+    /// The JSON lines, each ending in a newline: one `ExportLogsServiceRequest` per element
+    /// of [`Export::resource_logs`].
     pub json: String,
+    /// Each `ResourceLogs` object of the output (one trace file, at most
+    /// [`RECORDS_PER_LINE`] log records), as JSON, with its number of log records:
+    /// what [`crate::push`] batches into requests.
+    pub resource_logs: Vec<(String, u64)>,
+    /// Files (objects) looked at.
+    pub files_seen: u64,
     /// Files that held a trace.
     pub files_read: u64,
     /// Log records written.
     pub log_records: u64,
     /// Files without a single byte.
     pub empty_files: u64,
-    /// Lines that were not JSON objects with an `event` (counted, skipped).
+    /// Lines of trace files that are not records (malformed, truncated or oversized lines,
+    /// records of a known kind with wrong fields): counted, skipped.
     pub skipped_lines: u64,
 }
 
-/// Exports every trace in `files` (plain or gzip JSON lines; files without any record are
-/// skipped) as described in the module documentation.
+/// Exports every trace in `files` (plain or gzip JSON lines) as described in the module
+/// documentation. The files are read by `summary`'s reader ([`input::read_file_with`]), with
+/// its rules: a file `summary` does not take for a trace is not exported, and a log record
+/// is written for exactly the lines `summary` counts as records (the report's
+/// `input.records`), with their envelope as `summary` reads it.
 pub fn otlp_json(files: &[PathBuf], env: &Environment) -> Export {
+    let parts: Vec<Export> = files.par_iter().map(|f| export_file(f, env)).collect();
     let mut out = Export::default();
-    for f in files {
-        export_file(f, env, &mut out);
+    for p in parts {
+        out.append(p);
     }
     out
 }
 
-fn open(path: &Path) -> Option<Box<dyn BufRead>> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut raw = BufReader::with_capacity(64 << 10, file);
-    let gzip = raw.fill_buf().ok()?.starts_with(&[0x1f, 0x8b]);
-    Some(if gzip {
-        Box::new(BufReader::new(MultiGzDecoder::new(raw)))
-    } else {
-        Box::new(raw)
-    })
+/// [`otlp_json`] of the objects an object-storage URL names, in key order: in a build
+/// without the `remote` feature, always the error naming it.
+#[cfg(not(feature = "remote"))]
+pub fn otlp_json_url(url: &str, _env: &Environment) -> Result<Export, String> {
+    Err(crate::remote_url::unsupported(url))
+}
+
+/// [`otlp_json`] of the objects an object-storage URL names (`crate::remote`), in key
+/// order. `Err` when the URL cannot be listed.
+#[cfg(feature = "remote")]
+pub fn otlp_json_url(url: &str, env: &Environment) -> Result<Export, String> {
+    let listing = crate::remote::list(url)?;
+    let mut out = Export::default();
+    for p in listing.read_all(|name, data| {
+        export_with(env, |hook| {
+            crate::remote::read_object(name, data, &Options::default(), Some(hook))
+        })
+    }) {
+        out.append(p);
+    }
+    Ok(out)
+}
+
+impl Export {
+    /// Adds `other`'s lines and counts after this one's.
+    pub fn append(&mut self, other: Export) {
+        self.json.push_str(&other.json);
+        self.resource_logs.extend(other.resource_logs);
+        self.files_seen += other.files_seen;
+        self.files_read += other.files_read;
+        self.log_records += other.log_records;
+        self.empty_files += other.empty_files;
+        self.skipped_lines += other.skipped_lines;
+    }
 }
 
 /// What the session start says about the process and its devices.
@@ -162,40 +203,77 @@ struct Session {
     devices: Vec<(i64, Option<String>, Option<String>)>,
 }
 
-fn session(rec: &Map<String, Value>, env: &Environment) -> Session {
+/// The fields of one record, in the order written, each as its JSON text.
+struct Fields(Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for Fields {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut m: A) -> Result<Fields, A::Error> {
+                let mut v = Vec::new();
+                while let Some(e) = m.next_entry::<String, Box<RawValue>>()? {
+                    v.push(e);
+                }
+                Ok(Fields(v))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Fields {
+    /// The field `key` (the last one when it is repeated, as a JSON object means), read
+    /// as `T`; `None` when absent or of another type.
+    fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        let raw = self.0.iter().rev().find(|(k, _)| k == key)?;
+        serde_json::from_str(raw.1.get()).ok()
+    }
+}
+
+fn session(rec: &Fields, head: &Head, env: &Environment) -> Session {
     let mut resource = Vec::new();
-    let s = |k: &str| rec.get(k).and_then(Value::as_str);
-    if let Some(h) = s("hostname") {
+    if let Some(h) = rec.get::<String>("hostname") {
         resource.push(kv("host.name", json!({ "stringValue": h })));
     }
-    if let Some(pid) = rec.get("pid").and_then(Value::as_u64) {
-        resource.push(kv("process.pid", int(pid as i64)));
-    }
-    if let Some(exe) = s("executable") {
-        resource.push(kv("process.executable.path", json!({ "stringValue": exe })));
-        let name = Path::new(exe)
+    resource.push(kv("process.pid", int(i64::from(head.pid))));
+    if let Some(exe) = rec.get::<String>("executable") {
+        let name = Path::new(&exe)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| exe.to_string());
+            .unwrap_or_else(|| exe.clone());
+        resource.push(kv("process.executable.path", json!({ "stringValue": exe })));
         resource.push(kv("service.name", json!({ "stringValue": name })));
     }
-    if let Some(argv) = rec.get("argv").filter(|v| v.is_array()) {
-        resource.push(kv("process.command_args", any_value(argv)));
+    if let Some((_, argv)) = rec.0.iter().rev().find(|(k, _)| k == "argv") {
+        if argv.get().starts_with('[') {
+            resource.push(kv("process.command_args", any_raw(argv, 1)));
+        }
     }
     for (k, v) in &env.attributes {
         resource.retain(|a| a["key"] != k.as_str());
         resource.push(kv(k, json!({ "stringValue": v })));
     }
     let mut devices: Vec<(i64, Option<String>, Option<String>)> = Vec::new();
-    let entries = |v: Option<&Value>| -> Vec<Value> {
-        v.and_then(Value::as_array).cloned().unwrap_or_default()
+    let entries = |v: Option<Value>| -> Vec<Value> {
+        match v {
+            Some(Value::Array(a)) => a,
+            _ => Vec::new(),
+        }
     };
     for d in entries(rec.get("devices")) {
         if let Some(o) = d["ordinal"].as_i64() {
             devices.push((o, None, d["name"].as_str().map(String::from)));
         }
     }
-    for d in entries(rec.get("topology").and_then(|t| t.get("devices"))) {
+    let topology = rec
+        .get::<Value>("topology")
+        .map(|mut t| t["devices"].take());
+    for d in entries(topology) {
         let Some(o) = d["ordinal"].as_i64() else {
             continue;
         };
@@ -211,49 +289,49 @@ fn session(rec: &Map<String, Value>, env: &Environment) -> Session {
     }
     Session {
         resource,
-        scope_version: s("shim_version").unwrap_or_default().to_string(),
+        scope_version: rec.get::<String>("shim_version").unwrap_or_default(),
         devices,
     }
 }
 
-fn export_file(path: &Path, env: &Environment, out: &mut Export) {
-    let Some(mut reader) = open(path) else {
-        return;
-    };
-    let mut buf = Vec::new();
-    if reader.fill_buf().map(|b| b.is_empty()).unwrap_or(false) {
-        out.empty_files += 1;
-        return;
-    }
+fn export_file(path: &Path, env: &Environment) -> Export {
+    export_with(env, |hook| {
+        input::read_file_with(path, &Options::default(), Some(hook))
+    })
+}
+
+/// The export of one file, which `read` reads with `summary`'s reader, handing it the hook
+/// that builds the log records.
+fn export_with(
+    env: &Environment,
+    read: impl FnOnce(input::RecordHook<'_>) -> crate::Aggregate,
+) -> Export {
+    let mut out = Export::default();
     let mut sess: Option<Session> = None;
     let mut records: Vec<Value> = Vec::new();
-    let mut any = false;
-    while let Ok(Some(raw)) = read_line_bounded(&mut reader, &mut buf, MAX_LINE_BYTES) {
-        if raw.oversized {
-            out.skipped_lines += 1;
-            continue;
-        }
-        let rec = match serde_json::from_slice::<Value>(&buf) {
-            Ok(Value::Object(m)) if m.get("event").is_some_and(Value::is_string) => m,
-            _ => {
-                if !buf.iter().all(u8::is_ascii_whitespace) {
-                    out.skipped_lines += 1;
-                }
-                continue;
-            }
+    let mut hook = |text: &[u8], line: &Line<'_>| {
+        let Some(head) = line.head() else {
+            return;
         };
-        any = true;
-        if rec["event"] == "session_start" && sess.is_none() {
-            sess = Some(session(&rec, env));
+        // `summary` took the line for a record, so it is a JSON object; a line the
+        // generic reader refuses all the same still gets its log record, with the text.
+        let rec = serde_json::from_slice::<Fields>(text).ok();
+        if let (Line::SessionStart(..), None, Some(rec)) = (line, &sess, &rec) {
+            sess = Some(session(rec, &head, env));
         }
         let devices = sess.as_ref().map(|s| s.devices.as_slice()).unwrap_or(&[]);
-        records.push(log_record(&rec, devices));
-        out.log_records += 1;
+        records.push(log_record(&head, rec.as_ref(), text, devices));
+    };
+    let agg = read(&mut hook);
+    let c = &agg.counters;
+    out.files_seen = c.files_seen;
+    out.empty_files = c.empty_files;
+    if c.files_read == 0 {
+        return out;
     }
-    if !any {
-        return;
-    }
-    out.files_read += 1;
+    out.files_read = c.files_read;
+    out.log_records = records.len() as u64;
+    out.skipped_lines = crate::sat_sum([c.malformed_lines, c.truncated_lines, c.oversized_lines]);
     let sess = sess.unwrap_or_else(|| {
         // No session start (the head of the file is missing): the pid is in every record.
         let mut s = Session::default();
@@ -263,33 +341,42 @@ fn export_file(path: &Path, env: &Environment, out: &mut Export) {
         s
     });
     for chunk in records.chunks(RECORDS_PER_LINE) {
-        let req = json!({
-            "resourceLogs": [{
-                "resource": { "attributes": sess.resource },
-                "scopeLogs": [{
-                    "scope": { "name": "seedance-fix", "version": sess.scope_version },
-                    "logRecords": chunk,
-                }],
+        let item = json!({
+            "resource": { "attributes": sess.resource },
+            "scopeLogs": [{
+                "scope": { "name": "seedance-fix", "version": sess.scope_version },
+                "logRecords": chunk,
             }],
-        });
-        out.json.push_str(&req.to_string());
-        out.json.push('\n');
+        })
+        .to_string();
+        out.json.push_str("{\"resourceLogs\":[");
+        out.json.push_str(&item);
+        out.json.push_str("]}\n");
+        out.resource_logs.push((item, chunk.len() as u64));
     }
+    out
 }
 
 /// The ordinal of the device a record is about: `device`, else where a fallback sent the
 /// call, else the ordinal the program asked for (which may not exist).
-fn device_ordinal(rec: &Map<String, Value>) -> Option<i64> {
+fn device_ordinal(rec: &Fields) -> Option<i64> {
     ["device", "chosen_ordinal", "requested_ordinal"]
         .iter()
-        .find_map(|k| rec.get(*k).and_then(Value::as_i64))
+        .find_map(|k| rec.get::<i64>(k))
 }
 
+/// The log record of one trace record: `head` is its envelope as `summary` read it, `rec`
+/// its fields (`None` for a line only `summary`'s own scanner reads, then `text` is
+/// exported as a string).
 fn log_record(
-    rec: &Map<String, Value>,
+    head: &Head,
+    rec: Option<&Fields>,
+    text: &[u8],
     devices: &[(i64, Option<String>, Option<String>)],
 ) -> Value {
-    let event = rec["event"].as_str().unwrap_or_default();
+    let event = rec
+        .and_then(|r| r.get::<String>("event"))
+        .unwrap_or_else(|| "unknown".to_string());
     let severity = if event.ends_with("_fault") || event == "call_failed" {
         (SEVERITY_ERROR, "ERROR")
     } else if event == "device_fallback" || event == "lifetime_repair" {
@@ -301,50 +388,51 @@ fn log_record(
         "event.name",
         json!({ "stringValue": format!("seedance.{event}") }),
     )];
-    if let Some(r) = rec.get("result_name").and_then(Value::as_str) {
-        if r != "CUDA_SUCCESS" {
-            attrs.push(kv("error.type", json!({ "stringValue": r })));
-        }
-    }
-    if let Some(f) = rec.get("function").and_then(Value::as_str) {
-        attrs.push(kv("code.function.name", json!({ "stringValue": f })));
-    }
-    if let Some(t) = rec.get("tid").and_then(Value::as_i64) {
-        attrs.push(kv("thread.id", int(t)));
-    }
-    if let Some(o) = device_ordinal(rec) {
-        attrs.push(kv("seedance.device.ordinal", int(o)));
-        if let Some((_, uuid, name)) = devices.iter().find(|d| d.0 == o) {
-            attrs.push(kv("hw.type", json!({ "stringValue": "gpu" })));
-            attrs.push(kv("hw.vendor", json!({ "stringValue": "NVIDIA" })));
-            if let Some(u) = uuid {
-                attrs.push(kv("hw.id", json!({ "stringValue": u })));
-            }
-            if let Some(n) = name {
-                attrs.push(kv("hw.model", json!({ "stringValue": n })));
+    let mut body = event.clone();
+    if let Some(rec) = rec {
+        if let Some(r) = rec.get::<String>("result_name") {
+            if r != "CUDA_SUCCESS" {
+                attrs.push(kv("error.type", json!({ "stringValue": r })));
             }
         }
+        if let Some(f) = rec.get::<String>("function") {
+            attrs.push(kv("code.function.name", json!({ "stringValue": f })));
+        }
+        if let Some(t) = rec.get::<u64>("tid").and_then(|t| i64::try_from(t).ok()) {
+            attrs.push(kv("thread.id", int(t)));
+        }
+        if let Some(o) = device_ordinal(rec) {
+            attrs.push(kv("seedance.device.ordinal", int(o)));
+            if let Some((_, uuid, name)) = devices.iter().find(|d| d.0 == o) {
+                attrs.push(kv("hw.type", json!({ "stringValue": "gpu" })));
+                attrs.push(kv("hw.vendor", json!({ "stringValue": "NVIDIA" })));
+                if let Some(u) = uuid {
+                    attrs.push(kv("hw.id", json!({ "stringValue": u })));
+                }
+                if let Some(n) = name {
+                    attrs.push(kv("hw.model", json!({ "stringValue": n })));
+                }
+            }
+        }
+        attrs.push(kv("seedance.record", kvlist(&rec.0, 1)));
+        if let Some(e) = rec.get::<String>("explanation") {
+            body = e;
+        }
+    } else {
+        let text = String::from_utf8_lossy(text);
+        attrs.push(kv("seedance.record", json!({ "stringValue": text.trim() })));
     }
-    attrs.push(kv(
-        "seedance.record",
-        any_value(&Value::Object(rec.clone())),
-    ));
-    let body = rec
-        .get("explanation")
-        .and_then(Value::as_str)
-        .unwrap_or(event);
-    let mut lr = json!({
+    // `summary` reads every record's `ts_ns` as a u64 (lines without one are not records).
+    let ts = head.ts_ns.to_string();
+    json!({
+        "timeUnixNano": ts,
+        "observedTimeUnixNano": ts,
         "severityNumber": severity.0,
         "severityText": severity.1,
         "eventName": format!("seedance.{event}"),
         "body": { "stringValue": body },
         "attributes": attrs,
-    });
-    if let Some(ts) = rec.get("ts_ns").and_then(Value::as_u64) {
-        lr["timeUnixNano"] = Value::String(ts.to_string());
-        lr["observedTimeUnixNano"] = Value::String(ts.to_string());
-    }
-    lr
+    })
 }
 
 fn kv(key: &str, value: Value) -> Value {
@@ -356,27 +444,55 @@ fn int(n: i64) -> Value {
     json!({ "intValue": n.to_string() })
 }
 
-/// A JSON value as an OTLP `AnyValue`: objects as `kvlistValue`, arrays as `arrayValue`,
-/// integers as `intValue` (a `u64` over `i64::MAX` as a `doubleValue`), null as an empty
-/// value.
-fn any_value(v: &Value) -> Value {
-    match v {
-        Value::Null => json!({}),
-        Value::Bool(b) => json!({ "boolValue": b }),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => int(i),
-            None => json!({ "doubleValue": n.as_f64().unwrap_or(0.0) }),
-        },
-        Value::String(s) => json!({ "stringValue": s }),
-        Value::Array(a) => {
-            json!({ "arrayValue": { "values": a.iter().map(any_value).collect::<Vec<_>>() } })
-        }
-        Value::Object(m) => json!({
-            "kvlistValue": {
-                "values": m.iter().map(|(k, v)| kv(k, any_value(v))).collect::<Vec<_>>()
-            }
-        }),
+/// How deep the structured `seedance.record` goes: values nested deeper are kept as their
+/// JSON text (a `stringValue`). 16 levels hold every record the shim writes, and keep the
+/// OTLP/JSON of a record within the 128 levels that common JSON decoders (serde_json's
+/// default) accept, whatever the record's own depth.
+pub const MAX_RECORD_DEPTH: usize = 16;
+
+/// An object's fields as an OTLP `kvlistValue`, at `depth` (1: the record itself).
+fn kvlist(fields: &[(String, Box<RawValue>)], depth: usize) -> Value {
+    let values: Vec<Value> = fields
+        .iter()
+        .map(|(k, v)| kv(k, any_raw(v, depth + 1)))
+        .collect();
+    json!({ "kvlistValue": { "values": values } })
+}
+
+/// A JSON value (its text) as an OTLP `AnyValue`: objects as `kvlistValue`, arrays as
+/// `arrayValue`, integers as `intValue` (a `u64` over `i64::MAX` as a `doubleValue`), null
+/// as an empty value; below [`MAX_RECORD_DEPTH`], objects and arrays as their JSON text.
+/// The text is walked one level at a time (serde_json's `RawValue` skips nested values
+/// without recursion), so no depth of input makes it fail or overflow the stack.
+fn any_raw(raw: &RawValue, depth: usize) -> Value {
+    let text = raw.get();
+    let nested = matches!(text.as_bytes().first(), Some(b'{' | b'['));
+    if nested && depth > MAX_RECORD_DEPTH {
+        return json!({ "stringValue": text });
     }
+    if text.starts_with('{') {
+        if let Ok(f) = serde_json::from_str::<Fields>(text) {
+            return kvlist(&f.0, depth);
+        }
+    } else if text.starts_with('[') {
+        if let Ok(a) = serde_json::from_str::<Vec<Box<RawValue>>>(text) {
+            let values: Vec<Value> = a.iter().map(|v| any_raw(v, depth + 1)).collect();
+            return json!({ "arrayValue": { "values": values } });
+        }
+    } else if let Ok(v) = serde_json::from_str::<Value>(text) {
+        return match v {
+            Value::Null => json!({}),
+            Value::Bool(b) => json!({ "boolValue": b }),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) => int(i),
+                None => json!({ "doubleValue": n.as_f64().unwrap_or(0.0) }),
+            },
+            Value::String(s) => json!({ "stringValue": s }),
+            // Not reached: objects and arrays start with a bracket.
+            other => json!({ "stringValue": other.to_string() }),
+        };
+    }
+    json!({ "stringValue": text })
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Gates for CI jobs: whether a report has problems of a given severity
 //! (`summary --fail-on`), whether a diff has new ones (`diff --fail-on new`), and whether the
 //! input held any trace at all. The exit codes the command line gives for them are
-//! [`EXIT_NO_TRACE`] and [`EXIT_GATE`] (docs/analyzer.md, "Exit codes").
+//! [`EXIT_NO_TRACE`] and [`EXIT_GATE`], and [`EXIT_PUSH`] for `export --otlp-endpoint`
+//! (docs/analyzer.md, "Exit codes").
 
 use crate::diff::DiffReport;
 use crate::report::{Report, Severity};
@@ -11,6 +12,10 @@ pub const EXIT_NO_TRACE: u8 = 3;
 
 /// Exit code when a `--fail-on` gate found what it gates on.
 pub const EXIT_GATE: u8 = 4;
+
+/// Exit code when `export --otlp-endpoint` could not deliver every request
+/// ([`crate::push`]).
+pub const EXIT_PUSH: u8 = 5;
 
 /// The least severity that fails `summary --fail-on`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

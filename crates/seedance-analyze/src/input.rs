@@ -67,6 +67,19 @@ impl<R: Read> Read for Counting<'_, R> {
     }
 }
 
+/// The object-storage URLs among `paths` (in order), and the local paths.
+pub fn split_urls(paths: &[PathBuf]) -> (Vec<String>, Vec<PathBuf>) {
+    let mut urls = Vec::new();
+    let mut local = Vec::new();
+    for p in paths {
+        match p.to_str().filter(|s| crate::remote_url::is_url(s)) {
+            Some(u) => urls.push(u.to_string()),
+            None => local.push(p.clone()),
+        }
+    }
+    (urls, local)
+}
+
 /// The files to read, and the entries met while walking that could not be read.
 pub type FileList = (Vec<PathBuf>, Vec<(PathBuf, String)>);
 
@@ -136,13 +149,19 @@ fn walk(
     }
 }
 
-/// Reads every trace file under `paths` in parallel and merges the aggregates.
+/// Reads every trace file under `paths` in parallel and merges the aggregates. A path that
+/// is an object-storage URL (`s3://bucket/prefix/`, [`crate::remote_url::is_url`]) is read
+/// through `crate::remote` (the `remote` feature; without it, an error).
 pub fn analyze_paths(paths: &[PathBuf], options: &Options) -> Result<Aggregate, Error> {
-    let (files, errors) = collect_files(paths)?;
+    let (urls, local) = split_urls(paths);
+    let (files, errors) = collect_files(&local)?;
     let mut agg = files
         .par_iter()
         .map(|f| read_file(f, options))
         .reduce(Aggregate::default, Aggregate::merge);
+    for u in urls {
+        agg = agg.merge(read_url(&u, options)?);
+    }
     for (p, e) in errors {
         agg.counters.note_unreadable(&p.display().to_string(), e);
     }
@@ -150,22 +169,67 @@ pub fn analyze_paths(paths: &[PathBuf], options: &Options) -> Result<Aggregate, 
     Ok(agg)
 }
 
+/// The aggregate of an object-storage URL (`crate::remote`, the `remote` feature).
+#[cfg(feature = "remote")]
+fn read_url(url: &str, options: &Options) -> Result<Aggregate, Error> {
+    crate::remote::analyze_url(url, options).map_err(Error::Remote)
+}
+
+/// Without the `remote` feature an object-storage URL is an error naming the feature.
+#[cfg(not(feature = "remote"))]
+fn read_url(url: &str, _options: &Options) -> Result<Aggregate, Error> {
+    Err(Error::Remote(crate::remote_url::unsupported(url)))
+}
+
 /// Reads one file into a fresh aggregate. I/O errors are recorded in it, never returned.
 pub fn read_file(path: &Path, options: &Options) -> Aggregate {
+    read_file_with(path, options, None)
+}
+
+/// Called with every line that [`Aggregate::record`] counts as a record (what the
+/// report's `input.records` counts): the line's text and its classification. Lines of a file
+/// that turns out not to be a trace never reach it. `export` builds its log records here,
+/// so that it reads exactly the records `summary` reads ([`crate::export`]).
+pub type RecordHook<'h> = &'h mut dyn FnMut(&[u8], &Line<'_>);
+
+/// [`read_file`], handing every record to `hook` as it goes by.
+pub fn read_file_with(path: &Path, options: &Options, hook: Option<RecordHook<'_>>) -> Aggregate {
     let name = path.display().to_string();
+    match File::open(path) {
+        Ok(f) => read_reader(&name, f, options, hook),
+        Err(e) => {
+            let mut agg = Aggregate::default();
+            agg.counters.files_seen += 1;
+            agg.counters.note_unreadable(&name, e.to_string());
+            agg
+        }
+    }
+}
+
+/// [`read_file_with`] of a file's bytes already in memory (an object fetched from object
+/// storage, `crate::remote`), named `name` in the report.
+pub fn read_bytes_with(
+    name: &str,
+    data: &[u8],
+    options: &Options,
+    hook: Option<RecordHook<'_>>,
+) -> Aggregate {
+    read_reader(name, data, options, hook)
+}
+
+fn read_reader<R: Read>(
+    name: &str,
+    inner: R,
+    options: &Options,
+    hook: Option<RecordHook<'_>>,
+) -> Aggregate {
+    let name = name.to_string();
     let mut agg = Aggregate::default();
     agg.counters.files_seen += 1;
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) => {
-            agg.counters.note_unreadable(&name, e.to_string());
-            return agg;
-        }
-    };
     let mut raw = BufReader::with_capacity(
         64 << 10,
         Counting {
-            inner: file,
+            inner,
             bytes: 0,
             progress: options.progress,
         },
@@ -179,11 +243,11 @@ pub fn read_file(path: &Path, options: &Options) -> Aggregate {
     };
     let outcome = if gzip {
         let mut reader = MultiGzDecoder::new(raw);
-        let o = read_stream(&mut reader, &name, &mut agg);
+        let o = read_stream(&mut reader, &name, &mut agg, hook);
         agg.counters.bytes += reader.get_ref().get_ref().bytes;
         o
     } else {
-        let o = read_stream(&mut raw, &name, &mut agg);
+        let o = read_stream(&mut raw, &name, &mut agg, hook);
         agg.counters.bytes += raw.get_ref().bytes;
         o
     };
@@ -207,8 +271,10 @@ enum Outcome {
 }
 
 /// What is known of a file while its lines go by.
-struct Stream<'n> {
+struct Stream<'n, 'h> {
     name: &'n str,
+    /// Sees every record counted ([`RecordHook`]).
+    hook: Option<RecordHook<'h>>,
     file: FileState,
     /// Lines before the first record, while we do not yet know whether this is a trace.
     pending_lines: u64,
@@ -223,12 +289,14 @@ struct Stream<'n> {
     cut_first_record: bool,
 }
 
-impl Stream<'_> {
-    /// Takes one line (`None`: oversized); returns the outcome when the file ends here.
+impl Stream<'_, '_> {
+    /// Takes one line (`None`: oversized) and its text; returns the outcome when the file
+    /// ends here.
     fn line(
         &mut self,
         agg: &mut Aggregate,
         line: Option<Line<'_>>,
+        text: &[u8],
         raw: RawLine,
     ) -> Option<Outcome> {
         self.any_line = true;
@@ -275,6 +343,13 @@ impl Stream<'_> {
                 if !raw.newline && matches!(record, Line::BadRecord(..)) {
                     agg.counters.truncated_lines += 1;
                 } else {
+                    // The lines `Aggregate::record` counts as records: a head, and not a
+                    // known kind with wrong fields.
+                    if let Some(hook) = self.hook.as_mut() {
+                        if !matches!(record, Line::BadRecord(..)) {
+                            hook(text, &record);
+                        }
+                    }
                     agg.record(&mut self.file, record);
                 }
             }
@@ -289,16 +364,18 @@ impl Stream<'_> {
             Ok(text) => {
                 for (range, raw) in split_lines(block, MAX_LINE_BYTES) {
                     // A newline is always a character boundary: `get` cannot fail.
-                    let line = (!raw.oversized).then(|| parse_text(text.get(range).unwrap_or("")));
-                    if let Some(o) = self.line(agg, line, raw) {
+                    let t = text.get(range).unwrap_or("");
+                    let line = (!raw.oversized).then(|| parse_text(t));
+                    if let Some(o) = self.line(agg, line, t.as_bytes(), raw) {
                         return Some(o);
                     }
                 }
             }
             Err(_) => {
                 for (range, raw) in split_lines(block, MAX_LINE_BYTES) {
-                    let line = (!raw.oversized).then(|| parse_line(&block[range]));
-                    if let Some(o) = self.line(agg, line, raw) {
+                    let t = &block[range];
+                    let line = (!raw.oversized).then(|| parse_line(t));
+                    if let Some(o) = self.line(agg, line, t, raw) {
                         return Some(o);
                     }
                 }
@@ -308,10 +385,16 @@ impl Stream<'_> {
     }
 }
 
-fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outcome {
+fn read_stream<R: Read>(
+    reader: &mut R,
+    name: &str,
+    agg: &mut Aggregate,
+    hook: Option<RecordHook<'_>>,
+) -> Outcome {
     let mut lines = LineReader::new(READ_BUFFER, MAX_LINE_BYTES);
     let mut s = Stream {
         name,
+        hook,
         file: agg.begin_file(name),
         pending_lines: 0,
         pending_bytes: 0,
@@ -334,8 +417,9 @@ fn read_stream<R: Read>(reader: &mut R, name: &str, agg: &mut Aggregate) -> Outc
                 if !s.any_line && !raw.newline && line.starts_with(b"{\"v\":") {
                     s.cut_first_record = true;
                 }
-                let line = (!raw.oversized).then(|| parse_line(line));
-                s.line(agg, line, raw)
+                let text = line;
+                let line = (!raw.oversized).then(|| parse_line(text));
+                s.line(agg, line, text, raw)
             }
             Ok(None) => break,
             Err(e) => {

@@ -43,8 +43,12 @@ mod parts;
 mod problems;
 mod proc;
 mod process_agg;
+pub mod push;
 mod reader;
 pub mod records;
+#[cfg(feature = "remote")]
+pub mod remote;
+pub mod remote_url;
 pub mod render_html;
 pub mod render_json;
 pub mod render_text;
@@ -67,12 +71,15 @@ use std::path::PathBuf;
 pub enum Error {
     /// A path given on the command line does not exist or cannot be inspected.
     Path(PathBuf, std::io::Error),
+    /// An object-storage URL that cannot be listed (no such bucket, no credentials, ...).
+    Remote(String),
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Path(p, e) => write!(f, "{}: {e}", p.display()),
+            Error::Remote(e) => f.write_str(e),
         }
     }
 }

@@ -6,7 +6,8 @@
 //! known name; 3 ([`gate::EXIT_NO_TRACE`]) no trace file in the input of `summary`, `export`
 //! or either side of `diff` ("no trace found in ..." on stderr; the report is still
 //! written); 4 ([`gate::EXIT_GATE`]) a `--fail-on` gate found what it gates on (one line on
-//! stderr says what).
+//! stderr says what); 5 ([`gate::EXIT_PUSH`]) `export --otlp-endpoint` could not deliver
+//! every request (one line on stderr says why).
 #![forbid(unsafe_code)]
 
 use anyhow::Context;
@@ -14,7 +15,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use seedance_analyze::gate::{self, FailOn};
 use seedance_analyze::{
-    diff, explain, export, render_html, render_json, render_text, Options, Report,
+    diff, explain, export, push, render_html, render_json, render_text, Options, Report,
 };
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -102,9 +103,20 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = ExportFormat::OtlpJson)]
         format: ExportFormat,
-        /// Write to this file instead of standard output.
+        /// Write to this file instead of standard output (with --otlp-endpoint: as well).
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// Send the log records to this OTLP/HTTP endpoint instead of writing them to
+        /// standard output: http://collector:4318 (/v1/logs is added to a URL without a
+        /// path), batched, retried with backoff.
+        #[arg(long, value_name = "URL")]
+        otlp_endpoint: Option<String>,
+        /// Compress the requests with gzip (Content-Encoding: gzip).
+        #[arg(long, requires = "otlp_endpoint")]
+        otlp_gzip: bool,
+        /// A header sent with every request, KEY=VALUE (repeatable): authentication.
+        #[arg(long, value_name = "KEY=VALUE", requires = "otlp_endpoint")]
+        otlp_header: Vec<String>,
     },
     /// Explain a CUresult code given as a number (101, 0x65) or a name (INVALID_DEVICE).
     Explain {
@@ -180,20 +192,82 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             paths,
             format,
             output,
+            otlp_endpoint,
+            otlp_gzip,
+            otlp_header,
         } => {
             let ExportFormat::OtlpJson = format;
-            let files: Vec<PathBuf> = seedance_analyze::input::collect_files(&paths)
+            let push = match otlp_endpoint {
+                Some(e) => {
+                    let url = push::logs_url(&e).map_err(anyhow::Error::msg)?;
+                    let mut opts = push::PushOptions::new(url);
+                    opts.gzip = otlp_gzip;
+                    for h in &otlp_header {
+                        let (k, v) = h
+                            .split_once('=')
+                            .with_context(|| format!("--otlp-header {h}: not KEY=VALUE"))?;
+                        opts.headers
+                            .push((k.trim().to_string(), v.trim().to_string()));
+                    }
+                    Some(opts)
+                }
+                None => None,
+            };
+            let (urls, local) = seedance_analyze::input::split_urls(&paths);
+            let files: Vec<PathBuf> = seedance_analyze::input::collect_files(&local)
                 .context("cannot read the input")?
                 .0;
-            let resources = export::otlp_json(&files, &export::Environment::from_process());
-            emit(&resources.json, output)?;
-            Ok(no_trace_warning(
+            let env = export::Environment::from_process();
+            let mut resources = export::otlp_json(&files, &env);
+            for u in &urls {
+                resources.append(export::otlp_json_url(u, &env).map_err(anyhow::Error::msg)?);
+            }
+            if push.is_none() || output.is_some() {
+                emit(&resources.json, output)?;
+            }
+            if let Some(code) = no_trace_warning(
                 resources.files_read,
-                files.len() as u64,
+                resources.files_seen,
                 resources.empty_files,
                 &paths,
-            )
-            .unwrap_or(ExitCode::SUCCESS))
+            ) {
+                return Ok(code);
+            }
+            let Some(opts) = push else {
+                return Ok(ExitCode::SUCCESS);
+            };
+            let r = push::push(&resources, &opts);
+            let requests = |n: u64| if n == 1 { "request" } else { "requests" };
+            let records = |n: u64| if n == 1 { "log record" } else { "log records" };
+            let rejected = match r.rejected_log_records {
+                0 => String::new(),
+                n => format!(", {n} rejected by the endpoint"),
+            };
+            match &r.failure {
+                None => {
+                    eprintln!(
+                        "seedance-analyze: sent {} {} in {} {} to {}{rejected}",
+                        r.log_records,
+                        records(r.log_records),
+                        r.requests,
+                        requests(r.requests),
+                        opts.url
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(why) => {
+                    let total = r.requests + r.requests_left;
+                    eprintln!(
+                        "seedance-analyze: OTLP export to {} failed: {why}; {} of {total} {} ({} {}) delivered{rejected}",
+                        opts.url,
+                        r.requests,
+                        requests(total),
+                        r.log_records,
+                        records(r.log_records)
+                    );
+                    Ok(ExitCode::from(gate::EXIT_PUSH))
+                }
+            }
         }
         Command::Explain { code, format } => match explain::explain(&code) {
             Ok(e) => {

@@ -246,6 +246,8 @@ pub struct ProcessAgg {
     pub min_seq: u64,
     /// Highest sequence number seen.
     pub max_seq: u64,
+    /// The sequence numbers seen, to tell gaps from repeats.
+    pub seqs: SeqSet,
     /// The `exit_summary` event, if the process wrote one (the last one if several).
     pub exit: Option<ExitInfo>,
     /// Time of the `exit_summary` record.
@@ -298,12 +300,16 @@ impl ProcessAgg {
         self.last_ts_ns = self.last_ts_ns.max(head.ts_ns);
         self.min_seq = self.min_seq.min(head.seq);
         self.max_seq = self.max_seq.max(head.seq);
+        self.seqs.insert(head.seq);
     }
 
-    /// Sequence numbers between the first (0 when the session start is present) and the
-    /// last seen that no record carries: dropped, lost or corrupted records.
+    /// Sequence numbers between the first (0 when the session start is present and the
+    /// numbers start there, as the shim writes them) and the last seen that no record
+    /// carries: dropped, lost or corrupted records. A process whose records repeat a
+    /// sequence number (the shim gives each record its own) has numbers that cannot be
+    /// trusted: no gap is counted for it (0), rather than a count made of corrupt numbers.
     pub fn missing_records(&self) -> u64 {
-        if self.records == 0 {
+        if self.records == 0 || self.seqs.repeats > 0 {
             return 0;
         }
         let first = if self.session.is_some() {
@@ -311,8 +317,126 @@ impl ProcessAgg {
         } else {
             self.min_seq
         };
+        let distinct = self.seqs.distinct().unwrap_or(self.records);
         (self.max_seq - first.min(self.max_seq))
             .saturating_add(1)
-            .saturating_sub(self.records)
+            .saturating_sub(distinct)
+    }
+}
+
+/// Most ranges a [`SeqSet`] keeps; a process whose numbers need more (a hostile trace:
+/// every other number) is no longer checked for repeats.
+pub const MAX_SEQ_RANGES: usize = 4096;
+
+/// The sequence numbers of one process's records, as sorted, disjoint, non-adjacent
+/// inclusive ranges: one range for a trace without gaps, whatever the order of its
+/// records, so memory stays bounded by the gaps, never by the records.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SeqSet {
+    ranges: Vec<(u64, u64)>,
+    distinct: u64,
+    /// More than [`MAX_SEQ_RANGES`] ranges were needed: no longer tracked.
+    overflowed: bool,
+    /// Records whose sequence number an earlier record of the process carried.
+    pub repeats: u64,
+}
+
+impl SeqSet {
+    /// Adds one record's sequence number.
+    pub fn insert(&mut self, seq: u64) {
+        if self.overflowed {
+            return;
+        }
+        // The usual case: the next number.
+        if let Some(last) = self.ranges.last_mut() {
+            if last.1 != u64::MAX && seq == last.1 + 1 {
+                last.1 = seq;
+                self.distinct += 1;
+                return;
+            }
+        }
+        // The first range that starts after `seq`.
+        let i = self.ranges.partition_point(|r| r.0 <= seq);
+        if i > 0 && self.ranges[i - 1].1 >= seq {
+            self.repeats += 1;
+            return;
+        }
+        // Here `ranges[i - 1].1 < seq < ranges[i].0`: the `+ 1`s cannot overflow.
+        let after_prev = i > 0 && self.ranges[i - 1].1 + 1 == seq;
+        let before_next = i < self.ranges.len() && seq + 1 == self.ranges[i].0;
+        match (after_prev, before_next) {
+            (true, true) => {
+                self.ranges[i - 1].1 = self.ranges[i].1;
+                self.ranges.remove(i);
+            }
+            (true, false) => self.ranges[i - 1].1 = seq,
+            (false, true) => self.ranges[i].0 = seq,
+            (false, false) => {
+                if self.ranges.len() >= MAX_SEQ_RANGES {
+                    self.overflowed = true;
+                    self.ranges = Vec::new();
+                    return;
+                }
+                self.ranges.insert(i, (seq, seq));
+            }
+        }
+        self.distinct += 1;
+    }
+
+    /// How many different numbers were added; `None` once the set overflowed.
+    pub fn distinct(&self) -> Option<u64> {
+        (!self.overflowed).then_some(self.distinct)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seq_set_counts_distinct_numbers_and_repeats_in_any_order() {
+        let mut s = SeqSet::default();
+        for n in [0, 1, 5, 3, 2, 4, 4, u64::MAX, u64::MAX, 7] {
+            s.insert(n);
+        }
+        assert_eq!(s.ranges, [(0, 5), (7, 7), (u64::MAX, u64::MAX)]);
+        assert_eq!((s.distinct(), s.repeats), (Some(8), 2));
+        // Filling the gap joins the ranges.
+        s.insert(6);
+        assert_eq!(s.ranges, [(0, 7), (u64::MAX, u64::MAX)]);
+    }
+
+    #[test]
+    fn seq_set_stops_tracking_past_its_bound() {
+        let mut s = SeqSet::default();
+        for n in 0..=MAX_SEQ_RANGES as u64 {
+            s.insert(2 * n);
+        }
+        assert_eq!(s.distinct(), None);
+        assert!(s.ranges.is_empty());
+        s.insert(0);
+        assert_eq!(s.repeats, 0);
+    }
+
+    #[test]
+    fn repeated_numbers_count_no_gap() {
+        let head = |seq| Head {
+            v: 1,
+            seq,
+            ts_ns: 1,
+            pid: 1,
+            tid: 1,
+        };
+        let mut p = ProcessAgg::new("f", 1);
+        p.session = Some(SessionInfo::default());
+        for seq in [0, u64::MAX, u64::MAX] {
+            p.touch(&head(seq));
+        }
+        assert_eq!(p.missing_records(), 0);
+        let mut p = ProcessAgg::new("f", 1);
+        for seq in [3, 6, 4] {
+            p.touch(&head(seq));
+        }
+        assert_eq!(p.missing_records(), 1);
     }
 }

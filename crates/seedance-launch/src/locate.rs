@@ -8,6 +8,10 @@
 //! | pip wheel in a virtualenv or `--user` (`pyproject.toml`) | `bin/seedance-fix` | `lib/python3.X/site-packages/seedance_fix/libseedance_fix.so` | `.../seedance_fix/fake-cuda/libcuda.so.1` |
 //! | pip wheel, `pip install --target DIR` | `DIR/bin/seedance-fix` | `DIR/seedance_fix/libseedance_fix.so` | `DIR/seedance_fix/fake-cuda/libcuda.so.1` |
 //!
+//! The fake NVML (`crates/fake-nvml`, describing the same host) sits beside the fake
+//! driver as `libnvidia-ml.so.1` (`fake-cuda/libnvidia-ml.so.1`), or in a cargo target
+//! directory as `libnvidia_ml.so` ([`find_fake_nvml`]).
+//!
 //! (The wheel carries the shim as platform-library data, `seedance_fix/` in site-packages,
 //! because `pip install --target` drops a wheel's other data files.)
 
@@ -96,6 +100,20 @@ pub fn find_fake_driver(dir: &Path) -> Result<FakeDriver, Vec<PathBuf>> {
     Err(searched)
 }
 
+/// The fake NVML's file name beside the fake driver, and in a cargo target directory.
+pub const FAKE_NVML: [&str; 2] = ["libnvidia-ml.so.1", "libnvidia_ml.so"];
+
+/// The fake NVML that goes with `driver`: `None` when this install has none (then the
+/// shim finds no NVML, as on a host without a driver).
+pub fn find_fake_nvml(driver: &FakeDriver) -> Option<PathBuf> {
+    let (dir, name) = match driver {
+        FakeDriver::Dir(d) => (d.as_path(), FAKE_NVML[0]),
+        FakeDriver::CargoFile(f) => (f.parent()?, FAKE_NVML[1]),
+    };
+    let p = dir.join(name);
+    p.is_file().then(|| std::fs::canonicalize(&p).unwrap_or(p))
+}
+
 /// `LD_PRELOAD` with `shim` first and what was there kept (entries are separated by spaces
 /// or colons, ld.so(8)); an entry that already names the shim is not repeated.
 pub fn preload_with(shim: &Path, existing: Option<&str>) -> String {
@@ -167,5 +185,22 @@ mod tests {
         }
         let root = tempfile::tempdir().unwrap();
         assert_eq!(find_shim(root.path()).unwrap_err().len(), 3);
+    }
+
+    #[test]
+    fn finds_the_fake_nvml_beside_the_fake_driver() {
+        let root = tempfile::tempdir().unwrap();
+        let cargo = root.path().join("libcuda.so");
+        std::fs::write(&cargo, b"").unwrap();
+        let dir = FakeDriver::Dir(root.path().to_path_buf());
+        let file = FakeDriver::CargoFile(cargo);
+        assert_eq!(find_fake_nvml(&dir), None);
+        assert_eq!(find_fake_nvml(&file), None);
+        for name in FAKE_NVML {
+            std::fs::write(root.path().join(name), b"").unwrap();
+        }
+        let real = std::fs::canonicalize(root.path()).unwrap();
+        assert_eq!(find_fake_nvml(&dir), Some(real.join("libnvidia-ml.so.1")));
+        assert_eq!(find_fake_nvml(&file), Some(real.join("libnvidia_ml.so")));
     }
 }

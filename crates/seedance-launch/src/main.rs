@@ -82,8 +82,9 @@ enum Cmd {
         #[arg(long, value_name = "PATH")]
         shim: Option<PathBuf>,
         /// Run against the fake driver shipped with seedance-fix (a scripted 2-GPU host,
-        /// crates/fake-cuda) instead of the machine's libcuda: for demos and for trying
-        /// seedance-fix without a GPU. FAKE_CUDA_* variables script it.
+        /// crates/fake-cuda) and its fake NVML (crates/fake-nvml, the same host) instead of
+        /// the machine's libcuda and libnvidia-ml: for demos and for trying seedance-fix
+        /// without a GPU. FAKE_CUDA_* variables script both.
         #[arg(long)]
         fake_driver: bool,
         /// The command and its arguments.
@@ -223,18 +224,25 @@ fn run(a: RunArgs) -> ExitCode {
     let mut _fake_link: Option<tempfile::TempDir> = None;
     if a.fake_driver {
         let dir = match exe_dir.as_deref().map(locate::find_fake_driver) {
-            Some(Ok(locate::FakeDriver::Dir(d))) => d,
-            Some(Ok(locate::FakeDriver::CargoFile(f))) => match link_fake(&f) {
-                Ok(t) => {
-                    let d = t.path().to_path_buf();
-                    _fake_link = Some(t);
-                    d
+            Some(Ok(driver)) => {
+                // In the installed layouts the fake NVML is in the fake driver's directory
+                // already; a cargo target directory needs links for both.
+                let nvml = locate::find_fake_nvml(&driver);
+                match driver {
+                    locate::FakeDriver::Dir(d) => d,
+                    locate::FakeDriver::CargoFile(f) => match link_fake(&f, nvml.as_deref()) {
+                        Ok(t) => {
+                            let d = t.path().to_path_buf();
+                            _fake_link = Some(t);
+                            d
+                        }
+                        Err(e) => {
+                            say(&format!("--fake-driver: cannot link {}: {e}", f.display()));
+                            return ExitCode::from(2);
+                        }
+                    },
                 }
-                Err(e) => {
-                    say(&format!("--fake-driver: cannot link {}: {e}", f.display()));
-                    return ExitCode::from(2);
-                }
-            },
+            }
             Some(Err(searched)) => {
                 say(&format!(
                     "--fake-driver: no fake driver installed (looked in {})",
@@ -310,13 +318,19 @@ fn run(a: RunArgs) -> ExitCode {
 }
 
 /// A private directory holding `libcuda.so.1` and `libcuda.so` links to the fake driver
-/// `file` (cargo names the cdylib `libcuda.so`; programs load `libcuda.so.1`).
-fn link_fake(file: &Path) -> std::io::Result<tempfile::TempDir> {
+/// `file` of a cargo target directory (cargo names the cdylib `libcuda.so`; programs load
+/// `libcuda.so.1`), and a `libnvidia-ml.so.1` link to the fake NVML `nvml` when it was
+/// built (`libnvidia_ml.so`), which the shim then loads by that name, as it loads the real one:
+/// both fakes describe the same host.
+fn link_fake(file: &Path, nvml: Option<&Path>) -> std::io::Result<tempfile::TempDir> {
     let t = tempfile::Builder::new()
         .prefix("seedance-fake-driver-")
         .tempdir()?;
     for name in ["libcuda.so.1", "libcuda.so"] {
         std::os::unix::fs::symlink(file, t.path().join(name))?;
+    }
+    if let Some(nvml) = nvml {
+        std::os::unix::fs::symlink(nvml, t.path().join(locate::FAKE_NVML[0]))?;
     }
     Ok(t)
 }

@@ -128,6 +128,47 @@ fn a_repaired_fault_is_summarized_and_the_trace_kept() {
 }
 
 #[test]
+fn the_fake_driver_comes_with_the_fake_nvml() {
+    let tmp = tempfile::tempdir().unwrap();
+    let traces = tmp.path().join("traces");
+    let run = run_fake(
+        tmp.path(),
+        &["--trace-dir", traces.to_str().unwrap()],
+        "ordinals",
+        &["1"],
+    )
+    .env("CUDA_VISIBLE_DEVICES", "1")
+    .output()
+    .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let err = text(&run.stderr);
+    assert!(!err.contains("NVML"), "{err}");
+    let files: Vec<PathBuf> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1);
+    let trace = std::fs::read_to_string(&files[0]).unwrap();
+    let session: serde_json::Value = serde_json::from_str(trace.lines().next().unwrap()).unwrap();
+    assert_eq!(session["event"], "session_start");
+    let topology = &session["topology"];
+    assert_eq!(topology["nvml"]["present"], true, "{topology}");
+    // NVML's view of the fake host: physical GPU 1 of 2, the fake driver's bus id.
+    let devices = topology["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{topology}");
+    assert_eq!(devices[0]["physical_index"], 1, "{topology}");
+    assert_eq!(devices[0]["pci_bus_id"], "0000:11:00.0", "{topology}");
+    // The full report has no "NVML could not be loaded" note either.
+    let full = Command::new(launcher().with_file_name("seedance-analyze"))
+        .args(["summary", files[0].to_str().unwrap()])
+        .output()
+        .unwrap();
+    let full = text(&full.stdout);
+    assert!(full.contains("SUMMARY"), "{full}");
+    assert!(!full.contains("NVML could not be loaded"), "{full}");
+}
+
+#[test]
 fn the_report_option_writes_html_and_keeps_the_traces() {
     let tmp = tempfile::tempdir().unwrap();
     let html = tmp.path().join("r.html");

@@ -13,8 +13,14 @@
 //! - `gates`: `summary --fail-on`, `diff --fail-on new` and the no-trace warning, with
 //!   their exit codes.
 //! - `otlp`: `export --format otlp-json` decoded with `opentelemetry-proto`'s types.
+//! - `s3`: `summary`, `export` and `diff` of an `s3://` prefix on a moto server the test
+//!   starts (skipped without `moto_server`, unless `SEEDANCE_REQUIRE_MOTO=1`).
+//! - `push`: `export --otlp-endpoint` against a receiver the test starts on 127.0.0.1.
+//! - `agree`: `export` and `summary` read the same records of hostile input (deep nesting,
+//!   out-of-range envelopes, files that are not traces, corrupt sequence numbers).
 //! - `bench`: an ignored throughput measurement (`cargo test --release -- --ignored bench`).
 
+mod agree;
 mod bench;
 mod browser;
 mod contract;
@@ -23,8 +29,12 @@ mod gates;
 mod golden;
 mod otlp;
 mod props;
+mod push;
 mod robust;
 mod runtime;
+#[cfg(feature = "remote")]
+mod s3;
+mod s3_off;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

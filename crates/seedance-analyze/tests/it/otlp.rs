@@ -7,7 +7,10 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value as Any, KeyValue};
 use std::process::Command;
 
-fn export(path: &str, env: &[(&str, &str)]) -> (i32, Vec<ExportLogsServiceRequest>, String) {
+pub(super) fn export(
+    path: &str,
+    env: &[(&str, &str)],
+) -> (i32, Vec<ExportLogsServiceRequest>, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_seedance-analyze"));
     cmd.args(["export", "--format", "otlp-json", path])
         .current_dir(super::crate_dir())
@@ -28,7 +31,7 @@ fn export(path: &str, env: &[(&str, &str)]) -> (i32, Vec<ExportLogsServiceReques
     )
 }
 
-fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Any> {
+pub(super) fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Any> {
     attrs
         .iter()
         .find(|a| a.key == key)
@@ -36,7 +39,7 @@ fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Any> {
         .and_then(|v| v.value.as_ref())
 }
 
-fn string(attrs: &[KeyValue], key: &str) -> Option<String> {
+pub(super) fn string(attrs: &[KeyValue], key: &str) -> Option<String> {
     match attr(attrs, key) {
         Some(Any::StringValue(s)) => Some(s.clone()),
         other => {
@@ -46,7 +49,7 @@ fn string(attrs: &[KeyValue], key: &str) -> Option<String> {
     }
 }
 
-fn int(attrs: &[KeyValue], key: &str) -> Option<i64> {
+pub(super) fn int(attrs: &[KeyValue], key: &str) -> Option<i64> {
     match attr(attrs, key) {
         Some(Any::IntValue(n)) => Some(*n),
         other => {

@@ -1,0 +1,274 @@
+//! Traces in object storage (crates/seedance-analyze/src/remote.rs), end to end against a
+//! real S3-compatible server: moto's server mode (`moto_server`, PyPI `moto[server]`),
+//! started by the test on 127.0.0.1. The same few thousand small traces (and a gzip one,
+//! and a file that is not a trace) go to a bucket and to a local directory; `summary`,
+//! `export` and `diff` of `s3://bucket/prefix/` must say what they say of the directory.
+//!
+//! Without `moto_server` on `PATH` the test says `skipped: moto not found` on stderr and
+//! passes, unless `SEEDANCE_REQUIRE_MOTO=1`, when it fails (`.ci/run` installs moto and sets
+//! the variable).
+
+use futures::StreamExt;
+use object_store::{ObjectStoreExt, PutPayload};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const OBJECTS: usize = 2000;
+const BUCKET: &str = "fleet-traces";
+
+fn moto_server() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if let Some(p) = std::env::split_paths(&path)
+        .map(|d| d.join("moto_server"))
+        .find(|p| p.is_file())
+    {
+        return Some(p);
+    }
+    let required = std::env::var("SEEDANCE_REQUIRE_MOTO").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "moto_server (PyPI moto[server]) is needed for the object-storage test and was not \
+         found on PATH, and SEEDANCE_REQUIRE_MOTO=1 says this test must run: pip install \
+         'moto[server]'; CI installs it in .ci/run"
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "s3::summary_export_and_diff_read_a_bucket_as_a_directory: skipped: moto not found \
+         (moto_server on PATH; set SEEDANCE_REQUIRE_MOTO=1 to make that a failure)"
+    );
+    None
+}
+
+/// The server, killed when dropped.
+struct Moto {
+    child: Child,
+    endpoint: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(exe: &Path) -> Moto {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(exe)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    // Werkzeug says "Running on http://127.0.0.1:PORT" once it listens; at most 200 lines.
+    let mut ready = false;
+    for _ in 0..200 {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if line.contains("Running on") {
+            ready = true;
+            break;
+        }
+    }
+    let moto = Moto {
+        child,
+        endpoint: format!("http://127.0.0.1:{port}"),
+    };
+    assert!(ready, "moto_server did not start:\n{seen}");
+    // Its request log, drained so that the pipe never fills.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    moto
+}
+
+/// Trace `i`: a session start, a failing call and an exit summary of pid 10000 + i.
+fn trace(i: usize) -> String {
+    let pid = 10_000 + i;
+    let host = format!("gpu-{}", i % 50);
+    format!(
+        concat!(
+            r#"{{"v":1,"seq":0,"ts_ns":{t0},"pid":{pid},"tid":{pid},"event":"session_start","hostname":"{host}","executable":"/usr/bin/python3","argv":["python3"],"mode":"observe","driver_version":13000,"devices":[]}}"#,
+            "\n",
+            r#"{{"v":1,"seq":1,"ts_ns":{t1},"pid":{pid},"tid":{pid},"event":"call_failed","function":"cuMemAlloc_v2","result":2,"result_name":"CUDA_ERROR_OUT_OF_MEMORY","args":{{"bytesize":{i}}}}}"#,
+            "\n",
+            r#"{{"v":1,"seq":2,"ts_ns":{t2},"pid":{pid},"tid":{pid},"event":"exit_summary","duration_ns":1000,"functions":{{"cuMemAlloc_v2":{{"calls":{calls},"errors":1,"errors_by_result":{{"CUDA_ERROR_OUT_OF_MEMORY":1}}}}}},"dropped_records":0}}"#,
+            "\n"
+        ),
+        t0 = 1_796_000_000_000_000_000u64 + i as u64 * 1_000_000,
+        t1 = 1_796_000_000_000_000_500u64 + i as u64 * 1_000_000,
+        t2 = 1_796_000_000_000_001_000u64 + i as u64 * 1_000_000,
+        pid = pid,
+        host = host,
+        i = i,
+        calls = 10 + i % 7,
+    )
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// The objects: (key under the prefix, bytes).
+fn objects() -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = (0..OBJECTS)
+        .map(|i| {
+            (
+                format!("node-{:02}/seedance-{i:05}.jsonl", i % 20),
+                trace(i).into_bytes(),
+            )
+        })
+        .collect();
+    v.push((
+        "rotated/seedance-big.jsonl.gz".into(),
+        gzip(trace(OBJECTS).as_bytes()),
+    ));
+    v.push(("README.md".into(), b"# traces of the fleet\n".to_vec()));
+    v
+}
+
+fn analyze(args: &[&str], endpoint: &str) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_seedance-analyze"));
+    cmd.args(args)
+        .env("AWS_ENDPOINT", endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1");
+    for v in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+    ] {
+        cmd.env_remove(v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The parts of a JSON report that do not name files.
+fn comparable(mut r: Value) -> Value {
+    let input = r["input"].as_object_mut().unwrap();
+    for k in ["paths", "skipped_files", "bytes"] {
+        input.remove(k);
+    }
+    for p in r["processes"].as_array_mut().unwrap() {
+        p.as_object_mut().unwrap().remove("file");
+    }
+    r
+}
+
+#[test]
+fn summary_export_and_diff_read_a_bucket_as_a_directory() {
+    let Some(exe) = moto_server() else {
+        return;
+    };
+    let moto = start(&exe);
+    // The bucket (moto takes unsigned requests), then the objects, 32 at a time.
+    let resp = ureq::put(format!("{}/{BUCKET}", moto.endpoint))
+        .send_empty()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&moto.endpoint)
+        .with_allow_http(true)
+        .with_bucket_name(BUCKET)
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .with_region("us-east-1")
+        .build()
+        .unwrap();
+    let objects = objects();
+    let dir = tempfile::tempdir().unwrap();
+    for (key, data) in &objects {
+        let p = dir.path().join("traces").join(key);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, data).unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let results: Vec<_> = futures::stream::iter(&objects)
+            .map(|(key, data)| {
+                let store = &store;
+                async move {
+                    store
+                        .put(
+                            &object_store::path::Path::from(format!("runs/1/{key}")),
+                            PutPayload::from(data.clone()),
+                        )
+                        .await
+                }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        for r in results {
+            r.unwrap();
+        }
+    });
+    let local = dir.path().join("traces");
+    let local = local.to_str().unwrap();
+    let url = format!("s3://{BUCKET}/runs/1/");
+
+    let (code, from_s3, err) = analyze(&["summary", "--format", "json", &url], &moto.endpoint);
+    assert_eq!(code, 0, "{err}");
+    let (code, from_disk, err) = analyze(&["summary", "--format", "json", local], &moto.endpoint);
+    assert_eq!(code, 0, "{err}");
+    let s3: Value = serde_json::from_str(&from_s3).unwrap();
+    let disk: Value = serde_json::from_str(&from_disk).unwrap();
+    assert_eq!(s3["input"]["files_read"], OBJECTS + 1);
+    assert_eq!(s3["input"]["gzip_files"], 1);
+    assert_eq!(s3["input"]["files_skipped"], 1);
+    assert_eq!(
+        s3["input"]["skipped_files"],
+        serde_json::json!([format!("{url}README.md")])
+    );
+    assert_eq!(s3["input"]["records"], 3 * (OBJECTS + 1));
+    assert_eq!(comparable(s3), comparable(disk));
+
+    // One object by its URL.
+    let one = format!("{url}node-03/seedance-00003.jsonl");
+    let (code, text, err) = analyze(&["summary", &one], &moto.endpoint);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("1 process on 1 host"), "{text}");
+
+    // export: every record once, as from the directory.
+    let (code, lines, err) = analyze(&["export", &url], &moto.endpoint);
+    assert_eq!(code, 0, "{err}");
+    let (_, local_lines, _) = analyze(&["export", local], &moto.endpoint);
+    assert_eq!(lines.lines().count(), OBJECTS + 1);
+    assert_eq!(lines, local_lines);
+
+    // diff of the bucket against the directory: nothing new.
+    let (code, _, err) = analyze(&["diff", "--fail-on", "new", &url, local], &moto.endpoint);
+    assert_eq!(code, 0, "{err}");
+
+    // A bucket that does not exist is an error naming the URL, exit 2.
+    let (code, _, err) = analyze(&["summary", "s3://no-such-bucket/x/"], &moto.endpoint);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("s3://no-such-bucket/x/"), "{err}");
+}
