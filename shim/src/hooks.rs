@@ -280,6 +280,9 @@ pub fn swap_proc_address(base: &CStr, real: *mut c_void) -> *mut c_void {
     if any && !crate::platform::is_ours(real) {
         output::note_unmatched(base);
     }
+    if !any {
+        crate::rt::probes::untouched(base);
+    }
     real
 }
 

@@ -131,6 +131,7 @@ fn a_newer_runtime_probing_an_older_driver_is_evidence_not_errors() {
                     cuMemAlloc 13010 -> 1 status -1\n\
                     cuLaunchKernelEx 11000 -> 500 status 2\n\
                     cuNoSuchEntryPoint 13000 -> 0 status 1\n\
+                    cuDeviceGetName 2000 -> 0 status 0 (found)\n\
                     cuInit -> 0\ncuDriverGetVersion -> 0 (13000)\n";
     assert_eq!(plain.stdout(), expected);
     let r = Run::new("runtime_probe", true)
@@ -141,13 +142,13 @@ fn a_newer_runtime_probing_an_older_driver_is_evidence_not_errors() {
     assert_eq!(r.stderr(), "");
     assert_forwarded_unchanged(&plain.driver_calls, &r.driver_calls);
     assert!(r.events("call_failed").is_empty());
-    // 1 look-up through dlsym's pointer + 8 through the wrapper it returned.
-    assert_eq!(r.summary_count("cuGetProcAddress_v2"), (9, 0));
+    // 1 look-up through dlsym's pointer + 9 through the wrapper it returned.
+    assert_eq!(r.summary_count("cuGetProcAddress_v2"), (10, 0));
     let s = &r.events("exit_summary")[0];
     assert_eq!(
         s["runtime_probes"],
         serde_json::json!({
-            "lookups": 9,
+            "lookups": 10,
             "max_cuda_version": 13010,
             "version_not_sufficient": 1,
             "symbol_not_found": 1,
@@ -159,6 +160,11 @@ fn a_newer_runtime_probing_an_older_driver_is_evidence_not_errors() {
                 "cuMemAlloc"
             ],
         })
+    );
+    // The entry points handed out unwrapped: the ones no hook implements.
+    assert_eq!(
+        s["untouched_entry_points"],
+        serde_json::json!(["cuDeviceGetName"])
     );
     // The analyzer: one info problem whose numbers are the trace's, and no error.
     let dir = tempfile::tempdir().unwrap();

@@ -37,6 +37,7 @@ int main(void) {
     ask("cuMemAlloc", 13010);
     ask("cuLaunchKernelEx", 11000);
     ask("cuNoSuchEntryPoint", 13000);
+    ask("cuDeviceGetName", 2000);
     if (!init || !version) return 2;
     int v = 0;
     printf("cuInit -> %d\n", init(0));

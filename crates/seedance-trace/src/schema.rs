@@ -604,6 +604,11 @@ pub struct ExitSummary {
     /// Empty on a healthy run; non-empty means a driver newer than the shim's table.
     #[serde(default)]
     pub procaddr_unmatched: Vec<String>,
+    /// The distinct driver entry points `cuGetProcAddress` handed out that no hook of the
+    /// shim wraps, passed through untouched, sorted (at most 1,024); what the model of work
+    /// never sees (docs/model-coverage.md). Absent in earlier traces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untouched_entry_points: Vec<String>,
     /// Times the pinned-copy race model met, with accesses pending, an ordering it cannot
     /// follow (a `cuStreamWaitEvent` on an event it never saw recorded, stream work whose
     /// effect on other streams it does not model) and dropped the pending accesses from

@@ -61,6 +61,7 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
         fallbacks: crate::faults::devices::fallbacks(),
         device_questions: crate::faults::devices::questions(),
         unknown_orderings: crate::faults::hazard::unknown_orderings(),
+        untouched_entry_points: crate::rt::probes::untouched_names(),
         ..ExitSummary::default()
     };
     if let Some(r) = crate::faults::lifetime::exit::exit_report_if_ready() {

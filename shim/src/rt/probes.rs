@@ -21,6 +21,12 @@ static ABOVE_DRIVER: AtomicU64 = AtomicU64::new(0);
 static UNAVAILABLE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 /// Most names kept in [`UNAVAILABLE`].
 const MAX_UNAVAILABLE: usize = 32;
+/// The distinct driver entry points handed out through `cuGetProcAddress` that no hook
+/// wraps (passed through untouched), at most [`MAX_UNTOUCHED`].
+static UNTOUCHED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// Most names kept in [`UNTOUCHED`] (the CUDA 13.0 runtime asks for about 440 entry
+/// points: docs/model-coverage.md).
+const MAX_UNTOUCHED: usize = 1024;
 
 /// The look-ups so far, for the exit summary; `None` when none was made.
 pub fn probes() -> Option<RuntimeProbes> {
@@ -68,6 +74,22 @@ fn unavailable(name: &CStr) {
     if u.len() < MAX_UNAVAILABLE {
         u.insert(name.to_string_lossy().into_owned());
     }
+}
+
+/// `cuGetProcAddress` handed out the driver's own `name`, unwrapped: no hook implements it.
+/// Kept for the exit summary (`untouched_entry_points`), so a run shows which entry points
+/// the model never sees (docs/model-coverage.md). Look-ups are made at start-up, not on a
+/// hot path.
+pub fn untouched(name: &CStr) {
+    let mut u = UNTOUCHED.lock();
+    if u.len() < MAX_UNTOUCHED {
+        u.insert(name.to_string_lossy().into_owned());
+    }
+}
+
+/// The untouched entry points so far, sorted ([`untouched`]).
+pub fn untouched_names() -> Vec<String> {
+    UNTOUCHED.lock().iter().cloned().collect()
 }
 
 /// Counts one look-up asking for `cudaVersion` `version`.
