@@ -99,6 +99,7 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
     BOX_HI.fetch_max(lo.saturating_add(bytes), Ordering::Relaxed);
 }
 
+#[cfg(target_os = "linux")]
 /// The pinned range that holds all of `[addr, addr + bytes)`, if one does (for the
 /// host-write guard, `crate::faults::hostguard`).
 pub fn pinned_range_at(addr: u64, bytes: u64) -> Option<Range> {

@@ -51,8 +51,8 @@ impl RealFn {
 }
 
 macro_rules! real_fns {
-    ($($id:ident = $name:literal;)*) => {
-        $( pub(super) static $id: RealFn = RealFn::new($name); )*
+    ($($(#[$m:meta])* $id:ident = $name:literal;)*) => {
+        $( $(#[$m])* pub(super) static $id: RealFn = RealFn::new($name); )*
     };
 }
 
@@ -80,9 +80,17 @@ real_fns! {
     EVENT_CREATE = c"cuEventCreate";
     EVENT_RECORD = c"cuEventRecord";
     STREAM_WAIT_EVENT = c"cuStreamWaitEvent";
+    // The host-write guard is Linux-only (it reads through process_vm_readv).
+    #[cfg(target_os = "linux")]
     EVENT_QUERY = c"cuEventQuery";
+    // The host-write guard is Linux-only (it reads through process_vm_readv).
+    #[cfg(target_os = "linux")]
     EVENT_DESTROY = c"cuEventDestroy_v2";
+    // The host-write guard is Linux-only (it reads through process_vm_readv).
+    #[cfg(target_os = "linux")]
     STREAM_IS_CAPTURING = c"cuStreamIsCapturing";
+    // The host-write guard is Linux-only (it reads through process_vm_readv).
+    #[cfg(target_os = "linux")]
     MEM_HOST_ALLOC = c"cuMemHostAlloc";
 }
 

@@ -3,9 +3,13 @@
 //! the host-write guard's staging memory.
 
 use super::entry::{
-    result, typed, EVENT_CREATE, EVENT_DESTROY, EVENT_QUERY, EVENT_RECORD, MEM_HOST_ALLOC,
-    STREAM_IS_CAPTURING, STREAM_QUERY, STREAM_SYNCHRONIZE, STREAM_WAIT_EVENT,
+    result, typed, EVENT_CREATE, EVENT_RECORD, STREAM_QUERY, STREAM_SYNCHRONIZE, STREAM_WAIT_EVENT,
 };
+// The host-write guard's queries: Linux-only, as the guard (it reads through
+// process_vm_readv).
+#[cfg(target_os = "linux")]
+use super::entry::{EVENT_DESTROY, EVENT_QUERY, MEM_HOST_ALLOC, STREAM_IS_CAPTURING};
+#[cfg(target_os = "linux")]
 use libc::c_void;
 use seedance_cuda::{CUevent, CUresult, CUstream};
 
@@ -70,6 +74,7 @@ pub fn stream_wait_event(stream: CUstream, event: CUevent) -> Result<(), CUresul
     result(unsafe { f(stream, event, 0) })
 }
 
+#[cfg(target_os = "linux")]
 /// `cuEventQuery(event)`: `Ok(true)` when the work it marks completed, `Ok(false)` while
 /// pending (`CUDA_ERROR_NOT_READY`), the driver's code otherwise.
 pub fn event_done(event: CUevent) -> Result<bool, CUresult> {
@@ -85,6 +90,7 @@ pub fn event_done(event: CUevent) -> Result<bool, CUresult> {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// `cuEventDestroy_v2(event)`.
 pub fn event_destroy(event: CUevent) -> Result<(), CUresult> {
     type F = unsafe extern "C" fn(CUevent) -> CUresult;
@@ -95,6 +101,7 @@ pub fn event_destroy(event: CUevent) -> Result<(), CUresult> {
     result(unsafe { f(event) })
 }
 
+#[cfg(target_os = "linux")]
 /// `cuStreamIsCapturing(stream)`: whether work submitted to it now is captured into a graph
 /// instead of run (`CU_STREAM_CAPTURE_STATUS_NONE` is 0); the driver's code otherwise
 /// (`CUDA_ERROR_NOT_FOUND` on a driver without the entry point).
@@ -110,6 +117,7 @@ pub fn stream_capturing(stream: CUstream) -> Result<bool, CUresult> {
     result(unsafe { f(stream, &mut status) }).map(|()| status != 0)
 }
 
+#[cfg(target_os = "linux")]
 /// `cuMemHostAlloc(&p, bytes, flags)` in the calling thread's current context: the
 /// host-write guard's staging memory (`shim/src/faults/hostguard/pool.rs`), never the
 /// program's (so never tracked as its pinned memory).
