@@ -34,6 +34,8 @@
 //! * a new access that overlaps a pending one, on a stream not ordered after it, where one
 //!   of the two writes the host memory, is a [`Hazard`].
 
+pub mod shared;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
