@@ -4,9 +4,13 @@
 //! Cost on the success path of an asynchronous copy: two relaxed loads and two compares
 //! (the host pointer against the bounding box of every pinned range the shim saw made,
 //! [`maybe_pinned`]), before and after the call. Only a copy whose host side lies in that
-//! box takes the table's lock (a `BTreeMap` look-up of the range, a scan of the pending
-//! accesses, one push). The stream and event hooks that complete or order accesses take the
-//! lock only while accesses are pending ([`PENDING`]).
+//! box goes to the table (`seedance_core::hazard::shared`): the range is found in a
+//! snapshot without a lock, and only that range's lock is taken (a scan of its pending
+//! accesses, one push) and its stream's shard; threads copying from their own pinned
+//! buffers on their own streams take no lock another thread takes. The stream and event
+//! hooks that complete or order accesses go to the table only while accesses are pending
+//! (one relaxed load otherwise), and then lock the shards of the streams and ranges
+//! concerned; the list of orderings between different streams only when one exists.
 //!
 //! In `fix` mode a hazard is repaired before the second copy reaches the driver: the shim
 //! records its own event (one per context, made with `CU_EVENT_DISABLE_TIMING`) on the
@@ -24,23 +28,21 @@ use crate::{platform, rt::config};
 use libc::c_void;
 use once_cell::sync::Lazy;
 use order::order;
-use parking_lot::Mutex;
 use report::{report, report_write};
-use seedance_core::hazard::{Access, Direction, Range, Table};
+use seedance_core::hazard::shared::Shared;
+use seedance_core::hazard::{Access, Direction, Range};
 use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream, CU_STREAM_PER_THREAD};
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-static TABLE: Lazy<Mutex<Table>> = Lazy::new(|| Mutex::new(Table::new()));
+static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
 
 /// Lowest first byte and highest end of the pinned ranges ever made (a range freed later
 /// leaves the box as it was; an empty table resets it).
 static BOX_LO: AtomicU64 = AtomicU64::new(u64::MAX);
 static BOX_HI: AtomicU64 = AtomicU64::new(0);
-/// Set while the table holds pending accesses.
-static PENDING: AtomicBool = AtomicBool::new(false);
 
 /// The accesses of one copy: its host side, or both sides of a unified copy.
 type Sides = [Option<Access>; 2];
@@ -87,7 +89,7 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
     if lo == 0 || bytes == 0 {
         return;
     }
-    TABLE.lock().pinned_added(Range {
+    TABLE.pinned_added(Range {
         lo,
         bytes,
         made_by: id.name(),
@@ -99,22 +101,15 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
 /// The range starting at `lo` was freed or unregistered.
 pub fn pinned_removed(lo: u64) {
     if crate::faults::hostguard::on() {
-        let hi = TABLE
-            .lock()
-            .ranges()
-            .find(|r| r.lo == lo)
-            .map(|r| r.lo.saturating_add(r.bytes));
-        if let Some(hi) = hi {
+        if let Some(hi) = TABLE.range_end(lo) {
             crate::faults::hostguard::release_range(lo, hi);
         }
     }
-    let mut t = TABLE.lock();
-    t.pinned_removed(lo);
-    if t.ranges().next().is_none() {
+    TABLE.pinned_removed(lo);
+    if !TABLE.has_ranges() {
         BOX_LO.store(u64::MAX, Ordering::Relaxed);
         BOX_HI.store(0, Ordering::Relaxed);
     }
-    PENDING.store(!t.is_idle(), Ordering::Relaxed);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -158,7 +153,7 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
     }
     let mut hazards = Vec::new();
     {
-        let t = TABLE.lock();
+        let t = &*TABLE;
         for (slot, &(addr, dir)) in next.iter_mut().zip(sides) {
             let Some(r) = t.pinned_at(addr) else {
                 continue;
@@ -195,12 +190,8 @@ fn after_copy() {
     } else {
         Vec::new()
     };
-    {
-        let mut t = TABLE.lock();
-        for a in next.into_iter().flatten() {
-            t.commit(a);
-        }
-        PENDING.store(true, Ordering::Relaxed);
+    for a in next.into_iter().flatten() {
+        TABLE.commit(a);
     }
     for a in guard {
         let id = HookId::ALL
@@ -288,28 +279,27 @@ pub fn ok_copy(a: u64, b: u64) {
 // ---------------------------------------------------------------------------------------
 // Completion and ordering.
 
-/// Runs `f` on the table when accesses are pending (one relaxed load otherwise).
+/// Runs `f` on the table when accesses are pending (two loads otherwise: the table made,
+/// its count of pending accesses).
 #[inline(always)]
-fn while_pending(f: impl FnOnce(&mut Table)) {
-    if PENDING.load(Ordering::Relaxed) && on() {
-        cold(|| {
-            let mut t = TABLE.lock();
-            f(&mut t);
-            PENDING.store(!t.is_idle(), Ordering::Relaxed);
-        });
+fn while_pending(f: impl FnOnce(&Shared)) {
+    if let Some(t) = Lazy::get(&TABLE) {
+        if !t.is_idle() && on() {
+            cold(|| f(t));
+        }
     }
 }
 
 /// A stream was created with `flags` (`CU_STREAM_NON_BLOCKING` matters).
 pub fn stream_created(handle: u64, flags: u32) {
     if handle != 0 {
-        TABLE.lock().stream_created(handle, flags);
+        TABLE.stream_created(handle, flags);
     }
 }
 
 /// A stream was destroyed.
 pub fn stream_destroyed(handle: u64) {
-    TABLE.lock().stream_destroyed(handle);
+    TABLE.stream_destroyed(handle);
 }
 
 /// `cuStreamSynchronize(_ptsz)` succeeded, or `cuStreamQuery(_ptsz)` found the stream idle.
@@ -380,9 +370,16 @@ pub unsafe fn forget_after(_id: HookId, _stream: CUstream) {
 static UNKNOWN: AtomicU64 = AtomicU64::new(0);
 
 /// Unknown means forget, never alarm: drops every pending access (counted once).
-fn forget(t: &mut Table) {
+fn forget(t: &Shared) {
     if t.forget_pending() {
         UNKNOWN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `cuEventDestroy(_v2)` succeeded: the table's record of the event goes.
+pub fn event_destroyed(event: CUevent) {
+    if let Some(t) = Lazy::get(&TABLE) {
+        cold(|| t.event_destroyed(event as u64));
     }
 }
 

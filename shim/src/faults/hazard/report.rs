@@ -4,8 +4,8 @@
 
 use crate::hooks::ids::HookId;
 use crate::rt::{output, stderr};
-use parking_lot::Mutex;
-use seedance_core::hazard::{explain_hazard, Access, Direction, Hazard, Table};
+use seedance_core::hazard::shared::Shared;
+use seedance_core::hazard::{explain_hazard, Access, Direction, Hazard};
 use seedance_core::once::ExplainOnce;
 use seedance_core::work::{key_kind, KeyKind};
 use seedance_trace::{Event, HostAccess, HostHazard, MemoryRange};
@@ -63,12 +63,12 @@ pub(super) fn report(h: &Hazard, repaired: Option<String>) {
 
 /// Reports the host write the guard caught (`SEEDANCE_HOST_GUARD`), with the copy it raced
 /// with and the pinned range from `table`.
-pub(super) fn report_write(table: &Mutex<Table>) {
+pub(super) fn report_write(table: &Shared) {
     let Some(w) = crate::faults::hostguard::take() else {
         return;
     };
     let function = HookId::ALL.get(w.function).map_or("?", |h| h.name());
-    let range = table.lock().pinned_at(w.src).cloned();
+    let range = table.pinned_at(w.src);
     let (lo, bytes, made_by) = range
         .as_ref()
         .map_or((w.src, w.bytes, "?"), |r| (r.lo, r.bytes, r.made_by));
