@@ -29,7 +29,7 @@ use libc::c_void;
 use once_cell::sync::Lazy;
 use order::order;
 use report::{report, report_write};
-use seedance_core::hazard::shared::Shared;
+use seedance_core::hazard::shared::{Held, Ranges, Shared};
 use seedance_core::hazard::{Access, Direction, Range};
 use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream, CU_STREAM_PER_THREAD};
@@ -44,13 +44,21 @@ static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
 static BOX_LO: AtomicU64 = AtomicU64::new(u64::MAX);
 static BOX_HI: AtomicU64 = AtomicU64::new(0);
 
-/// The accesses of one copy: its host side, or both sides of a unified copy.
-type Sides = [Option<Access>; 2];
+/// The accesses of one copy: its host side, or both sides of a unified copy, each with the
+/// pinned range it lies in.
+type Sides = [Option<(Access, Held)>; 2];
+
+/// What a thread keeps between a copy's `pre` and `ok` hooks.
+struct Local {
+    /// The accesses of the copy this thread is making (a fixed pair: no allocation per
+    /// copy).
+    next: Sides,
+    /// Its cache of the pinned-range snapshot.
+    ranges: Option<Ranges>,
+}
 
 thread_local! {
-    /// The accesses of the copy this thread is making, from the `pre` hook to the `ok` hook
-    /// (a fixed pair: no allocation per copy).
-    static NEXT: RefCell<Sides> = const { RefCell::new([None, None]) };
+    static NEXT: RefCell<Local> = const { RefCell::new(Local { next: [None, None], ranges: None }) };
 }
 
 /// Whether lifetime tracking is on: the same switch as `crate::faults::lifetime::on` (one
@@ -121,13 +129,15 @@ fn is_per_thread(id: HookId) -> bool {
 }
 
 fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo: u64) -> Access {
-    let per_thread = is_per_thread(id);
+    let function = id.name();
+    let per_thread = function.ends_with("_ptsz");
+    let ctx = work::current_context();
     Access {
-        function: id.name(),
-        key: work::key_for(stream as usize, per_thread),
+        function,
+        key: work::stream_key(stream as usize, ctx, per_thread),
         stream: stream as u64,
         per_thread,
-        ctx: work::current_context() as u64,
+        ctx: ctx as u64,
         tid: platform::thread_id(),
         dir,
         addr,
@@ -140,35 +150,35 @@ fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, l
 /// Before an asynchronous copy whose host side `sides` (address, direction) may be pinned:
 /// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
 fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
-    let mut next: Sides = [None, None];
     // A copy captured into a graph does not run now (the graph's launch is unknown work).
-    if crate::faults::capture::open()
+    let captured = crate::faults::capture::open()
         && crate::faults::capture::capturing(
             work::key_for(stream as usize, is_per_thread(id)),
             platform::thread_id(),
-        )
-    {
-        NEXT.with(|n| *n.borrow_mut() = next);
-        return;
-    }
+        );
+    let t: &'static Shared = &TABLE;
     let mut hazards = Vec::new();
-    {
-        let t = &*TABLE;
-        for (slot, &(addr, dir)) in next.iter_mut().zip(sides) {
-            let Some(r) = t.pinned_at(addr) else {
+    NEXT.with(|n| {
+        let l = &mut *n.borrow_mut();
+        l.next = [None, None];
+        if captured {
+            return;
+        }
+        let cache = l.ranges.get_or_insert_with(|| t.ranges_cache());
+        for (slot, &(addr, dir)) in l.next.iter_mut().zip(sides) {
+            let Some(r) = t.find_cached(cache, addr) else {
                 continue;
             };
-            let a = access(id, dir, addr, bytes, stream, r.lo);
+            let a = access(id, dir, addr, bytes, stream, r.range().lo);
             if dir == Direction::Write && crate::faults::hostguard::on() {
                 crate::faults::hostguard::release_range(addr, addr.saturating_add(bytes));
             }
             if !t.is_idle() {
-                hazards.extend(t.check(&a));
+                hazards.extend(t.check_in(&r, &a));
             }
-            *slot = Some(a);
+            *slot = Some((a, r));
         }
-    }
-    NEXT.with(|n| *n.borrow_mut() = next);
+    });
     for h in hazards {
         let repaired = if fix() { order(&h, &TABLE) } else { None };
         report(&h, repaired);
@@ -177,22 +187,18 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
 
 /// After the copy succeeded: its accesses are pending.
 fn after_copy() {
-    let next = NEXT.with(|n| std::mem::take(&mut *n.borrow_mut()));
-    if next.iter().all(Option::is_none) {
-        return;
-    }
-    let guard: Vec<Access> = if crate::faults::hostguard::on() {
-        next.iter()
-            .flatten()
-            .filter(|a| a.dir == Direction::Read)
-            .cloned()
-            .collect()
-    } else {
-        Vec::new()
-    };
-    for a in next.into_iter().flatten() {
-        TABLE.commit(a);
-    }
+    let guard_on = crate::faults::hostguard::on();
+    let mut guard: Vec<Access> = Vec::new();
+    NEXT.with(|n| {
+        for slot in n.borrow_mut().next.iter_mut() {
+            if let Some((a, r)) = slot.take() {
+                if guard_on && a.dir == Direction::Read {
+                    guard.push(a.clone());
+                }
+                TABLE.commit_in(&r, a);
+            }
+        }
+    });
     for a in guard {
         let id = HookId::ALL
             .iter()

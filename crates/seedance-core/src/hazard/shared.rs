@@ -28,6 +28,7 @@ use crate::work::{key_kind, KeyKind};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -53,6 +54,29 @@ fn shard_of(x: u64) -> usize {
     (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize & (SHARDS - 1)
 }
 
+/// A multiplicative hash for the shards' maps: their keys are stream and event handles
+/// (pointers), which need no protection against chosen collisions.
+#[derive(Default)]
+struct Mix(u64);
+
+impl Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(26) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<Mix>>;
+
 /// Keeps each shard on its own cache lines.
 #[repr(align(128))]
 struct Pad<T>(T);
@@ -69,6 +93,33 @@ struct Pending {
 struct Slot {
     range: Range,
     pending: Mutex<Pending>,
+}
+
+type RangeMap = BTreeMap<u64, Arc<Slot>>;
+
+/// One thread's cache of the pinned-range snapshot ([`Shared::ranges_cache`]): a look-up
+/// through it costs one atomic load while no range was made or freed.
+pub struct Ranges {
+    cache: arc_swap::Cache<&'static ArcSwap<RangeMap>, Arc<RangeMap>>,
+    /// The range last found, and the snapshot it was found in.
+    last: Option<(usize, Held)>,
+}
+
+/// A pinned range found by [`Shared::find`].
+#[derive(Clone)]
+pub struct Held(Arc<Slot>);
+
+impl Held {
+    /// The range.
+    pub fn range(&self) -> &Range {
+        &self.0.range
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.range.fmt(f)
+    }
 }
 
 struct Stream {
@@ -112,12 +163,12 @@ struct Wait {
     at: u64,
 }
 
-type Streams = Mutex<HashMap<Sid, Stream>>;
-type Events = Mutex<HashMap<u64, Mark>>;
+type Streams = Mutex<Map<Sid, Stream>>;
+type Events = Mutex<Map<u64, Mark>>;
 
 /// The shared race table (see the module documentation); every method takes `&self`.
 pub struct Shared {
-    ranges: ArcSwap<BTreeMap<u64, Arc<Slot>>>,
+    ranges: ArcSwap<RangeMap>,
     /// Serialises the writers of `ranges`.
     writer: Mutex<()>,
     streams: [Pad<Streams>; SHARDS],
@@ -173,8 +224,8 @@ impl Shared {
         Shared {
             ranges: ArcSwap::from_pointee(BTreeMap::new()),
             writer: Mutex::new(()),
-            streams: std::array::from_fn(|_| Pad(Mutex::new(HashMap::new()))),
-            events: std::array::from_fn(|_| Pad(Mutex::new(HashMap::new()))),
+            streams: std::array::from_fn(|_| Pad(Mutex::new(Map::default()))),
+            events: std::array::from_fn(|_| Pad(Mutex::new(Map::default()))),
             waits: Mutex::new(Vec::new()),
             has_waits: AtomicBool::new(false),
             non_blocking: Mutex::new(HashSet::new()),
@@ -288,9 +339,39 @@ impl Shared {
 
     /// The pinned range that holds `addr` (no lock).
     pub fn pinned_at(&self, addr: u64) -> Option<Range> {
+        self.find(addr).map(|h| h.0.range.clone())
+    }
+
+    /// A cache of the pinned ranges for the calling thread ([`Shared::find_cached`]).
+    pub fn ranges_cache(&'static self) -> Ranges {
+        Ranges {
+            cache: arc_swap::Cache::new(&self.ranges),
+            last: None,
+        }
+    }
+
+    /// [`Shared::find`] through a thread's cache of the snapshot.
+    pub fn find_cached(&self, cache: &mut Ranges, addr: u64) -> Option<Held> {
+        let map = cache.cache.load();
+        let id = Arc::as_ptr(map) as usize;
+        let inside = |r: &Range| addr >= r.lo && addr - r.lo < r.bytes.max(1);
+        if let Some((m, h)) = &cache.last {
+            if *m == id && inside(&h.0.range) {
+                return Some(h.clone());
+            }
+        }
+        let (_, s) = map.range(..=addr).next_back()?;
+        let h = inside(&s.range).then(|| Held(Arc::clone(s)))?;
+        cache.last = Some((id, h.clone()));
+        Some(h)
+    }
+
+    /// The pinned range that holds `addr`, held for [`Shared::check_in`] and
+    /// [`Shared::commit_in`] (one snapshot look-up for a copy's check and commit).
+    pub fn find(&self, addr: u64) -> Option<Held> {
         let map = self.ranges.load();
         let (_, s) = map.range(..=addr).next_back()?;
-        (addr - s.range.lo < s.range.bytes.max(1)).then(|| s.range.clone())
+        (addr - s.range.lo < s.range.bytes.max(1)).then(|| Held(Arc::clone(s)))
     }
 
     /// Whether any range is known.
@@ -401,10 +482,16 @@ impl Shared {
     /// The pending accesses that `next` (not yet committed) would race with, as
     /// [`super::Table::check`].
     pub fn check(&self, next: &Access) -> Vec<Hazard> {
+        match self.slot(next.range_lo) {
+            Some(slot) => self.check_in(&Held(slot), next),
+            None => Vec::new(),
+        }
+    }
+
+    /// [`Shared::check`] in the range `held` ([`Shared::find`]).
+    pub fn check_in(&self, held: &Held, next: &Access) -> Vec<Hazard> {
         let mut out: Vec<Hazard> = Vec::new();
-        let Some(slot) = self.slot(next.range_lo) else {
-            return out;
-        };
+        let slot = &held.0;
         let p = slot.pending.lock();
         if p.single == Some(sid(next.key, next.tid)) || p.list.is_empty() {
             return out;
@@ -430,10 +517,16 @@ impl Shared {
 
     /// Records `a` as pending, as [`super::Table::commit`] (an access it supersedes is
     /// dropped); returns its number on its stream's clock, 0 when its range is gone.
-    pub fn commit(&self, mut a: Access) -> u64 {
-        let Some(slot) = self.slot(a.range_lo) else {
-            return 0;
-        };
+    pub fn commit(&self, a: Access) -> u64 {
+        match self.slot(a.range_lo) {
+            Some(slot) => self.commit_in(&Held(slot), a),
+            None => 0,
+        }
+    }
+
+    /// [`Shared::commit`] in the range `held` ([`Shared::find`]).
+    pub fn commit_in(&self, held: &Held, mut a: Access) -> u64 {
+        let slot = &held.0;
         let s = sid(a.key, a.tid);
         let mut p = slot.pending.lock();
         if p.dead {
@@ -448,8 +541,11 @@ impl Shared {
         });
         let superseded = before - p.list.len();
         let dropped = (p.list.len() >= MAX_PENDING).then(|| p.list.remove(0));
-        {
-            let mut m = self.streams(s).lock();
+        let mut m = self.streams(s).lock();
+        if let (1, Some(st)) = (superseded, m.get_mut(&s)) {
+            // The loop on one buffer: the stream's count and ranges stay as they are.
+            a.seq = st.tick(|| self.fresh());
+        } else {
             let st = m.entry(s).or_insert_with(|| {
                 let clock = self.fresh();
                 Stream {
@@ -466,6 +562,7 @@ impl Shared {
                 st.ranges.push(a.range_lo);
             }
         }
+        drop(m);
         p.single = match p.single {
             _ if p.list.is_empty() => Some(s),
             Some(x) if x == s => Some(x),
