@@ -350,10 +350,10 @@ pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
 pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
     while_pending(|t| {
         let ev = event as u64;
-        if t.knows_event(ev) {
-            let key = work::key_for(stream as usize, is_per_thread(id));
-            t.stream_waited(key, platform::thread_id(), ev)
-        } else if !work::shards().iter().any(|s| s.event_mark(ev).is_some()) {
+        let key = work::key_for(stream as usize, is_per_thread(id));
+        if !t.stream_waited(key, platform::thread_id(), ev)
+            && !work::shards().iter().any(|s| s.event_mark(ev).is_some())
+        {
             forget(t);
         }
     });
