@@ -135,8 +135,8 @@ macro_rules! hook_table {
                 cuMemcpyDtoDAsync_v2_ptsz / "cuMemcpyDtoDAsync" (dstDevice: CUdeviceptr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) stream_op(hStream);
                 cuMemcpyPeerAsync / "cuMemcpyPeerAsync" (dstDevice: CUdeviceptr, dstContext: CUcontext, srcDevice: CUdeviceptr, srcContext: CUcontext, ByteCount: usize, hStream: CUstream) stream_op(hStream);
                 cuMemcpyPeerAsync_ptsz / "cuMemcpyPeerAsync" (dstDevice: CUdeviceptr, dstContext: CUcontext, srcDevice: CUdeviceptr, srcContext: CUcontext, ByteCount: usize, hStream: CUstream) stream_op(hStream);
-                cuMemcpy2DAsync_v2 / "cuMemcpy2DAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);
-                cuMemcpy2DAsync_v2_ptsz / "cuMemcpy2DAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);
+                cuMemcpy2DAsync_v2 / "cuMemcpy2DAsync" (pCopy: *const c_void, hStream: CUstream) pre(hazard::pre_copy_2d(id, pCopy, hStream)) ok(hazard::ok_copy_2d(id, pCopy)) stream_op(hStream);
+                cuMemcpy2DAsync_v2_ptsz / "cuMemcpy2DAsync" (pCopy: *const c_void, hStream: CUstream) pre(hazard::pre_copy_2d(id, pCopy, hStream)) ok(hazard::ok_copy_2d(id, pCopy)) stream_op(hStream);
                 cuMemcpy3DAsync_v2 / "cuMemcpy3DAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);
                 cuMemcpy3DAsync_v2_ptsz / "cuMemcpy3DAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);
                 cuMemcpy3DPeerAsync / "cuMemcpy3DPeerAsync" (pCopy: *const c_void, hStream: CUstream) stream_op(hStream);

@@ -127,6 +127,21 @@ fn a_copy_back_into_a_pinned_block_on_another_stream_is_ordered_after_the_first(
     ));
 }
 
+/// A contiguous 2D copy (`cuMemcpy2DAsync_v2`, as `cudaMemcpy2DAsync` of a packed buffer)
+/// is a pinned access like a 1D one: the race is caught and ordered.
+#[test]
+fn a_contiguous_2d_copy_is_checked_as_a_pinned_access() {
+    let f = races(
+        "recycle_2d",
+        "device copy: corrupted (65536 of 65536 bytes wrong, first 0x22)",
+    );
+    ordered_before(&f, "cuMemcpyDtoHAsync_v2");
+    let h = &hazards(&f)[0];
+    assert_eq!(h["first"]["function"], "cuMemcpy2DAsync_v2");
+    assert_eq!(h["first"]["access"], "read");
+    assert_eq!(h["first"]["bytes"], 65536);
+}
+
 #[test]
 fn the_same_copy_from_a_second_thread_is_ordered_too() {
     let f = races(

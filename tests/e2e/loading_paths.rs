@@ -16,6 +16,9 @@ const WORKLOAD: &[(&str, u64, u64)] = &[
     ("cuDevicePrimaryCtxRelease_v2", 1, 0),
     ("cuDevicePrimaryCtxRetain", 1, 0),
     ("cuDriverGetVersion", 1, 0),
+    ("cuEventCreate", 1, 0),
+    ("cuEventDestroy_v2", 1, 0),
+    ("cuEventRecordWithFlags_ptsz", 1, 0),
     ("cuInit", 1, 0),
     ("cuLaunchKernel", 2, 1),
     ("cuLaunchKernel_ptsz", 1, 0),
@@ -97,8 +100,8 @@ fn linked_with_lcuda() {
 #[test]
 fn cudart_style_get_proc_address() {
     // 1 look-up of "cuGetProcAddress" through the dlsym'd pointer, 1 unknown symbol
-    // (CUDA_ERROR_NOT_FOUND: a probe, counted as a call, not an error), 16 entry points.
-    check_path("cudart_style", &[("cuGetProcAddress_v2", 18, 0)]);
+    // (CUDA_ERROR_NOT_FOUND: a probe, counted as a call, not an error), 19 entry points.
+    check_path("cudart_style", &[("cuGetProcAddress_v2", 21, 0)]);
 }
 
 #[test]

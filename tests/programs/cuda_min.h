@@ -31,6 +31,9 @@ typedef CUresult (*PFN_cuMemFreeHost)(void *);
 typedef CUresult (*PFN_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                                        unsigned, unsigned, unsigned, CUstream, void **, void **);
 typedef CUresult (*PFN_cuStreamSynchronize)(CUstream);
+typedef CUresult (*PFN_cuEventCreate)(CUevent *, unsigned int);
+typedef CUresult (*PFN_cuEventRecordWithFlags)(CUevent, CUstream, unsigned int);
+typedef CUresult (*PFN_cuEventDestroy_v2)(CUevent);
 typedef CUresult (*PFN_cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
                                             CUdriverProcAddressQueryResult *);
 
@@ -52,5 +55,10 @@ struct driver {
     PFN_cuLaunchKernel launch;          /* legacy default stream variant */
     PFN_cuLaunchKernel launch_ptsz;     /* per-thread default stream variant */
     PFN_cuStreamSynchronize stream_sync_ptsz;
+    PFN_cuEventCreate event_create;
+    /* what the CUDA 13 runtime's cudaEventRecord calls (docs/design.md, fact 11), in its
+     * per-thread default stream variant */
+    PFN_cuEventRecordWithFlags event_record_ptsz;
+    PFN_cuEventDestroy_v2 event_destroy;
 };
 #endif

@@ -48,6 +48,9 @@ int main(void) {
         get("cuLaunchKernel", 4000, CU_GET_PROC_ADDRESS_DEFAULT),
         get("cuLaunchKernel", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
         get("cuStreamSynchronize", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+        get("cuEventCreate", 2000, 0),
+        get("cuEventRecordWithFlags", 11010, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
+        get("cuEventDestroy", 4000, 0),
     };
     return run_workload(&d);
 }

@@ -21,6 +21,7 @@ int main(void) {
         get("cuDevicePrimaryCtxRetain"), get("cuDevicePrimaryCtxRelease_v2"),
         get("cuMemAlloc_v2"), get("cuMemFree_v2"), get("cuMemHostAlloc"), get("cuMemFreeHost"),
         get("cuLaunchKernel"), get("cuLaunchKernel_ptsz"), get("cuStreamSynchronize_ptsz"),
+        get("cuEventCreate"), get("cuEventRecordWithFlags_ptsz"), get("cuEventDestroy_v2"),
     };
     return run_workload(&d);
 }

@@ -28,6 +28,23 @@ CUresult cuEventQuery(CUevent);
 CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned int);
 CUresult fakeEventRecordUnseen(CUevent, CUstream); /* the fake's record no shim sees */
 CUresult cuStreamBeginCapture_v2(CUstream, unsigned int);
+/* CUDA_MEMCPY2D of cuda.h (the _v2 layout). */
+typedef struct {
+    size_t srcXInBytes, srcY;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray;
+    size_t srcPitch;
+    size_t dstXInBytes, dstY;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray;
+    size_t dstPitch;
+    size_t WidthInBytes, Height;
+} copy2d_t;
+CUresult cuMemcpy2DAsync_v2(const copy2d_t *, CUstream);
 CUresult cuStreamEndCapture(CUstream, void **);
 CUresult cuStreamWaitValue32_v2(CUstream, CUdeviceptr, unsigned int, unsigned int);
 CUresult cuStreamWriteValue32_v2(CUstream, CUdeviceptr, unsigned int, unsigned int);
@@ -156,6 +173,26 @@ static void destroyed_first(void) {
     SETUP(cuMemFreeHost(pinned));
     SETUP(cuStreamDestroy_v2(b));
     SETUP(cuCtxDestroy_v2(ctx));
+}
+
+/* recycle, with the first copy a 2D one (16 rows of N/16 bytes, pitch = width: one
+ * contiguous run, as cudaMemcpy2DAsync of a packed tensor). */
+static void recycle_2d(void) {
+    copy2d_t c = {0};
+    setup(0);
+    SETUP(cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, a, NULL, NULL));
+    c.srcMemoryType = 1; /* CU_MEMORYTYPE_HOST */
+    c.srcHost = pinned;
+    c.srcPitch = N / 16;
+    c.dstMemoryType = 2; /* CU_MEMORYTYPE_DEVICE */
+    c.dstDevice = d_in;
+    c.dstPitch = N / 16;
+    c.WidthInBytes = N / 16;
+    c.Height = 16;
+    SETUP(cuMemcpy2DAsync_v2(&c, a));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    teardown(0);
 }
 
 /* A copy back into the buffer is pending on A; B reads it before A wrote it. */
@@ -506,6 +543,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "unified") == 0) unified();
     else if (strcmp(s, "write_then_read") == 0) write_then_read();
     else if (strcmp(s, "destroyed_first") == 0) destroyed_first();
+    else if (strcmp(s, "recycle_2d") == 0) recycle_2d();
     else if (strcmp(s, "host_write") == 0) host_write();
     else if (strcmp(s, "write_after_sync") == 0) write_after_sync();
     else if (strcmp(s, "fork_write") == 0) fork_write();

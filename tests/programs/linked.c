@@ -19,6 +19,9 @@ CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsi
 CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, CUstream, void **, void **);
 CUresult cuStreamSynchronize_ptsz(CUstream);
+CUresult cuEventCreate(CUevent *, unsigned int);
+CUresult cuEventRecordWithFlags_ptsz(CUevent, CUstream, unsigned int);
+CUresult cuEventDestroy_v2(CUevent);
 
 int main(void) {
     struct driver d = {
@@ -26,6 +29,7 @@ int main(void) {
         cuCtxDestroy_v2, cuCtxSynchronize_v2, cuDevicePrimaryCtxRetain,
         cuDevicePrimaryCtxRelease_v2, cuMemAlloc_v2, cuMemFree_v2, cuMemHostAlloc,
         cuMemFreeHost, cuLaunchKernel, cuLaunchKernel_ptsz, cuStreamSynchronize_ptsz,
+        cuEventCreate, cuEventRecordWithFlags_ptsz, cuEventDestroy_v2,
     };
     return run_workload(&d);
 }

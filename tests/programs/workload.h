@@ -21,6 +21,7 @@ static int run_workload(const struct driver *d) {
     CUdeviceptr ptr = 0, zero = 0;
     void *host = NULL;
     CUfunction fn = (CUfunction)0x1000;
+    CUevent ev = NULL;
 
     CHECK(d->init(0), 0);
     CHECK(d->driver_get_version(&version), 0);
@@ -38,7 +39,10 @@ static int run_workload(const struct driver *d) {
     CHECK(d->launch(fn, 4, 2, 1, 128, 1, 1, 0, NULL, NULL, NULL), 0);
     CHECK(d->launch(fn, 1, 1, 1, 32, 33, 1, 0, NULL, NULL, NULL), 1); /* 1056 threads */
     CHECK(d->launch_ptsz(fn, 8, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL), 0);
+    CHECK(d->event_create(&ev, 2), 0);                /* CU_EVENT_DISABLE_TIMING */
+    CHECK(d->event_record_ptsz(ev, NULL, 0), 0);
     CHECK(d->stream_sync_ptsz(NULL), 0);
+    CHECK(d->event_destroy(ev), 0);
     CHECK(d->ctx_synchronize(NULL), 0);
     CHECK(d->mem_free(ptr), 0);
     CHECK(d->mem_free_host(host), 0);

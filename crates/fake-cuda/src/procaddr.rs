@@ -22,6 +22,7 @@
 //! | cuLogsRegisterCallback, cuLogsUnregisterCallback | < 12090: version not sufficient; else plain |
 //! | cuStreamBeginCapture | < 10010: version not sufficient (the one-argument v1 is not implemented); flags & 2: `_v2_ptsz`, else `_v2` |
 //! | cuStreamEndCapture | flags & 2: `_ptsz`, else plain |
+//! | cuMemcpy2DAsync | >= 3020: flags & 2: `_v2_ptsz`, else `_v2`; below: version not sufficient |
 //! | cuStreamWaitValue32, cuStreamWriteValue32 | flags & 2: `_v2_ptsz`, else `_v2` |
 //! | every other exported base name | plain |
 //! | anything else (including suffixed names such as `cuMemAlloc_v2`) | not found |
@@ -157,6 +158,7 @@ pub const BASE_NAMES: &[&str] = &[
     "cuStreamEndCapture",
     "cuStreamWaitValue32",
     "cuStreamWriteValue32",
+    "cuMemcpy2DAsync",
 ];
 
 fn at_least(version: i32, min: i32, name: &'static str, older: Lookup) -> Lookup {
@@ -235,6 +237,8 @@ pub fn select(base: &str, cuda_version: i32, flags: u64) -> Lookup {
         "cuStreamBeginCapture" if v < 10010 => Old,
         "cuStreamBeginCapture" => stream("cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCapture_v2"),
         "cuStreamEndCapture" => stream("cuStreamEndCapture_ptsz", "cuStreamEndCapture"),
+        "cuMemcpy2DAsync" if v < 3020 => Old,
+        "cuMemcpy2DAsync" => stream("cuMemcpy2DAsync_v2_ptsz", "cuMemcpy2DAsync_v2"),
         "cuStreamWaitValue32" => stream("cuStreamWaitValue32_v2_ptsz", "cuStreamWaitValue32_v2"),
         "cuStreamWriteValue32" => stream("cuStreamWriteValue32_v2_ptsz", "cuStreamWriteValue32_v2"),
         "cuMemcpyAsync" => stream("cuMemcpyAsync_ptsz", "cuMemcpyAsync"),
@@ -436,7 +440,7 @@ mod tests {
 
     #[test]
     fn every_base_name_resolves_to_an_export() {
-        assert_eq!(BASE_NAMES.len(), 78);
+        assert_eq!(BASE_NAMES.len(), 79);
         for &base in BASE_NAMES {
             for v in [1000, 3020, 4000, 11000, 11040, 11060, 12000, 12050, 13000] {
                 for flags in [0, 1, 2] {
@@ -448,7 +452,8 @@ mod tests {
                         Old => assert!(
                             v < 11060
                                 || (base.starts_with("cuLogs") && v < 12090)
-                                || (base == "cuStreamBeginCapture" && v < 10010),
+                                || (base == "cuStreamBeginCapture" && v < 10010)
+                                || (base == "cuMemcpy2DAsync" && v < 3020),
                             "{base} {v}"
                         ),
                         NotFound => panic!("{base} not found"),

@@ -229,3 +229,132 @@ mod layout_tests {
         assert_eq!(std::mem::size_of::<CUlaunchConfig>(), 56);
     }
 }
+
+/// `CU_MEMORYTYPE_HOST`: a host pointer (`cuda.h`, `CUmemorytype`).
+pub const CU_MEMORYTYPE_HOST: u32 = 1;
+/// `CU_MEMORYTYPE_DEVICE`: a device pointer.
+pub const CU_MEMORYTYPE_DEVICE: u32 = 2;
+/// `CU_MEMORYTYPE_UNIFIED`: a unified-address pointer, host or device (in the `Device`
+/// field).
+pub const CU_MEMORYTYPE_UNIFIED: u32 = 4;
+
+/// `CUDA_MEMCPY2D` (`cuda.h`, the `_v2` layout of `cuMemcpy2DAsync_v2`), read only: the
+/// pointer fields are kept as integers (a `CUarray` is never followed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(non_snake_case)]
+pub struct CUDA_MEMCPY2D {
+    /// Source X in bytes.
+    pub srcXInBytes: usize,
+    /// Source row.
+    pub srcY: usize,
+    /// Source `CUmemorytype`.
+    pub srcMemoryType: u32,
+    /// Source host pointer (`CU_MEMORYTYPE_HOST`).
+    pub srcHost: usize,
+    /// Source device or unified pointer.
+    pub srcDevice: u64,
+    /// Source array (`CUarray`).
+    pub srcArray: usize,
+    /// Source pitch, bytes per row.
+    pub srcPitch: usize,
+    /// Destination X in bytes.
+    pub dstXInBytes: usize,
+    /// Destination row.
+    pub dstY: usize,
+    /// Destination `CUmemorytype`.
+    pub dstMemoryType: u32,
+    /// Destination host pointer.
+    pub dstHost: usize,
+    /// Destination device or unified pointer.
+    pub dstDevice: u64,
+    /// Destination array.
+    pub dstArray: usize,
+    /// Destination pitch.
+    pub dstPitch: usize,
+    /// Bytes per row.
+    pub WidthInBytes: usize,
+    /// Rows.
+    pub Height: usize,
+}
+
+impl CUDA_MEMCPY2D {
+    /// The first byte of the source (`Some(address, is host)`, `None` for an array),
+    /// with the unified address for `CU_MEMORYTYPE_UNIFIED`.
+    pub fn src_start(&self) -> Option<(u64, u32)> {
+        let base = match self.srcMemoryType {
+            CU_MEMORYTYPE_HOST => self.srcHost as u64,
+            CU_MEMORYTYPE_DEVICE | CU_MEMORYTYPE_UNIFIED => self.srcDevice,
+            _ => return None,
+        };
+        let off = self
+            .srcY
+            .checked_mul(self.srcPitch)?
+            .checked_add(self.srcXInBytes)?;
+        Some((base.checked_add(off as u64)?, self.srcMemoryType))
+    }
+
+    /// The first byte of the destination, as [`CUDA_MEMCPY2D::src_start`].
+    pub fn dst_start(&self) -> Option<(u64, u32)> {
+        let base = match self.dstMemoryType {
+            CU_MEMORYTYPE_HOST => self.dstHost as u64,
+            CU_MEMORYTYPE_DEVICE | CU_MEMORYTYPE_UNIFIED => self.dstDevice,
+            _ => return None,
+        };
+        let off = self
+            .dstY
+            .checked_mul(self.dstPitch)?
+            .checked_add(self.dstXInBytes)?;
+        Some((base.checked_add(off as u64)?, self.dstMemoryType))
+    }
+
+    /// The bytes the copy touches when both sides are one contiguous run (one row, or rows
+    /// whose pitch is the width); `None` for a strided copy.
+    pub fn contiguous_bytes(&self) -> Option<u64> {
+        let flat = |pitch: usize| self.Height <= 1 || pitch == self.WidthInBytes;
+        (flat(self.srcPitch) && flat(self.dstPitch))
+            .then(|| self.WidthInBytes.checked_mul(self.Height))
+            .flatten()
+            .map(|b| b as u64)
+    }
+}
+
+#[cfg(test)]
+mod memcpy2d_tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_ranges() {
+        assert_eq!(std::mem::size_of::<CUDA_MEMCPY2D>(), 128);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY2D, srcHost), 24);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY2D, dstMemoryType), 72);
+        assert_eq!(std::mem::offset_of!(CUDA_MEMCPY2D, Height), 120);
+        let c = CUDA_MEMCPY2D {
+            srcMemoryType: CU_MEMORYTYPE_HOST,
+            srcHost: 0x1000,
+            srcPitch: 256,
+            srcY: 2,
+            dstMemoryType: CU_MEMORYTYPE_DEVICE,
+            dstDevice: 0x9000,
+            dstPitch: 256,
+            WidthInBytes: 256,
+            Height: 4,
+            ..CUDA_MEMCPY2D::default()
+        };
+        assert_eq!(c.src_start(), Some((0x1200, CU_MEMORYTYPE_HOST)));
+        assert_eq!(c.dst_start(), Some((0x9000, CU_MEMORYTYPE_DEVICE)));
+        assert_eq!(c.contiguous_bytes(), Some(1024));
+        assert_eq!(
+            CUDA_MEMCPY2D { dstPitch: 512, ..c }.contiguous_bytes(),
+            None
+        );
+        assert_eq!(
+            CUDA_MEMCPY2D {
+                srcMemoryType: 3,
+                ..c
+            }
+            .src_start(),
+            None
+        );
+    }
+}

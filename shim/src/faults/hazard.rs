@@ -20,8 +20,11 @@
 //! stream before the second copy. Announced once per pair of call sites, counted every
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
+mod copy2d;
 mod order;
 mod report;
+
+pub use copy2d::{ok_copy_2d, pre_copy_2d};
 
 use crate::hooks::ids::HookId;
 use crate::{platform, rt::config};

@@ -3,12 +3,17 @@
 //! stream is synchronised: see [`crate::queue`]); `cuMemcpyHtoD_v2` and `cuMemcpyDtoH_v2`
 //! first run everything queued in the current context, then copy at once.
 //!
+//! `cuMemcpy2DAsync_v2(_ptsz)` queues one copy per row (host, device and unified sides; an
+//! array is `INVALID_VALUE`).
+//!
 //! A device side must lie inside one live allocation (`INVALID_VALUE` otherwise); a host
 //! side must be non-null. Device memory keeps the bytes copied into it.
 
 use std::ffi::c_void;
 
-use seedance_cuda::{CUdeviceptr, CUresult, CUstream};
+use seedance_cuda::{
+    CUdeviceptr, CUresult, CUstream, CUDA_MEMCPY2D, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST,
+};
 
 use crate::global::{call_driver, current};
 use crate::queue::{Op, Side};
@@ -189,4 +194,85 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(
 ) -> CUresult {
     let (dst, src) = (Side::Host(dst_host as usize), Side::Device(src_device));
     copy_sync("cuMemcpyDtoH_v2", dst, src, byte_count)
+}
+
+fn copy_2d(name: &str, p: *const CUDA_MEMCPY2D, stream: CUstream) -> CUresult {
+    // SAFETY: null is checked; otherwise the caller guarantees it points to a CUDA_MEMCPY2D.
+    let copy = (!p.is_null()).then(|| unsafe { p.read_unaligned() });
+    call_driver(
+        name,
+        || match copy {
+            Some(c) => format!(
+                "src={:#x} dst={:#x} width={} height={} stream={:#x}",
+                c.src_start().map_or(0, |s| s.0),
+                c.dst_start().map_or(0, |s| s.0),
+                c.WidthInBytes,
+                c.Height,
+                stream as usize
+            ),
+            None => format!("copy=0x0 stream={:#x}", stream as usize),
+        },
+        |d| {
+            let Some(c) = copy else {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            };
+            let key = d.submit_queue(stream as usize, current())?;
+            let side = |(addr, kind): (u64, u32)| match kind {
+                CU_MEMORYTYPE_HOST => Side::Host(addr as usize),
+                CU_MEMORYTYPE_DEVICE => Side::Device(addr),
+                _ => d.side(addr),
+            };
+            let (Some(src), Some(dst)) = (c.src_start(), c.dst_start()) else {
+                return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
+            };
+            let mut rows = Vec::with_capacity(c.Height);
+            for r in 0..c.Height as u64 {
+                let at = |(a, k): (u64, u32), pitch: usize| (a + r * pitch as u64, k);
+                let (s, t) = (side(at(src, c.srcPitch)), side(at(dst, c.dstPitch)));
+                d.check_copy(t, s, c.WidthInBytes)?;
+                rows.push((t, s));
+            }
+            for (dst, src) in rows {
+                if c.WidthInBytes > 0 {
+                    d.enqueue(
+                        key,
+                        Op::Copy {
+                            dst,
+                            src,
+                            bytes: c.WidthInBytes,
+                        },
+                    );
+                }
+            }
+            Ok(())
+        },
+    )
+}
+
+/// `cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)`: one queued copy per
+/// row.
+///
+/// # Safety
+///
+/// `p_copy` must be null or point to a `CUDA_MEMCPY2D`; its host sides must be valid for
+/// the rows it names until the copy runs.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpy2DAsync_v2(
+    p_copy: *const CUDA_MEMCPY2D,
+    h_stream: CUstream,
+) -> CUresult {
+    copy_2d("cuMemcpy2DAsync_v2", p_copy, h_stream)
+}
+
+/// `cuMemcpy2DAsync_v2_ptsz`: the per-thread-default-stream variant.
+///
+/// # Safety
+///
+/// As [`cuMemcpy2DAsync_v2`].
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpy2DAsync_v2_ptsz(
+    p_copy: *const CUDA_MEMCPY2D,
+    h_stream: CUstream,
+) -> CUresult {
+    copy_2d("cuMemcpy2DAsync_v2_ptsz", p_copy, h_stream)
 }

@@ -135,6 +135,8 @@ export_table![
     cuStreamWaitValue32_v2_ptsz,
     cuStreamWriteValue32_v2,
     cuStreamWriteValue32_v2_ptsz,
+    cuMemcpy2DAsync_v2,
+    cuMemcpy2DAsync_v2_ptsz,
     cuEventSynchronize,
     cuEventQuery,
     cuMemcpyHtoDAsync_v2,
@@ -208,7 +210,7 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 112);
+        assert_eq!(EXPORTED.len(), 114);
         for name in EXPORTED {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }
