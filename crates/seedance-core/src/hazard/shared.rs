@@ -298,8 +298,10 @@ impl Shared {
         let mut map = BTreeMap::clone(&self.ranges.load());
         let mut pending = Pending::default();
         if let Some(old) = map.get(&r.lo) {
-            pending = std::mem::take(&mut *old.pending.lock());
-            old.pending.lock().dead = true;
+            let mut p = old.pending.lock();
+            pending.list = std::mem::take(&mut p.list);
+            pending.single = p.single.take();
+            p.dead = true;
         }
         let lo = r.lo;
         map.insert(
@@ -557,7 +559,7 @@ impl Shared {
                 }
             });
             a.seq = st.tick(|| self.fresh());
-            st.pending = st.pending + 1 - superseded;
+            st.pending = (st.pending + 1).saturating_sub(superseded);
             if !st.ranges.contains(&a.range_lo) {
                 st.ranges.push(a.range_lo);
             }
