@@ -20,8 +20,8 @@
 //!   a record of the waiter's own stream orders nothing new and takes no lock.
 //!
 //! Lock order: a range, then a stream shard, the wait list or the non-blocking set; an
-//! event shard, then a stream shard; no lock is taken while a stream shard or the wait
-//! list is held.
+//! event shard, then a stream shard or the wait list; no lock is taken while a stream
+//! shard or the wait list is held.
 
 use super::{Access, Direction, Hazard, Range, MAX_EVENTS, MAX_PENDING, MAX_WAITS};
 use crate::work::{key_kind, KeyKind};
@@ -699,9 +699,14 @@ impl Shared {
         let upto = self.tick(s);
         let mut m = self.events(event).lock();
         if m.len() >= EVENTS_PER_SHARD && !m.contains_key(&event) {
-            // Records of streams with nothing pending and no waits cover nothing.
-            let waits = self.has_waits.load(Ordering::Relaxed);
-            m.retain(|_, k| waits || self.now(k.stream).is_some());
+            // A record of a stream with nothing pending that waits for no other stream
+            // covers nothing.
+            let waiters: Vec<Sid> = if self.has_waits.load(Ordering::Relaxed) {
+                self.waits.lock().iter().map(|w| w.waiter).collect()
+            } else {
+                Vec::new()
+            };
+            m.retain(|_, k| waiters.contains(&k.stream) || self.now(k.stream).is_some());
             if m.len() >= EVENTS_PER_SHARD {
                 return;
             }
@@ -1013,6 +1018,33 @@ mod tests {
         assert_eq!(s.entries(), 1);
         s.pinned_removed(LO[0]);
         assert_eq!(s.entries(), 0);
+    }
+
+    #[test]
+    fn event_records_never_destroyed_stay_bounded() {
+        let s = Shared::new();
+        s.pinned_added(range(0));
+        let bound = SHARDS * EVENTS_PER_SHARD;
+        for round in 0..4u64 {
+            let a = access(0, 1, false, 0, 0, 64);
+            s.commit(a);
+            // A cross-stream wait exists, and B (the waiter) has nothing pending.
+            s.event_recorded(0xe0, key(0), 1);
+            s.stream_waited(key(1), 1, 0xe0);
+            for i in 0..(2 * bound as u64) {
+                s.event_recorded(
+                    0x1_0000_0000 + ((round * 2 * bound as u64 + i) << 4),
+                    key(2),
+                    1,
+                );
+            }
+            s.stream_completed(key(0), 1, CTX);
+            assert!(s.is_idle());
+            assert!(s.entries() <= bound + 2, "{}", s.entries());
+        }
+        // With nothing pending, a new record still finds room.
+        s.event_recorded(0xe1, key(2), 1);
+        assert!(s.knows_event(0xe1));
     }
 
     #[test]
