@@ -4,12 +4,12 @@
 //! Cost on the success path of an asynchronous copy: two relaxed loads and two compares
 //! (the host pointer against the bounding box of every pinned range the shim saw made,
 //! [`maybe_pinned`]), before and after the call. Only a copy whose host side lies in that
-//! box goes to the table (`seedance_core::hazard::shared`): the range is found in a
-//! snapshot without a lock, and only that range's lock is taken (a scan of its pending
+//! box goes to the table (`seedance_core::hazard::shared`): the range is found in the
+//! thread's cached snapshot of the ranges without a lock, and only that range's lock is taken (a scan of its pending
 //! accesses, one push) and its stream's shard; threads copying from their own pinned
 //! buffers on their own streams take no lock another thread takes. The stream and event
 //! hooks that complete or order accesses go to the table only while accesses are pending
-//! (one relaxed load otherwise), and then lock the shards of the streams and ranges
+//! (two loads otherwise), and then lock the shards of the streams and ranges
 //! concerned; the list of orderings between different streams only when one exists.
 //!
 //! In `fix` mode a hazard is repaired before the second copy reaches the driver: the shim
