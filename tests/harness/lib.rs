@@ -109,6 +109,10 @@ fn build() -> Artifacts {
     cc("probes", &["probes.c", &l, "-lcuda", "-lpthread"]);
     cc("fork_child", &["fork_child.c", &l, "-lcuda"]);
     cc("stress", &["stress.c", &l, "-lcuda", "-lpthread"]);
+    cc(
+        "pinned_threads",
+        &["pinned_threads.c", &l, "-lcuda", "-lpthread"],
+    );
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);

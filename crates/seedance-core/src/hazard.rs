@@ -10,10 +10,12 @@
 //! into the same buffer on stream B may run in either order: the device can receive the
 //! bytes the second copy wrote (measured on an H200, driver 580.159; docs/validation.md).
 //!
-//! The [`Table`] is plain data; the shim keeps one behind a mutex and touches it only for
-//! copies whose host side falls inside a pinned range it saw being made (a bounding-box test
-//! first, then [`Table::pinned_at`]), and at the calls that complete or order pending
-//! accesses. Rules, each an `Ordering` the table follows:
+//! The [`Table`] is plain data, the reference model. The shim keeps a [`shared::Shared`]
+//! instead: the same rules sharded for threads (by pinned range, stream and event; a
+//! property test checks it against the [`Table`]), touched only for copies whose host side
+//! falls inside a pinned range it saw being made (a bounding-box test first, then the range
+//! look-up), and at the calls that complete or order pending accesses. Rules, each an
+//! `Ordering` the table follows:
 //!
 //! * an access is pending from its call until its stream (or its context) is synchronised,
 //!   `cuStreamQuery` reports the stream idle, or an event recorded on the stream after the
@@ -33,6 +35,8 @@
 //!   also completes the blocking streams' accesses;
 //! * a new access that overlaps a pending one, on a stream not ordered after it, where one
 //!   of the two writes the host memory, is a [`Hazard`].
+
+pub mod shared;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;

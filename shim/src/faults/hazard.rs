@@ -4,9 +4,13 @@
 //! Cost on the success path of an asynchronous copy: two relaxed loads and two compares
 //! (the host pointer against the bounding box of every pinned range the shim saw made,
 //! [`maybe_pinned`]), before and after the call. Only a copy whose host side lies in that
-//! box takes the table's lock (a `BTreeMap` look-up of the range, a scan of the pending
-//! accesses, one push). The stream and event hooks that complete or order accesses take the
-//! lock only while accesses are pending ([`PENDING`]).
+//! box goes to the table (`seedance_core::hazard::shared`): the range is found in the
+//! thread's cached snapshot of the ranges without a lock, and only that range's lock is taken (a scan of its pending
+//! accesses, one push) and its stream's shard; threads copying from their own pinned
+//! buffers on their own streams take no lock another thread takes. The stream and event
+//! hooks that complete or order accesses go to the table only while accesses are pending
+//! (two loads otherwise), and then lock the shards of the streams and ranges
+//! concerned; the list of orderings between different streams only when one exists.
 //!
 //! In `fix` mode a hazard is repaired before the second copy reaches the driver: the shim
 //! records its own event (one per context, made with `CU_EVENT_DISABLE_TIMING`) on the
@@ -27,31 +31,37 @@ use crate::{platform, rt::config};
 use libc::c_void;
 use once_cell::sync::Lazy;
 use order::order;
-use parking_lot::Mutex;
 use report::report;
-use seedance_core::hazard::{Access, Direction, Range, Table};
+use seedance_core::hazard::shared::{Held, Ranges, Shared};
+use seedance_core::hazard::{Access, Direction, Range};
 use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-static TABLE: Lazy<Mutex<Table>> = Lazy::new(|| Mutex::new(Table::new()));
+static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
 
 /// Lowest first byte and highest end of the pinned ranges ever made (a range freed later
 /// leaves the box as it was; an empty table resets it).
 static BOX_LO: AtomicU64 = AtomicU64::new(u64::MAX);
 static BOX_HI: AtomicU64 = AtomicU64::new(0);
-/// Set while the table holds pending accesses.
-static PENDING: AtomicBool = AtomicBool::new(false);
 
-/// The accesses of one copy: its host side, or both sides of a unified copy.
-type Sides = [Option<Access>; 2];
+/// The accesses of one copy: its host side, or both sides of a unified copy, each with the
+/// pinned range it lies in.
+type Sides = [Option<(Access, Held)>; 2];
+
+/// What a thread keeps between a copy's `pre` and `ok` hooks.
+struct Local {
+    /// The accesses of the copy this thread is making (a fixed pair: no allocation per
+    /// copy).
+    next: Sides,
+    /// Its cache of the pinned-range snapshot.
+    ranges: Option<Ranges>,
+}
 
 thread_local! {
-    /// The accesses of the copy this thread is making, from the `pre` hook to the `ok` hook
-    /// (a fixed pair: no allocation per copy).
-    static NEXT: RefCell<Sides> = const { RefCell::new([None, None]) };
+    static NEXT: RefCell<Local> = const { RefCell::new(Local { next: [None, None], ranges: None }) };
 }
 
 /// Whether lifetime tracking is on: the same switch as `crate::faults::lifetime::on` (one
@@ -90,7 +100,7 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
     if lo == 0 || bytes == 0 {
         return;
     }
-    TABLE.lock().pinned_added(Range {
+    TABLE.pinned_added(Range {
         lo,
         bytes,
         made_by: id.name(),
@@ -99,29 +109,25 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
     BOX_HI.fetch_max(lo.saturating_add(bytes), Ordering::Relaxed);
 }
 
-#[cfg(target_os = "linux")]
 /// The pinned range that holds all of `[addr, addr + bytes)`, if one does (for the
 /// host-write guard, `crate::faults::hostguard`).
+#[cfg(target_os = "linux")]
 pub fn pinned_range_at(addr: u64, bytes: u64) -> Option<Range> {
     if !maybe_pinned(addr) {
         return None;
     }
     TABLE
-        .lock()
         .pinned_at(addr)
         .filter(|r| addr.saturating_add(bytes) <= r.lo.saturating_add(r.bytes))
-        .cloned()
 }
 
 /// The range starting at `lo` was freed or unregistered.
 pub fn pinned_removed(lo: u64) {
-    let mut t = TABLE.lock();
-    t.pinned_removed(lo);
-    if t.ranges().next().is_none() {
+    TABLE.pinned_removed(lo);
+    if !TABLE.has_ranges() {
         BOX_LO.store(u64::MAX, Ordering::Relaxed);
         BOX_HI.store(0, Ordering::Relaxed);
     }
-    PENDING.store(!t.is_idle(), Ordering::Relaxed);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -133,13 +139,15 @@ fn is_per_thread(id: HookId) -> bool {
 }
 
 fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo: u64) -> Access {
-    let per_thread = is_per_thread(id);
+    let function = id.name();
+    let per_thread = function.ends_with("_ptsz");
+    let ctx = work::current_context();
     Access {
-        function: id.name(),
-        key: work::key_for(stream as usize, per_thread),
+        function,
+        key: work::stream_key(stream as usize, ctx, per_thread),
         stream: stream as u64,
         per_thread,
-        ctx: work::current_context() as u64,
+        ctx: ctx as u64,
         tid: platform::thread_id(),
         dir,
         addr,
@@ -152,35 +160,35 @@ fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, l
 /// Before an asynchronous copy whose host side `sides` (address, direction) may be pinned:
 /// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
 fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
-    let mut next: Sides = [None, None];
     // A copy captured into a graph does not run now (the graph's launch is unknown work).
-    if crate::faults::capture::open()
+    let captured = crate::faults::capture::open()
         && crate::faults::capture::capturing(
             work::key_for(stream as usize, is_per_thread(id)),
             platform::thread_id(),
-        )
-    {
-        NEXT.with(|n| *n.borrow_mut() = next);
-        return;
-    }
+        );
+    let t: &'static Shared = &TABLE;
     let mut hazards = Vec::new();
-    {
-        let t = TABLE.lock();
-        for (slot, &(addr, dir)) in next.iter_mut().zip(sides) {
-            let Some(r) = t.pinned_at(addr) else {
+    NEXT.with(|n| {
+        let l = &mut *n.borrow_mut();
+        l.next = [None, None];
+        if captured {
+            return;
+        }
+        let cache = l.ranges.get_or_insert_with(|| t.ranges_cache());
+        for (slot, &(addr, dir)) in l.next.iter_mut().zip(sides) {
+            let Some(r) = t.find_cached(cache, addr) else {
                 continue;
             };
-            let a = access(id, dir, addr, bytes, stream, r.lo);
+            let a = access(id, dir, addr, bytes, stream, r.range().lo);
             if dir == Direction::Write && crate::faults::hostguard::on() {
                 crate::faults::hostguard::release_range(addr, addr.saturating_add(bytes));
             }
             if !t.is_idle() {
-                hazards.extend(t.check(&a));
+                hazards.extend(t.check_in(&r, &a));
             }
-            *slot = Some(a);
+            *slot = Some((a, r));
         }
-    }
-    NEXT.with(|n| *n.borrow_mut() = next);
+    });
     for h in hazards {
         let repaired = if fix() { order(&h, &TABLE) } else { None };
         report(&h, repaired);
@@ -189,15 +197,13 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
 
 /// After the copy succeeded: its accesses are pending.
 fn after_copy() {
-    let next = NEXT.with(|n| std::mem::take(&mut *n.borrow_mut()));
-    if next.iter().all(Option::is_none) {
-        return;
-    }
-    let mut t = TABLE.lock();
-    for a in next.into_iter().flatten() {
-        t.commit(a);
-    }
-    PENDING.store(true, Ordering::Relaxed);
+    NEXT.with(|n| {
+        for slot in n.borrow_mut().next.iter_mut() {
+            if let Some((a, r)) = slot.take() {
+                TABLE.commit_in(&r, a);
+            }
+        }
+    });
 }
 
 /// Before `cuMemcpyHtoDAsync_v2(_ptsz)`: `None` (the copy always goes ahead).
@@ -272,28 +278,27 @@ pub fn ok_copy(a: u64, b: u64) {
 // ---------------------------------------------------------------------------------------
 // Completion and ordering.
 
-/// Runs `f` on the table when accesses are pending (one relaxed load otherwise).
+/// Runs `f` on the table when accesses are pending (two loads otherwise: the table made,
+/// its count of pending accesses).
 #[inline(always)]
-fn while_pending(f: impl FnOnce(&mut Table)) {
-    if PENDING.load(Ordering::Relaxed) && on() {
-        cold(|| {
-            let mut t = TABLE.lock();
-            f(&mut t);
-            PENDING.store(!t.is_idle(), Ordering::Relaxed);
-        });
+fn while_pending(f: impl FnOnce(&Shared)) {
+    if let Some(t) = Lazy::get(&TABLE) {
+        if !t.is_idle() && on() {
+            cold(|| f(t));
+        }
     }
 }
 
 /// A stream was created with `flags` (`CU_STREAM_NON_BLOCKING` matters).
 pub fn stream_created(handle: u64, flags: u32) {
     if handle != 0 {
-        TABLE.lock().stream_created(handle, flags);
+        TABLE.stream_created(handle, flags);
     }
 }
 
 /// A stream was destroyed.
 pub fn stream_destroyed(handle: u64) {
-    TABLE.lock().stream_destroyed(handle);
+    TABLE.stream_destroyed(handle);
 }
 
 /// `cuStreamSynchronize(_ptsz)` succeeded, or `cuStreamQuery(_ptsz)` found the stream idle.
@@ -333,10 +338,10 @@ pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
 pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
     while_pending(|t| {
         let ev = event as u64;
-        if t.knows_event(ev) {
-            let key = work::key_for(stream as usize, is_per_thread(id));
-            t.stream_waited(key, platform::thread_id(), ev)
-        } else if !work::shards().iter().any(|s| s.event_mark(ev).is_some()) {
+        let key = work::key_for(stream as usize, is_per_thread(id));
+        if !t.stream_waited(key, platform::thread_id(), ev)
+            && !work::shards().iter().any(|s| s.event_mark(ev).is_some())
+        {
             forget(t);
         }
     });
@@ -359,9 +364,16 @@ pub unsafe fn forget_after(_id: HookId, _stream: CUstream) {
 static UNKNOWN: AtomicU64 = AtomicU64::new(0);
 
 /// Unknown means forget, never alarm: drops every pending access (counted once).
-fn forget(t: &mut Table) {
+fn forget(t: &Shared) {
     if t.forget_pending() {
         UNKNOWN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// `cuEventDestroy(_v2)` succeeded: the table's record of the event goes.
+pub fn event_destroyed(event: CUevent) {
+    if let Some(t) = Lazy::get(&TABLE) {
+        cold(|| t.event_destroyed(event as u64));
     }
 }
 

@@ -5,7 +5,8 @@
 use crate::driver::query;
 use crate::platform;
 use parking_lot::Mutex;
-use seedance_core::hazard::{Access, Hazard, Table};
+use seedance_core::hazard::shared::Shared;
+use seedance_core::hazard::{Access, Hazard};
 use seedance_core::work::{key_kind, KeyKind};
 use seedance_cuda::{CUevent, CUstream, CU_STREAM_PER_THREAD};
 
@@ -49,7 +50,7 @@ fn stream_arg(a: &Access) -> Option<CUstream> {
 /// second stream made to wait for it; when the program destroyed the first stream (its
 /// work still runs, but the handle must not be used), the first copy's context is
 /// synchronised instead. `Some(what was done)` on success.
-pub(super) fn order(h: &Hazard, table: &Mutex<Table>) -> Option<String> {
+pub(super) fn order(h: &Hazard, table: &Shared) -> Option<String> {
     let (a, b) = (&h.first, &h.second);
     if h.first_destroyed {
         query::with_context(a.ctx as usize, query::ctx_synchronize)
@@ -70,7 +71,7 @@ pub(super) fn order(h: &Hazard, table: &Mutex<Table>) -> Option<String> {
         .ok()?
         .ok()?;
     query::stream_wait_event(second, ev).ok()?;
-    table.lock().order(b.key, b.tid, a.key, a.tid);
+    table.order(b.key, b.tid, a.key, a.tid);
     crate::faults::lifetime::report::count_repair("order_pinned_copies");
     Some(format!(
         "the shim recorded its own event on {} and made {} wait for it before the second copy",

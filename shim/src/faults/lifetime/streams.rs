@@ -268,6 +268,7 @@ pub unsafe fn pre_event_destroy(id: HookId, event: CUevent) -> Option<CUresult> 
 /// None: the handle is only a key.
 pub unsafe fn ok_event_destroy(event: CUevent) {
     if on() {
+        crate::faults::hazard::event_destroyed(event);
         cold(|| {
             TRACKER.lock().event_forgotten(event as u64);
         });

@@ -1,0 +1,1088 @@
+//! The race model of [`super::Table`] shared between threads without one lock for all:
+//! the same rules and the same verdicts (a property test below checks them against the
+//! [`super::Table`] on random sequences), sharded so that threads working on their own
+//! streams and their own pinned buffers never take a lock another one takes.
+//!
+//! * Pinned ranges: a snapshot (`arc_swap`) published when a range is made or freed;
+//!   a copy finds its range without a lock. Each range holds its pending accesses behind
+//!   its own mutex, so the check and the commit of a copy lock only the copy's range.
+//! * Streams: each stream with pending accesses has a state (its clock, how many accesses
+//!   it has pending and in which ranges, whether it was destroyed) in one of [`SHARDS`]
+//!   maps chosen by stream key. Sequence numbers are per stream: every comparison the
+//!   model makes (an access against a wait's or a record's "up to", a wait's moment
+//!   against a record) is between points of one stream. A stream's state goes when its
+//!   last access completes; its next state starts above every number handed out so far
+//!   ([`Shared::fresh`]), so each stream's clock only moves forward.
+//! * Event records: [`SHARDS`] maps by event handle.
+//! * Orderings between different streams (`cuStreamWaitEvent` on another stream's record,
+//!   the shim's repair): one list behind a mutex, taken only when such an ordering exists
+//!   and a stream completes or a copy meets a pending access of another stream. A wait on
+//!   a record of the waiter's own stream orders nothing new and takes no lock.
+//!
+//! Lock order: a range, then a stream shard, the wait list or the non-blocking set; an
+//! event shard, then a stream shard or the wait list; no lock is taken while a stream
+//! shard or the wait list is held.
+
+use super::{Access, Direction, Hazard, Range, MAX_EVENTS, MAX_PENDING, MAX_WAITS};
+use crate::work::{key_kind, KeyKind};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Shards of the stream states and of the event records (a power of two).
+pub const SHARDS: usize = 256;
+/// Event records kept per shard at most.
+const EVENTS_PER_SHARD: usize = MAX_EVENTS / 64;
+/// Numbers a stream state hands out before it moves to a fresh block.
+const BLOCK: u64 = 1 << 32;
+
+/// A stream as the model tells them apart: its key and, for the per-thread default
+/// stream, the thread.
+type Sid = (u64, u64);
+
+fn sid(key: u64, tid: u64) -> Sid {
+    match key_kind(key) {
+        KeyKind::PerThread(_) => (key, tid),
+        _ => (key, 0),
+    }
+}
+
+fn shard_of(x: u64) -> usize {
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.trailing_zeros())) as usize
+}
+
+/// A multiplicative hash for the shards' maps: their keys are stream and event handles
+/// (pointers), which need no protection against chosen collisions.
+#[derive(Default)]
+struct Mix(u64);
+
+impl Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(26) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<Mix>>;
+
+/// Keeps each shard on its own cache lines.
+#[repr(align(128))]
+struct Pad<T>(T);
+
+#[derive(Default)]
+struct Pending {
+    list: Vec<Access>,
+    /// While every access of the range is on one stream: that stream.
+    single: Option<Sid>,
+    /// The range was freed: copies that still hold it record nothing.
+    dead: bool,
+}
+
+struct Slot {
+    range: Range,
+    pending: Mutex<Pending>,
+}
+
+type RangeMap = BTreeMap<u64, Arc<Slot>>;
+
+/// One thread's cache of the pinned-range snapshot ([`Shared::ranges_cache`]): a look-up
+/// through it costs one atomic load while no range was made or freed.
+pub struct Ranges {
+    cache: arc_swap::Cache<&'static ArcSwap<RangeMap>, Arc<RangeMap>>,
+    /// The range last found, and the snapshot it was found in.
+    last: Option<(usize, Held)>,
+}
+
+/// A pinned range found by [`Shared::find`].
+#[derive(Clone)]
+pub struct Held(Arc<Slot>);
+
+impl Held {
+    /// The range.
+    pub fn range(&self) -> &Range {
+        &self.0.range
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.range.fmt(f)
+    }
+}
+
+struct Stream {
+    /// The next number on this stream's clock.
+    clock: u64,
+    /// Where the current block of numbers ends.
+    end: u64,
+    /// Accesses pending on this stream, all ranges together.
+    pending: usize,
+    /// First bytes of the ranges that may hold them.
+    ranges: Vec<u64>,
+    /// Destroyed while accesses were pending.
+    destroyed: bool,
+}
+
+impl Stream {
+    fn tick(&mut self, fresh: impl FnOnce() -> u64) -> u64 {
+        if self.clock + 1 >= self.end {
+            self.clock = fresh();
+            self.end = self.clock + BLOCK;
+        }
+        let t = self.clock;
+        self.clock += 1;
+        t
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    stream: Sid,
+    upto: u64,
+}
+
+/// `waiter` is ordered after what `after` had queued before `upto` (on `after`'s clock),
+/// since the moment `at` (on `waiter`'s clock).
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    waiter: Sid,
+    after: Sid,
+    upto: u64,
+    at: u64,
+}
+
+type Streams = Mutex<Map<Sid, Stream>>;
+type Events = Mutex<Map<u64, Mark>>;
+
+/// The shared race table (see the module documentation); every method takes `&self`.
+pub struct Shared {
+    ranges: ArcSwap<RangeMap>,
+    /// Serialises the writers of `ranges`.
+    writer: Mutex<()>,
+    streams: [Pad<Streams>; SHARDS],
+    events: [Pad<Events>; SHARDS],
+    waits: Mutex<Vec<Wait>>,
+    has_waits: AtomicBool,
+    non_blocking: Mutex<HashSet<u64>>,
+    pending: AtomicUsize,
+    forgotten: AtomicU64,
+    epoch: AtomicU64,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared::new()
+    }
+}
+
+/// Accesses taken out of a range, counted per stream without allocating: the streams of
+/// the accesses one completion removes are nearly always one or two.
+struct Released<'a> {
+    t: &'a Shared,
+    last: Option<(Sid, usize)>,
+}
+
+impl Released<'_> {
+    fn add(&mut self, s: Sid) {
+        match &mut self.last {
+            Some((l, n)) if *l == s => *n += 1,
+            _ => {
+                self.flush();
+                self.last = Some((s, 1));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((s, n)) = self.last.take() {
+            self.t.release(s, n);
+        }
+    }
+}
+
+impl Drop for Released<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+impl Shared {
+    /// An empty table.
+    pub fn new() -> Shared {
+        Shared {
+            ranges: ArcSwap::from_pointee(BTreeMap::new()),
+            writer: Mutex::new(()),
+            streams: std::array::from_fn(|_| Pad(Mutex::new(Map::default()))),
+            events: std::array::from_fn(|_| Pad(Mutex::new(Map::default()))),
+            waits: Mutex::new(Vec::new()),
+            has_waits: AtomicBool::new(false),
+            non_blocking: Mutex::new(HashSet::new()),
+            pending: AtomicUsize::new(0),
+            forgotten: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// A number above every number any stream was handed so far.
+    fn fresh(&self) -> u64 {
+        (self.epoch.fetch_add(1, Ordering::Relaxed) + 1) * BLOCK
+    }
+
+    fn streams(&self, s: Sid) -> &Streams {
+        &self.streams[shard_of(s.0 ^ s.1.rotate_left(32))].0
+    }
+
+    fn events(&self, e: u64) -> &Events {
+        &self.events[shard_of(e)].0
+    }
+
+    /// The next point on `s`'s clock without making a state: a stream with nothing pending
+    /// gets a fresh number.
+    fn tick(&self, s: Sid) -> u64 {
+        let mut m = self.streams(s).lock();
+        match m.get_mut(&s) {
+            Some(st) => st.tick(|| self.fresh()),
+            None => self.fresh(),
+        }
+    }
+
+    /// `s`'s clock now (every access queued on it so far is below it).
+    fn now(&self, s: Sid) -> Option<u64> {
+        self.streams(s).lock().get(&s).map(|st| st.clock)
+    }
+
+    /// `n` accesses of stream `s` completed or were dropped.
+    fn release(&self, s: Sid, n: usize) {
+        self.pending.fetch_sub(n, Ordering::Relaxed);
+        let gone = {
+            let mut m = self.streams(s).lock();
+            match m.get_mut(&s) {
+                Some(st) if st.pending <= n => {
+                    m.remove(&s);
+                    true
+                }
+                Some(st) => {
+                    st.pending -= n;
+                    false
+                }
+                None => false,
+            }
+        };
+        // A wait after a stream with nothing pending orders nothing any more.
+        if gone && self.has_waits.load(Ordering::Relaxed) {
+            let mut w = self.waits.lock();
+            w.retain(|w| w.after != s);
+            self.has_waits.store(!w.is_empty(), Ordering::Relaxed);
+        }
+    }
+
+    fn slot(&self, lo: u64) -> Option<Arc<Slot>> {
+        self.ranges.load().get(&lo).cloned()
+    }
+
+    /// A pinned or registered range was made.
+    pub fn pinned_added(&self, r: Range) {
+        let _w = self.writer.lock();
+        let mut map = BTreeMap::clone(&self.ranges.load());
+        let mut pending = Pending::default();
+        if let Some(old) = map.get(&r.lo) {
+            let mut p = old.pending.lock();
+            pending.list = std::mem::take(&mut p.list);
+            pending.single = p.single.take();
+            p.dead = true;
+        }
+        let lo = r.lo;
+        map.insert(
+            lo,
+            Arc::new(Slot {
+                range: r,
+                pending: Mutex::new(pending),
+            }),
+        );
+        self.ranges.store(Arc::new(map));
+    }
+
+    /// The range starting at `lo` was freed or unregistered: its accesses are gone with it.
+    pub fn pinned_removed(&self, lo: u64) -> Option<Range> {
+        let slot = {
+            let _w = self.writer.lock();
+            let mut map = BTreeMap::clone(&self.ranges.load());
+            let slot = map.remove(&lo)?;
+            self.ranges.store(Arc::new(map));
+            slot
+        };
+        let list = {
+            let mut p = slot.pending.lock();
+            p.dead = true;
+            p.single = None;
+            std::mem::take(&mut p.list)
+        };
+        let mut rel = Released {
+            t: self,
+            last: None,
+        };
+        for a in &list {
+            rel.add(sid(a.key, a.tid));
+        }
+        Some(slot.range.clone())
+    }
+
+    /// The pinned range that holds `addr` (no lock).
+    pub fn pinned_at(&self, addr: u64) -> Option<Range> {
+        self.find(addr).map(|h| h.0.range.clone())
+    }
+
+    /// A cache of the pinned ranges for the calling thread ([`Shared::find_cached`]).
+    pub fn ranges_cache(&'static self) -> Ranges {
+        Ranges {
+            cache: arc_swap::Cache::new(&self.ranges),
+            last: None,
+        }
+    }
+
+    /// [`Shared::find`] through a thread's cache of the snapshot.
+    pub fn find_cached(&self, cache: &mut Ranges, addr: u64) -> Option<Held> {
+        let map = cache.cache.load();
+        let id = Arc::as_ptr(map) as usize;
+        let inside = |r: &Range| addr >= r.lo && addr - r.lo < r.bytes.max(1);
+        if let Some((m, h)) = &cache.last {
+            if *m == id && inside(&h.0.range) {
+                return Some(h.clone());
+            }
+        }
+        let (_, s) = map.range(..=addr).next_back()?;
+        let h = inside(&s.range).then(|| Held(Arc::clone(s)))?;
+        cache.last = Some((id, h.clone()));
+        Some(h)
+    }
+
+    /// The pinned range that holds `addr`, held for [`Shared::check_in`] and
+    /// [`Shared::commit_in`] (one snapshot look-up for a copy's check and commit).
+    pub fn find(&self, addr: u64) -> Option<Held> {
+        let map = self.ranges.load();
+        let (_, s) = map.range(..=addr).next_back()?;
+        (addr - s.range.lo < s.range.bytes.max(1)).then(|| Held(Arc::clone(s)))
+    }
+
+    /// Whether any range is known.
+    pub fn has_ranges(&self) -> bool {
+        !self.ranges.load().is_empty()
+    }
+
+    /// The end of the range starting at `lo`.
+    pub fn range_end(&self, lo: u64) -> Option<u64> {
+        self.slot(lo)
+            .map(|s| s.range.lo.saturating_add(s.range.bytes))
+    }
+
+    /// Whether no access is pending (one relaxed load).
+    pub fn is_idle(&self) -> bool {
+        self.pending.load(Ordering::Relaxed) == 0
+    }
+
+    /// Every pending access (a copy; for tests and reports).
+    pub fn pending(&self) -> Vec<Access> {
+        let map = self.ranges.load();
+        map.values()
+            .flat_map(|s| s.pending.lock().list.clone())
+            .collect()
+    }
+
+    /// Accesses forgotten because a range's list was full.
+    pub fn forgotten(&self) -> u64 {
+        self.forgotten.load(Ordering::Relaxed)
+    }
+
+    /// Entries held: ranges, pending accesses, stream states, event records, waits and
+    /// non-blocking streams (for the tests that memory stays flat).
+    pub fn entries(&self) -> usize {
+        let map = self.ranges.load();
+        map.len()
+            + map
+                .values()
+                .map(|s| s.pending.lock().list.len())
+                .sum::<usize>()
+            + self.streams.iter().map(|m| m.0.lock().len()).sum::<usize>()
+            + self.events.iter().map(|m| m.0.lock().len()).sum::<usize>()
+            + self.waits.lock().len()
+            + self.non_blocking.lock().len()
+    }
+
+    /// A stream was created with `flags` (`CU_STREAM_NON_BLOCKING` = 1 matters).
+    pub fn stream_created(&self, handle: u64, flags: u32) {
+        let s = (handle, 0);
+        if let Some(st) = self.streams(s).lock().get_mut(&s) {
+            st.destroyed = false;
+        }
+        let mut nb = self.non_blocking.lock();
+        if flags & 1 != 0 {
+            nb.insert(handle);
+        } else {
+            nb.remove(&handle);
+        }
+    }
+
+    /// A stream was destroyed: its flags are forgotten, and while accesses on it are
+    /// pending it is marked destroyed.
+    pub fn stream_destroyed(&self, handle: u64) {
+        self.non_blocking.lock().remove(&handle);
+        if matches!(key_kind(handle), KeyKind::Stream(_)) {
+            let s = (handle, 0);
+            if let Some(st) = self.streams(s).lock().get_mut(&s) {
+                st.destroyed = true;
+            }
+        }
+    }
+
+    /// Whether the created stream `key` was destroyed with accesses pending on it.
+    pub fn is_destroyed(&self, key: u64) -> bool {
+        let s = (key, 0);
+        self.streams(s)
+            .lock()
+            .get(&s)
+            .is_some_and(|st| st.destroyed)
+    }
+
+    fn blocking(&self, key: u64) -> bool {
+        match key_kind(key) {
+            KeyKind::Stream(h) => !self.non_blocking.lock().contains(&h),
+            _ => true,
+        }
+    }
+
+    /// Whether `second` is ordered after the pending `first` (of another stream).
+    fn ordered(&self, first: &Access, second: &Access) -> bool {
+        let legacy = |a: &Access| matches!(key_kind(a.key), KeyKind::Legacy(_));
+        if first.ctx == second.ctx
+            && ((legacy(first) && self.blocking(second.key))
+                || (legacy(second) && self.blocking(first.key)))
+        {
+            return true;
+        }
+        if !self.has_waits.load(Ordering::Relaxed) {
+            return false;
+        }
+        let (f, s) = (sid(first.key, first.tid), sid(second.key, second.tid));
+        self.waits
+            .lock()
+            .iter()
+            .any(|w| w.waiter == s && w.after == f && w.upto > first.seq)
+    }
+
+    /// The pending accesses that `next` (not yet committed) would race with, as
+    /// [`super::Table::check`].
+    pub fn check(&self, next: &Access) -> Vec<Hazard> {
+        match self.slot(next.range_lo) {
+            Some(slot) => self.check_in(&Held(slot), next),
+            None => Vec::new(),
+        }
+    }
+
+    /// [`Shared::check`] in the range `held` ([`Shared::find`]).
+    pub fn check_in(&self, held: &Held, next: &Access) -> Vec<Hazard> {
+        let mut out: Vec<Hazard> = Vec::new();
+        let slot = &held.0;
+        let p = slot.pending.lock();
+        if p.single == Some(sid(next.key, next.tid)) || p.list.is_empty() {
+            return out;
+        }
+        for a in p.list.iter().rev() {
+            if !a.overlaps(next)
+                || (a.dir == Direction::Read && next.dir == Direction::Read)
+                || a.same_stream(next)
+                || out.iter().any(|h| h.first.same_stream(a))
+                || self.ordered(a, next)
+            {
+                continue;
+            }
+            out.push(Hazard {
+                first: a.clone(),
+                second: next.clone(),
+                range: slot.range.clone(),
+                first_destroyed: self.is_destroyed(a.key),
+            });
+        }
+        out
+    }
+
+    /// Records `a` as pending, as [`super::Table::commit`] (an access it supersedes is
+    /// dropped); returns its number on its stream's clock, 0 when its range is gone.
+    pub fn commit(&self, a: Access) -> u64 {
+        match self.slot(a.range_lo) {
+            Some(slot) => self.commit_in(&Held(slot), a),
+            None => 0,
+        }
+    }
+
+    /// [`Shared::commit`] in the range `held` ([`Shared::find`]).
+    pub fn commit_in(&self, held: &Held, mut a: Access) -> u64 {
+        let slot = &held.0;
+        let s = sid(a.key, a.tid);
+        let mut p = slot.pending.lock();
+        if p.dead {
+            return 0;
+        }
+        let before = p.list.len();
+        p.list.retain(|x| {
+            !(x.same_stream(&a)
+                && x.dir == a.dir
+                && a.addr <= x.addr
+                && x.addr.saturating_add(x.bytes) <= a.addr.saturating_add(a.bytes))
+        });
+        let superseded = before - p.list.len();
+        let dropped = (p.list.len() >= MAX_PENDING).then(|| p.list.remove(0));
+        let mut m = self.streams(s).lock();
+        if let (1, Some(st)) = (superseded, m.get_mut(&s)) {
+            // The loop on one buffer: the stream's count and ranges stay as they are.
+            a.seq = st.tick(|| self.fresh());
+        } else {
+            let st = m.entry(s).or_insert_with(|| {
+                let clock = self.fresh();
+                Stream {
+                    clock,
+                    end: clock + BLOCK,
+                    pending: 0,
+                    ranges: Vec::new(),
+                    destroyed: false,
+                }
+            });
+            a.seq = st.tick(|| self.fresh());
+            st.pending = (st.pending + 1).saturating_sub(superseded);
+            if !st.ranges.contains(&a.range_lo) {
+                st.ranges.push(a.range_lo);
+            }
+        }
+        drop(m);
+        p.single = match p.single {
+            _ if p.list.is_empty() => Some(s),
+            Some(x) if x == s => Some(x),
+            _ => None,
+        };
+        let seq = a.seq;
+        p.list.push(a);
+        drop(p);
+        // Net one more, less what it superseded: nothing to write in a loop on one buffer.
+        match superseded {
+            0 => {
+                self.pending.fetch_add(1, Ordering::Relaxed);
+            }
+            1 => {}
+            n => {
+                self.pending.fetch_sub(n - 1, Ordering::Relaxed);
+            }
+        }
+        if let Some(d) = dropped {
+            self.forgotten.fetch_add(1, Ordering::Relaxed);
+            self.release(sid(d.key, d.tid), 1);
+        }
+        seq
+    }
+
+    /// Removes from the ranges in `los` (all ranges when `None`) the accesses `done`
+    /// says are complete.
+    fn complete_in(&self, los: Option<&[u64]>, done: impl Fn(&Access) -> bool) -> bool {
+        let map = self.ranges.load();
+        let mut rel = Released {
+            t: self,
+            last: None,
+        };
+        let mut any = false;
+        let mut one = |slot: &Slot| {
+            let mut p = slot.pending.lock();
+            let before = p.list.len();
+            p.list.retain(|a| {
+                let d = done(a);
+                if d {
+                    rel.add(sid(a.key, a.tid));
+                }
+                !d
+            });
+            if p.list.len() != before {
+                any = true;
+                let first = p.list.first().map(|a| sid(a.key, a.tid));
+                p.single = first.filter(|&f| p.list.iter().all(|a| sid(a.key, a.tid) == f));
+            }
+        };
+        match los {
+            Some(los) => {
+                for lo in los {
+                    if let Some(slot) = map.get(lo) {
+                        one(slot);
+                    }
+                }
+            }
+            None => map.values().for_each(|s| one(s)),
+        }
+        any
+    }
+
+    /// The ranges stream `s` may have accesses pending in.
+    fn ranges_of(&self, s: Sid, into: &mut Vec<u64>) {
+        if let Some(st) = self.streams(s).lock().get(&s) {
+            for lo in &st.ranges {
+                if !into.contains(lo) {
+                    into.push(*lo);
+                }
+            }
+        }
+    }
+
+    /// Stream `s` completed what it queued before `upto`, and so what it had been ordered
+    /// after by then.
+    fn complete_through(&self, s: Sid, upto: u64, also: impl Fn(&Access) -> bool) {
+        let covered: Vec<(Sid, u64)> = if self.has_waits.load(Ordering::Relaxed) {
+            self.waits
+                .lock()
+                .iter()
+                .filter(|w| w.waiter == s && w.at < upto)
+                .map(|w| (w.after, w.upto))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut los = Vec::new();
+        self.ranges_of(s, &mut los);
+        for &(c, _) in &covered {
+            self.ranges_of(c, &mut los);
+        }
+        self.complete_in(Some(&los), |a| {
+            let x = sid(a.key, a.tid);
+            (x == s && a.seq < upto) || covered.iter().any(|&(c, u)| x == c && a.seq < u) || also(a)
+        });
+    }
+
+    /// Stream `key` was synchronised or found idle by thread `tid`, as
+    /// [`super::Table::stream_completed`].
+    pub fn stream_completed(&self, key: u64, tid: u64, ctx: u64) {
+        let s = sid(key, tid);
+        if matches!(key_kind(key), KeyKind::Legacy(_)) {
+            let now = self.now(s).unwrap_or_else(|| self.fresh());
+            self.complete_through(s, now, |_| false);
+            self.complete_in(None, |a| a.ctx == ctx && self.blocking(a.key));
+            return;
+        }
+        let now = match self.now(s) {
+            Some(n) => n,
+            None if self.has_waits.load(Ordering::Relaxed) => self.fresh(),
+            None => return,
+        };
+        self.complete_through(s, now, |_| false);
+    }
+
+    /// Context `ctx` was synchronised, destroyed or reset: its accesses are done.
+    pub fn context_completed(&self, ctx: u64) {
+        if !self.is_idle() {
+            self.complete_in(None, |a| a.ctx == ctx);
+        }
+    }
+
+    /// Unknown means forget ([`super::Table::forget_pending`]); whether any was dropped.
+    pub fn forget_pending(&self) -> bool {
+        !self.is_idle() && self.complete_in(None, |_| true)
+    }
+
+    /// `cuEventRecord(event, stream)` on thread `tid`.
+    pub fn event_recorded(&self, event: u64, key: u64, tid: u64) {
+        let s = sid(key, tid);
+        let upto = self.tick(s);
+        let mut m = self.events(event).lock();
+        if m.len() >= EVENTS_PER_SHARD && !m.contains_key(&event) {
+            // A record of a stream with nothing pending that waits for no other stream
+            // covers nothing.
+            let waiters: Vec<Sid> = if self.has_waits.load(Ordering::Relaxed) {
+                self.waits.lock().iter().map(|w| w.waiter).collect()
+            } else {
+                Vec::new()
+            };
+            m.retain(|_, k| waiters.contains(&k.stream) || self.now(k.stream).is_some());
+            if m.len() >= EVENTS_PER_SHARD {
+                return;
+            }
+        }
+        m.insert(event, Mark { stream: s, upto });
+    }
+
+    /// The event completed (`cuEventSynchronize`, `cuEventQuery` success), as
+    /// [`super::Table::event_completed`].
+    pub fn event_completed(&self, event: u64) {
+        let m = self.events(event).lock().get(&event).copied();
+        if let Some(m) = m {
+            if !self.is_idle() {
+                self.complete_through(m.stream, m.upto, |_| false);
+            }
+        }
+    }
+
+    /// The event was destroyed: its record goes.
+    pub fn event_destroyed(&self, event: u64) {
+        self.events(event).lock().remove(&event);
+    }
+
+    /// Whether the table holds a record of `event`.
+    pub fn knows_event(&self, event: u64) -> bool {
+        self.events(event).lock().contains_key(&event)
+    }
+
+    /// The stream key `event` was last recorded on.
+    pub fn event_key(&self, event: u64) -> Option<u64> {
+        self.events(event).lock().get(&event).map(|m| m.stream.0)
+    }
+
+    /// `cuStreamWaitEvent(stream, event)` on thread `tid`; `false` when the table holds
+    /// no record of `event` (nothing done).
+    pub fn stream_waited(&self, waiter: u64, tid: u64, event: u64) -> bool {
+        let m = self.events(event).lock().get(&event).copied();
+        if let Some(m) = m {
+            self.add_wait(sid(waiter, tid), m.stream, m.upto);
+        }
+        m.is_some()
+    }
+
+    /// Orders what `waiter` queues from now on after everything `after` queued so far.
+    pub fn order(&self, waiter: u64, waiter_tid: u64, after: u64, after_tid: u64) {
+        let a = sid(after, after_tid);
+        let upto = self.now(a).unwrap_or_else(|| self.fresh());
+        self.add_wait(sid(waiter, waiter_tid), a, upto);
+    }
+
+    fn add_wait(&self, waiter: Sid, after: Sid, upto: u64) {
+        if waiter == after {
+            return;
+        }
+        let live = self.now(after).is_some();
+        if !live && !self.has_waits.load(Ordering::Relaxed) {
+            return;
+        }
+        let at = self.tick(waiter);
+        let mut waits = self.waits.lock();
+        let inherited: Vec<Wait> = waits
+            .iter()
+            .filter(|w| w.waiter == after && w.at < upto)
+            .map(|w| Wait { waiter, at, ..*w })
+            .collect();
+        let first = live.then_some(Wait {
+            waiter,
+            after,
+            upto,
+            at,
+        });
+        for w in first.into_iter().chain(inherited) {
+            if w.waiter == w.after
+                || waits
+                    .iter()
+                    .any(|o| o.waiter == w.waiter && o.after == w.after && o.upto >= w.upto)
+            {
+                continue;
+            }
+            if waits.len() >= MAX_WAITS {
+                waits.remove(0);
+            }
+            waits.push(w);
+        }
+        self.has_waits.store(!waits.is_empty(), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Table;
+    use super::*;
+    use crate::work::stream_key;
+    use proptest::prelude::*;
+
+    const CTX: u64 = 0x5eed_c000_0100;
+    const LO: [u64; 2] = [0x7f00_0000_0000, 0x7f00_0010_0000];
+    const SIZE: u64 = 4096;
+
+    fn range(i: usize) -> Range {
+        Range {
+            lo: LO[i],
+            bytes: SIZE,
+            made_by: "cuMemHostAlloc",
+        }
+    }
+
+    /// Created streams (the first blocking, the others not), the legacy and the per-thread
+    /// default stream.
+    fn key(i: u8) -> u64 {
+        match i % 5 {
+            0 => 0x5eed_5000_0100,
+            1 => 0x5eed_5000_0200,
+            2 => 0x5eed_5000_0300,
+            3 => stream_key(0, CTX as usize, false),
+            _ => stream_key(0, CTX as usize, true),
+        }
+    }
+
+    fn access(k: u8, tid: u64, write: bool, r: usize, off: u64, bytes: u64) -> Access {
+        Access {
+            function: "cuMemcpyAsync",
+            key: key(k),
+            stream: key(k),
+            per_thread: false,
+            ctx: CTX,
+            tid,
+            dir: if write {
+                Direction::Write
+            } else {
+                Direction::Read
+            },
+            addr: LO[r] + off,
+            bytes,
+            range_lo: LO[r],
+            seq: 0,
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Copy(u8, u64, bool, usize, u64, u64),
+        Record(u64, u8, u64),
+        Wait(u8, u64, u64),
+        StreamDone(u8, u64),
+        EventDone(u64),
+        ContextDone,
+        Order(u8, u64, u8, u64),
+        Destroy(u8),
+        Create(u8),
+        Repin(usize),
+        Forget,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let s = 0u8..5;
+        let t = 1u64..3;
+        prop_oneof![
+            6 => (s.clone(), t.clone(), any::<bool>(), 0usize..2, 0u64..4, 1u64..3)
+                .prop_map(|(k, t, w, r, o, b)| Op::Copy(k, t, w, r, o * 1024, b * 1024)),
+            3 => (0xe0u64..0xe3, s.clone(), t.clone()).prop_map(|(e, k, t)| Op::Record(e, k, t)),
+            3 => (s.clone(), t.clone(), 0xe0u64..0xe4).prop_map(|(k, t, e)| Op::Wait(k, t, e)),
+            2 => (s.clone(), t.clone()).prop_map(|(k, t)| Op::StreamDone(k, t)),
+            1 => (0xe0u64..0xe3).prop_map(Op::EventDone),
+            1 => Just(Op::ContextDone),
+            1 => (s.clone(), t.clone(), s.clone(), t.clone())
+                .prop_map(|(a, b, c, d)| Op::Order(a, b, c, d)),
+            1 => (0u8..3).prop_map(Op::Destroy),
+            1 => (0u8..3).prop_map(Op::Create),
+            1 => (0usize..2).prop_map(Op::Repin),
+            1 => Just(Op::Forget),
+        ]
+    }
+
+    /// What a verdict says, without the per-table sequence numbers.
+    type Verdict = Vec<(u64, u64, Direction, u64, u64, bool)>;
+
+    fn verdict(h: Vec<Hazard>) -> Verdict {
+        let mut v: Verdict = h
+            .into_iter()
+            .map(|h| {
+                let a = h.first;
+                (a.key, a.tid, a.dir, a.addr, a.bytes, h.first_destroyed)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn pending(p: Vec<Access>) -> Vec<(u64, u64, Direction, u64, u64)> {
+        let mut v: Vec<_> = p
+            .into_iter()
+            .map(|a| (a.key, a.tid, a.dir, a.addr, a.bytes))
+            .collect();
+        v.sort();
+        v
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The shared table gives the unsharded one's verdicts: the same hazards for every
+        /// copy, the same pending accesses after every step. A wait on an event the table
+        /// does not know is handled as the shim does (forget, unless the event was recorded
+        /// at some time: the lifetime shards remember every record).
+        #[test]
+        fn the_shared_table_gives_the_same_verdicts(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut t = Table::new();
+            let s = Shared::new();
+            for i in 0..2 {
+                t.pinned_added(range(i));
+                s.pinned_added(range(i));
+            }
+            let mut recorded = HashSet::new();
+            for (n, op) in ops.into_iter().enumerate() {
+                match op {
+                    Op::Copy(k, tid, w, r, off, bytes) => {
+                        let a = access(k, tid, w, r, off, bytes);
+                        prop_assert_eq!(verdict(t.check(&a)), verdict(s.check(&a)), "step {}", n);
+                        t.commit(a.clone());
+                        s.commit(a);
+                    }
+                    Op::Record(e, k, tid) => {
+                        recorded.insert(e);
+                        t.event_recorded(e, key(k), tid);
+                        s.event_recorded(e, key(k), tid);
+                    }
+                    Op::Wait(k, tid, e) => {
+                        let shim = |known: bool| if known { 0 } else if recorded.contains(&e) { 1 } else { 2 };
+                        match shim(t.knows_event(e)) {
+                            0 => t.stream_waited(key(k), tid, e),
+                            1 => {}
+                            _ => { t.forget_pending(); }
+                        }
+                        if !s.stream_waited(key(k), tid, e) {
+                            match shim(false) {
+                                1 => {}
+                                _ => { s.forget_pending(); }
+                            }
+                        }
+                    }
+                    Op::StreamDone(k, tid) => {
+                        t.stream_completed(key(k), tid, CTX);
+                        s.stream_completed(key(k), tid, CTX);
+                    }
+                    Op::EventDone(e) => {
+                        t.event_completed(e);
+                        s.event_completed(e);
+                    }
+                    Op::ContextDone => {
+                        t.context_completed(CTX);
+                        s.context_completed(CTX);
+                    }
+                    Op::Order(a, b, c, d) => {
+                        t.order(key(a), b, key(c), d);
+                        s.order(key(a), b, key(c), d);
+                    }
+                    Op::Destroy(k) => {
+                        t.stream_destroyed(key(k));
+                        s.stream_destroyed(key(k));
+                    }
+                    Op::Create(k) => {
+                        let flags = u32::from(k != 0);
+                        t.stream_created(key(k), flags);
+                        s.stream_created(key(k), flags);
+                    }
+                    Op::Repin(r) => {
+                        t.pinned_removed(LO[r]);
+                        s.pinned_removed(LO[r]);
+                        t.pinned_added(range(r));
+                        s.pinned_added(range(r));
+                    }
+                    Op::Forget => {
+                        prop_assert_eq!(t.forget_pending(), s.forget_pending());
+                    }
+                }
+                prop_assert_eq!(pending(t.pending().to_vec()), pending(s.pending()), "step {}", n);
+                prop_assert_eq!(t.is_idle(), s.is_idle());
+            }
+        }
+    }
+
+    #[test]
+    fn a_million_copies_streams_and_events_leave_nothing_behind() {
+        let s = Shared::new();
+        s.pinned_added(range(0));
+        for i in 0..1_000_000u64 {
+            let h = 0x5eed_0000_0000 + (i << 8);
+            let e = 0xe000_0000 + (i << 4);
+            s.stream_created(h, 1);
+            let mut a = access(0, 1, false, 0, 0, 64);
+            a.key = h;
+            s.check(&a);
+            s.commit(a);
+            s.event_recorded(e, h, 1);
+            s.stream_waited(h, 1, e);
+            s.stream_waited(0x5eed_5000_0100, 1, e);
+            if i % 2 == 0 {
+                s.stream_completed(h, 1, CTX);
+            } else {
+                s.event_completed(e);
+                s.stream_completed(0x5eed_5000_0100, 1, CTX);
+            }
+            s.event_destroyed(e);
+            s.stream_destroyed(h);
+        }
+        assert!(s.is_idle());
+        // The range itself is the one entry left.
+        assert_eq!(s.entries(), 1);
+        s.pinned_removed(LO[0]);
+        assert_eq!(s.entries(), 0);
+    }
+
+    #[test]
+    fn event_records_never_destroyed_stay_bounded() {
+        let s = Shared::new();
+        s.pinned_added(range(0));
+        let bound = SHARDS * EVENTS_PER_SHARD;
+        for round in 0..4u64 {
+            let a = access(0, 1, false, 0, 0, 64);
+            s.commit(a);
+            // A cross-stream wait exists, and B (the waiter) has nothing pending.
+            s.event_recorded(0xe0, key(0), 1);
+            s.stream_waited(key(1), 1, 0xe0);
+            for i in 0..(2 * bound as u64) {
+                s.event_recorded(
+                    0x1_0000_0000 + ((round * 2 * bound as u64 + i) << 4),
+                    key(2),
+                    1,
+                );
+            }
+            s.stream_completed(key(0), 1, CTX);
+            assert!(s.is_idle());
+            assert!(s.entries() <= bound + 2, "{}", s.entries());
+        }
+        // With nothing pending, a new record still finds room.
+        s.event_recorded(0xe1, key(2), 1);
+        assert!(s.knows_event(0xe1));
+    }
+
+    #[test]
+    fn threads_on_their_own_streams_and_ranges_are_exact() {
+        let s = Arc::new(Shared::new());
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    let lo = 0x7e00_0000_0000 + (t << 24);
+                    s.pinned_added(Range {
+                        lo,
+                        bytes: SIZE,
+                        made_by: "cuMemHostAlloc",
+                    });
+                    let h = 0x5eed_6000_0000 + (t << 8);
+                    let mut hazards = 0;
+                    for i in 0..10_000u64 {
+                        let mut a = access(0, t, i % 3 == 0, 0, 0, 64);
+                        a.key = h;
+                        a.addr = lo;
+                        a.range_lo = lo;
+                        hazards += s.check(&a).len();
+                        s.commit(a);
+                        s.event_recorded(0xe0 + (t << 8), h, t);
+                        s.stream_waited(h, t, 0xe0 + (t << 8));
+                        if i % 64 == 63 {
+                            s.stream_completed(h, t, CTX);
+                        }
+                    }
+                    s.stream_completed(h, t, CTX);
+                    hazards
+                })
+            })
+            .collect();
+        let hazards: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(hazards, 0);
+        assert!(s.is_idle());
+        assert_eq!(s.pending().len(), 0);
+    }
+}
