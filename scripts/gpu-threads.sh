@@ -34,7 +34,7 @@ root=$(cd "$here/.." && pwd)
 if [ -d "$root/carry/hami-core" ]; then
   hb="$work/hami-build"
   mkdir -p "$hb"
-  if (cd "$hb" && cmake "$root/carry/hami-core" -DCMAKE_BUILD_TYPE=Release >"$out/hami-cmake.txt" 2>&1 &&
+  if (cd "$hb" && cmake "$root/carry/hami-core" -DCMAKE_BUILD_TYPE=Release -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >"$out/hami-cmake.txt" 2>&1 &&
       make -j8 >"$out/hami-make.txt" 2>&1); then
     hami=$(find "$hb" -name 'libvgpu.so' | head -n 1)
   fi

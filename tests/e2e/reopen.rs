@@ -48,6 +48,14 @@ fn dir_of(p: &std::path::Path) -> String {
 
 #[test]
 fn a_driver_closed_and_opened_again_from_elsewhere_is_the_one_called() {
+    // docs/reliability.md, limits: the session record's thread still in the first copy when
+    // the program closes it crashes the program; qemu's slow threads make that likely.
+    if seedance_e2e::target::skip_under_emulation(
+        "the session record's thread can still be running in the first driver copy when the \
+         program closes it (a known race, docs/reliability.md); under qemu it usually is",
+    ) {
+        return;
+    }
     let (_keep, a, b) = copies();
     let (a, b) = (a.display().to_string(), b.display().to_string());
     // A library that takes the range the first copy leaves (else the second copy can land
