@@ -7,19 +7,12 @@
  * cuStreamSynchronize (the point where the guard compares its digest). Prints
  * "bytes B ns_per_copy N". Exit status 1 on any driver failure. */
 #include <cuda.h>
+#include "cu_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        CUresult r_ = (call);                                                    \
-        if (r_ != CUDA_SUCCESS) {                                                \
-            fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #call, r_); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 int main(int argc, char **argv) {
     if (argc != 3) return 2;

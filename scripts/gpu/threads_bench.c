@@ -19,6 +19,7 @@
  * Output, one line per operation: "op NAME threads T ns_per_op N". Exit status 1 on any
  * driver failure (its name and code on stderr). */
 #include <cuda.h>
+#include "cu_check.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +30,6 @@ static const char *ptx =
     ".version 8.0\n.target sm_90\n.address_size 64\n"
     ".visible .entry empty()\n{\n\tret;\n}\n";
 
-#define CHECK(call)                                                              \
-    do {                                                                         \
-        CUresult r_ = (call);                                                    \
-        if (r_ != CUDA_SUCCESS) {                                                \
-            fprintf(stderr, "%s:%d %s -> %d\n", __FILE__, __LINE__, #call, r_); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 enum { PINNED, PAGEABLE, LAUNCH, ALLOC, EVENT, OPS };
 static const char *names[OPS] = {"pinned_copy", "pageable_copy", "launch", "alloc_free",
