@@ -508,6 +508,18 @@ fn normalize_host_pointer(line: &str) -> String {
 }
 
 impl Finished {
+    /// This run, after asserting that it exited 0 (the message shows its stdout and stderr).
+    pub fn ok(self) -> Finished {
+        assert_eq!(
+            self.output.status.code(),
+            Some(0),
+            "{}\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+
     /// Every call the driver received, the program's threads' first, then the shim's
     /// background threads' (tag removed): for counting, never for order.
     pub fn all_driver_calls(&self) -> Vec<String> {
