@@ -4,6 +4,8 @@
  *                                  it takes the address range FIRST left, so that SECOND
  *                                  loads elsewhere), then the same with SECOND;
  *   reopen dlmopen  FIRST SECOND   the same, FIRST opened with dlmopen(LM_ID_NEWLM);
+ *                                  with REOPEN_PAUSE_MS=<ms> set, both sleep that long
+ *                                  right after they close FIRST;
  *   reopen fallback STUB REAL      dlopen STUB; its cuInit fails; dlopen REAL by path
  *                                  (STUB stays open) and use it;
  *   reopen pseudo   LIB            dlsym(RTLD_DEFAULT / RTLD_NEXT, "cuInit") with no
@@ -14,6 +16,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 typedef int (*init_fn)(unsigned);
 typedef int (*count_fn)(int *);
@@ -69,6 +73,8 @@ int main(int argc, char **argv) {
         void *h = open_lib(s, argv[2]);
         if (!h || use(h, "first")) return 2;
         dlclose(h);
+        const char *pause = getenv("REOPEN_PAUSE_MS");
+        if (pause && *pause) usleep((useconds_t)atoi(pause) * 1000);
         if (argc > 4 && !dlopen(argv[4], RTLD_NOW | RTLD_LOCAL)) printf("filler: %s\n", dlerror());
         h = open_lib("dlopen", argv[3]);
         if (!h || use(h, "second")) return 2;

@@ -188,3 +188,63 @@ pub fn sibling(anchor: *const c_void, name: &CStr) -> *mut c_void {
     unsafe { libc::dlclose(h) };
     p
 }
+
+/// A reference of the shim's own to the driver library that holds the real `cuInit`, taken
+/// with `dlopen(RTLD_NOLOAD)` and given back (`dlclose`) on drop: while it lives, a program
+/// that closes that library (to open another copy) does not unmap it under a thread of the
+/// shim's that queries it (the session record's, `crate::exit::record`). Both steps hold
+/// the fork gate, as the queries do ([`crate::rt::config::hold_fork`]).
+pub struct HeldDriver {
+    handle: *mut c_void,
+    /// The real `cuInit` the reference was taken for.
+    anchor: *mut c_void,
+}
+
+impl HeldDriver {
+    /// The held library's path (`dladdr`), if the loader knows it.
+    pub fn path(&self) -> Option<String> {
+        library_path_of(self.anchor)
+    }
+}
+
+/// What [`hold_driver`] found.
+pub enum DriverHold {
+    /// No driver was looked up or loaded (the cuInit slot is empty): the queries find none.
+    NoDriver,
+    /// The library the cuInit slot points into, held until this value is dropped.
+    Held(HeldDriver),
+    /// The slot points at an address where no driver library is mapped any more: the
+    /// program closed it. Its entry points must not be called.
+    Gone,
+}
+
+/// Takes a reference to the driver library the shim's queries call into (the one that holds
+/// the real `cuInit`). The object found at the slot's address must still export `cuInit`:
+/// an address where the program's `dlclose` left nothing, or where another library took
+/// the range, is [`DriverHold::Gone`].
+pub fn hold_driver() -> DriverHold {
+    let anchor = crate::hooks::ids::slots::cuInit.get();
+    if anchor.is_null() {
+        return DriverHold::NoDriver;
+    }
+    let _fork = crate::rt::config::hold_fork();
+    let h = platform::handle_of(anchor);
+    if h.is_null() {
+        return DriverHold::Gone;
+    }
+    if platform::lookup(h, c"cuInit").is_null() {
+        // SAFETY: h came from dlopen(RTLD_NOLOAD), which took a reference we give back.
+        unsafe { libc::dlclose(h) };
+        return DriverHold::Gone;
+    }
+    DriverHold::Held(HeldDriver { handle: h, anchor })
+}
+
+impl Drop for HeldDriver {
+    fn drop(&mut self) {
+        let _fork = crate::rt::config::hold_fork();
+        // SAFETY: self.handle came from dlopen(RTLD_NOLOAD) in hold_driver, which took the
+        // reference given back here, once.
+        unsafe { libc::dlclose(self.handle) };
+    }
+}

@@ -2,7 +2,6 @@
 //! process, its driver and its devices, started by the first `cuInit`.
 
 use crate::driver::{driverlog, query, real, topo};
-use crate::hooks::ids::slots;
 use crate::rt::{config, output};
 use seedance_cuda::CUresult;
 use seedance_trace::{DeviceInfo, SessionStart};
@@ -66,9 +65,14 @@ pub fn settle() {
 
 /// The trace's first record: the shim, the program, the host `host`, the driver and the
 /// visible devices (with the topology when there are any).
+///
+/// The driver library is held for the queries ([`real::hold_driver`]): the program may
+/// close it meanwhile. If it already did, and has not looked the driver up again, the
+/// record names no driver and no devices rather than calling into an unmapped copy.
 pub(super) fn session_start(host: String) -> SessionStart {
-    let init = slots::cuInit.get();
-    let devices = query::devices();
+    let held = real::hold_driver();
+    let gone = matches!(held, real::DriverHold::Gone);
+    let devices = if gone { Vec::new() } else { query::devices() };
     SessionStart {
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: config::get().mode.as_str().to_string(),
@@ -77,11 +81,10 @@ pub(super) fn session_start(host: String) -> SessionStart {
             .map(|p| p.to_string_lossy().into_owned()),
         argv: program_arguments(),
         hostname: Some(host),
-        driver_version: query::driver_version(),
-        libcuda_path: if init.is_null() {
-            None
-        } else {
-            real::library_path_of(init)
+        driver_version: if gone { None } else { query::driver_version() },
+        libcuda_path: match &held {
+            real::DriverHold::Held(d) => d.path(),
+            _ => None,
         },
         // At most MAX_SHOWN bytes of each, as in the messages: a hostile value must not
         // make every trace line of a fleet 128 KiB long.
