@@ -181,6 +181,10 @@ macro_rules! hook_table {
                 cuSignalExternalSemaphoresAsync_ptsz / "cuSignalExternalSemaphoresAsync" (extSemArray: *const c_void, paramsArray: *const c_void, numExtSems: c_uint, stream: CUstream) ok(hazard::forget_after(id, stream)) stream_op(stream);
                 cuWaitExternalSemaphoresAsync / "cuWaitExternalSemaphoresAsync" (extSemArray: *const c_void, paramsArray: *const c_void, numExtSems: c_uint, stream: CUstream) ok(hazard::forget_after(id, stream)) stream_op(stream);
                 cuWaitExternalSemaphoresAsync_ptsz / "cuWaitExternalSemaphoresAsync" (extSemArray: *const c_void, paramsArray: *const c_void, numExtSems: c_uint, stream: CUstream) ok(hazard::forget_after(id, stream)) stream_op(stream);
+                cuCtxRecordEvent / "cuCtxRecordEvent" (hCtx: CUcontext, hEvent: CUevent) ok(hazard::forget_after_context(id, hCtx));
+                cuCtxWaitEvent / "cuCtxWaitEvent" (hCtx: CUcontext, hEvent: CUevent) ok(hazard::forget_after_context(id, hCtx));
+                cuGreenCtxRecordEvent / "cuGreenCtxRecordEvent" (hCtx: *mut c_void, hEvent: CUevent) ok(hazard::forget_after_context(id, hCtx));
+                cuGreenCtxWaitEvent / "cuGreenCtxWaitEvent" (hCtx: *mut c_void, hEvent: CUevent) ok(hazard::forget_after_context(id, hCtx));
                 cuStreamBeginCapture / "cuStreamBeginCapture" (hStream: CUstream) ok(capture::ok_begin(id, hStream));
                 cuStreamBeginCapture_ptsz / "cuStreamBeginCapture" (hStream: CUstream) ok(capture::ok_begin(id, hStream));
                 cuStreamBeginCapture_v2 / "cuStreamBeginCapture" (hStream: CUstream, mode: c_uint) ok(capture::ok_begin(id, hStream));

@@ -407,6 +407,26 @@ fn streams_ordered_through_a_memory_value_are_forgotten_not_reported() {
     }
 }
 
+/// Context-wide events (`cuCtxRecordEvent`, `cuCtxWaitEvent`, CUDA 12.5+) order or complete
+/// the work of every stream of a context: beyond the model, so the pending accesses are
+/// forgotten, counted, never reported.
+#[test]
+fn context_wide_event_records_and_waits_are_forgotten_not_reported() {
+    for (scenario, call) in [
+        ("ctx_event_synchronized", "cuCtxRecordEvent"),
+        ("ctx_waited", "cuCtxWaitEvent"),
+    ] {
+        for r in silent_via(scenario, "-") {
+            assert_eq!(
+                r.events("exit_summary")[0]["unknown_orderings"],
+                1,
+                "{scenario}"
+            );
+            assert_eq!(r.summary_count(call), (1, 0), "{scenario}");
+        }
+    }
+}
+
 #[test]
 fn a_staging_buffer_reused_after_its_event_completed_is_silent() {
     silent("event_synchronized");

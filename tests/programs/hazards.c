@@ -27,6 +27,8 @@ CUresult cuEventSynchronize(CUevent);
 CUresult cuEventQuery(CUevent);
 CUresult cuEventRecordWithFlags(CUevent, CUstream, unsigned int);
 CUresult fakeEventRecordUnseen(CUevent, CUstream); /* the fake's record no shim sees */
+CUresult cuCtxRecordEvent(CUcontext, CUevent);
+CUresult cuCtxWaitEvent(CUcontext, CUevent);
 CUresult cuStreamBeginCapture_v2(CUstream, unsigned int);
 /* CUDA_MEMCPY2D of cuda.h (the _v2 layout). */
 typedef struct {
@@ -389,6 +391,37 @@ static void unseen_record(void) {
     teardown(0);
 }
 
+/* Context-wide events (cuCtxRecordEvent, CUDA 12.5+): the event marks the work of every
+ * stream of the context; synchronising it completes the first copy, so stream B may reuse
+ * the buffer. */
+static void ctx_event_synchronized(void) {
+    CUevent e;
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(cuCtxRecordEvent(ctx, e));
+    SETUP(cuEventSynchronize(e));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
+/* cuCtxWaitEvent: every stream of the context, B among them, waits for the record of the
+ * first copy's stream before its later work. */
+static void ctx_waited(void) {
+    CUevent e;
+    setup(0);
+    SETUP(cuEventCreate(&e, 2));
+    first_copy(0, N);
+    SETUP(cuEventRecord(e, a));
+    SETUP(cuCtxWaitEvent(ctx, e));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuEventDestroy_v2(e));
+    teardown(0);
+}
+
 /* A CUDA graph captured around pinned copies (torch.cuda.graph, reduce-overhead): the
  * copy from the buffer on A is captured (it runs when the graph is launched, not now), and
  * stream B copies back into the buffer meanwhile. Nothing runs the captured copy, so no
@@ -552,6 +585,8 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "wait_then_complete") == 0) wait_then_complete(path);
     else if (strcmp(s, "unseen_record") == 0) unseen_record();
     else if (strcmp(s, "captured") == 0) captured();
+    else if (strcmp(s, "ctx_event_synchronized") == 0) ctx_event_synchronized();
+    else if (strcmp(s, "ctx_waited") == 0) ctx_waited();
     else if (strcmp(s, "value_ordered") == 0) value_ordered();
     else if (strcmp(s, "event_ordered_with_flags") == 0) event_ordered_with_flags(path);
     else if (strcmp(s, "event_synchronized_with_flags") == 0)

@@ -76,6 +76,7 @@
 //! cuEventRecordWithFlags event=0xHEX stream=0xHEX flags=F   (and _ptsz)
 //! cuEventSynchronize event=0xHEX
 //! cuEventQuery event=0xHEX
+//! cuCtxRecordEvent ctx=0xHEX event=0xHEX      (and cuCtxWaitEvent)
 //! cuMemcpyHtoDAsync_v2 dst=0xHEX src=0xHEX bytes=N stream=0xHEX   (and _v2_ptsz, the
 //!     cuMemcpyDtoHAsync_v2 pair and cuMemcpyAsync(_ptsz); host addresses vary by run)
 //! cuMemcpyHtoD_v2 bytes=N                      (and cuMemcpyDtoH_v2)

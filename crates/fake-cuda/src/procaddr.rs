@@ -159,6 +159,8 @@ pub const BASE_NAMES: &[&str] = &[
     "cuStreamWaitValue32",
     "cuStreamWriteValue32",
     "cuMemcpy2DAsync",
+    "cuCtxRecordEvent",
+    "cuCtxWaitEvent",
 ];
 
 fn at_least(version: i32, min: i32, name: &'static str, older: Lookup) -> Lookup {
@@ -251,6 +253,8 @@ pub fn select(base: &str, cuda_version: i32, flags: u64) -> Lookup {
         "cuGraphLaunch" => stream("cuGraphLaunch_ptsz", "cuGraphLaunch"),
         "cuLaunchHostFunc" => stream("cuLaunchHostFunc_ptsz", "cuLaunchHostFunc"),
         "cuLogsRegisterCallback" | "cuLogsUnregisterCallback" if v < 12090 => Old,
+        "cuCtxRecordEvent" => at_least(v, 12050, "cuCtxRecordEvent", Old),
+        "cuCtxWaitEvent" => at_least(v, 12050, "cuCtxWaitEvent", Old),
         _ => PLAIN
             .iter()
             .find(|&&p| p == base)
@@ -440,7 +444,7 @@ mod tests {
 
     #[test]
     fn every_base_name_resolves_to_an_export() {
-        assert_eq!(BASE_NAMES.len(), 79);
+        assert_eq!(BASE_NAMES.len(), 81);
         for &base in BASE_NAMES {
             for v in [1000, 3020, 4000, 11000, 11040, 11060, 12000, 12050, 13000] {
                 for flags in [0, 1, 2] {
@@ -453,7 +457,10 @@ mod tests {
                             v < 11060
                                 || (base.starts_with("cuLogs") && v < 12090)
                                 || (base == "cuStreamBeginCapture" && v < 10010)
-                                || (base == "cuMemcpy2DAsync" && v < 3020),
+                                || (base == "cuMemcpy2DAsync" && v < 3020)
+                                || (base.starts_with("cuCtx")
+                                    && base.ends_with("Event")
+                                    && v < 12050),
                             "{base} {v}"
                         ),
                         NotFound => panic!("{base} not found"),

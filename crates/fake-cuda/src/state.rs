@@ -89,10 +89,12 @@ struct Alloc {
     bytes: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Event {
     ctx: usize,
-    mark: Option<(QueueKey, u64)>,
+    /// The positions the last record marks: one stream's (`cuEventRecord`), or every stream
+    /// of the context (`cuCtxRecordEvent`); empty before the first record.
+    marks: Vec<(QueueKey, u64)>,
 }
 
 /// The initialised driver.
@@ -799,7 +801,7 @@ impl Driver {
             h,
             Event {
                 ctx: current,
-                mark: None,
+                marks: Vec::new(),
             },
         );
         Ok(h)
@@ -821,9 +823,10 @@ impl Driver {
     }
 
     fn event(&self, e: usize) -> Result<Event, CUresult> {
-        let ev = *self
+        let ev = self
             .events
             .get(&e)
+            .cloned()
             .ok_or(CUresult::CUDA_ERROR_INVALID_HANDLE)?;
         self.ctx_device(ev.ctx)?;
         Ok(ev)
@@ -852,14 +855,14 @@ impl Driver {
         }
         let pos = self.queues.get(&key).map_or(0, |q| q.submitted);
         if let Some(x) = self.events.get_mut(&e) {
-            x.mark = Some((key, pos));
+            x.marks = vec![(key, pos)];
         }
         Ok(())
     }
 
-    /// `cuEventSynchronize`: runs the event's stream up to its mark.
+    /// `cuEventSynchronize`: runs the event's streams up to its marks.
     pub fn event_sync(&mut self, e: usize) -> Result<(), CUresult> {
-        if let Some((key, upto)) = self.event(e)?.mark {
+        for (key, upto) in self.event(e)?.marks {
             self.run_queue(key, upto, 0);
         }
         Ok(())
@@ -867,7 +870,7 @@ impl Driver {
 
     /// `cuEventQuery`: `CUDA_ERROR_NOT_READY` (600) until the work it marks has run.
     pub fn event_query(&self, e: usize) -> Result<(), CUresult> {
-        if let Some((key, upto)) = self.event(e)?.mark {
+        for (key, upto) in self.event(e)?.marks {
             if self.queues.get(&key).is_some_and(|q| q.completed < upto) {
                 return Err(CUresult::CUDA_ERROR_NOT_READY);
             }
@@ -885,8 +888,55 @@ impl Driver {
     ) -> Result<(), CUresult> {
         let ev = self.event(e)?;
         let key = self.submit_queue(stream, current)?;
-        if let Some((queue, upto)) = ev.mark {
+        for (queue, upto) in ev.marks {
             self.enqueue(key, Op::Wait { queue, upto });
+        }
+        Ok(())
+    }
+
+    /// The queues of context `ctx`: its default stream's and its created streams'.
+    fn ctx_queues(&self, ctx: usize) -> Vec<QueueKey> {
+        let mut keys: Vec<QueueKey> = self
+            .streams
+            .iter()
+            .filter(|&(_, &c)| c == ctx)
+            .map(|(&s, _)| s)
+            .collect();
+        keys.sort_unstable();
+        keys.insert(0, default_queue(ctx));
+        keys
+    }
+
+    /// `cuCtxRecordEvent(ctx, e)`: the event marks the work queued so far on every stream of
+    /// the context (CUDA 12.5+, `cuda.h`); the event must belong to that context
+    /// (`INVALID_HANDLE`), which must be alive.
+    pub fn ctx_record_event(&mut self, ctx: usize, e: usize) -> Result<(), CUresult> {
+        self.ctx_device(ctx)?;
+        let ev = self.event(e)?;
+        if ev.ctx != ctx {
+            return Err(CUresult::CUDA_ERROR_INVALID_HANDLE);
+        }
+        let marks = self
+            .ctx_queues(ctx)
+            .into_iter()
+            .map(|k| (k, self.queues.get(&k).map_or(0, |q| q.submitted)))
+            .collect();
+        if let Some(x) = self.events.get_mut(&e) {
+            x.marks = marks;
+        }
+        Ok(())
+    }
+
+    /// `cuCtxWaitEvent(ctx, e)`: work queued afterwards on the context's streams runs after
+    /// the event's work (here: each stream the context has now waits; a stream created
+    /// later does not).
+    pub fn ctx_wait_event(&mut self, ctx: usize, e: usize) -> Result<(), CUresult> {
+        self.ctx_device(ctx)?;
+        let ev = self.event(e)?;
+        for key in self.ctx_queues(ctx) {
+            for &(queue, upto) in &ev.marks {
+                self.enqueue(key, Op::Wait { queue, upto });
+            }
         }
         Ok(())
     }

@@ -359,6 +359,18 @@ pub unsafe fn forget_after(_id: HookId, _stream: CUstream) {
     while_pending(forget);
 }
 
+/// After a context-wide event record or wait (`cuCtxRecordEvent`, `cuCtxWaitEvent` and
+/// their green-context forms, CUDA 12.4/12.5+): the record marks, or the wait orders, the
+/// work of every stream of a (green) context, which the model does not follow, so the
+/// pending accesses are forgotten (one relaxed load when none is pending).
+///
+/// # Safety
+/// None: the handle is not used.
+#[inline]
+pub unsafe fn forget_after_context<C>(_id: HookId, _ctx: *mut C) {
+    while_pending(forget);
+}
+
 /// Times the model met an ordering it could not follow with accesses pending and dropped
 /// them (`exit_summary.unknown_orderings`).
 static UNKNOWN: AtomicU64 = AtomicU64::new(0);

@@ -1,12 +1,13 @@
 //! Events: `cuEventCreate`, `cuEventDestroy_v2`, `cuEventRecord(_ptsz)`,
 //! `cuEventRecordWithFlags(_ptsz)` (what the CUDA 13 runtime records with),
-//! `cuEventSynchronize`, `cuEventQuery`. An event belongs to the context current when it
+//! `cuEventSynchronize`, `cuEventQuery`, and the context-wide `cuCtxRecordEvent` and
+//! `cuCtxWaitEvent`. An event belongs to the context current when it
 //! was created and marks a position in a stream's queue when recorded (see
 //! [`crate::state`]).
 
 use std::ffi::c_uint;
 
-use seedance_cuda::{CUevent, CUresult, CUstream};
+use seedance_cuda::{CUcontext, CUevent, CUresult, CUstream};
 
 use super::non_null;
 use crate::global::{call_driver, crash_if_dead, current};
@@ -179,5 +180,36 @@ pub unsafe extern "C" fn cuEventQuery(h_event: CUevent) -> CUresult {
         "cuEventQuery",
         || format!("event={:#x}", h_event as usize),
         |d| d.event_query(h_event as usize),
+    )
+}
+
+/// `cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)` (CUDA 12.5+): the event marks the work
+/// queued so far on every stream of the context; the event must belong to it
+/// (`INVALID_HANDLE`).
+///
+/// # Safety
+///
+/// None: the handles are only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxRecordEvent(h_ctx: CUcontext, h_event: CUevent) -> CUresult {
+    call_driver(
+        "cuCtxRecordEvent",
+        || format!("ctx={:#x} event={:#x}", h_ctx as usize, h_event as usize),
+        |d| d.ctx_record_event(h_ctx as usize, h_event as usize),
+    )
+}
+
+/// `cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)` (CUDA 12.5+): work queued afterwards on
+/// the context's streams runs after the event's work.
+///
+/// # Safety
+///
+/// None: the handles are only looked up.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxWaitEvent(h_ctx: CUcontext, h_event: CUevent) -> CUresult {
+    call_driver(
+        "cuCtxWaitEvent",
+        || format!("ctx={:#x} event={:#x}", h_ctx as usize, h_event as usize),
+        |d| d.ctx_wait_event(h_ctx as usize, h_event as usize),
     )
 }

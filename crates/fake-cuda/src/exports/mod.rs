@@ -126,6 +126,8 @@ export_table![
     cuEventRecord_ptsz,
     cuEventRecordWithFlags,
     cuEventRecordWithFlags_ptsz,
+    cuCtxRecordEvent,
+    cuCtxWaitEvent,
     fakeEventRecordUnseen,
     cuStreamBeginCapture_v2,
     cuStreamBeginCapture_v2_ptsz,
@@ -210,7 +212,7 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 114);
+        assert_eq!(EXPORTED.len(), 116);
         for name in EXPORTED {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }
