@@ -6,7 +6,8 @@
 #   [SEEDANCE_ANALYZE=path/to/seedance-analyze] scripts/gpu-rules.sh [path/to/libseedance_fix.so]
 #
 # Builds scripts/gpu/rules/ordinals_rules.c and contexts_short.c with nvcc (-lcuda
-# -lpthread) and runs every program and variant in its own processes: without the shim
+# -lpthread; section H builds scripts/gpu/rules/ctx_events.c itself, -lcuda) and runs every
+# program and variant in its own processes: without the shim
 # ("plain"), with SEEDANCE_MODE=observe and with SEEDANCE_MODE=fix (host-write cases also
 # with SEEDANCE_HOST_GUARD=on in both modes: "observe-guard", "fix-guard"). Each run has its
 # own SEEDANCE_TRACE_DIR; stdout, stderr and the exit code are kept:
@@ -56,6 +57,22 @@
 #   G (contexts_short, driver API): created and primary healthy, "checksum matches = yes",
 #     and no stderr line containing "stray" and no stray_context record in observe or fix;
 #     stray (only with 2+ GPUs; otherwise SKIP): observe and fix report it ("stray").
+#   H (ctx_events, driver API, built here with nvcc -lcuda; torch_green.py): context-wide
+#     events and green contexts around a pending H2D from pinned memory and a D2H into the
+#     same bytes on another stream ("unknown means silent"):
+#     - ctx_record, ctx_wait, ctx_record_stream_wait, green_record, green_wait,
+#       green_ctx_record, green_primary_record, green_primary_wait (correct; green_* SKIP
+#       where the device or driver has no green contexts): healthy in observe and fix, the
+#       H2D pending at the ordering call, "device copy intact = yes" and the D2H landed in
+#       every mode;
+#     - faulty, green_faulty (no ordering; the race): observe reports it (a "seedance: "
+#       line naming the copy) with the exit code and intact line of the plain run; fix
+#       announces something (a line) with the plain run's exit code;
+#     - ctx_record_early (a context event recorded before the H2D: still a race the shim
+#       may miss): observe and fix keep the plain run's exit code, observe its intact line,
+#       fix changes nothing unannounced; whether it was reported is only printed;
+#     - torch_green.py correct|racing (a torch.cuda.green_contexts stream; SKIP where torch
+#       has none): correct healthy with match=True; racing as faulty.
 # Prints PASS/FAIL per check (SKIP lines are not counted), then "N passed, M failed".
 # Exit status: the number of failed checks (at most 255). Total time about 5-8 minutes;
 # runs of healthy cases go concurrently (RULES_PARALLEL=0 makes everything sequential;
@@ -74,8 +91,8 @@ record_gpu_environment "torch: $(pyver torch)" "jax: $(pyver jax)" "cupy: $(pyve
 ndev=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 echo "devices: $ndev"
 
-# RULES_SECTIONS: which sections to run (default all: "A G B C D E F").
-sections=" ${RULES_SECTIONS:-A G B C D E F} "
+# RULES_SECTIONS: which sections to run (default all: "A G B C D E F H").
+sections=" ${RULES_SECTIONS:-A G B C D E F H} "
 want() { local k; for k in "$@"; do case $sections in *" $k "*) return 0 ;; esac; done; return 1; }
 
 passed=0
@@ -533,6 +550,117 @@ if grep -q 'dst equals original = True' "$out/$n/fix-guard.out"; then
   pass "F torch_host_write threads8_racing [fix-guard]: data intact"
 else
   fail "F torch_host_write threads8_racing [fix-guard]" "$(summary_line "$n" fix-guard dst)"
+fi
+
+fi
+
+# ---------------------------------------------------------------- H: context-wide events, green contexts
+if want H; then
+ce="$work/ctx_events"
+if nvcc -O2 -o "$ce" "$rules/ctx_events.c" -I"$cuda_home/include" -L"$cuda_home/lib64/stubs" \
+    -lcuda >"$out/build/ctx_events.txt" 2>&1; then
+  pass "build ctx_events"
+else
+  fail "build ctx_events" "$(tail -n 3 "$out/build/ctx_events.txt" | tr '\n' ' ')"
+fi
+# skipped NAME: the plain run's "result: skipped: " reason (empty when it ran).
+skipped() { grep -m 1 '^result: skipped: ' "$out/$1/plain.out" 2>/dev/null | sed 's/^result: skipped: //'; }
+# skip_same NAME LABEL: a scenario the plain run skipped; the shim's runs must skip alike.
+skip_same() {
+  local n=$1 label=$2 m why=
+  for m in observe fix; do
+    [ "$(res "$n" "$m")" = "$(res "$n" plain)" ] && [ "$(rc "$n" "$m")" = "$(rc "$n" plain)" ] ||
+      why="${why:+$why; }$m: exit $(rc "$n" "$m"), $(res "$n" "$m" | tail -n 1 | cut -c 1-120)"
+  done
+  if [ -z "$why" ]; then skip "$label: $(skipped "$n")"; else fail "$label" "skipped without the shim ($(skipped "$n")), but $why"; fi
+}
+# key NAME MODE REGEX: the result lines matching REGEX (the data verdict).
+key() { res "$1" "$2" | grep -E -- "$3"; }
+copy_re='^seedance: .*([Mm]emcpy|[Cc]opy|HtoD|DtoH|H2D|D2H)'
+# ctx_race NAME LABEL REGEX: a D2H into pinned bytes a pending H2D still reads, unordered;
+# REGEX picks the verdict lines (intact / match=).
+ctx_race() {
+  local n=$1 label=$2 re=$3 l h s
+  info "== $label: without: $(summary_line "$n" plain "$re"); observe: $(summary_line "$n" observe "$re"); fix: $(summary_line "$n" fix "$re")"
+  if key "$n" plain "$re" | grep -qE 'intact = no|match=False'; then
+    info "   without the shim the H2D carried the D2H's bytes (the race is real)"
+  else
+    info "   without the shim the race did not corrupt the data this run"
+  fi
+  [ -z "$(first_said "$n" observe)" ] || info "   observe said: $(first_said "$n" observe)"
+  [ -z "$(first_said "$n" fix)" ] || info "   fix said: $(first_said "$n" fix)"
+  why=
+  [ "$(rc "$n" plain)" = 0 ] || add "without the shim it exited $(rc "$n" plain) ($(last_err "$n" plain))"
+  [ -n "$(key "$n" plain "$re")" ] || add "no verdict line without the shim"
+  l=$(cat "$out/$n/observe.out" "$out/$n/observe.err" 2>/dev/null | grep -cE -- "$copy_re")
+  h=$(records "$n" observe host_hazard)
+  [ "$l" -ge 1 ] || add "no seedance line naming the copy ($(said "$n" observe) seedance lines, $h host_hazard records)"
+  [ "$(rc "$n" observe)" = "$(rc "$n" plain)" ] || add "exit $(rc "$n" observe) ($(last_err "$n" observe)), without the shim $(rc "$n" plain)"
+  [ "$(key "$n" observe "$re")" = "$(key "$n" plain "$re")" ] ||
+    add "result changed: $(summary_line "$n" observe "$re") (plain: $(summary_line "$n" plain "$re"))"
+  if [ -z "$why" ]; then pass "$label [observe]: reported ($l lines naming the copy, $h host_hazard records), exit and result unchanged"; else fail "$label [observe]" "$why"; fi
+  why=
+  s=$(said "$n" fix)
+  [ "$(rc "$n" fix)" = "$(rc "$n" plain)" ] || add "exit $(rc "$n" fix) ($(last_err "$n" fix)), without the shim $(rc "$n" plain)"
+  [ "$s" -ge 1 ] || add "nothing announced (no seedance line)"
+  if [ -z "$why" ]; then pass "$label [fix]: announced ($s lines), exit unchanged ($(summary_line "$n" fix "$re"))"; else fail "$label [fix]" "$why"; fi
+}
+
+run_timeout=60
+for v in ctx_record ctx_wait ctx_record_stream_wait green_record green_wait green_ctx_record \
+    green_primary_record green_primary_wait; do
+  n=ctxevents/$v
+  [ -x "$ce" ] || break
+  run_case "$n" "plain observe fix" "" -- "$ce" "$v"
+  if [ -n "$(skipped "$n")" ]; then skip_same "$n" "H ctx_events $v"; continue; fi
+  info "== H $v without the shim: $(res "$n" plain | sed 's/^result: //' | tr '\n' ';' | cut -c 1-300)"
+  check_healthy "$n" "H ctx_events $v (healthy)" observe fix
+  expect_line "$n" "H ctx_events $v: the H2D was pending at the ordering call" "^result: $v h2d pending at the ordering call = yes" plain observe fix
+  expect_line "$n" "H ctx_events $v: the H2D carried the original bytes" "^result: $v device copy intact = yes" plain observe fix
+  expect_line "$n" "H ctx_events $v: the D2H landed" "^result: $v pinned holds the d2h = yes" plain observe fix
+done
+for v in faulty green_faulty; do
+  n=ctxevents/$v
+  [ -x "$ce" ] || break
+  serial=1 run_case "$n" "plain observe fix" "" -- "$ce" "$v"
+  if [ -n "$(skipped "$n")" ]; then skip_same "$n" "H ctx_events $v"; continue; fi
+  ctx_race "$n" "H ctx_events $v" 'device copy intact = '
+done
+n=ctxevents/ctx_record_early
+if [ -x "$ce" ]; then
+  serial=1 run_case "$n" "plain observe fix" "" -- "$ce" ctx_record_early
+  if [ -n "$(skipped "$n")" ]; then
+    skip_same "$n" "H ctx_events ctx_record_early"
+  else
+    re='device copy intact = '
+    info "== H ctx_record_early (a race the shim may miss): without: $(summary_line "$n" plain "$re"); observe: $(summary_line "$n" observe "$re"), $(cat "$out/$n/observe.out" "$out/$n/observe.err" 2>/dev/null | grep -cE -- "$copy_re") lines naming the copy; fix: $(summary_line "$n" fix "$re"), $(said "$n" fix) lines"
+    why=
+    [ "$(rc "$n" plain)" = 0 ] || add "without the shim it exited $(rc "$n" plain) ($(last_err "$n" plain))"
+    [ "$(rc "$n" observe)" = "$(rc "$n" plain)" ] || add "observe exit $(rc "$n" observe) ($(last_err "$n" observe))"
+    [ "$(key "$n" observe "$re")" = "$(key "$n" plain "$re")" ] || add "observe changed the result: $(summary_line "$n" observe "$re")"
+    [ "$(rc "$n" fix)" = "$(rc "$n" plain)" ] || add "fix exit $(rc "$n" fix) ($(last_err "$n" fix))"
+    if [ "$(key "$n" fix "$re")" != "$(key "$n" plain "$re")" ] && [ "$(said "$n" fix)" -eq 0 ]; then
+      add "fix changed the result unannounced: $(summary_line "$n" fix "$re")"
+    fi
+    if [ -z "$why" ]; then pass "H ctx_events ctx_record_early: exit unchanged, observe changed nothing, fix nothing unannounced"; else fail "H ctx_events ctx_record_early" "$why"; fi
+  fi
+fi
+
+run_timeout=180
+n=torchgreen/correct
+run_case "$n" "plain observe fix" "" -- "$python" "$rules/torch_green.py" correct
+if [ -n "$(skipped "$n")" ]; then
+  skip_same "$n" "H torch_green correct"
+else
+  check_healthy "$n" "H torch_green correct (healthy)" observe fix
+  expect_line "$n" "H torch_green correct reaches the device intact" 'match=True' plain observe fix
+fi
+n=torchgreen/racing
+serial=1 run_case "$n" "plain observe fix" "" -- "$python" "$rules/torch_green.py" racing
+if [ -n "$(skipped "$n")" ]; then
+  skip_same "$n" "H torch_green racing"
+else
+  ctx_race "$n" "H torch_green racing" 'match='
 fi
 
 fi
