@@ -12,8 +12,10 @@
 # and fix, traces written (SEEDANCE_TRACE_DIR: the session record's thread starts at the
 # first cuInit) and REOPEN_PAUSE_MS=200 (the program waits right after its dlclose, while
 # that thread runs). Checks, PASS or FAIL each: every run exits as the native run did and
-# prints what it printed; the shim writes nothing on stderr; each observe and fix trace has
-# its session record. Logs go to $OUT (default /tmp/seedance-reopen). Exit status: failed
+# prints what it printed; the shim writes nothing on stderr when every call of the native
+# run succeeded (a driver copy opened after a dlmopen'd one was closed fails cuInit with 304
+# on the H200 without the shim too, and observe and fix explain that failure); each observe
+# and fix trace has its session record. Logs go to $OUT (default /tmp/seedance-reopen). Exit status: failed
 # checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,6 +34,9 @@ for how in reopen dlmopen; do
   REOPEN_PAUSE_MS=200 "$work/reopen" "$how" "$lib" "$lib" >"$out/$how-native.out" 2>&1
   native=$?
   echo "$how without the shim: exit $native: $(tr '\n' ';' <"$out/$how-native.out")"
+  # Every call answered 0 without the shim: then the shim has nothing to say.
+  quiet=1
+  grep -Eq -- '-> [1-9]' "$out/$how-native.out" && quiet=0
   for mode in off observe fix; do
     bad=0 crashes=0 noisy=0 unrecorded=0
     for r in $(seq 1 "$rounds"); do
@@ -42,14 +47,14 @@ for how in reopen dlmopen; do
       rc=$?
       [ "$rc" -eq "$native" ] || { bad=$((bad + 1)); [ "$rc" -ge 128 ] && crashes=$((crashes + 1)); }
       cmp -s "$out/$how-$mode-$r.out" "$out/$how-native.out" || bad=$((bad + 1))
-      [ -s "$out/$how-$mode-$r.err" ] && noisy=$((noisy + 1))
+      [ "$quiet" = 1 ] && [ -s "$out/$how-$mode-$r.err" ] && noisy=$((noisy + 1))
       if [ "$mode" != off ] && ! grep -qs '"event":"session_start"' "$t"/*; then
         unrecorded=$((unrecorded + 1))
       fi
     done
     echo "$how $mode: $rounds runs, $bad differing, $crashes killed by a signal, $noisy with stderr, $unrecorded without a session record"
     check "$how $mode: every run as without the shim" "$bad"
-    check "$how $mode: nothing on stderr" "$noisy"
+    check "$how $mode: nothing on stderr$([ "$quiet" = 1 ] || echo ' (not asked: the native run had failures)')" "$noisy"
     check "$how $mode: session record written" "$unrecorded"
   done
 done

@@ -111,6 +111,39 @@ fn a_driver_closed_before_the_session_record_is_built_is_never_called() {
 }
 
 #[test]
+fn a_driver_opened_with_dlmopen_is_never_queried_by_the_shims_own_thread() {
+    // The program keeps the first copy open for 300 ms after its first calls, while the
+    // session record's thread runs. A copy in the default namespace (dlopen) is described
+    // (its 2 devices); one the program opened with dlmopen, in a namespace of its own, is
+    // not called from the shim's thread (on the H200 that crashed the program,
+    // scripts/gpu-reopen.sh): that record lists no devices, or the second copy's 3 when the
+    // thread ran after the program had looked that one up.
+    let (_keep, a, b) = copies();
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    let want = "first: cuInit -> 0, cuDeviceGetCount -> 0, count 2\n\
+                second: cuInit -> 0, cuDeviceGetCount -> 0, count 3\n";
+    for (how, allowed) in [("reopen", [2, 3]), ("dlmopen", [0, 3])] {
+        for mode in ["observe", "fix"] {
+            let f = Run::new("reopen", true)
+                .args(&[how, &a, &b])
+                .env("SEEDANCE_MODE", mode)
+                .env(
+                    "FAKE_CUDA_DEVICE_COUNT_IN",
+                    format!("{}=3", dir_of(std::path::Path::new(&b))),
+                )
+                .env("REOPEN_HOLD_MS", "300")
+                .finish();
+            let why = format!("{how} {mode}: {}", f.stderr());
+            assert_eq!(f.output.status.code(), Some(0), "{why}");
+            assert_eq!(f.stdout(), want, "{why}");
+            let start = &f.events("session_start")[0];
+            let n = start["devices"].as_array().map_or(0, Vec::len);
+            assert!(allowed.contains(&n), "{why}: {start}");
+        }
+    }
+}
+
+#[test]
 fn a_stub_then_the_real_driver_by_path_gets_the_real_answers() {
     let (_keep, stub, real) = copies();
     let env = [("FAKE_CUDA_STUB_IN", format!("{}=1", dir_of(&stub)))];

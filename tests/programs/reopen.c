@@ -4,8 +4,9 @@
  *                                  it takes the address range FIRST left, so that SECOND
  *                                  loads elsewhere), then the same with SECOND;
  *   reopen dlmopen  FIRST SECOND   the same, FIRST opened with dlmopen(LM_ID_NEWLM);
- *                                  with REOPEN_PAUSE_MS=<ms> set, both sleep that long
- *                                  right after they close FIRST;
+ *                                  with REOPEN_HOLD_MS=<ms> set, both sleep that long
+ *                                  before they close FIRST, with REOPEN_PAUSE_MS=<ms>
+ *                                  right after;
  *   reopen fallback STUB REAL      dlopen STUB; its cuInit fails; dlopen REAL by path
  *                                  (STUB stays open) and use it;
  *   reopen pseudo   LIB            dlsym(RTLD_DEFAULT / RTLD_NEXT, "cuInit") with no
@@ -72,6 +73,8 @@ int main(int argc, char **argv) {
     if (strcmp(s, "reopen") == 0 || strcmp(s, "dlmopen") == 0) {
         void *h = open_lib(s, argv[2]);
         if (!h || use(h, "first")) return 2;
+        const char *hold = getenv("REOPEN_HOLD_MS");
+        if (hold && *hold) usleep((useconds_t)atoi(hold) * 1000);
         dlclose(h);
         const char *pause = getenv("REOPEN_PAUSE_MS");
         if (pause && *pause) usleep((useconds_t)atoi(pause) * 1000);

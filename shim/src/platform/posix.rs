@@ -60,52 +60,16 @@ pub fn open(path: &str, flags: c_int) -> *mut c_void {
 }
 
 /// A handle to the already-loaded object containing `addr` (`RTLD_NOLOAD`: a reference the
-/// caller gives back with `dlclose`), or null. Under glibc the object is looked for in the
-/// link-map namespace it was loaded in (a driver the program opened with `dlmopen`);
-/// elsewhere in the default one.
+/// caller gives back with `dlclose`), or null. The object is looked for in the default
+/// link-map namespace only: a driver the program opened with `dlmopen` in a namespace of
+/// its own is not found, so the shim never calls into it from a thread of its own (on the
+/// H200, driver 580.159, such calls crashed the program: `scripts/gpu-reopen.sh`,
+/// docs/validation.md).
 pub fn handle_of(addr: *const c_void) -> *mut c_void {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if let Some(h) = handle_in_namespace(addr) {
-        return h;
-    }
     match object_of(addr).and_then(|o| o.path) {
         Some(p) => open(&p, libc::RTLD_NOW | libc::RTLD_NOLOAD),
         None => std::ptr::null_mut(),
     }
-}
-
-/// `dladdr1`'s request for the object's `struct link_map *` (glibc's `<dlfcn.h>`,
-/// `RTLD_DL_LINKMAP = 2`; the libc crate does not define it).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const RTLD_DL_LINKMAP: libc::c_int = 2;
-
-/// [`handle_of`] under glibc: `dladdr1(RTLD_DL_LINKMAP)` names the object's link map, which
-/// is also its `dlopen` handle there, so `dlinfo(RTLD_DI_LMID)` gives its namespace, and
-/// `dlmopen(that namespace, path, RTLD_NOLOAD)` a reference to that very object. `None`
-/// when glibc cannot say (the caller then looks in the default namespace); `Some(null)`
-/// when no object holds `addr`.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn handle_in_namespace(addr: *const c_void) -> Option<*mut c_void> {
-    // SAFETY: Dl_info is plain data; zeroed is a valid initial value.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    let mut map: *mut c_void = std::ptr::null_mut();
-    // SAFETY: dladdr1 only reads addr and writes info and map (a link_map pointer).
-    let found = unsafe { libc::dladdr1(addr, &mut info, &mut map, RTLD_DL_LINKMAP) };
-    if found == 0 {
-        return Some(std::ptr::null_mut());
-    }
-    if map.is_null() || info.dli_fname.is_null() {
-        return None;
-    }
-    let mut lmid: libc::Lmid_t = 0;
-    // SAFETY: under glibc a link map is the handle dlopen returns for its object; dlinfo
-    // writes one Lmid_t.
-    if unsafe { libc::dlinfo(map, libc::RTLD_DI_LMID, &mut lmid as *mut _ as *mut c_void) } != 0 {
-        return None;
-    }
-    // SAFETY: dli_fname is the loader's NUL-terminated path of the object; dlmopen with
-    // RTLD_NOLOAD only finds an object already loaded in that namespace.
-    Some(unsafe { libc::dlmopen(lmid, info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD) })
 }
 
 /// The last `dlerror()` message, if any.
@@ -154,31 +118,4 @@ pub fn on_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern 
     // SAFETY: registering plain function pointers that live as long as the process (the
     // shim is never unloaded).
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
-}
-
-#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
-mod tests {
-    use super::*;
-
-    /// A second copy of libm in a namespace of its own (`dlmopen`): the handle found for an
-    /// address in that copy is that copy's, not the default namespace's libm.
-    #[test]
-    fn handle_of_finds_the_object_in_its_own_namespace() {
-        // SAFETY: dlmopen/dlsym with NUL-terminated names; the handle is closed below.
-        let other =
-            unsafe { libc::dlmopen(libc::LM_ID_NEWLM, c"libm.so.6".as_ptr(), libc::RTLD_NOW) };
-        assert!(!other.is_null(), "{}", last_error());
-        // SAFETY: as above.
-        let cos = unsafe { libc::dlsym(other, c"cos".as_ptr()) };
-        assert!(!cos.is_null());
-        let h = handle_of(cos);
-        assert!(!h.is_null(), "{}", last_error());
-        // SAFETY: h is a live handle from handle_of.
-        assert_eq!(unsafe { libc::dlsym(h, c"cos".as_ptr()) }, cos);
-        // SAFETY: both references were taken above and are given back once.
-        unsafe {
-            libc::dlclose(h);
-            libc::dlclose(other);
-        }
-    }
 }
