@@ -84,8 +84,18 @@ def main():
     g = isum(dev_a)
     print(f"result: green_torch checksum={g} expected={expected} match={g == expected}")
     print(f"result: green_torch staging holds the d2h = {isum(pin) == 3 * N}")
-    # The green context goes while the driver is still up (not in interpreter teardown).
-    del gs, ctx
+    # The pinned block was used on the green stream: freeing it makes PyTorch's host
+    # allocator record an event there, so the tensors go (and the host cache is emptied)
+    # while the green context lives; then the green context goes, while the driver is
+    # still up (not in interpreter teardown). In the other order the record fails with
+    # CUDA_ERROR_CONTEXT_IS_DESTROYED and PyTorch aborts, with or without the shim.
+    del pin, dev_a, dev_b
+    torch.cuda.synchronize()
+    empty_host_cache = getattr(torch._C, "_host_emptyCache", None)
+    if empty_host_cache is not None:
+        empty_host_cache()
+    torch.cuda.synchronize()
+    del e1, gs, ctx
     return 0
 
 
