@@ -5,16 +5,25 @@
 # difference between the two lengths cancels start-up, and the difference between with and
 # without is the shim's cost. Kinds: launch (cuLaunchKernel), alloc (cuMemAlloc_v2 +
 # cuMemFree_v2), ctx (cuCtxCreate_v2 + cuCtxDestroy_v2 with 1000 allocations live in another
-# context: a destroy costs what its context owned).
+# context: a destroy costs what its context owned), copy and pinned_copy (cuMemcpyHtoDAsync_v2
+# from pageable and from pinned memory), sync (a launch on a created stream +
+# cuStreamSynchronize), event_sync (a launch, cuEventRecord + cuEventSynchronize).
 #
 #   scripts/callgrind-hotpath.sh           print instructions per call
 #   scripts/callgrind-hotpath.sh --check   also fail if fix mode exceeds the bounds in
 #                                          scripts/hotpath-bounds.txt (CI runs this)
+#
+# KINDS="sync event_sync" measures only those; SHIM=path/to/libseedance_fix.so measures that
+# build instead of building the tree's (to compare a commit before and after a change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "callgrind-hotpath: valgrind is not installed"; exit 1; }
-cargo build --release --quiet -p seedance-fix
-shim=$PWD/target/release/libseedance_fix.so
+if [ -n "${SHIM:-}" ]; then
+  shim=$(readlink -f "$SHIM")
+else
+  cargo build --release --quiet -p seedance-fix
+  shim=$PWD/target/release/libseedance_fix.so
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cc -O2 -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$work/libcuda.so.1" tests/programs/null_driver.c
@@ -33,7 +42,7 @@ per_call() { # per_call PRELOAD MODE KIND -> instructions per iteration
 }
 status=0
 printf '%-12s %-8s %10s %10s %10s\n' call mode baseline shim added
-for kind in launch alloc ctx copy pinned_copy; do
+for kind in ${KINDS:-launch alloc ctx copy pinned_copy sync event_sync}; do
   base=$(per_call "" fix "$kind")
   for mode in off observe fix; do
     with=$(per_call "$shim" "$mode" "$kind")
@@ -42,7 +51,10 @@ for kind in launch alloc ctx copy pinned_copy; do
     printf '%-12s %-8s %10s %10s %10s\n' "$label" "$mode" "$base" "$with" "$added"
     if [ "${1:-}" = --check ] && [ "$mode" = fix ]; then
       bound=$(awk -v k="$kind" '$1 == k {print $2}' scripts/hotpath-bounds.txt)
-      if [ "$added" -gt "$bound" ]; then
+      if [ -z "$bound" ]; then
+        echo "callgrind-hotpath: no bound for $kind in scripts/hotpath-bounds.txt"
+        status=1
+      elif [ "$added" -gt "$bound" ]; then
         echo "callgrind-hotpath: $kind adds $added instructions per call in fix mode, over the bound $bound (scripts/hotpath-bounds.txt)"
         status=1
       fi

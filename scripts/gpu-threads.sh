@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Thread-scaling benchmark of the tracked driver paths (docs/performance.md, "cost in
+# Thread-scaling benchmark of the tracked driver paths (docs/performance.md, "Cost in
 # threads"). One GPU is enough (kind nvidia-h200). Run from the repository root on the GPU
 # machine:
 #
@@ -7,39 +7,75 @@
 #
 # Builds scripts/gpu/threads_bench.c (T host threads, each with its own non-blocking stream
 # and 4 KiB buffers: pinned and pageable async H2D copies, empty launches, alloc+free, event
-# record+wait; see the file) and, when carry/hami-core holds HAMi-core's source (copied there
-# from its public repository before the run: the GPU machine has no network), HAMi-core's
-# libvgpu.so with its own CMake build. Then ROUNDS interleaved rounds (default 5): in each
-# round, for each thread count in THREADS (default "1 8 16 64"), one process per mode in
-# turn: plain (no preload), off, observe, fix (SEEDANCE_MODE), hami (LD_PRELOAD=libvgpu.so,
-# no limits set). Prints per (operation, threads, mode) the median ns per operation per
-# thread, the interquartile range and the ratio of the medians to plain, as a table, and
-# writes the raw numbers to $OUT/threads-raw.txt. Benchmarks are not tests: the exit status
-# is 0 unless a run failed.
+# record+wait; wall and CPU time per operation; see the file) and, when carry/hami-core holds
+# HAMi-core's source (copied there from its public repository before the run: the GPU
+# machine has no network), HAMi-core's libvgpu.so with its own CMake build (kept in
+# $HAMI_BUILD, default /tmp/seedance-hami-build, for the next call on the same machine).
+#
+# Design (paired, docs/performance.md "Method"): ROUNDS rounds; in each, for each thread
+# count, the modes in an order shuffled per round (seeded by SEED) with a plain run (no
+# preload) before the first and after every one: plain, M1, plain, M2, ..., plain. Modes:
+# aa (a plain run in a mode's place: the A/A control), off, observe, fix (SEEDANCE_MODE),
+# hami (LD_PRELOAD=libvgpu.so, no limits set). Each mode's run is compared with the plain runs
+# beside it (scripts/gpu/threads_stats.py: the median of the paired ratios over the rounds,
+# a 95 % interval of it, and a verdict at 1.02x), for wall time and for CPU time.
+#
+# Environment (defaults): ROUNDS (6), THREADS ("1 8 16 64"), ITERATIONS per thread and
+# operation (10000), WARMUP untimed iterations (ITERATIONS / 10, at most 1000), SCHED
+# (blocking: see threads_bench.c), MODES ("aa off observe fix", and hami when built), SEED
+# (1), CI (order, or bootstrap), BUDGET_S (540: no round starts that the last one's length
+# says would end past it, so one call stays inside a 10-minute command), FAKE_DRIVER_DIR (a
+# directory holding the fake driver's libcuda.so, crates/fake-cuda: builds with cc against
+# it instead of nvcc and the GPU, no HAMi-core, for testing the script without a GPU).
+#
+# Writes $OUT/threads-raw.txt (one line per run and operation, the format threads_stats.py
+# reads; the raw files of several calls, such as one per thread count, can be given to it
+# together) and $OUT/threads-table.md. Benchmarks are not tests: the exit status is 0
+# unless a run failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
 . "$here/gpu/common.sh"
-gpu_prologue /tmp/seedance-threads "${1:-}"
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-6}
 threads=${THREADS:-1 8 16 64}
 iterations=${ITERATIONS:-10000}
-record_gpu_environment "rounds: $rounds; threads: $threads; iterations per thread: $iterations"
+budget=${BUDGET_S:-540}
+seed=${SEED:-1}
+export SCHED=${SCHED:-blocking}
+[ -n "${WARMUP:-}" ] && export WARMUP
+settings="rounds: $rounds; threads: $threads; iterations per thread: $iterations; warm-up: ${WARMUP:-default}; sched: $SCHED; seed: $seed; budget: ${budget} s"
 
-nvcc -O2 -o "$work/threads_bench" "$here/gpu/threads_bench.c" -I"$cuda_home/include" \
+if [ -n "${FAKE_DRIVER_DIR:-}" ]; then
+  shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
+  out=${OUT:-/tmp/seedance-threads}
+  mkdir -p "$out"
+  work=$(mktemp -d)
+  fake=$(readlink -f "$FAKE_DRIVER_DIR")
+  export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "fake driver: $fake; shim: $shim; $settings" | tee "$out/environment.txt"
+  cc -O2 -DBENCH_FAKE_DRIVER -o "$work/threads_bench" "$here/gpu/threads_bench.c" \
+    -L"$fake" -lcuda -lpthread || { echo "FAIL: build threads_bench.c"; exit 1; }
+else
+  gpu_prologue /tmp/seedance-threads "${1:-}"
+  record_gpu_environment "$settings"
+  nvcc -O2 -o "$work/threads_bench" "$here/gpu/threads_bench.c" -I"$cuda_home/include" \
     -L"$cuda_home/lib64/stubs" -lcuda -lpthread || { echo "FAIL: build threads_bench.c"; exit 1; }
+fi
 
-modes="plain off observe fix"
+modes=${MODES:-aa off observe fix}
 hami=
-root=$(cd "$here/.." && pwd)
-if [ -d "$root/carry/hami-core" ]; then
-  hb="$work/hami-build"
-  mkdir -p "$hb"
-  if (cd "$hb" && cmake "$root/carry/hami-core" -DCMAKE_BUILD_TYPE=Release -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >"$out/hami-cmake.txt" 2>&1 &&
-      make -j8 >"$out/hami-make.txt" 2>&1); then
-    hami=$(find "$hb" -name 'libvgpu.so' | head -n 1)
+if [ -z "${FAKE_DRIVER_DIR:-}" ] && [ -d "$root/carry/hami-core" ]; then
+  hb=${HAMI_BUILD:-/tmp/seedance-hami-build}
+  hami=$(find "$hb" -name 'libvgpu.so' 2>/dev/null | head -n 1)
+  if [ -z "$hami" ]; then
+    mkdir -p "$hb"
+    if (cd "$hb" && cmake "$root/carry/hami-core" -DCMAKE_BUILD_TYPE=Release -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >"$out/hami-cmake.txt" 2>&1 &&
+        make -j8 >"$out/hami-make.txt" 2>&1); then
+      hami=$(find "$hb" -name 'libvgpu.so' | head -n 1)
+    fi
   fi
   if [ -n "$hami" ]; then
-    modes="$modes hami"
+    [ -z "${MODES:-}" ] && modes="$modes hami"
     mkdir -p /tmp/vgpulock
     echo "hami-core: $hami (commit $(cat "$root/carry/hami-core/COMMIT" 2>/dev/null || echo unknown))"
   else
@@ -47,62 +83,56 @@ if [ -d "$root/carry/hami-core" ]; then
     tail -n 15 "$out/hami-cmake.txt" "$out/hami-make.txt" 2>/dev/null
   fi
 else
-  echo "hami-core: carry/hami-core absent; left out"
+  echo "hami-core: carry/hami-core absent (or a fake driver); left out"
 fi
 
 raw="$out/threads-raw.txt"
 : >"$raw"
 failed=0
+# run ROUND POS MODE THREADS: one process, its lines appended to the raw file.
+run() {
+  local env_=()
+  case $3 in
+    plain | aa) ;;
+    hami) env_=(LD_PRELOAD="$hami") ;;
+    *) env_=(LD_PRELOAD="$shim" SEEDANCE_MODE="$3") ;;
+  esac
+  local lines
+  if ! lines=$(env "${env_[@]}" "$work/threads_bench" "$4" "$iterations" 2>"$work/err.txt"); then
+    echo "run failed: mode $3 threads $4 round $1: $(tail -n 1 "$work/err.txt")"
+    failed=$((failed + 1))
+    return
+  fi
+  echo "$lines" | awk -v r="$1" -v p="$2" -v m="$3" \
+    '$1 == "op" {print "round", r, "pos", p, "mode", m, "op", $2, "threads", $4, "wall", $6, "cpu", $8, "med", $10}' >>"$raw"
+}
+
+start=$SECONDS
+last=0
+done_rounds=0
 for r in $(seq 1 "$rounds"); do
+  if [ "$r" -gt 1 ] && [ $((SECONDS - start + last)) -gt "$budget" ]; then
+    echo "stopping after $done_rounds rounds: another (${last} s) would end past BUDGET_S=$budget"
+    break
+  fi
+  t0=$SECONDS
   for t in $threads; do
-    for m in $modes; do
-      case $m in
-        plain) env_=() ;;
-        hami) env_=(LD_PRELOAD="$hami") ;;
-        *) env_=(LD_PRELOAD="$shim" SEEDANCE_MODE="$m") ;;
-      esac
-      if ! lines=$(env "${env_[@]}" "$work/threads_bench" "$t" "$iterations" 2>"$work/err.txt"); then
-        echo "run failed: mode $m threads $t round $r: $(tail -n 1 "$work/err.txt")"
-        failed=$((failed + 1))
-        continue
-      fi
-      echo "$lines" | awk -v m="$m" -v r="$r" '{print r, m, $2, $4, $6}' >>"$raw"
+    order=$(python3 -c 'import random, sys; m = sys.argv[2:]; random.Random(sys.argv[1]).shuffle(m); print(*m)' "$seed-$r-$t" $modes)
+    pos=0
+    run "$r" $pos plain "$t"
+    for m in $order; do
+      run "$r" $((pos + 1)) "$m" "$t"
+      run "$r" $((pos + 2)) plain "$t"
+      pos=$((pos + 2))
     done
   done
+  last=$((SECONDS - t0))
+  done_rounds=$r
+  echo "round $r: ${last} s (order of the last thread count: $order)"
 done
+echo "rounds: $done_rounds of $rounds in $((SECONDS - start)) s"
 
-# Table: op threads mode median q1 q3 ratio.
-python3 - "$raw" <<'PY'
-import collections, statistics, sys
-rows = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    r, mode, op, t, ns = line.split()
-    rows[(op, int(t), mode)].append(float(ns))
-def q(xs, p):
-    xs = sorted(xs)
-    k = (len(xs) - 1) * p
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-modes = ["plain", "off", "observe", "fix", "hami"]
-ops = sorted({k[0] for k in rows})
-print("| operation | threads | plain ns (IQR) | off | observe | fix | HAMi-core |")
-print("|---|---|---|---|---|---|---|")
-for op in ops:
-    for t in sorted({k[1] for k in rows if k[0] == op}):
-        base = rows.get((op, t, "plain"))
-        if not base:
-            continue
-        b = statistics.median(base)
-        cells = [f"{b:.0f} ({q(base, .25):.0f}-{q(base, .75):.0f})"]
-        for m in modes[1:]:
-            xs = rows.get((op, t, m))
-            if not xs:
-                cells.append("-")
-                continue
-            med = statistics.median(xs)
-            cells.append(f"{med / b:.3f}x ({q(xs, .25):.0f}-{q(xs, .75):.0f})")
-        print(f"| {op} | {t} | " + " | ".join(cells) + " |")
-PY
+python3 "$here/gpu/threads_stats.py" --ci "${CI:-order}" "$raw" | tee "$out/threads-table.md"
 echo "raw numbers: $raw"
 echo "runs failed: $failed"
 exit $((failed > 0))

@@ -3,10 +3,10 @@
  *   threads_bench THREADS ITERATIONS
  *
  * Starts THREADS host threads, each with its own non-blocking stream, a 4 KiB pinned
- * buffer (cuMemHostAlloc), a 4 KiB pageable buffer (malloc), a 4 KiB device buffer and two
- * events, all on device 0's primary context. For each operation in turn every thread runs
- * ITERATIONS of it between two barriers, and the wall time of the slowest thread is printed
- * as nanoseconds per operation per thread:
+ * buffer (cuMemHostAlloc), a 4 KiB pageable buffer (malloc), a 4 KiB device buffer and an
+ * event, all on device 0's primary context. For each operation in turn every thread runs
+ * WARMUP untimed iterations of it, meets the others at a barrier, then runs ITERATIONS of it
+ * timed:
  *
  *   pinned_copy    cuMemcpyHtoDAsync_v2 from the pinned buffer, cuStreamSynchronize every 64
  *   pageable_copy  the same from the pageable buffer
@@ -16,9 +16,36 @@
  *   event_wait     cuEventRecord on the stream + cuStreamWaitEvent of it on the same stream,
  *                  after a pinned copy, cuStreamSynchronize every 64
  *
- * Output, one line per operation: "op NAME threads T ns_per_op N". Exit status 1 on any
- * driver failure (its name and code on stderr). */
+ * Output, one line per operation:
+ *
+ *   op NAME threads T ns_per_op WALL cpu_ns_per_op CPU median_thread_ns MED
+ *
+ * WALL: nanoseconds from the first thread's start to the last thread's end, over the iterations of one
+ * thread (the process's throughput: T operations take WALL ns); CPU: the threads' mean CPU
+ * time (CLOCK_THREAD_CPUTIME_ID) per operation, what the calls cost the host whether or not
+ * the GPU is the bottleneck; MED: the median thread's own wall time per operation. Exit
+ * status 1 on any driver failure (its name and code on stderr).
+ *
+ * Environment: SCHED = blocking (default: the primary context's CU_CTX_SCHED_BLOCKING_SYNC,
+ * so a thread waiting in cuStreamSynchronize sleeps instead of spinning on a core another
+ * thread needs to submit: with 64 threads on 16 cores the spinning decided which threads ran,
+ * the main noise of the event_wait rows in docs/performance.md), spin, yield or auto (the
+ * driver's default, as before 2026-12-02). WARMUP = untimed iterations per operation and
+ * thread (default ITERATIONS / 10, at most 1000).
+ *
+ * Built with nvcc against cuda.h on a GPU machine; with -DBENCH_FAKE_DRIVER against the
+ * repository's fake driver (crates/fake-cuda, declarations from tests/programs/cuda_calls.h),
+ * which has no modules or context flags: the kernel is a handle the fake accepts, SCHED is
+ * not applied. */
+#ifdef BENCH_FAKE_DRIVER
+#include "../../tests/programs/cuda_calls.h"
+CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
+#define CU_STREAM_NON_BLOCKING 1
+#define CU_EVENT_DISABLE_TIMING 2
+#define CUDA_SUCCESS 0
+#else
 #include <cuda.h>
+#endif
 #include "cu_check.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -26,33 +53,52 @@
 #include <string.h>
 #include <time.h>
 
-static const char *ptx =
-    ".version 8.0\n.target sm_90\n.address_size 64\n"
-    ".visible .entry empty()\n{\n\tret;\n}\n";
-
-
 enum { PINNED, PAGEABLE, LAUNCH, ALLOC, EVENT, OPS };
 static const char *names[OPS] = {"pinned_copy", "pageable_copy", "launch", "alloc_free",
                                  "event_wait"};
 
 static CUcontext ctx;
 static CUfunction kernel;
-static int iterations;
+static int iterations, warmup;
 static pthread_barrier_t barrier;
-static double elapsed[OPS][1024];
+static double begin[OPS][1024], end[OPS][1024], cpu[OPS][1024], own[OPS][1024];
 
-struct worker {
-    int index;
-};
-
-static double now_ns(void) {
+static double clock_ns(clockid_t c) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(c, &t);
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
+/* One iteration i (1-based) of operation op on the thread's resources. */
+static void step(int op, int i, CUstream s, CUevent e, CUdeviceptr d, void *pinned,
+                 void *pageable, size_t bytes) {
+    switch (op) {
+    case PINNED:
+        CHECK(cuMemcpyHtoDAsync_v2(d, pinned, bytes, s));
+        break;
+    case PAGEABLE:
+        CHECK(cuMemcpyHtoDAsync_v2(d, pageable, bytes, s));
+        break;
+    case LAUNCH:
+        CHECK(cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        break;
+    case ALLOC: {
+        CUdeviceptr p;
+        CHECK(cuMemAlloc_v2(&p, bytes));
+        CHECK(cuMemFree_v2(p));
+        break;
+    }
+    case EVENT:
+        CHECK(cuMemcpyHtoDAsync_v2(d, pinned, bytes, s));
+        CHECK(cuEventRecord(e, s));
+        CHECK(cuStreamWaitEvent(s, e, 0));
+        break;
+    }
+    if (op != ALLOC && i % 64 == 0) CHECK(cuStreamSynchronize(s));
+}
+
 static void *run(void *arg) {
-    struct worker *w = arg;
+    int w = (int)(long)arg;
     CUstream s;
     CUevent e;
     CUdeviceptr d;
@@ -61,50 +107,38 @@ static void *run(void *arg) {
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-    CHECK(cuMemAlloc(&d, bytes));
+    CHECK(cuMemAlloc_v2(&d, bytes));
     CHECK(cuMemHostAlloc(&pinned, bytes, 0));
     char *pageable = malloc(bytes);
     memset(pinned, 1, bytes);
     memset(pageable, 2, bytes);
     for (int op = 0; op < OPS; op++) {
-        pthread_barrier_wait(&barrier);
         int n = op == ALLOC ? (iterations / 50 > 0 ? iterations / 50 : 1) : iterations;
-        double t0 = now_ns();
-        for (int i = 1; i <= n; i++) {
-            switch (op) {
-            case PINNED:
-                CHECK(cuMemcpyHtoDAsync(d, pinned, bytes, s));
-                break;
-            case PAGEABLE:
-                CHECK(cuMemcpyHtoDAsync(d, pageable, bytes, s));
-                break;
-            case LAUNCH:
-                CHECK(cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
-                break;
-            case ALLOC: {
-                CUdeviceptr p;
-                CHECK(cuMemAlloc(&p, bytes));
-                CHECK(cuMemFree(p));
-                break;
-            }
-            case EVENT:
-                CHECK(cuMemcpyHtoDAsync(d, pinned, bytes, s));
-                CHECK(cuEventRecord(e, s));
-                CHECK(cuStreamWaitEvent(s, e, 0));
-                break;
-            }
-            if (op != ALLOC && i % 64 == 0) CHECK(cuStreamSynchronize(s));
-        }
+        int m = op == ALLOC ? (warmup / 50 > 0 ? warmup / 50 : (warmup > 0)) : warmup;
+        for (int i = 1; i <= m; i++) step(op, i, s, e, d, pinned, pageable, bytes);
         CHECK(cuStreamSynchronize(s));
-        elapsed[op][w->index] = (now_ns() - t0) / n;
+        pthread_barrier_wait(&barrier);
+        double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
+        begin[op][w] = t0;
+        for (int i = 1; i <= n; i++) step(op, i, s, e, d, pinned, pageable, bytes);
+        CHECK(cuStreamSynchronize(s));
+        double t1 = clock_ns(CLOCK_MONOTONIC);
+        end[op][w] = t1;
+        own[op][w] = (t1 - t0) / n;
+        cpu[op][w] = (clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0) / n;
         pthread_barrier_wait(&barrier);
     }
     CHECK(cuMemFreeHost(pinned));
-    CHECK(cuMemFree(d));
-    CHECK(cuEventDestroy(e));
-    CHECK(cuStreamDestroy(s));
+    CHECK(cuMemFree_v2(d));
+    CHECK(cuEventDestroy_v2(e));
+    CHECK(cuStreamDestroy_v2(s));
     free(pageable);
     return NULL;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
@@ -115,28 +149,48 @@ int main(int argc, char **argv) {
     int threads = atoi(argv[1]);
     iterations = atoi(argv[2]);
     if (threads < 1 || threads > 1024 || iterations < 1) return 2;
+    const char *w = getenv("WARMUP");
+    warmup = w ? atoi(w) : (iterations / 10 < 1000 ? iterations / 10 : 1000);
+    if (warmup < 0) return 2;
     CUdevice dev;
-    CUmodule mod;
     CHECK(cuInit(0));
     CHECK(cuDeviceGet(&dev, 0));
+#ifdef BENCH_FAKE_DRIVER
+    kernel = KERNEL;
+#else
+    const char *sched = getenv("SCHED") ? getenv("SCHED") : "blocking";
+    unsigned flags = strcmp(sched, "spin") == 0       ? CU_CTX_SCHED_SPIN
+                     : strcmp(sched, "yield") == 0    ? CU_CTX_SCHED_YIELD
+                     : strcmp(sched, "blocking") == 0 ? CU_CTX_SCHED_BLOCKING_SYNC
+                                                      : CU_CTX_SCHED_AUTO;
+    CHECK(cuDevicePrimaryCtxSetFlags(dev, flags));
+#endif
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
+#ifndef BENCH_FAKE_DRIVER
+    static const char *ptx = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                             ".visible .entry empty()\n{\n\tret;\n}\n";
+    CUmodule mod;
     CHECK(cuModuleLoadData(&mod, ptx));
     CHECK(cuModuleGetFunction(&kernel, mod, "empty"));
+#endif
     pthread_barrier_init(&barrier, NULL, (unsigned)threads);
     pthread_t *t = calloc((size_t)threads, sizeof *t);
-    struct worker *w = calloc((size_t)threads, sizeof *w);
-    for (int i = 0; i < threads; i++) {
-        w[i].index = i;
-        pthread_create(&t[i], NULL, run, &w[i]);
-    }
+    for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, run, (void *)i);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     for (int op = 0; op < OPS; op++) {
-        double worst = 0;
-        for (int i = 0; i < threads; i++)
-            if (elapsed[op][i] > worst) worst = elapsed[op][i];
-        printf("op %s threads %d ns_per_op %.0f\n", names[op], threads, worst);
+        int n = op == ALLOC ? (iterations / 50 > 0 ? iterations / 50 : 1) : iterations;
+        double first = begin[op][0], last = 0, cpu_sum = 0;
+        for (int i = 0; i < threads; i++) {
+            if (begin[op][i] < first) first = begin[op][i];
+            if (end[op][i] > last) last = end[op][i];
+            cpu_sum += cpu[op][i];
+        }
+        qsort(own[op], (size_t)threads, sizeof own[op][0], by_value);
+        printf("op %s threads %d ns_per_op %.0f cpu_ns_per_op %.0f median_thread_ns %.0f\n",
+               names[op], threads, (last - first) / n, cpu_sum / threads,
+               own[op][threads / 2]);
     }
-    CHECK(cuDevicePrimaryCtxRelease(dev));
+    CHECK(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;
 }

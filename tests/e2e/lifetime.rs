@@ -789,3 +789,52 @@ fn destroying_one_context_releases_exactly_its_own_allocations() {
     assert_eq!(s["leaked_allocations"], serde_json::json!([]), "{s}");
     observed("two_contexts");
 }
+
+/// Threads on their own streams and events in one context, synchronising them (no lock
+/// another such thread takes: the baselines live in each thread's shard), then leaving
+/// thread i with i + 1 copies unfinished when the main thread destroys the context
+/// (tests/programs/sync_threads.c): exact call counts, and exactly those copies reported,
+/// stream by stream.
+#[test]
+fn threads_synchronising_their_own_streams_leave_exact_pending_counts() {
+    let (t, n) = (8u64, 4000u64);
+    let args = [t.to_string(), n.to_string()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let per_thread = |i: u64| n + n / 4 + 2 * (n / 4) + i + 1;
+    let calls = format!("ok_calls={}\n", (0..t).map(per_thread).sum::<u64>());
+    let plain = Run::new("sync_threads", false).args(&args).finish();
+    assert_eq!(plain.stdout(), calls, "{}", plain.stderr());
+    for mode in ["observe", "fix"] {
+        let r = Run::new("sync_threads", true)
+            .env("SEEDANCE_MODE", mode)
+            .args(&args)
+            .finish();
+        assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+        assert_eq!(r.stdout(), calls, "{mode}: {}", r.stderr());
+        assert_eq!(r.summary_count("cuStreamSynchronize"), (t * n / 4, 0));
+        assert_eq!(r.summary_count("cuEventSynchronize"), (t * n / 4, 0));
+        assert_eq!(
+            r.summary_count("cuMemcpyHtoDAsync_v2"),
+            (t * n + t * (t + 1) / 2, 0)
+        );
+        let f = faults(&r, "pending_work_at_destroy");
+        assert_eq!(f.len(), 1, "{mode}: {}", r.stderr());
+        let mut copies: Vec<u64> = f[0]["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                assert_eq!(s["launches"], 0);
+                s["copies"].as_u64().unwrap()
+            })
+            .collect();
+        copies.sort_unstable();
+        assert_eq!(
+            copies,
+            (1..=t).collect::<Vec<_>>(),
+            "{mode}: {}",
+            r.stderr()
+        );
+        assert_eq!(f[0]["repaired"], mode == "fix");
+    }
+}

@@ -27,10 +27,12 @@
 //! * `cancel`: threads cancelled (`pthread_cancel`) around driver calls, as natively.
 //! * `reentrancy`: driver calls from a signal handler that interrupts the shim's own work.
 //! * `reopen`: the driver closed and opened again, a stub then the driver, pseudo-handle look-ups.
+//! * `bench_scripts`: the thread-scaling benchmark's script and statistics, without a GPU.
 //! * `nvml_hang`: NVML that does not answer (`nvmlInit` or its queries blocked): bounded by
 //!   `SEEDANCE_NVML_TIMEOUT`, then the driver's own queries, one line.
 
 mod alloc;
+mod bench_scripts;
 mod cancel;
 mod devices;
 mod early;

@@ -113,6 +113,10 @@ fn build() -> Artifacts {
         "pinned_threads",
         &["pinned_threads.c", &l, "-lcuda", "-lpthread"],
     );
+    cc(
+        "sync_threads",
+        &["sync_threads.c", &l, "-lcuda", "-lpthread"],
+    );
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);

@@ -4,7 +4,9 @@
  * destroy must cost what its context owned, not what the process holds). `copy`:
  * cuMemcpyHtoDAsync from pageable memory while a registered (pinned) range exists
  * elsewhere; `pinned_copy`: from the registered range itself, all on one stream (the
- * PyTorch pin_memory pattern). */
+ * PyTorch pin_memory pattern). `sync`: a launch on a created stream + cuStreamSynchronize of
+ * it; `event_sync`: a launch, cuEventRecord on the stream + cuEventSynchronize of the event
+ * (the success paths of synchronisation: docs/performance.md, "Cost in threads"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,11 @@ CUresult cuMemHostRegister_v2(void *, size_t, unsigned int);
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, void *);
 CUresult cuCtxCreate_v2(void **, unsigned int, int);
 CUresult cuCtxDestroy_v2(void *);
+CUresult cuStreamCreate(void **, unsigned int);
+CUresult cuStreamSynchronize(void *);
+CUresult cuEventCreate(void **, unsigned int);
+CUresult cuEventRecord(void *, void *);
+CUresult cuEventSynchronize(void *);
 
 int main(int argc, char **argv) {
     if (argc < 3 || cuInit(0)) return 2;
@@ -33,6 +40,15 @@ int main(int argc, char **argv) {
         if (cuMemHostRegister_v2(pinned, sizeof pinned, 0)) return 1;
         for (long i = 0; i < n; i++)
             if (cuMemcpyHtoDAsync_v2(0x10000, src, 4096, NULL)) return 1;
+    } else if (strcmp(argv[1], "sync") == 0 || strcmp(argv[1], "event_sync") == 0) {
+        void *s, *e;
+        int ev = strcmp(argv[1], "event_sync") == 0;
+        if (cuStreamCreate(&s, 1) || cuEventCreate(&e, 2)) return 1;
+        for (long i = 0; i < n; i++) {
+            if (cuLaunchKernel((void *)0x1000, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL)) return 1;
+            if (ev ? cuEventRecord(e, s) || cuEventSynchronize(e) : cuStreamSynchronize(s))
+                return 1;
+        }
     } else if (strcmp(argv[1], "ctx") == 0) {
         void *keep, *c;
         if (cuCtxCreate_v2(&keep, 0, 0)) return 1;

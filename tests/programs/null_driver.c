@@ -41,3 +41,17 @@ CUresult cuCtxCreate_v2(void **pctx, unsigned int flags, int dev) {
     return 0;
 }
 CUresult cuCtxDestroy_v2(void *ctx) { (void)ctx; return 0; }
+/* Streams and events for the synchronisation kinds of ir_loop.c: one handle each. */
+CUresult cuStreamCreate(void **ph, unsigned int flags) {
+    (void)flags;
+    *ph = (void *)0x5eed5000100ull;
+    return 0;
+}
+CUresult cuStreamSynchronize(void *stream) { (void)stream; return 0; }
+CUresult cuEventCreate(void **ph, unsigned int flags) {
+    (void)flags;
+    *ph = (void *)0x5eede000100ull;
+    return 0;
+}
+CUresult cuEventRecord(void *event, void *stream) { (void)event; (void)stream; return 0; }
+CUresult cuEventSynchronize(void *event) { (void)event; return 0; }

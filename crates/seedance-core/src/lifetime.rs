@@ -6,9 +6,14 @@
 //! The [`Tracker`] is plain data. The shim keeps one behind a mutex and touches it only on
 //! cold paths: context, stream and event creation and destruction, synchronisation, pinned
 //! allocation and free, and failures. Launches and asynchronous copies are counted without
-//! a lock in per-thread shards ([`crate::work`]); the tracker keeps, per (stream key,
-//! shard), the counts at the stream's last synchronisation (a baseline), so what is pending
-//! is the difference ([`Tracker::pending`]).
+//! a lock in per-thread shards ([`crate::work`]), which also keep, per stream key, the counts
+//! at the stream's last synchronisation (a baseline), so what is pending is the difference
+//! ([`Tracker::pending`]); a synchronize raises the baselines without the tracker
+//! ([`crate::work::retire_key`], [`crate::work::retire_event`]).
+//!
+//! The tracker counts the stream and event handles it holds whose context ended
+//! ([`Tracker::dead_handles`]) and can publish that count in an atomic, so the checks before
+//! a synchronize skip the lock while no handle is dead.
 //!
 //! Every context incarnation gets an id (never reused) and a generation: 1 plus the number
 //! of earlier contexts the driver gave the same handle (a primary context re-created after
@@ -23,6 +28,7 @@
 use crate::work::{key_kind, CopyRecord, Counts, KeyKind, Shard};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 mod explain;
 #[cfg(test)]
@@ -196,8 +202,11 @@ pub struct Tracker {
     pinned: BTreeMap<u64, Pinned>,
     dead_pinned: BTreeMap<u64, DeadMemory>,
     dead_device: HashMap<u64, DeadMemory>,
-    baselines: HashMap<(u64, u32), Counts>,
     orphans: Vec<(u32, CopyRecord)>,
+    /// Streams and events held whose context ended.
+    dead_handles: usize,
+    /// Where [`Tracker::dead_handles`] is published after every change, if anywhere.
+    dead_mirror: Option<&'static AtomicUsize>,
 }
 
 /// Most context incarnations remembered; later ones are not tracked.
@@ -207,6 +216,52 @@ impl Tracker {
     /// An empty tracker.
     pub fn new() -> Tracker {
         Tracker::default()
+    }
+
+    /// An empty tracker that stores [`Tracker::dead_handles`] in `mirror` (release) after
+    /// every change, for a reader that does not take the tracker's lock: while `mirror`
+    /// reads 0, no stream or event the tracker holds belongs to an ended context.
+    pub fn with_dead_handle_mirror(mirror: &'static AtomicUsize) -> Tracker {
+        mirror.store(0, Ordering::Release);
+        Tracker {
+            dead_mirror: Some(mirror),
+            ..Tracker::default()
+        }
+    }
+
+    /// Stream and event handles held whose context ended (so [`Tracker::ended`] of their
+    /// `ctx` is `Some`).
+    pub fn dead_handles(&self) -> usize {
+        self.dead_handles
+    }
+
+    fn is_dead(&self, o: &Owned) -> bool {
+        self.ended(o.ctx).is_some()
+    }
+
+    fn add_dead(&mut self, plus: usize, minus: usize) {
+        if plus == minus {
+            return;
+        }
+        self.dead_handles = (self.dead_handles + plus).saturating_sub(minus);
+        if let Some(m) = self.dead_mirror {
+            m.store(self.dead_handles, Ordering::Release);
+        }
+    }
+
+    /// Context `id` just ended: its streams and events are dead handles now.
+    fn handles_died(&mut self, id: u32) {
+        let of = |o: &Owned| o.ctx == Some(id);
+        let n = self.streams.values().filter(|o| of(o)).count()
+            + self.events.values().filter(|o| of(o)).count();
+        self.add_dead(n, 0);
+    }
+
+    /// A handle entry was added (`new_dead`: one of an ended context) in place of `old`:
+    /// the dead count follows.
+    fn handle_replaced(&mut self, new_dead: bool, old: Option<&Owned>) {
+        let minus = old.is_some_and(|o| self.is_dead(o)) as usize;
+        self.add_dead(new_dead as usize, minus);
     }
 
     /// A new site for a call of `function` on thread `tid` at `ts_ns`.
@@ -238,6 +293,7 @@ impl Tracker {
                 site: site.clone(),
                 lost: Counts::default(),
             });
+            self.handles_died(old);
         }
         let g = self.generations.entry(handle).or_insert(0);
         *g += 1;
@@ -348,6 +404,7 @@ impl Tracker {
         if self.live.get(&c.handle) == Some(&id) {
             self.live.remove(&c.handle);
         }
+        self.handles_died(id);
         for &(addr, bytes) in allocations {
             self.dead_device.insert(addr, DeadMemory { bytes, ctx: id });
         }
@@ -378,7 +435,10 @@ impl Tracker {
 
     /// A successful `cuStreamCreate` in context `ctx`.
     pub fn stream_created(&mut self, handle: u64, ctx: Option<u32>, site: Site) {
-        self.streams.insert(handle, Owned { ctx, created: site });
+        let new = Owned { ctx, created: site };
+        let dead = self.is_dead(&new);
+        let old = self.streams.insert(handle, new);
+        self.handle_replaced(dead, old.as_ref());
         if let Some(c) = ctx {
             self.key_ctx.insert(handle, c);
         }
@@ -390,7 +450,9 @@ impl Tracker {
     /// the tracker's size.
     pub fn stream_forgotten(&mut self, handle: u64) -> Option<Owned> {
         self.key_ctx.remove(&handle);
-        self.streams.remove(&handle)
+        let old = self.streams.remove(&handle);
+        self.handle_replaced(false, old.as_ref());
+        old
     }
 
     /// Entries the tracker holds for stream and event handles (live streams and events,
@@ -406,12 +468,17 @@ impl Tracker {
 
     /// A successful `cuEventCreate` in context `ctx`.
     pub fn event_created(&mut self, handle: u64, ctx: Option<u32>, site: Site) {
-        self.events.insert(handle, Owned { ctx, created: site });
+        let new = Owned { ctx, created: site };
+        let dead = self.is_dead(&new);
+        let old = self.events.insert(handle, new);
+        self.handle_replaced(dead, old.as_ref());
     }
 
     /// An event handle leaves.
     pub fn event_forgotten(&mut self, handle: u64) -> Option<Owned> {
-        self.events.remove(&handle)
+        let old = self.events.remove(&handle);
+        self.handle_replaced(false, old.as_ref());
+        old
     }
 
     /// What the tracker knows of an event handle.
@@ -480,20 +547,6 @@ impl Tracker {
         self.dead_device.keys().copied()
     }
 
-    fn baseline(&self, key: u64, shard: u32) -> Counts {
-        self.baselines
-            .get(&(key, shard))
-            .copied()
-            .unwrap_or_default()
-    }
-
-    fn raise(&mut self, key: u64, shard: u32, to: Counts) {
-        let b = self.baselines.entry((key, shard)).or_default();
-        b.launches = b.launches.max(to.launches);
-        b.copies = b.copies.max(to.copies);
-        b.ops = b.ops.max(to.ops);
-    }
-
     /// Work pending on the keys `want` selects, across `shards`, one entry per key with
     /// something pending.
     pub fn pending(&self, shards: &[&Shard], want: impl Fn(u64) -> bool) -> Vec<Pending> {
@@ -504,7 +557,7 @@ impl Tracker {
                 if !want(key) {
                     continue;
                 }
-                let since = counts.since(self.baseline(key, s.id()));
+                let since = counts.since(s.baseline(key));
                 if since.is_zero() {
                     continue;
                 }
@@ -524,8 +577,7 @@ impl Tracker {
             }
             for c in s.copy_records() {
                 if let Some(p) = by_key.get_mut(&c.key) {
-                    if c.ordinal > self.baseline(c.key, s.id()).copies && p.shards.contains(&s.id())
-                    {
+                    if c.ordinal > s.baseline(c.key).copies && p.shards.contains(&s.id()) {
                         p.copies.push(c);
                     }
                 }
@@ -535,12 +587,13 @@ impl Tracker {
     }
 
     /// Takes the current counts of the keys `want` selects as synchronised (a stream or
-    /// context synchronize, a destroy).
-    pub fn retire(&mut self, shards: &[&Shard], want: impl Fn(u64) -> bool) {
+    /// context synchronize, a destroy). The baselines live in the shards
+    /// ([`Shard::retire`]): this takes no `&mut` and needs no lock of the caller's.
+    pub fn retire(&self, shards: &[&Shard], want: impl Fn(u64) -> bool) {
         for s in shards {
             for (key, counts) in s.keys() {
                 if want(key) {
-                    self.raise(key, s.id(), counts);
+                    s.raise(key, counts);
                 }
             }
         }
@@ -561,21 +614,16 @@ impl Tracker {
 
     /// Takes one shard's current counts on `key` as synchronised (the per-thread default
     /// stream, which only its own thread can synchronise).
-    pub fn retire_in(&mut self, shard: &Shard, key: u64) {
-        if let Some(c) = shard.counts(key) {
-            self.raise(key, shard.id(), c);
-        }
+    pub fn retire_in(&self, shard: &Shard, key: u64) {
+        shard.retire(key);
     }
 
     /// An event was synchronised (or found complete): the work its latest record covered
-    /// is done.
-    pub fn retire_event(&mut self, shards: &[&Shard], event: u64) {
-        let latest = shards
-            .iter()
-            .filter_map(|s| s.event_mark(event).map(|m| (m, s.id())))
-            .max_by_key(|(m, _)| m.seq);
-        if let Some((m, shard)) = latest {
-            self.raise(m.key, shard, m.counts);
+    /// is done (in the shard that recorded it: [`crate::work::retire_event`] does the same
+    /// over every shard without a tracker).
+    pub fn retire_event(&self, shards: &[&Shard], event: u64) {
+        if let Some((m, s)) = crate::work::latest_event_mark(shards.iter().copied(), event) {
+            s.raise(m.key, m.counts);
         }
     }
 

@@ -4,23 +4,27 @@
 //! Each thread owns a [`Shard`]: a small open-addressing table of stream slots (cumulative
 //! launch and copy counts per stream key), a ring of its most recent asynchronous copies
 //! (with their address ranges), and a direct-mapped table of its most recent event records.
-//! Only the owning thread writes a shard, with plain loads and stores of relaxed atomics;
-//! other threads read it at the few moments that need the numbers (a context destroy or
-//! reset, a free of pinned or device memory, a synchronize, exit), under the lifetime
-//! tracker's lock ([`crate::lifetime`]). A thread's first launch takes a shard from a free
+//! Only the owning thread writes a shard's counts, with plain loads and stores of relaxed
+//! atomics; other threads read it at the few moments that need the numbers (a context
+//! destroy or reset, a free of pinned or device memory, a synchronize, exit). A thread's first launch takes a shard from a free
 //! list, or leaks a new one (about 29 KiB); when the thread exits its shard goes back with
 //! its counts intact, so nothing is lost and shard ids stay stable.
 //!
 //! Counts are cumulative and never reset. What is "since the last synchronisation" is the
-//! difference from a baseline the tracker stores per (stream key, shard) when the stream,
-//! its context or a recorded event is synchronised. A stream key is the stream handle for a
+//! difference from a baseline kept beside each stream slot of the shard, raised (an atomic
+//! maximum, by any thread, without a lock) to the slot's counts when the stream, its context
+//! or a recorded event is synchronised ([`Shard::retire`], [`retire_key`],
+//! [`retire_event`]). A thread that synchronises its own stream or event so writes only its
+//! own shard and reads the others' stream keys through a list of shards read without a lock
+//! ([`for_each_shard`]). A stream key is the stream handle for a
 //! created stream, and for the default streams the current context with a tag in the low
 //! bits ([`stream_key`]); the calling thread's current context is kept here
 //! ([`set_current_context`]) by the shim's context hooks, so a launch on the default stream
 //! costs no driver query.
 //!
 //! Exactness: per shard the counts are exact. Across threads, a launch made while another
-//! thread is taking a baseline may land on either side of it; and a copy record is
+//! thread is taking a baseline may land on either side of it (and a reader may see one of a
+//! baseline's three counts raised before the others); and a copy record is
 //! overwritten after [`COPIES`] newer copies on the same thread. The shim therefore confirms
 //! with the driver (`cuStreamQuery`) before it reports or repairs anything.
 
@@ -28,7 +32,8 @@ use crate::counters::{Counters, MAX_FUNCTIONS};
 use crate::owners::AllocRing;
 use crate::thread::ThreadState;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// Stream slots per thread (a power of two).
 pub const SLOTS: usize = 128;
@@ -251,6 +256,10 @@ pub struct Shard {
     copy_counts: [AtomicU64; SLOTS],
     /// Other operations (memsets, graph launches, host functions).
     ops: [AtomicU64; SLOTS],
+    /// Per slot, the counts at the key's last synchronisation (raised by any thread).
+    base_launches: [AtomicU64; SLOTS],
+    base_copies: [AtomicU64; SLOTS],
+    base_ops: [AtomicU64; SLOTS],
     copy_head: AtomicU64,
     copies: [CopySlot; COPIES],
     events: [EventSlot; EVENTS],
@@ -278,7 +287,7 @@ fn home(key: u64, n: usize) -> usize {
 static EVENT_SEQ: AtomicU64 = AtomicU64::new(1);
 
 impl Shard {
-    /// An empty shard with id `id` (ids index the tracker's baselines).
+    /// An empty shard with id `id` (its index in the list of every shard).
     pub fn new(id: u32) -> Shard {
         Shard {
             id,
@@ -286,6 +295,9 @@ impl Shard {
             launches: [const { AtomicU64::new(0) }; SLOTS],
             copy_counts: [const { AtomicU64::new(0) }; SLOTS],
             ops: [const { AtomicU64::new(0) }; SLOTS],
+            base_launches: [const { AtomicU64::new(0) }; SLOTS],
+            base_copies: [const { AtomicU64::new(0) }; SLOTS],
+            base_ops: [const { AtomicU64::new(0) }; SLOTS],
             copy_head: AtomicU64::new(0),
             copies: [const {
                 CopySlot {
@@ -445,6 +457,47 @@ impl Shard {
         }
     }
 
+    /// The counts on `key` at its last synchronisation on this shard (zero for a key never
+    /// synchronised or never used here). Any thread.
+    pub fn baseline(&self, key: u64) -> Counts {
+        self.find(key)
+            .map(|j| Counts {
+                launches: self.base_launches[j].load(Ordering::Relaxed),
+                copies: self.base_copies[j].load(Ordering::Relaxed),
+                ops: self.base_ops[j].load(Ordering::Relaxed),
+            })
+            .unwrap_or_default()
+    }
+
+    /// Raises the baseline of `key` to at least `to`, count by count (a baseline never goes
+    /// down). Nothing for a key this shard never used. Any thread, no lock.
+    pub fn raise(&self, key: u64, to: Counts) {
+        if let Some(j) = self.find(key) {
+            self.raise_at(j, to);
+        }
+    }
+
+    fn raise_at(&self, j: usize, to: Counts) {
+        // Skip the locked read-modify-write when the baseline is there already (a stream
+        // synchronised again with nothing new on it, the other threads' slots).
+        let up = |a: &AtomicU64, v: u64| {
+            if a.load(Ordering::Relaxed) < v {
+                a.fetch_max(v, Ordering::Relaxed);
+            }
+        };
+        up(&self.base_launches[j], to.launches);
+        up(&self.base_copies[j], to.copies);
+        up(&self.base_ops[j], to.ops);
+    }
+
+    /// Takes this shard's current counts on `key` as synchronised: `key`'s work submitted
+    /// by this shard's thread so far is done. Any thread, no lock.
+    pub fn retire(&self, key: u64) {
+        if let Some(j) = self.find(key) {
+            self.raise_at(j, self.counts_at(j));
+        }
+    }
+
     /// Every key this shard has used, with its cumulative counts.
     pub fn keys(&self) -> Vec<(u64, Counts)> {
         if self.used.load(Ordering::Acquire) == 0 {
@@ -518,6 +571,14 @@ impl Shard {
 
 /// Every shard ever handed out, and those whose thread has exited.
 static ALL: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
+/// Shards read without a lock: the first [`LISTED`] of [`ALL`], by id, published once each
+/// (shards are never freed; the list only grows).
+static LIST: [OnceLock<&'static Shard>; LISTED] = [const { OnceLock::new() }; LISTED];
+/// How many of [`LIST`] are published (release: a reader that sees the count sees them).
+static LIST_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Shards readable without a lock; a process with more threads alive at once than this
+/// reads the rest of [`ALL`] under its lock.
+pub const LISTED: usize = 4096;
 static FREE: Mutex<Vec<&'static Shard>> = Mutex::new(Vec::new());
 /// Calls made while a thread's local storage was being torn down.
 static UNTRACKED: AtomicU64 = AtomicU64::new(0);
@@ -539,8 +600,73 @@ fn register() -> &'static Shard {
     }
     let mut all = ALL.lock();
     let s: &'static Shard = Box::leak(Box::new(Shard::new(all.len() as u32)));
+    if all.len() < LISTED {
+        let _ = LIST[all.len()].set(s);
+        LIST_LEN.store(all.len() + 1, Ordering::Release);
+    }
     all.push(s);
     s
+}
+
+/// Calls `f` on every shard, in id order, without a lock while at most [`LISTED`] shards
+/// exist (a shard made while this runs may be left out, as with [`shards`]).
+pub fn for_each_shard(mut f: impl FnMut(&'static Shard)) {
+    let n = LIST_LEN.load(Ordering::Acquire);
+    for s in LIST[..n].iter().filter_map(|s| s.get()) {
+        f(s);
+    }
+    if n == LISTED {
+        let rest: Vec<&'static Shard> = ALL.lock().get(LISTED..).unwrap_or_default().to_vec();
+        rest.into_iter().for_each(f);
+    }
+}
+
+/// A synchronize of stream key `key` (a created stream or a legacy default stream, which
+/// any thread may have used): every shard's counts on it are taken as synchronised. No lock
+/// while at most [`LISTED`] shards exist; writes only the shards that used `key`.
+pub fn retire_key(key: u64) {
+    for_each_shard(|s| s.retire(key));
+}
+
+/// A synchronize of the calling thread's per-thread default stream, `key`: only this
+/// thread's shard can have work on it. No lock once the thread has its shard.
+pub fn retire_own(key: u64) {
+    with_local(|s, _| s.retire(key));
+}
+
+/// The latest record of `event` among `shards` (the one a synchronize of the event waits
+/// for), with the shard that made it.
+pub fn latest_event_mark<'a>(
+    shards: impl IntoIterator<Item = &'a Shard>,
+    event: u64,
+) -> Option<(EventMark, &'a Shard)> {
+    shards
+        .into_iter()
+        .filter_map(|s| s.event_mark(event).map(|m| (m, s)))
+        .max_by_key(|(m, _)| m.seq)
+}
+
+/// A synchronize of `event` (or its completion seen otherwise): the work its latest record
+/// covered is taken as synchronised, in the shard that recorded it. No lock while at most
+/// [`LISTED`] shards exist.
+pub fn retire_event(event: u64) {
+    if let Some((m, s)) = latest_event_mark_anywhere(event) {
+        s.raise(m.key, m.counts);
+    }
+}
+
+/// The latest record of `event` in any shard, with its shard ([`latest_event_mark`] over
+/// every shard, no lock while at most [`LISTED`] shards exist).
+pub fn latest_event_mark_anywhere(event: u64) -> Option<(EventMark, &'static Shard)> {
+    let mut latest: Option<(EventMark, &'static Shard)> = None;
+    for_each_shard(|s| {
+        if let Some(m) = s.event_mark(event) {
+            if latest.as_ref().is_none_or(|(l, _)| m.seq > l.seq) {
+                latest = Some((m, s));
+            }
+        }
+    });
+    latest
 }
 
 #[inline(always)]
@@ -881,5 +1007,112 @@ mod tests {
         assert_eq!(launches(stream_key(0, 0xabc000, true)), 1);
         let c = crate::counters::Counters::global().snapshot()[89];
         assert_eq!((c.calls, c.errors), (4, 1));
+    }
+
+    #[test]
+    fn synchronize_raises_baselines_in_the_shards_without_a_lock() {
+        // Eight threads, each on its own stream and event, synchronising them while the
+        // shard list's lock is held: the baselines follow exactly, and no thread waits.
+        let ready = std::sync::Arc::new(std::sync::Barrier::new(9));
+        let go = std::sync::Arc::new(std::sync::Barrier::new(9));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let threads: Vec<_> = (0..8u64)
+            .map(|i| {
+                let (ready, go, tx) = (ready.clone(), go.clone(), tx.clone());
+                std::thread::spawn(move || {
+                    let key = 0x7a57_0000_0000 + (i << 12);
+                    let event = 0x7e57_0000_0000 + (i << 12);
+                    // The thread's shard is taken (under the lock) before the lock is held.
+                    note_op(key as usize, false);
+                    ready.wait();
+                    go.wait();
+                    for round in 1..=100u64 {
+                        note_launch(key as usize, false);
+                        note_copy(
+                            key as usize,
+                            false,
+                            0x7000,
+                            0x1000,
+                            8,
+                            CopyKind::HostToDevice,
+                        );
+                        if round % 2 == 0 {
+                            retire_key(key);
+                        } else {
+                            note_event_record(event, key as usize, false);
+                            note_launch(key as usize, false);
+                            retire_event(event);
+                        }
+                    }
+                    let s = crate::thread::with(|l| l.work.get())
+                        .flatten()
+                        .expect("a shard");
+                    tx.send((s.counts(key).unwrap(), s.baseline(key))).unwrap();
+                })
+            })
+            .collect();
+        ready.wait();
+        let held = ALL.lock();
+        go.wait();
+        let results: Vec<_> = (0..8)
+            .map(|_| rx.recv_timeout(std::time::Duration::from_secs(20)))
+            .collect();
+        drop(held);
+        for t in threads {
+            t.join().unwrap();
+        }
+        for r in results {
+            let (counts, base) = r.expect("a synchronize waited for the shard list's lock");
+            let all = Counts {
+                launches: 150,
+                copies: 100,
+                ops: 1,
+            };
+            assert_eq!(counts, all);
+            // The last round (100) synchronised the stream itself.
+            assert_eq!(base, all);
+        }
+        let mut listed = 0;
+        for_each_shard(|s| {
+            assert_eq!(s.id() as usize, listed);
+            listed += 1;
+        });
+        assert!(listed >= 8 && listed <= shards().len());
+    }
+
+    #[test]
+    fn an_event_retires_what_its_latest_record_covered() {
+        let s = Box::new(Shard::new(0));
+        let o = Box::new(Shard::new(1));
+        s.add_launch(0x100);
+        s.add_event_record(0xe0, 0x100);
+        s.add_launch(0x100);
+        o.add_launch(0x200);
+        o.add_event_record(0xe0, 0x200);
+        let (m, by) = latest_event_mark([&*s, &*o], 0xe0).unwrap();
+        assert_eq!((m.key, by.id()), (0x200, 1));
+        s.raise(
+            0x100,
+            Counts {
+                launches: 1,
+                copies: 0,
+                ops: 0,
+            },
+        );
+        assert_eq!(s.baseline(0x100).launches, 1);
+        // Never lowered, and a key never used has none.
+        s.raise(0x100, Counts::default());
+        assert_eq!(s.baseline(0x100).launches, 1);
+        s.raise(
+            0x300,
+            Counts {
+                launches: 5,
+                copies: 0,
+                ops: 0,
+            },
+        );
+        assert_eq!(s.baseline(0x300), Counts::default());
+        s.retire(0x100);
+        assert_eq!(s.baseline(0x100), s.counts(0x100).unwrap());
     }
 }

@@ -340,7 +340,7 @@ pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
         let ev = event as u64;
         let key = work::key_for(stream as usize, is_per_thread(id));
         if !t.stream_waited(key, platform::thread_id(), ev)
-            && !work::shards().iter().any(|s| s.event_mark(ev).is_some())
+            && work::latest_event_mark_anywhere(ev).is_none()
         {
             forget(t);
         }

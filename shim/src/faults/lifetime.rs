@@ -17,8 +17,13 @@
 //! * an asynchronous copy: the same plus one record in a per-thread ring;
 //! * `cuMemAlloc`/`cuMemFree`: one relaxed load, until some context has ended with
 //!   allocations in it (then a lock-free look-up in a table of dead addresses);
-//! * everything else (create, destroy, synchronize, pinned alloc and free, event record)
-//!   takes the tracker's lock or walks the shards; all of it blocks or allocates anyway.
+//! * an event record: a store in the thread's shard;
+//! * a stream or event synchronize: one load (no handle died with its context) before the
+//!   call; after it, the baselines raised in the shards that used the stream (for a thread
+//!   on its own stream, its own), found through the shard list read without a lock
+//!   ([`work::retire_key`], [`work::retire_event`]);
+//! * everything else (create, destroy, pinned alloc and free) takes the tracker's lock or
+//!   walks the shards; all of it blocks or allocates anyway.
 //!
 //! At the moments that read the counts (a context destroy, reset or last release, a free
 //! or unregister of pinned memory, a stream-ordered free, exit), a stream the counts call
@@ -55,8 +60,22 @@ use seedance_trace::{Event, LeakedAllocations, LiveContext, UnsynchronizedStream
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-static TRACKER: Lazy<Mutex<Tracker>> = Lazy::new(|| Mutex::new(Tracker::new()));
+static TRACKER: Lazy<Mutex<Tracker>> =
+    Lazy::new(|| Mutex::new(Tracker::with_dead_handle_mirror(&DEAD_HANDLES)));
+
+/// Streams and events the tracker holds whose context ended ([`Tracker::dead_handles`],
+/// published by the tracker on every change): while 0, the checks before a synchronize
+/// ([`streams::pre_stream_sync`], [`streams::pre_event_sync`]) have nothing to find and
+/// take no lock.
+static DEAD_HANDLES: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether some stream or event handle died with its context: one load.
+#[inline(always)]
+fn any_dead_handle() -> bool {
+    DEAD_HANDLES.load(Ordering::Acquire) != 0
+}
 
 /// Device addresses that died with their context, for the lock-free check on `cuMemFree`.
 static DEAD: LiveTable<4096> = LiveTable::new();

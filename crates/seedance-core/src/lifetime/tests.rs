@@ -392,3 +392,228 @@ fn handles_that_ended_leave_the_tables() {
     t.stream_created(0x7000, Some(c), s);
     assert_eq!(t.handles(), 2);
 }
+
+/// The baselines as they were kept before they moved into the shards: a map per (stream
+/// key, shard id) in the tracker, raised under its lock. The reference the shard-held
+/// baselines are compared with.
+#[derive(Default)]
+struct MapBaselines(HashMap<(u64, u32), Counts>);
+
+impl MapBaselines {
+    fn baseline(&self, key: u64, shard: u32) -> Counts {
+        self.0.get(&(key, shard)).copied().unwrap_or_default()
+    }
+
+    fn raise(&mut self, key: u64, shard: u32, to: Counts) {
+        let b = self.0.entry((key, shard)).or_default();
+        b.launches = b.launches.max(to.launches);
+        b.copies = b.copies.max(to.copies);
+        b.ops = b.ops.max(to.ops);
+    }
+
+    fn retire(&mut self, shards: &[&Shard], want: impl Fn(u64) -> bool) {
+        for s in shards {
+            for (key, counts) in s.keys() {
+                if want(key) {
+                    self.raise(key, s.id(), counts);
+                }
+            }
+        }
+    }
+
+    fn retire_in(&mut self, shard: &Shard, key: u64) {
+        if let Some(c) = shard.counts(key) {
+            self.raise(key, shard.id(), c);
+        }
+    }
+
+    fn retire_event(&mut self, shards: &[&Shard], event: u64) {
+        let latest = shards
+            .iter()
+            .filter_map(|s| s.event_mark(event).map(|m| (m, s.id())))
+            .max_by_key(|(m, _)| m.seq);
+        if let Some((m, shard)) = latest {
+            self.raise(m.key, shard, m.counts);
+        }
+    }
+
+    fn pending(&self, shards: &[&Shard]) -> Vec<Pending> {
+        let mut by_key: BTreeMap<u64, Pending> = BTreeMap::new();
+        for s in shards {
+            let mut any = false;
+            for (key, counts) in s.keys() {
+                let since = counts.since(self.baseline(key, s.id()));
+                if since.is_zero() {
+                    continue;
+                }
+                any = true;
+                let p = by_key.entry(key).or_insert_with(|| Pending {
+                    key,
+                    shards: Vec::new(),
+                    counts: Counts::default(),
+                    copies: Vec::new(),
+                });
+                p.shards.push(s.id());
+                p.counts = p.counts.plus(since);
+            }
+            if !any {
+                continue;
+            }
+            for c in s.copy_records() {
+                if let Some(p) = by_key.get_mut(&c.key) {
+                    if c.ordinal > self.baseline(c.key, s.id()).copies && p.shards.contains(&s.id())
+                    {
+                        p.copies.push(c);
+                    }
+                }
+            }
+        }
+        by_key.into_values().collect()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum WorkStep {
+    Launch(usize, usize),
+    Copy(usize, usize),
+    Op(usize, usize),
+    Record(usize, usize, usize),
+    Retire(usize),
+    RetireIn(usize, usize),
+    RetireEvent(usize),
+    RetireSome(u8),
+}
+
+const KEYS: [u64; 4] = [0x5000, 0x5100, 0x1001, 0x1002];
+const EVENTS: [u64; 3] = [0xe0, 0xe40, 0xe80];
+
+fn work_step() -> impl proptest::strategy::Strategy<Value = WorkStep> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0..3usize, 0..4usize).prop_map(|(s, k)| WorkStep::Launch(s, k)),
+        4 => (0..3usize, 0..4usize).prop_map(|(s, k)| WorkStep::Copy(s, k)),
+        1 => (0..3usize, 0..4usize).prop_map(|(s, k)| WorkStep::Op(s, k)),
+        2 => (0..3usize, 0..3usize, 0..4usize).prop_map(|(s, e, k)| WorkStep::Record(s, e, k)),
+        2 => (0..4usize).prop_map(WorkStep::Retire),
+        1 => (0..3usize, 0..4usize).prop_map(|(s, k)| WorkStep::RetireIn(s, k)),
+        2 => (0..3usize).prop_map(WorkStep::RetireEvent),
+        1 => any::<u8>().prop_map(WorkStep::RetireSome),
+    ]
+}
+
+proptest::proptest! {
+    /// Baselines held in the shards (raised without the tracker's lock) give the same
+    /// pending work, counts and copies, after every step, as the map the tracker kept.
+    #[test]
+    fn shard_baselines_match_the_tracker_map(
+        steps in proptest::collection::vec(work_step(), 1..120)
+    ) {
+        let t = Tracker::new();
+        let own: Vec<Box<Shard>> = (0..3).map(|i| Box::new(Shard::new(i))).collect();
+        let shards: Vec<&Shard> = own.iter().map(|b| &**b).collect();
+        let mut old = MapBaselines::default();
+        for (i, step) in steps.iter().enumerate() {
+            match *step {
+                WorkStep::Launch(s, k) => shards[s].add_launch(KEYS[k]),
+                WorkStep::Copy(s, k) => {
+                    shards[s].add_copy(KEYS[k], 0x7000 + i as u64, 0x9000, 64, CopyKind::HostToDevice);
+                }
+                WorkStep::Op(s, k) => shards[s].add_op(KEYS[k]),
+                WorkStep::Record(s, e, k) => shards[s].add_event_record(EVENTS[e], KEYS[k]),
+                WorkStep::Retire(k) => {
+                    t.retire(&shards, |x| x == KEYS[k]);
+                    old.retire(&shards, |x| x == KEYS[k]);
+                }
+                WorkStep::RetireIn(s, k) => {
+                    t.retire_in(shards[s], KEYS[k]);
+                    old.retire_in(shards[s], KEYS[k]);
+                }
+                WorkStep::RetireEvent(e) => {
+                    t.retire_event(&shards, EVENTS[e]);
+                    old.retire_event(&shards, EVENTS[e]);
+                }
+                WorkStep::RetireSome(mask) => {
+                    let want = |x: u64| KEYS.iter().position(|&k| k == x).is_some_and(|j| mask & (1 << j) != 0);
+                    t.retire(&shards, want);
+                    old.retire(&shards, want);
+                }
+            }
+            proptest::prop_assert_eq!(t.pending(&shards, |_| true), old.pending(&shards), "step {}", i);
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum HandleStep {
+    Context,
+    Primary(usize),
+    Stream(usize, Option<usize>),
+    Event(usize, Option<usize>),
+    ForgetStream(usize),
+    ForgetEvent(usize),
+    End(usize),
+}
+
+fn handle_step() -> impl proptest::strategy::Strategy<Value = HandleStep> {
+    use proptest::prelude::*;
+    prop_oneof![
+        1 => Just(HandleStep::Context),
+        1 => (0..3usize).prop_map(HandleStep::Primary),
+        3 => (0..6usize, proptest::option::of(0..6usize)).prop_map(|(h, c)| HandleStep::Stream(h, c)),
+        3 => (0..6usize, proptest::option::of(0..6usize)).prop_map(|(h, c)| HandleStep::Event(h, c)),
+        2 => (0..6usize).prop_map(HandleStep::ForgetStream),
+        2 => (0..6usize).prop_map(HandleStep::ForgetEvent),
+        2 => (0..6usize).prop_map(HandleStep::End),
+    ]
+}
+
+static MIRROR: AtomicUsize = AtomicUsize::new(0);
+
+proptest::proptest! {
+    /// The count of dead handles (the lock-free filter before a synchronize) is, after every
+    /// step, the number of streams and events whose context ended, and the mirror reads it.
+    #[test]
+    fn dead_handle_count_is_exact(steps in proptest::collection::vec(handle_step(), 1..80)) {
+        let mut t = Tracker::with_dead_handle_mirror(&MIRROR);
+        let mut ids: Vec<u32> = Vec::new();
+        for step in steps {
+            let ctx = |c: Option<usize>, ids: &[u32]| c.and_then(|c| ids.get(c).copied());
+            match step {
+                HandleStep::Context => {
+                    let s = site(&mut t, "cuCtxCreate_v2");
+                    let h = 0x1000 + 0x100 * ids.len() as u64;
+                    ids.extend(t.context_created(h, Some(0), s));
+                }
+                HandleStep::Primary(d) => {
+                    // Primary contexts come back at the handle of their device: a live one
+                    // of another kind at that handle ends quietly (add_context).
+                    let s = site(&mut t, "cuDevicePrimaryCtxRetain");
+                    ids.extend(t.primary_retained(0x1000 + 0x100 * d as u64, Some(d as i32), s));
+                }
+                HandleStep::Stream(h, c) => {
+                    let s = site(&mut t, "cuStreamCreate");
+                    t.stream_created(0x5000 + 0x100 * h as u64, ctx(c, &ids), s);
+                }
+                HandleStep::Event(h, c) => {
+                    let s = site(&mut t, "cuEventCreate");
+                    t.event_created(0xe000 + 0x100 * h as u64, ctx(c, &ids), s);
+                }
+                HandleStep::ForgetStream(h) => {
+                    t.stream_forgotten(0x5000 + 0x100 * h as u64);
+                }
+                HandleStep::ForgetEvent(h) => {
+                    t.event_forgotten(0xe000 + 0x100 * h as u64);
+                }
+                HandleStep::End(c) => {
+                    if let Some(id) = ids.get(c).copied() {
+                        let s = site(&mut t, "cuCtxDestroy_v2");
+                        t.context_ended(id, EndKind::Destroyed, s, Counts::default(), &[]);
+                    }
+                }
+            }
+            let dead = t.streams.values().chain(t.events.values()).filter(|o| t.ended(o.ctx).is_some()).count();
+            proptest::prop_assert_eq!(t.dead_handles(), dead);
+            proptest::prop_assert_eq!(MIRROR.load(Ordering::Acquire), dead);
+        }
+    }
+}

@@ -41,10 +41,7 @@ pub fn settle() {
             .filter(|p| !still_running(p))
             .map(|p| p.key)
             .collect();
-        {
-            let mut t = TRACKER.lock();
-            t.retire(&shards, |k| idle.contains(&k));
-        }
+        TRACKER.lock().retire(&shards, |k| idle.contains(&k));
         let t = TRACKER.lock();
         let mut attribution = ATTRIBUTION.lock();
         for e in alloc::live_pointers().into_iter().take(MAX_ATTRIBUTED) {

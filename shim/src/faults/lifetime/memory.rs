@@ -199,7 +199,7 @@ fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
         }
     }
     let repaired = fix_sync() && ok;
-    let mut t = TRACKER.lock();
+    let t = TRACKER.lock();
     let mut streams: Vec<StreamWork> = running
         .iter()
         .map(|q| {
@@ -358,7 +358,7 @@ fn before_device_free(id: HookId, dptr: CUdeviceptr, stream: CUstream) -> Option
     }
     let mut synced = Vec::new();
     let repaired = fix_sync() && synchronize(&running, &mut synced);
-    let mut t = TRACKER.lock();
+    let t = TRACKER.lock();
     let streams: Vec<StreamWork> = running.iter().map(|q| stream_work(&t, q)).collect();
     if repaired {
         let keys: HashSet<u64> = running.iter().map(|q| q.key).collect();

@@ -94,7 +94,8 @@ pub unsafe fn fault_stream(id: HookId, r: CUresult, stream: CUstream) -> bool {
 /// # Safety
 /// None: the handle is only a key.
 pub unsafe fn pre_stream_sync(id: HookId, stream: CUstream) -> Option<CUresult> {
-    if !on() || (stream as usize) <= 2 {
+    // No handle of an ended context held: nothing to refuse or answer (no lock).
+    if !on() || (stream as usize) <= 2 || !any_dead_handle() {
         return None;
     }
     cold(|| {
@@ -134,23 +135,18 @@ fn complete_already(id: HookId, kind: HandleKind, h: u64) -> Option<CUresult> {
     .then_some(CUresult::CUDA_SUCCESS)
 }
 
+/// The stream's work is done: its baselines raised in the shards (the calling thread's own
+/// alone for its per-thread default stream), no lock ([`work::retire_key`]).
 fn synchronized_stream(id: HookId, stream: CUstream) {
-    let s = stream as usize;
-    let key = work::key_for(s, is_per_thread(id));
-    let shards = work::shards();
-    let mut t = TRACKER.lock();
+    let key = work::key_for(stream as usize, is_per_thread(id));
     match key_kind(key) {
-        KeyKind::PerThread(_) => {
-            let own = work::own_shard_id();
-            if let Some(sh) = shards.iter().find(|x| Some(x.id()) == own) {
-                t.retire_in(sh, key);
-            }
-        }
-        _ => t.retire(&shards, |k| k == key),
+        KeyKind::PerThread(_) => work::retire_own(key),
+        _ => work::retire_key(key),
     }
 }
 
-/// After a successful `cuStreamSynchronize(_ptsz)`: the stream's work is done.
+/// After a successful `cuStreamSynchronize(_ptsz)`: the stream's work is done (no lock
+/// another thread synchronising its own stream takes).
 ///
 /// # Safety
 /// None: the handle is only a key.
@@ -314,7 +310,8 @@ pub unsafe fn fault_event_record(
 /// # Safety
 /// None: the handle is only a key.
 pub unsafe fn pre_event_sync(id: HookId, event: CUevent) -> Option<CUresult> {
-    if !on() {
+    // No handle of an ended context held: nothing to refuse or answer (no lock).
+    if !on() || !any_dead_handle() {
         return None;
     }
     cold(|| {
@@ -323,19 +320,68 @@ pub unsafe fn pre_event_sync(id: HookId, event: CUevent) -> Option<CUresult> {
     })
 }
 
-/// After a successful `cuEventSynchronize`: the work the event covered is done.
+/// After a successful `cuEventSynchronize`: the work the event covered is done (its
+/// latest record's baseline raised in the shard that recorded it, no lock:
+/// [`work::retire_event`]).
 ///
 /// # Safety
 /// None: the handle is only a key.
 pub unsafe fn ok_event_sync(event: CUevent) {
     if on() {
         crate::faults::hazard::event_completed(event);
-        cold(|| {
-            let shards = work::shards();
-            TRACKER.lock().retire_event(&shards, event as u64);
-        });
+        cold(|| work::retire_event(event as u64));
     }
 }
 
 // ---------------------------------------------------------------------------------------
 // Launches and copies (hot paths).
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A thread synchronising its own stream and event (before and after the call, as the
+    /// wrappers do) while another thread holds the tracker's lock: it must not wait for it.
+    #[test]
+    fn synchronize_takes_no_tracker_lock() {
+        // The default configuration: fix mode, lifetime tracking on.
+        crate::rt::config::switches();
+        assert!(on() && fix(), "the test needs the default configuration");
+        let held = TRACKER.lock();
+        let (tx, rx) = mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let stream = 0x5eed_5000_0100usize as CUstream;
+            let event = 0x5eed_e000_0100usize as CUevent;
+            for _ in 0..100 {
+                work::note_launch(stream as usize, false);
+                // SAFETY: the handles are only keys; no driver is called.
+                unsafe {
+                    assert!(pre_stream_sync(HookId::cuStreamSynchronize, stream).is_none());
+                    ok_stream_sync(HookId::cuStreamSynchronize, stream);
+                    assert!(pre_stream_sync(
+                        HookId::cuStreamSynchronize_ptsz,
+                        std::ptr::null_mut()
+                    )
+                    .is_none());
+                    ok_stream_sync(HookId::cuStreamSynchronize_ptsz, std::ptr::null_mut());
+                    ok_event_record(HookId::cuEventRecord, event, stream);
+                    assert!(pre_event_sync(HookId::cuEventSynchronize, event).is_none());
+                    ok_event_sync(event);
+                }
+            }
+            let key = stream as u64;
+            let mut pending = Counts::default();
+            work::for_each_shard(|s| {
+                pending = pending.plus(s.counts(key).unwrap_or_default().since(s.baseline(key)))
+            });
+            tx.send(pending).unwrap();
+        });
+        let got = rx.recv_timeout(Duration::from_secs(30));
+        drop(held);
+        t.join().unwrap();
+        let pending = got.expect("a synchronize waited for the tracker's lock");
+        assert!(pending.is_zero(), "{pending:?}");
+    }
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Statistics of scripts/gpu-threads.sh: paired ratios to plain with confidence intervals.
+
+    threads_stats.py RAW...         the tables, from the raw files the benchmark writes
+    threads_stats.py --selftest     checks the statistics on synthetic data (no GPU)
+
+RAW has one line per (run, operation):
+
+    round R pos P mode M op O threads T wall W cpu C med X
+
+A round runs, for each thread count, the modes in a shuffled order with a plain run (no
+preload) before the first and after each one: plain, M1, plain, M2, ..., plain. Each run of
+a mode other than plain is paired with the plain runs beside it in that sequence: its ratio
+is its value over the geometric mean of its two neighbours (one, if the other failed), so
+drift slower than one run (clocks, other tenants, the GPU's temperature) cancels. Mode `aa`
+is a plain run in a mode's place: its ratios are the A/A control, the noise floor of the
+method.
+
+Per (operation, threads, mode), for the wall time per operation (WALL, the process's
+throughput) and for the threads' CPU time per operation (CPU): the median of the paired
+ratios over the rounds and a 95 % confidence interval of that median, distribution-free:
+the order statistics x(k), x(n+1-k) with the largest k such that P(Binomial(n, 1/2) < k)
+<= 2.5 % (exact for any distribution, conservative; `--ci bootstrap` uses a percentile
+bootstrap of the median instead, which with fewer than ~10 rounds takes few distinct values
+and covers less than it claims). Verdict: "within" when the interval's upper bound is
+<= LIMIT (1.02), "over" when its lower bound is > LIMIT, "undecided" otherwise (more rounds
+would decide it). With fewer than 6 rounds no interval reaches 95 %: the cell says so.
+"""
+import argparse
+import collections
+import math
+import random
+import statistics
+import sys
+
+MODES = ["aa", "off", "observe", "fix", "hami"]
+HEADS = {"aa": "A/A (plain)", "off": "off", "observe": "observe", "fix": "fix",
+         "hami": "HAMi-core"}
+
+
+def parse(lines, tag=0):
+    """Runs as {(tag, round, threads): [(pos, mode, {op: (wall, cpu)})]}, sorted by pos
+    (`tag` tells the raw files of several calls apart)."""
+    runs = collections.defaultdict(dict)
+    for line in lines:
+        f = line.split()
+        if not f or f[0] != "round":
+            continue
+        kv = dict(zip(f[0::2], f[1::2]))
+        key = (tag, int(kv["round"]), int(kv["threads"]))
+        pos = int(kv["pos"])
+        run = runs[key].setdefault(pos, (kv["mode"], {}))
+        run[1][kv["op"]] = (float(kv["wall"]), float(kv["cpu"]))
+    return {k: sorted((p, m, ops) for p, (m, ops) in v.items()) for k, v in runs.items()}
+
+
+def paired(runs):
+    """Paired ratios {(op, threads, mode): {"wall": [...], "cpu": [...]}} and the plain
+    values {(op, threads): {"wall": [...], "cpu": [...]}}."""
+    ratios = collections.defaultdict(lambda: {"wall": [], "cpu": []})
+    plain = collections.defaultdict(lambda: {"wall": [], "cpu": []})
+    for (_, _, threads), seq in sorted(runs.items()):
+        for i, (_, mode, ops) in enumerate(seq):
+            if mode == "plain":
+                for op, (w, c) in ops.items():
+                    plain[(op, threads)]["wall"].append(w)
+                    plain[(op, threads)]["cpu"].append(c)
+                continue
+            before = next((s for s in reversed(seq[:i]) if s[1] == "plain"), None)
+            after = next((s for s in seq[i + 1:] if s[1] == "plain"), None)
+            for op, vals in ops.items():
+                for j, metric in enumerate(("wall", "cpu")):
+                    near = [s[2][op][j] for s in (before, after) if s and op in s[2]]
+                    if not near or vals[j] <= 0 or min(near) <= 0:
+                        continue
+                    base = math.exp(sum(math.log(x) for x in near) / len(near))
+                    ratios[(op, threads, mode)][metric].append(vals[j] / base)
+    return ratios, plain
+
+
+def binom_cdf(k, n):
+    """P(Binomial(n, 1/2) <= k)."""
+    return sum(math.comb(n, i) for i in range(0, k + 1)) / 2 ** n
+
+
+def order_ci(xs, level=0.95):
+    """Distribution-free interval of the median: (lo, hi, covered). The interval
+    x(j)..x(n+1-j) (1-based order statistics) covers the median with probability
+    1 - 2 P(Binomial(n, 1/2) <= j - 1); j is the largest for which that is >= `level`.
+    When even the extremes (j = 1) fall short (n < 6), they are returned, covered False."""
+    xs = sorted(xs)
+    n = len(xs)
+    j = 1
+    while j + 1 <= (n + 1) // 2 and 1 - 2 * binom_cdf(j, n) >= level:
+        j += 1
+    covered = 1 - 2 * binom_cdf(j - 1, n) >= level
+    return xs[j - 1], xs[n - j], covered
+
+
+def bootstrap_ci(xs, level=0.95, resamples=4000, seed=1):
+    rng = random.Random(seed)
+    n = len(xs)
+    meds = sorted(statistics.median(rng.choices(xs, k=n)) for _ in range(resamples))
+    a = (1 - level) / 2
+    return meds[int(a * resamples)], meds[min(int((1 - a) * resamples), resamples - 1)], n >= 6
+
+
+def verdict(lo, hi, limit):
+    if hi <= limit:
+        return "within"
+    if lo > limit:
+        return "over"
+    return "undecided"
+
+
+def summarize(ratios, ci="order", limit=1.02):
+    """{(op, threads, mode): {metric: (median, lo, hi, n, covered, verdict)}}."""
+    out = {}
+    for key, by in ratios.items():
+        cell = {}
+        for metric, xs in by.items():
+            if not xs:
+                continue
+            lo, hi, covered = (order_ci if ci == "order" else bootstrap_ci)(xs)
+            cell[metric] = (statistics.median(xs), lo, hi, len(xs), covered,
+                            verdict(lo, hi, limit))
+        out[key] = cell
+    return out
+
+
+def fmt(c):
+    med, lo, hi, n, covered, v = c
+    mark = "" if covered else f", n={n}: under 95 %"
+    return f"{med:.3f}x [{lo:.3f}-{hi:.3f}] {v}{mark}"
+
+
+def tables(runs, ci="order", limit=1.02):
+    ratios, plain = paired(runs)
+    s = summarize(ratios, ci, limit)
+    modes = [m for m in MODES if any(k[2] == m for k in s)]
+    out = []
+    for metric, title in (("wall", "wall time per operation (throughput)"),
+                          ("cpu", "CPU time per operation (the threads' mean)")):
+        out.append(f"### Paired ratio to plain: {title}; median [95 % CI], verdict at {limit}x")
+        out.append("")
+        out.append("| operation | threads | plain ns (IQR) | "
+                   + " | ".join(HEADS[m] for m in modes) + " |")
+        out.append("|---|---|---|" + "---|" * len(modes))
+        for op, t in sorted(plain):
+            xs = plain[(op, t)][metric]
+            q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+            cells = [f"{statistics.median(xs):.0f} ({q[0]:.0f}-{q[2]:.0f})"]
+            for m in modes:
+                c = s.get((op, t, m), {}).get(metric)
+                cells.append(fmt(c) if c else "-")
+            out.append(f"| {op} | {t} | " + " | ".join(cells) + " |")
+        out.append("")
+    floor = [max(c["wall"][2] - c["wall"][0], c["wall"][0] - c["wall"][1])
+             for k, c in s.items() if k[2] == "aa" and "wall" in c]
+    if floor:
+        out.append(f"A/A noise floor (wall): the widest half-interval of a plain-against-plain "
+                   f"ratio is {max(floor):.3f} (median {statistics.median(floor):.3f}); a "
+                   f"{limit}x claim needs intervals narrower than {limit - 1:.2f}.")
+    rounds = sorted({k[:2] for k in runs})
+    out.append(f"rounds: {len(rounds)}; CI: {ci}")
+    return "\n".join(out), s
+
+
+def synthetic(rounds=10, threads=(1, 16), effects=None, drift=0.15, noise=0.004, seed=7):
+    """Raw lines of a made-up run: each (round, threads) sequence has a level of its own
+    (a factor of about exp(N(0, drift)): the run-to-run noise that unpaired medians see) and
+    drifts slowly within itself; each run has small noise of its own, and each mode
+    multiplies plain by its effect."""
+    effects = effects or {"aa": 1.0, "off": 1.0, "observe": 1.06, "fix": 1.0, "hami": 1.01}
+    rng = random.Random(seed)
+    lines = []
+    for r in range(1, rounds + 1):
+        for t in threads:
+            order = list(effects)
+            rng.shuffle(order)
+            seq = ["plain"]
+            for m in order:
+                seq += [m, "plain"]
+            level = math.exp(rng.gauss(0, drift))
+            for pos, m in enumerate(seq):
+                level *= math.exp(rng.gauss(0, drift / 20))
+                e = 1.0 if m == "plain" else effects[m]
+                for op, base in (("pinned_copy", 2800.0 * t), ("launch", 1500.0 * t)):
+                    w = base * level * e * math.exp(rng.gauss(0, noise))
+                    c = base / t * level * e * math.exp(rng.gauss(0, noise))
+                    lines.append(f"round {r} pos {pos} mode {m} op {op} threads {t} "
+                                 f"wall {w:.0f} cpu {c:.0f} med {w:.0f}")
+    return lines
+
+
+def selftest():
+    # Order-statistic intervals: n = 6 keeps the extremes (coverage 96.9 %), n = 10 the
+    # second from each end (97.9 %), n = 5 cannot reach 95 %.
+    xs = list(range(1, 11))
+    assert order_ci(xs) == (2, 9, True), order_ci(xs)
+    assert order_ci(list(range(1, 7))) == (1, 6, True), order_ci(list(range(1, 7)))
+    assert order_ci(list(range(1, 6)))[2] is False
+    assert verdict(0.99, 1.02, 1.02) == "within"
+    assert verdict(1.021, 1.05, 1.02) == "over"
+    assert verdict(1.0, 1.03, 1.02) == "undecided"
+    # Pairing: the nearest plain run on each side, across a failed one (pos 2 missing).
+    runs = parse(["round 1 pos 0 mode plain op x threads 1 wall 100 cpu 10 med 100",
+                  "round 1 pos 1 mode fix op x threads 1 wall 110 cpu 11 med 110",
+                  "round 1 pos 3 mode off op x threads 1 wall 121 cpu 12 med 121",
+                  "round 1 pos 4 mode plain op x threads 1 wall 121 cpu 12 med 121"])
+    r, _ = paired(runs)
+    assert abs(r[("x", 1, "fix")]["wall"][0] - 110 / 110) < 1e-9, r
+    assert abs(r[("x", 1, "off")]["wall"][0] - 121 / 110) < 1e-9, r
+    # Synthetic data with a large drift: the paired method finds the 6 % effect, calls the
+    # A/A control and the null modes within 1.02, and the interval holds the truth.
+    text, s = tables(parse(synthetic()))
+    for t in (1, 16):
+        for op in ("pinned_copy", "launch"):
+            assert s[(op, t, "observe")]["wall"][5] == "over", text
+            for m in ("aa", "off", "fix"):
+                med, lo, hi, n, covered, v = s[(op, t, m)]["wall"]
+                assert v == "within" and lo <= 1.0 <= hi and n == 10 and covered, (m, text)
+            med, lo, hi, *_ = s[(op, t, "hami")]["cpu"]
+            assert lo <= 1.01 <= hi, text
+    # Bootstrap intervals on the same data agree on the verdicts.
+    _, b = tables(parse(synthetic()), ci="bootstrap")
+    assert all(b[k]["wall"][5] == s[k]["wall"][5] for k in s), "bootstrap disagrees"
+    # Too few rounds: said in the cell.
+    text, _ = tables(parse(synthetic(rounds=4)))
+    assert "n=4: under 95 %" in text, text
+    print("threads_stats selftest: ok")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("raw", nargs="*", help="raw files (one call's each; merged)")
+    ap.add_argument("--selftest", action="store_true")
+    ap.add_argument("--ci", choices=["order", "bootstrap"], default="order")
+    ap.add_argument("--limit", type=float, default=1.02)
+    a = ap.parse_args()
+    if a.selftest:
+        selftest()
+        return
+    if not a.raw:
+        ap.error("RAW or --selftest")
+    runs = {}
+    for i, path in enumerate(a.raw):
+        with open(path) as f:
+            runs.update(parse(f, tag=i))
+    if not runs:
+        print("no runs in", *a.raw)
+        sys.exit(1)
+    print(tables(runs, a.ci, a.limit)[0])
+
+
+if __name__ == "__main__":
+    main()

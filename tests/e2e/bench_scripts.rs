@@ -1,0 +1,94 @@
+//! The GPU benchmark scripts' parts that run without a GPU: scripts/gpu-threads.sh against
+//! the fake driver (the program scripts/gpu/threads_bench.c built with `cc`, the paired
+//! schedule, the raw file and the table), and the statistics of
+//! scripts/gpu/threads_stats.py on synthetic data (`--selftest`).
+
+use seedance_e2e::{artifacts, optional_tool};
+use std::path::Path;
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+#[test]
+fn threads_benchmark_statistics_selftest() {
+    let Some(py) = optional_tool("bench_scripts", &["python3"], "SEEDANCE_REQUIRE_PYTHON") else {
+        return;
+    };
+    let o = Command::new(py)
+        .arg(root().join("scripts/gpu/threads_stats.py"))
+        .arg("--selftest")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
+    if optional_tool("bench_scripts", &["python3"], "SEEDANCE_REQUIRE_PYTHON").is_none() {
+        return;
+    }
+    let a = artifacts();
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new("bash")
+        .arg(root().join("scripts/gpu-threads.sh"))
+        .arg(&a.shim)
+        .current_dir(root())
+        .env("OUT", out.path())
+        .env("FAKE_DRIVER_DIR", &a.fake_dir)
+        .env("ROUNDS", "2")
+        .env("THREADS", "1 3")
+        .env("ITERATIONS", "200")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("runs failed: 0"), "{stdout}");
+    let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
+    // 2 rounds x 2 thread counts x (4 modes + 5 plain runs) x 5 operations.
+    assert_eq!(raw.lines().count(), 2 * 2 * 9 * 5, "{raw}");
+    for (r, t) in [(1, 1), (1, 3), (2, 1), (2, 3)] {
+        let modes: Vec<&str> = raw
+            .lines()
+            .filter(|l| {
+                l.starts_with(&format!("round {r} "))
+                    && l.contains(&format!(" threads {t} "))
+                    && l.contains(" op launch ")
+            })
+            .map(|l| l.split_whitespace().nth(5).unwrap())
+            .collect();
+        // plain before the first mode and after every one.
+        assert_eq!(modes.len(), 9, "{raw}");
+        assert!(modes.iter().step_by(2).all(|m| *m == "plain"), "{modes:?}");
+        let mut others: Vec<&str> = modes.iter().skip(1).step_by(2).copied().collect();
+        others.sort_unstable();
+        assert_eq!(others, ["aa", "fix", "observe", "off"]);
+    }
+    let table = std::fs::read_to_string(out.path().join("threads-table.md")).unwrap();
+    for op in [
+        "pinned_copy",
+        "pageable_copy",
+        "launch",
+        "alloc_free",
+        "event_wait",
+    ] {
+        for t in [1, 3] {
+            assert!(table.contains(&format!("| {op} | {t} | ")), "{table}");
+        }
+    }
+    assert!(
+        table.contains("| A/A (plain) | off | observe | fix |"),
+        "{table}"
+    );
+    assert!(table.contains("n=2: under 95 %"), "{table}");
+}
