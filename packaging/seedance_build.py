@@ -284,15 +284,24 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         os.environ.update(saved)
 
 
-# The source distribution is maturin's (the launcher's crates and what pyproject.toml's
-# tool.maturin.include adds). No editable install: the package is compiled files, which an
-# editable install could not follow either; pip says so for `pip install -e .`.
+class UnsupportedOperation(Exception):
+    """PEP 517's way for a backend to say it makes no source distribution."""
+
+
+# No source distribution: maturin's would hold the launcher's crates only (it rewrites the
+# workspace's members to them), not the shim and the fakes, so a wheel built from it would
+# fail. Build from the checkout (`pip install .`, `pip wheel .`, `python -m build --wheel`).
+# No editable install either: the package is compiled files, which an editable install
+# could not follow; pip says so for `pip install -e .`.
 def get_requires_for_build_sdist(config_settings=None):
-    return _maturin().get_requires_for_build_sdist(config_settings)
+    return []
 
 
 def build_sdist(sdist_directory, config_settings=None):
-    return _maturin().build_sdist(sdist_directory, config_settings)
+    raise UnsupportedOperation(
+        "seedance-fix makes no source distribution (maturin's would lack the shim's crates); "
+        "build the wheel from the checkout: pip wheel . or python -m build --wheel"
+    )
 
 
 if __name__ == "__main__":
