@@ -182,6 +182,13 @@ def _stage(link: str, target: str, host: str) -> tuple:
     rel = tdir / "release"
     if link == "zig":
         env.update(_zig_env(target))
+        # A target directory of its own for each zig target: with --target, build scripts
+        # and procedural macros go to <target dir>/release, and the zig linker setting
+        # reaches them when the target is the host's, so sharing that directory with the
+        # native build (or the other zig target) would rebuild them, and all that depends on
+        # them, at every switch.
+        tdir = tdir / ("zig-" + target)
+        env["CARGO_TARGET_DIR"] = str(tdir)
     if link == "zig" or target != host:
         # zig: an explicit target even for this machine's architecture, so that build
         # scripts and procedural macros (built for the host without --target) are not
