@@ -5,6 +5,21 @@
 # after scripts/wheel.sh; no GPU, no network (the wheel has no dependencies).
 #
 #   bash scripts/check-wheel.sh target/wheels/seedance_fix-*.whl
+#   bash scripts/check-wheel.sh --max-glibc 2.17 target/wheels/seedance_fix-*manylinux2014*.whl
+#   bash scripts/check-wheel.sh --source .
+#
+# --source DIR: `pip install DIR` from a source checkout instead (the build backend,
+# packaging/seedance_build.py, builds everything; needs cargo, and PyPI or a pip cache for
+# maturin), then the same checks on what it installed. Without a wheel file there is no
+# `pip install --target` check.
+#
+# Every ELF file's newest GLIBC_2.N symbol version is checked against the wheel's manylinux
+# tag (manylinux_2_N, manylinux2014 = 2.17, manylinux2010 = 2.12, manylinux1 = 2.5; a wheel
+# with several platform tags, `manylinux_2_17_x86_64.manylinux2014_x86_64`, claims the oldest),
+# and every undefined symbol must carry a version or be weak (an unversioned one is a function
+# the build's C library did not have: it binds to whatever the running glibc has, or fails to
+# load). --max-glibc 2.M also requires the tag and every file at 2.M or older (CI: 2.17, the
+# manylinux2014 wheels of scripts/wheel.sh --zig).
 #
 # A wheel for another architecture (the aarch64 one of `scripts/wheel.sh --target
 # aarch64-unknown-linux-gnu`, on an x86-64 machine) cannot be pip-installed here: it is
@@ -17,25 +32,79 @@
 #
 # Prints PASS/FAIL per check; exit status = failures.
 set -u
-wheel=$(readlink -f "${1:?usage: check-wheel.sh WHEEL}")
+usage='usage: check-wheel.sh [--max-glibc 2.M] WHEEL | --source DIR'
+max_glibc= source=
+while (($#)); do
+  case $1 in
+    --max-glibc) max_glibc=${2:?--max-glibc needs a version (2.17)}; shift 2 ;;
+    --source) source=$(readlink -f "${2:?--source needs a directory}"); shift 2 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -*) echo "check-wheel.sh: unknown option $1; $usage" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+if [[ -n $max_glibc && ! $max_glibc =~ ^2\.[0-9]+$ ]]; then
+  echo "check-wheel.sh: --max-glibc $max_glibc is not a glibc version 2.M (2.17)" >&2; exit 2
+fi
+if [[ -n $source ]]; then
+  (($# == 0)) || { echo "check-wheel.sh: --source takes no wheel; $usage" >&2; exit 2; }
+  wheel=
+else
+  wheel=$(readlink -f "${1:?$usage}")
+fi
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fails=0
 check() { if eval "$2"; then echo "PASS $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
-# glibc_tag_check FILE...: the wheel's manylinux_2_N tag covers the newest GLIBC_2.M symbol
+# tag_glibc TAGS: the glibc minor version a wheel's platform tags claim (the oldest of
+# them, `.`-separated: pip takes the wheel where any one of them fits), empty if none is
+# manylinux.
+tag_glibc() {
+  local t n= m
+  for t in ${1//./ }; do
+    case $t in
+      manylinux_2_*) m=${t#manylinux_2_}; m=${m%%_*} ;;
+      manylinux2014_*) m=17 ;;
+      manylinux2010_*) m=12 ;;
+      manylinux1_*) m=5 ;;
+      *) continue ;;
+    esac
+    [[ -n $n && $n -le $m ]] || n=$m
+  done
+  echo "$n"
+}
+# glibc_tag_check TAGS FILE...: the wheel's manylinux tag covers the newest GLIBC_2.M symbol
 # version any FILE needs (M <= N), so pip on an older system refuses the wheel instead of its
-# programs failing at run time. A wheel without a manylinux tag makes no such claim.
+# programs failing at run time (a wheel without a manylinux tag makes no such claim); no FILE
+# has an undefined symbol that is neither versioned nor weak; with --max-glibc, tag and files
+# are at that version or older.
 glibc_tag_check() {
-  local need tag
+  local tags=$1 need tag f v
+  shift
+  # check evaluates its command in its own scope, where "$@" is its own arguments.
+  local files=("$@")
   need=$(for f in "$@"; do readelf --version-info --wide "$f"; done |
          grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -n1)
-  tag=$(basename "$wheel" | sed -n 's/.*-manylinux_2_\([0-9]*\)_[a-z0-9_]*\.whl$/\1/p')
-  echo "newest glibc symbol needed: 2.$need; wheel tag: $(basename "$wheel" | sed 's/.*-none-//; s/\.whl$//')"
+  tag=$(tag_glibc "$tags")
+  echo "newest glibc symbol needed: 2.$need; wheel tag: $tags"
+  for f in "$@"; do
+    v=$(readelf --version-info --wide "$f" | grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -n1)
+    echo "  $(basename "$f"): ${v:+GLIBC_2.}${v:-no GLIBC symbol versions}"
+  done
   check "the manylinux tag covers every file's glibc needs" '[ -z "$tag" ] || [ "$need" -le "$tag" ]'
+  # nm -D: undefined symbols are "U name@VERSION" (strong) or "w name" (weak).
+  check "every undefined symbol is versioned or weak" \
+    '(for f in "${files[@]}"; do nm -D --undefined-only "$f" | awk -v f="$f" '"'"'$1 == "U" && $2 !~ /@/ { print "  unversioned: " $2 " in " f; bad = 1 } END { exit bad }'"'"' || exit 1; done)'
+  if [[ -n $max_glibc ]]; then
+    check "the wheel is tagged manylinux for glibc $max_glibc or older" '[ -n "$tag" ] && [ "$tag" -le "${max_glibc#2.}" ]'
+    check "every file needs glibc $max_glibc or older" '[ "$need" -le "${max_glibc#2.}" ]'
+  fi
 }
+# The platform tags of a wheel file's name: seedance_fix-0.1.0-py3-none-TAGS.whl.
+wheel_tags() { basename "$1" .whl | sed 's/^.*-none-//'; }
 
-case $(basename "$wheel") in
+case $(basename "${wheel:-source}") in
   *_aarch64.whl) [[ $(uname -m) == aarch64 ]] || { check_foreign=aarch64; } ;;
 esac
 if [[ ${check_foreign:-} == aarch64 ]]; then
@@ -56,7 +125,7 @@ if [[ ${check_foreign:-} == aarch64 ]]; then
   elves=("$site/bin/seedance-fix" "$site/bin/seedance-analyze" "$site/seedance_fix/libseedance_fix.so" "$fake/libcuda.so.1" "$fake/libnvidia-ml.so.1")
   check "launcher, analyzer, shim, fake driver and fake NVML are all aarch64 ELF files" \
     '(for f in "${elves[@]}"; do readelf -h "$f" | grep -q "Machine: *AArch64" || { echo "  not aarch64: $f"; exit 1; }; done)'
-  glibc_tag_check "${elves[@]}"
+  glibc_tag_check "$(wheel_tags "$wheel")" "${elves[@]}"
   export PATH=/usr/bin:/bin QEMU_LD_PREFIX=$sysroot
   unset LD_PRELOAD LD_LIBRARY_PATH SEEDANCE_TRACE_DIR SEEDANCE_MODE
   q() { "$qemu" -L "$sysroot" "$@"; }
@@ -98,9 +167,16 @@ C
   exit "$fails"
 fi
 
-echo "== fresh virtualenv, pip install $(basename "$wheel")"
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --no-index "$wheel" || { echo "FAIL pip install"; exit 1; }
+if [[ -n $source ]]; then
+  echo "== fresh virtualenv, pip install $source   (a source checkout)"
+  started=$SECONDS
+  "$work/venv/bin/pip" install -q "$source" || { echo "FAIL pip install $source"; exit 1; }
+  echo "pip install $source: $((SECONDS - started)) s"
+else
+  echo "== fresh virtualenv, pip install $(basename "$wheel")"
+  "$work/venv/bin/pip" install -q --no-index "$wheel" || { echo "FAIL pip install"; exit 1; }
+fi
 # Only the venv's bin on PATH, as after `source venv/bin/activate`.
 export PATH="$work/venv/bin:/usr/bin:/bin"
 unset LD_PRELOAD LD_LIBRARY_PATH SEEDANCE_TRACE_DIR SEEDANCE_MODE
@@ -110,13 +186,22 @@ seedance-fix --version | tee "$work/version.txt"
 check "--version finds the installed shim" \
   'grep -q "^shim .*: $work/venv/lib/python3[.0-9]*/site-packages/seedance_fix/libseedance_fix.so$" "$work/version.txt"'
 
-# The layout the GPU machines get (pip install --target, scripts/gpu-wheel.sh).
-"$work/venv/bin/pip" install -q --no-index --no-deps --target "$work/site" "$wheel"
-check "pip install --target: the launcher finds the shim" \
-  '"$work/site/bin/seedance-fix" --version | grep -q "^shim .*: $work/site/seedance_fix/libseedance_fix.so$"'
+# The layout of `pip install --target` (a shared directory, no virtualenv).
+if [[ -n $wheel ]]; then
+  "$work/venv/bin/pip" install -q --no-index --no-deps --target "$work/site" "$wheel"
+  check "pip install --target: the launcher finds the shim" \
+    '"$work/site/bin/seedance-fix" --version | grep -q "^shim .*: $work/site/seedance_fix/libseedance_fix.so$"'
+fi
 
 fake=$(echo "$work"/venv/lib/python3*/site-packages/seedance_fix/fake-cuda)
-glibc_tag_check "$work/venv/bin/seedance-fix" "$work/venv/bin/seedance-analyze" \
+if [[ -n $wheel ]]; then
+  tags=$(wheel_tags "$wheel")
+else
+  # The tags of the wheel pip built and installed, from its record.
+  tags=$(sed -n 's/^Tag: py3-none-//p' "$work"/venv/lib/python3*/site-packages/seedance_fix-*.dist-info/WHEEL | paste -sd.)
+fi
+check "the fake driver and fake NVML are installed" '[ -f "$fake/libcuda.so.1" ] && [ -f "$fake/libnvidia-ml.so.1" ]'
+glibc_tag_check "$tags" "$work/venv/bin/seedance-fix" "$work/venv/bin/seedance-analyze" \
   "$fake/../libseedance_fix.so" "$fake/libcuda.so.1" "$fake/libnvidia-ml.so.1"
 cc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c -L"$fake" -l:libcuda.so.1
 echo "== seedance-fix run --fake-driver -- ./wrong_ordinal   (CUDA_VISIBLE_DEVICES=1)"

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# GPU check of the pip package: installs the seedance-fix wheel the way the device tool
-# carries wheels (pip install --no-index --target, no network) and runs a small PyTorch
-# script (scripts/gpu/wheel_torch.py) with and without `seedance-fix run`. One GPU is
-# enough (kind nvidia-h200). Run from the repository root on the GPU machine:
+# GPU check of the pip package: installs the seedance-fix wheel into a fresh virtualenv, as a
+# user would (`python3 -m venv --system-site-packages`, so the machine's PyTorch stays
+# visible; `pip install --no-index`, no network), and runs a small PyTorch script
+# (scripts/gpu/wheel_torch.py) with the virtualenv's python, without and with the installed
+# `seedance-fix run`. One GPU is enough (kind nvidia-h200). Run from the repository root on
+# the GPU machine:
 #
 #   scripts/gpu-wheel.sh [path/to/seedance_fix-*.whl]     # default: .whl/seedance_fix-*.whl
 #
-# Build the wheel first, here: bash scripts/wheel.sh && cp target/wheels/seedance_fix-*.whl .whl/
-# (the wheel is tagged manylinux_2_<N>_x86_64, N the newest glibc its files need: that
-# machine's glibc must be at least 2.N; `ldd --version` there).
+# Build the wheel first, here: bash scripts/wheel.sh --zig && cp target/wheels/seedance_fix-*manylinux2014_x86_64*.whl .whl/
+# (.whl/ is ignored by git and carried to the GPU machine; the --zig wheel is tagged
+# manylinux2014, glibc 2.17 or newer there; a wheel of scripts/wheel.sh without --zig needs
+# this machine's glibc there: `ldd --version`).
 #
-# Checks: the installed seedance-fix finds the installed shim (--version); the script's
-# stdout is identical without the launcher and with it in fix and observe mode; a healthy
-# run prints nothing of the launcher's; --report writes the HTML report and the trace
-# holds the process's session start and exit summary; the exit status is the command's.
+# Checks: pip installs the wheel into the virtualenv and torch imports there; the installed
+# seedance-fix finds the installed shim (--version); the script's stdout is identical without
+# the launcher and with it in fix and observe mode; a healthy run prints nothing of the
+# launcher's; --report writes the HTML report and the trace holds the process's session
+# start and exit summary; the exit status is the command's.
 # Logs go to $OUT (default /tmp/seedance-wheel). Exit status: the number of failed checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,22 +43,34 @@ check() {
   echo "wheel: $wheel ($(sha256sum "$wheel" | cut -c1-16))"
 } | tee "$out/environment.txt"
 
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" "$wheel" \
-  >"$out/pip.txt" 2>&1
-check "pip install --target" '[ -x "$work/site/bin/seedance-fix" ]'
-launcher=$work/site/bin/seedance-fix
+# A virtualenv that sees the system's site-packages (torch) but installs into its own. Where
+# python3 -m venv cannot bootstrap pip (Debian without python3-venv's ensurepip), the venv
+# is made without pip and the system pip installs into it (pip --python).
+venv=$work/venv
+if python3 -m venv --system-site-packages "$venv" >"$out/venv.txt" 2>&1; then
+  pip=("$venv/bin/python" -m pip)
+else
+  rm -rf "$venv"
+  python3 -m venv --system-site-packages --without-pip "$venv" >>"$out/venv.txt" 2>&1
+  pip=(python3 -m pip --python "$venv/bin/python")
+fi
+"${pip[@]}" install -q --no-index --no-deps --no-compile --no-cache-dir "$wheel" >"$out/pip.txt" 2>&1
+check "pip install into a fresh virtualenv" '[ -x "$venv/bin/seedance-fix" ] && [ -x "$venv/bin/seedance-analyze" ]'
+py=$venv/bin/python
+check "torch imports in the virtualenv" '"$py" -c "import torch" 2>>"$out/venv.txt"'
+launcher=$venv/bin/seedance-fix
 "$launcher" --version >"$out/version.txt" 2>&1
 cat "$out/version.txt"
 check "the launcher finds the installed shim" \
-  'grep -q "^shim .*: $work/site/seedance_fix/libseedance_fix.so$" "$out/version.txt"'
+  'grep -q "^shim .*: $venv/lib/python3[.0-9]*/site-packages/seedance_fix/libseedance_fix.so$" "$out/version.txt"'
 
 script=$here/gpu/wheel_torch.py
-python3 "$script" >"$out/without.txt" 2>"$out/without-err.txt"
+"$py" "$script" >"$out/without.txt" 2>"$out/without-err.txt"
 echo "exit $?" >>"$out/without.txt"
-"$launcher" run --trace-dir "$out/traces-fix" --report "$out/report.html" -- python3 "$script" \
+"$launcher" run --trace-dir "$out/traces-fix" --report "$out/report.html" -- "$py" "$script" \
   >"$out/fix.txt" 2>"$out/fix-err.txt"
 echo "exit $?" >>"$out/fix.txt"
-"$launcher" run --mode observe --trace-dir "$out/traces-observe" -- python3 "$script" \
+"$launcher" run --mode observe --trace-dir "$out/traces-observe" -- "$py" "$script" \
   >"$out/observe.txt" 2>"$out/observe-err.txt"
 echo "exit $?" >>"$out/observe.txt"
 cat "$out/without.txt"
@@ -69,8 +85,8 @@ check "--report wrote the HTML report" 'grep -q "<title>seedance-analyze report<
 check "the trace has a session start and an exit summary" \
   'cat "$out"/traces-fix/*.jsonl | grep -q "\"event\":\"session_start\"" && cat "$out"/traces-fix/*.jsonl | grep -q "\"event\":\"exit_summary\""'
 check "the installed analyzer finds no problem" \
-  '"$work/site/bin/seedance-analyze" summary --fail-on warning "$out/traces-fix" >"$out/summary.txt" 2>&1'
-"$launcher" run -- python3 -c 'import sys; sys.exit(5)' 2>/dev/null
+  '"$venv/bin/seedance-analyze" summary --fail-on warning "$out/traces-fix" >"$out/summary.txt" 2>&1'
+"$launcher" run -- "$py" -c 'import sys; sys.exit(5)' 2>/dev/null
 status=$?
 check "the exit status is the command's" '[ "$status" = 5 ]'
 

@@ -51,9 +51,16 @@ pub const TOOL_VARIABLES: &[&str] = &[
 ];
 
 /// Prefixes of `SEEDANCE_*` variables that the project's tests and CI set for themselves
-/// (`SEEDANCE_REQUIRE_VALGRIND`, `SEEDANCE_E2E_TARGET`, `SEEDANCE_TEST_EXEC_VIA`, ...):
-/// never a setting, never warned about.
-pub const TOOL_PREFIXES: &[&str] = &["SEEDANCE_REQUIRE_", "SEEDANCE_E2E_", "SEEDANCE_TEST_"];
+/// (`SEEDANCE_REQUIRE_VALGRIND`, `SEEDANCE_E2E_TARGET`, `SEEDANCE_TEST_EXEC_VIA`, ...) and
+/// of the wheel build's (`SEEDANCE_WHEEL_LINK`, `SEEDANCE_WHEEL_TARGET`:
+/// packaging/seedance_build.py, exported in a shell that builds wheels): never a setting,
+/// never warned about.
+pub const TOOL_PREFIXES: &[&str] = &[
+    "SEEDANCE_REQUIRE_",
+    "SEEDANCE_E2E_",
+    "SEEDANCE_TEST_",
+    "SEEDANCE_WHEEL_",
+];
 
 /// The setting whose name is closest to `name`: one that begins with the other's part after
 /// `SEEDANCE_` first (`SEEDANCE_EXCLUDE`, `SEEDANCE_NVML_TIMEOUT_MS`), then the smallest
@@ -973,6 +980,8 @@ mod tests {
         let vars = [
             ("SEEDANCE_REQUIRE_CHROMIUM", "1"),
             ("SEEDANCE_E2E_TARGET", "aarch64-unknown-linux-gnu"),
+            ("SEEDANCE_WHEEL_LINK", "zig"),
+            ("SEEDANCE_WHEEL_TARGET", "aarch64-unknown-linux-gnu"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
         let raw = RawConfig::from_vars(vars);
