@@ -22,7 +22,7 @@ SEEDANCE_WHEEL_LINK
     symbol version its files need (readelf), so pip elsewhere refuses it on an older system
     instead of failing at run time. Right for `pip install .`: the wheel is for this machine,
     and nothing more is downloaded than maturin.
-    `zig`: link with zig (PyPI `ziglang`, about 50 MB, fetched by pip into the build
+    `zig`: link with zig (PyPI `ziglang`, about 100 MB, fetched by pip into the build
     environment) against glibc 2.17's symbol versions, for a wheel tagged manylinux2014
     (manylinux_2_17) that installs on any Linux of that architecture from 2014 on (RHEL/Rocky
     7 and 8, Ubuntu 18.04, Amazon Linux 2). No container, no cross toolchain: zig links for
@@ -272,8 +272,9 @@ def get_requires_for_build_wheel(config_settings=None):
     return _maturin().get_requires_for_build_wheel(config_settings) + extra
 
 
-def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
-    return _maturin().prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+# No prepare_metadata_for_build_wheel: maturin's reads `tool.maturin.data`, which exists only
+# after build_wheel has staged the files (on a clean checkout it stopped the build with "No such
+# data directory"), so the frontend takes the metadata from the wheel build_wheel makes.
 
 
 @_clean_errors

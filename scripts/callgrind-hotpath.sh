@@ -7,7 +7,9 @@
 # cuMemFree_v2), ctx (cuCtxCreate_v2 + cuCtxDestroy_v2 with 1000 allocations live in another
 # context: a destroy costs what its context owned), copy and pinned_copy (cuMemcpyHtoDAsync_v2
 # from pageable and from pinned memory), sync (a launch on a created stream +
-# cuStreamSynchronize), event_sync (a launch, cuEventRecord + cuEventSynchronize).
+# cuStreamSynchronize), event_sync (a launch, cuEventRecord + cuEventSynchronize), event_wait
+# (a copy from pinned memory, cuEventRecord + cuStreamWaitEvent on its own stream, a
+# cuStreamSynchronize every 64: threads_bench.c's event_wait).
 #
 #   scripts/callgrind-hotpath.sh           print instructions per call
 #   scripts/callgrind-hotpath.sh --check   also fail if fix mode exceeds the bounds in
@@ -42,7 +44,7 @@ per_call() { # per_call PRELOAD MODE KIND -> instructions per iteration
 }
 status=0
 printf '%-12s %-8s %10s %10s %10s\n' call mode baseline shim added
-for kind in ${KINDS:-launch alloc ctx copy pinned_copy sync event_sync}; do
+for kind in ${KINDS:-launch alloc ctx copy pinned_copy sync event_sync event_wait}; do
   base=$(per_call "" fix "$kind")
   for mode in off observe fix; do
     with=$(per_call "$shim" "$mode" "$kind")

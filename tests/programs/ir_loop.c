@@ -6,7 +6,10 @@
  * elsewhere; `pinned_copy`: from the registered range itself, all on one stream (the
  * PyTorch pin_memory pattern). `sync`: a launch on a created stream + cuStreamSynchronize of
  * it; `event_sync`: a launch, cuEventRecord on the stream + cuEventSynchronize of the event
- * (the success paths of synchronisation: docs/performance.md, "Cost in threads"). */
+ * (the success paths of synchronisation: docs/performance.md, "Cost in threads");
+ * `event_wait`: a copy from the registered range on a created stream, cuEventRecord on it and
+ * cuStreamWaitEvent of the same stream on the event, with a cuStreamSynchronize every 64
+ * (scripts/gpu/threads_bench.c's event_wait). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +29,7 @@ CUresult cuStreamSynchronize(void *);
 CUresult cuEventCreate(void **, unsigned int);
 CUresult cuEventRecord(void *, void *);
 CUresult cuEventSynchronize(void *);
+CUresult cuStreamWaitEvent(void *, void *, unsigned int);
 
 int main(int argc, char **argv) {
     if (argc < 3 || cuInit(0)) return 2;
@@ -48,6 +52,17 @@ int main(int argc, char **argv) {
             if (cuLaunchKernel((void *)0x1000, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL)) return 1;
             if (ev ? cuEventRecord(e, s) || cuEventSynchronize(e) : cuStreamSynchronize(s))
                 return 1;
+        }
+    } else if (strcmp(argv[1], "event_wait") == 0) {
+        static char pinned[1 << 16];
+        void *s, *e;
+        if (cuMemHostRegister_v2(pinned, sizeof pinned, 0)) return 1;
+        if (cuStreamCreate(&s, 1) || cuEventCreate(&e, 2)) return 1;
+        for (long i = 0; i < n; i++) {
+            if (cuMemcpyHtoDAsync_v2(0x10000, pinned, 4096, s) || cuEventRecord(e, s) ||
+                cuStreamWaitEvent(s, e, 0))
+                return 1;
+            if (i % 64 == 63 && cuStreamSynchronize(s)) return 1;
         }
     } else if (strcmp(argv[1], "ctx") == 0) {
         void *keep, *c;

@@ -54,4 +54,7 @@ CUresult cuEventCreate(void **ph, unsigned int flags) {
     return 0;
 }
 CUresult cuEventRecord(void *event, void *stream) { (void)event; (void)stream; return 0; }
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned int flags) {
+    (void)stream; (void)event; (void)flags; return 0;
+}
 CUresult cuEventSynchronize(void *event) { (void)event; return 0; }
