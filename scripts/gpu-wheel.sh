@@ -57,6 +57,17 @@ fi
 "${pip[@]}" install -q --no-index --no-deps --no-compile --no-cache-dir "$wheel" >"$out/pip.txt" 2>&1
 check "pip install into a fresh virtualenv" '[ -x "$venv/bin/seedance-fix" ] && [ -x "$venv/bin/seedance-analyze" ]'
 py=$venv/bin/python
+# PyTorch installed where a virtualenv's system site does not reach (a user site, a
+# PYTHONPATH directory, another prefix): the venv gets a .pth line naming the directory the
+# machine's python3 imports torch from, as a user would add it.
+if ! "$py" -c "import torch" 2>/dev/null; then
+  torch_dir=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>>"$out/venv.txt")
+  site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if [ -n "$torch_dir" ] && [ -d "$site" ]; then
+    echo "$torch_dir" >"$site/machine-torch.pth"
+    echo "torch: not in the venv's system site; $site/machine-torch.pth names $torch_dir"
+  fi
+fi
 check "torch imports in the virtualenv" '"$py" -c "import torch" 2>>"$out/venv.txt"'
 launcher=$venv/bin/seedance-fix
 "$launcher" --version >"$out/version.txt" 2>&1
