@@ -27,14 +27,15 @@ SEEDANCE_WHEEL_LINK
     (manylinux_2_17) that installs on any Linux of that architecture from 2014 on (RHEL/Rocky
     7 and 8, Ubuntu 18.04, Amazon Linux 2). No container, no cross toolchain: zig links for
     aarch64 from x86-64 too.
-    Anything else stops the build with a message naming the accepted values.
+    Anything else: one warning line, and native (as unset).
 
 SEEDANCE_WHEEL_TARGET
     The Rust target triple the wheel is for; unset or empty: this machine's (rustc -vV).
     `aarch64-unknown-linux-gnu` (Grace Hopper, Grace Blackwell) from an x86-64 machine:
     with `zig`, nothing else is needed; with `native`, Debian's gcc-aarch64-linux-gnu and
     libc6-dev-arm64-cross (.cargo/config.toml names the linker). With `zig`, also
-    `x86_64-unknown-linux-gnu` from an aarch64 machine. Another triple stops the build.
+    `x86_64-unknown-linux-gnu` from an aarch64 machine. Another triple: one warning line,
+    and this machine's (as unset).
 
 Both are read at build time only; nothing in the installed package reads them.
 """
@@ -90,23 +91,30 @@ def _host_triple() -> str:
 
 
 def _settings() -> tuple:
-    """(link mode, target triple, host triple) from SEEDANCE_WHEEL_LINK and _TARGET."""
+    """(link mode, target triple, host triple) from SEEDANCE_WHEEL_LINK and _TARGET.
+
+    A value this backend does not know gives one warning line on stderr and the default
+    (native; this machine's triple), as unset: the wheel is then tagged for what it was
+    built as (manylinux_2_N from its files' glibc needs), so pip still refuses it where it
+    would not run."""
     link = os.environ.get("SEEDANCE_WHEEL_LINK", "") or "native"
     if link not in LINK_MODES:
-        raise BuildError(
-            f"SEEDANCE_WHEEL_LINK={link!r} is not one of {', '.join(LINK_MODES)} "
-            "(unset: native; docs/configuration.md)"
+        _log(
+            f"warning: SEEDANCE_WHEEL_LINK={link!r} is not one of {', '.join(LINK_MODES)}; "
+            "using native (docs/configuration.md)"
         )
+        link = "native"
     host = _host_triple()
     target = os.environ.get("SEEDANCE_WHEEL_TARGET", "") or host
-    if target != host:
-        allowed = LINUX_TARGETS if link == "zig" else ("aarch64-unknown-linux-gnu",)
-        if target not in allowed:
-            raise BuildError(
-                f"SEEDANCE_WHEEL_TARGET={target!r}: a {link} build on {host} makes wheels for "
-                f"{', '.join((host,) + tuple(t for t in allowed if t != host))} only"
-            )
-    elif link == "zig" and target not in LINUX_TARGETS:
+    allowed = LINUX_TARGETS if link == "zig" else (host, "aarch64-unknown-linux-gnu")
+    if target != host and target not in allowed:
+        _log(
+            f"warning: SEEDANCE_WHEEL_TARGET={target!r}: a {link} build on {host} makes wheels "
+            f"for {', '.join(dict.fromkeys((host,) + tuple(allowed)))} only; using {host} "
+            "(docs/configuration.md)"
+        )
+        target = host
+    if link == "zig" and target not in LINUX_TARGETS:
         raise BuildError(f"SEEDANCE_WHEEL_LINK=zig builds for {', '.join(LINUX_TARGETS)}, not {target}")
     return link, target, host
 

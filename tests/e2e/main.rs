@@ -28,6 +28,7 @@
 //! * `reentrancy`: driver calls from a signal handler that interrupts the shim's own work.
 //! * `reopen`: the driver closed and opened again, a stub then the driver, pseudo-handle look-ups.
 //! * `bench_scripts`: the thread-scaling benchmark's script and statistics, without a GPU.
+//! * `wheel_settings`: the wheel build backend's settings, bad values warned and defaulted.
 //! * `nvml_hang`: NVML that does not answer (`nvmlInit` or its queries blocked): bounded by
 //!   `SEEDANCE_NVML_TIMEOUT`, then the driver's own queries, one line.
 
@@ -54,3 +55,4 @@ mod secure;
 mod signals;
 mod stray;
 mod unused;
+mod wheel_settings;
