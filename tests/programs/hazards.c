@@ -276,19 +276,27 @@ static void foreign_fault(void) {
 
 /* ---- Healthy programs: every one orders its streams. ---- */
 
-/* cudf-style staging: an event recorded after the first copy, waited for by stream B. */
-static void event_ordered(void) {
+/* The skeleton of the event scenarios: the first copy on A, then `order` with an event of
+ * the context (it records, waits for or synchronises it), then the copy back into the
+ * buffer on stream B. */
+static void reuse_after(void (*order)(CUevent)) {
     CUevent e;
     setup(0);
     SETUP(cuEventCreate(&e, 2));
     first_copy(0, N);
-    SETUP(cuEventRecord(e, a));
-    SETUP(cuStreamWaitEvent(b, e, 0));
+    order(e);
     SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
     finish("device copy", 0, N);
     SETUP(cuEventDestroy_v2(e));
     teardown(0);
 }
+
+/* cudf-style staging: an event recorded after the first copy, waited for by stream B. */
+static void record_then_wait(CUevent e) {
+    SETUP(cuEventRecord(e, a));
+    SETUP(cuStreamWaitEvent(b, e, 0));
+}
+static void event_ordered(void) { reuse_after(record_then_wait); }
 
 /* cuEventRecordWithFlags as each kind of program reaches it: "exported" (linked), "dlsym"
  * (PyTorch's way, on the driver's handle), "procaddr" and "procaddr_ptsz" (the CUDA 13
@@ -317,33 +325,25 @@ static record_with_flags_fn record_with_flags(const char *path) {
 }
 
 /* event_ordered with the record the CUDA 13 runtime makes (cudaEventRecord). */
-static void event_ordered_with_flags(const char *path) {
-    CUevent e;
-    record_with_flags_fn rec = record_with_flags(path);
-    setup(0);
-    SETUP(cuEventCreate(&e, 2));
-    first_copy(0, N);
-    SETUP(rec(e, a, 0));
+/* The runtime's record, as record_with_flags found it for the scenario's path. */
+static record_with_flags_fn runtime_record;
+static void runtime_record_then_wait(CUevent e) {
+    SETUP(runtime_record(e, a, 0));
     SETUP(cuStreamWaitEvent(b, e, 0));
-    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
-    finish("device copy", 0, N);
-    SETUP(cuEventDestroy_v2(e));
-    teardown(0);
+}
+static void event_ordered_with_flags(const char *path) {
+    runtime_record = record_with_flags(path);
+    reuse_after(runtime_record_then_wait);
 }
 
 /* event_synchronized with the runtime's record. */
-static void event_synchronized_with_flags(const char *path) {
-    CUevent e;
-    record_with_flags_fn rec = record_with_flags(path);
-    setup(0);
-    SETUP(cuEventCreate(&e, 2));
-    first_copy(0, N);
-    SETUP(rec(e, a, 0));
+static void runtime_record_then_synchronize(CUevent e) {
+    SETUP(runtime_record(e, a, 0));
     SETUP(cuEventSynchronize(e));
-    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
-    finish("device copy", 0, N);
-    SETUP(cuEventDestroy_v2(e));
-    teardown(0);
+}
+static void event_synchronized_with_flags(const char *path) {
+    runtime_record = record_with_flags(path);
+    reuse_after(runtime_record_then_synchronize);
 }
 
 /* Completion through a wait: the first copy's event is waited for by stream B, and B is
@@ -378,49 +378,28 @@ static void wait_then_complete(const char *how) {
 /* The event is recorded where the shim cannot see it (as an IPC event or an unhooked entry
  * point would be), then waited for: correctly ordered, and the shim must not say
  * otherwise. */
-static void unseen_record(void) {
-    CUevent e;
-    setup(0);
-    SETUP(cuEventCreate(&e, 2));
-    first_copy(0, N);
+static void unseen_record_then_wait(CUevent e) {
     SETUP(fakeEventRecordUnseen(e, a));
     SETUP(cuStreamWaitEvent(b, e, 0));
-    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
-    finish("device copy", 0, N);
-    SETUP(cuEventDestroy_v2(e));
-    teardown(0);
 }
+static void unseen_record(void) { reuse_after(unseen_record_then_wait); }
 
 /* Context-wide events (cuCtxRecordEvent, CUDA 12.5+): the event marks the work of every
  * stream of the context; synchronising it completes the first copy, so stream B may reuse
  * the buffer. */
-static void ctx_event_synchronized(void) {
-    CUevent e;
-    setup(0);
-    SETUP(cuEventCreate(&e, 2));
-    first_copy(0, N);
+static void ctx_record_then_synchronize(CUevent e) {
     SETUP(cuCtxRecordEvent(ctx, e));
     SETUP(cuEventSynchronize(e));
-    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
-    finish("device copy", 0, N);
-    SETUP(cuEventDestroy_v2(e));
-    teardown(0);
 }
+static void ctx_event_synchronized(void) { reuse_after(ctx_record_then_synchronize); }
 
 /* cuCtxWaitEvent: every stream of the context, B among them, waits for the record of the
  * first copy's stream before its later work. */
-static void ctx_waited(void) {
-    CUevent e;
-    setup(0);
-    SETUP(cuEventCreate(&e, 2));
-    first_copy(0, N);
+static void record_then_ctx_wait(CUevent e) {
     SETUP(cuEventRecord(e, a));
     SETUP(cuCtxWaitEvent(ctx, e));
-    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
-    finish("device copy", 0, N);
-    SETUP(cuEventDestroy_v2(e));
-    teardown(0);
 }
+static void ctx_waited(void) { reuse_after(record_then_ctx_wait); }
 
 /* A CUDA graph captured around pinned copies (torch.cuda.graph, reduce-overhead): the
  * copy from the buffer on A is captured (it runs when the graph is launched, not now), and
@@ -461,36 +440,22 @@ static void value_ordered(void) {
 }
 
 /* The staging buffer is reused only once the event says the first copy is done. */
-static void event_synchronized(void) {
-    CUevent e;
-    setup(0);
-    SETUP(cuEventCreate(&e, 2));
-    first_copy(0, N);
+static void record_then_synchronize(CUevent e) {
     SETUP(cuEventRecord(e, a));
     SETUP(cuEventSynchronize(e));
-    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
-    finish("device copy", 0, N);
-    SETUP(cuEventDestroy_v2(e));
-    teardown(0);
 }
+static void event_synchronized(void) { reuse_after(record_then_synchronize); }
 
 /* CuPy's pinned memory pool: a block freed back to the pool carries an event recorded on
  * the stream that used it; the pool hands it out again only when cuEventQuery says done
  * (here the work has run: a synchronous copy drained the context). */
-static void pool_query(void) {
-    CUevent e;
+static void record_then_query_after_draining(CUevent e) {
     static unsigned char tmp[16];
-    setup(0);
-    SETUP(cuEventCreate(&e, 2));
-    first_copy(0, N);
     SETUP(cuEventRecord(e, a));
     SETUP(cuMemcpyDtoH_v2(tmp, d_out, sizeof tmp));
     printf("cuEventQuery -> %d\n", cuEventQuery(e));
-    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
-    finish("device copy", 0, N);
-    SETUP(cuEventDestroy_v2(e));
-    teardown(0);
 }
+static void pool_query(void) { reuse_after(record_then_query_after_draining); }
 
 /* A stream polled with cuStreamQuery until idle before the buffer is reused; the first poll
  * comes while the work is queued (CUDA_ERROR_NOT_READY, 600). */
