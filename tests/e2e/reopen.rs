@@ -24,45 +24,79 @@ fn copies() -> (tempfile::TempDir, PathBuf, PathBuf) {
     (dir, a, b)
 }
 
-fn in_every_mode(args: &[&str], env: &[(&str, String)], want: &str) -> Vec<Finished> {
-    let mut runs = Vec::new();
-    for mode in [None, Some("off"), Some("observe"), Some("fix")] {
-        let mut r = Run::new("reopen", mode.is_some()).args(args);
-        for (k, v) in env {
-            r = r.env(k, v);
-        }
-        if let Some(m) = mode {
-            r = r.env("SEEDANCE_MODE", m);
-        }
-        let f = r.finish();
-        assert_eq!(f.output.status.code(), Some(0), "{mode:?}: {}", f.stderr());
-        assert_eq!(f.stdout(), want, "{mode:?}: {}", f.stderr());
-        runs.push(f);
+/// One run of reopen.c with `args` and `env`, without the shim (`mode` None) or with it in
+/// `mode`: it must exit 0 and print `want`.
+fn one_run(mode: Option<&str>, args: &[&str], env: &[(&str, String)], want: &str) -> Finished {
+    let mut r = Run::new("reopen", mode.is_some()).args(args);
+    for (k, v) in env {
+        r = r.env(k, v);
     }
-    runs
+    if let Some(m) = mode {
+        r = r.env("SEEDANCE_MODE", m);
+    }
+    let f = r.finish();
+    assert_eq!(
+        f.output.status.code(),
+        Some(0),
+        "{args:?} {mode:?}: {}",
+        f.stderr()
+    );
+    assert_eq!(f.stdout(), want, "{args:?} {mode:?}: {}", f.stderr());
+    f
+}
+
+fn in_every_mode(args: &[&str], env: &[(&str, String)], want: &str) -> Vec<Finished> {
+    [None, Some("off"), Some("observe"), Some("fix")]
+        .into_iter()
+        .map(|mode| one_run(mode, args, env, want))
+        .collect()
 }
 
 fn dir_of(p: &std::path::Path) -> String {
     p.parent().unwrap().display().to_string()
 }
 
+/// What `reopen reopen|dlmopen A B` prints with [`two_then_three`]'s copies.
+const TWO_THEN_THREE: &str = "first: cuInit -> 0, cuDeviceGetCount -> 0, count 2\n\
+                              second: cuInit -> 0, cuDeviceGetCount -> 0, count 3\n";
+
+/// [`copies`] whose second reports 3 devices (the first the harness default, 2): the
+/// directory, the two paths, and the variable that says so.
+fn two_then_three() -> (tempfile::TempDir, String, String, (&'static str, String)) {
+    let (keep, a, b) = copies();
+    let env = ("FAKE_CUDA_DEVICE_COUNT_IN", format!("{}=3", dir_of(&b)));
+    (keep, a.display().to_string(), b.display().to_string(), env)
+}
+
+/// A library that takes the range the first copy leaves (else the second copy can land at
+/// the very same address and stale pointers would still work).
+fn filler() -> String {
+    artifacts()
+        .nvml_dir
+        .join("libnvidia-ml.so.1")
+        .display()
+        .to_string()
+}
+
+/// How many devices the run's session record lists, and the record.
+fn recorded_devices(f: &Finished) -> (usize, String) {
+    let start = &f.events("session_start")[0];
+    (
+        start["devices"].as_array().map_or(0, Vec::len),
+        start.to_string(),
+    )
+}
+
 #[test]
 fn a_driver_closed_and_opened_again_from_elsewhere_is_the_one_called() {
-    let (_keep, a, b) = copies();
-    let (a, b) = (a.display().to_string(), b.display().to_string());
-    // A library that takes the range the first copy leaves (else the second copy can land
-    // at the very same address and stale pointers would still work).
-    let filler = artifacts().nvml_dir.join("libnvidia-ml.so.1");
-    let filler = filler.display().to_string();
-    // The second copy reports 3 devices, the first 2 (the harness default).
-    let env = [(
-        "FAKE_CUDA_DEVICE_COUNT_IN",
-        format!("{}=3", dir_of(std::path::Path::new(&b))),
-    )];
-    let want = "first: cuInit -> 0, cuDeviceGetCount -> 0, count 2\n\
-                second: cuInit -> 0, cuDeviceGetCount -> 0, count 3\n";
+    let (_keep, a, b, count) = two_then_three();
+    let filler = filler();
     for how in ["reopen", "dlmopen"] {
-        let runs = in_every_mode(&[how, &a, &b, &filler], &env, want);
+        let runs = in_every_mode(
+            &[how, &a, &b, &filler],
+            std::slice::from_ref(&count),
+            TWO_THEN_THREE,
+        );
         for r in &runs[2..] {
             assert_eq!(r.summary_count("cuInit"), (2, 0), "{how}");
             assert_eq!(r.summary_count("cuDeviceGetCount"), (2, 0), "{how}");
@@ -79,32 +113,26 @@ fn a_driver_closed_before_the_session_record_is_built_is_never_called() {
     // own reference to the copy it queries, taken only while that copy is still the one the
     // program looked cuInit up in: it never calls into an unmapped copy. Before, the
     // program died with SIGSEGV in the thread's first query (6 of 8 runs here).
-    let (_keep, a, b) = copies();
-    let (a, b) = (a.display().to_string(), b.display().to_string());
-    let filler = artifacts().nvml_dir.join("libnvidia-ml.so.1");
-    let filler = filler.display().to_string();
-    let want = "first: cuInit -> 0, cuDeviceGetCount -> 0, count 2\n\
-                second: cuInit -> 0, cuDeviceGetCount -> 0, count 3\n";
+    let (_keep, a, b, count) = two_then_three();
+    let filler = filler();
+    let env = [
+        count,
+        ("FAKE_CUDA_NAME_DELAY_MS", "300".to_string()),
+        ("REOPEN_PAUSE_MS", "200".to_string()),
+    ];
     for mode in ["observe", "fix"] {
         for round in 0..3 {
-            let f = Run::new("reopen", true)
-                .args(&["reopen", &a, &b, &filler])
-                .env("SEEDANCE_MODE", mode)
-                .env(
-                    "FAKE_CUDA_DEVICE_COUNT_IN",
-                    format!("{}=3", dir_of(std::path::Path::new(&b))),
-                )
-                .env("FAKE_CUDA_NAME_DELAY_MS", "300")
-                .env("REOPEN_PAUSE_MS", "200")
-                .finish();
+            let f = one_run(
+                Some(mode),
+                &["reopen", &a, &b, &filler],
+                &env,
+                TWO_THEN_THREE,
+            );
             let why = format!("{mode} round {round}: {}", f.stderr());
-            assert_eq!(f.output.status.code(), Some(0), "{why}");
-            assert_eq!(f.stdout(), want, "{why}");
             assert_eq!(f.summary_count("cuInit"), (2, 0), "{why}");
             // The record lists the devices of the copy it could hold (2 or 3), or none
             // when the first was gone and the second not looked up yet.
-            let start = &f.events("session_start")[0];
-            let n = start["devices"].as_array().map_or(0, Vec::len);
+            let (n, start) = recorded_devices(&f);
             assert!([0, 2, 3].contains(&n), "{why}: {start}");
         }
     }
@@ -118,27 +146,17 @@ fn a_driver_opened_with_dlmopen_is_never_queried_by_the_shims_own_thread() {
     // not called from the shim's thread (on the H200 that crashed the program,
     // scripts/gpu-reopen.sh): that record lists no devices, or the second copy's 3 when the
     // thread ran after the program had looked that one up.
-    let (_keep, a, b) = copies();
-    let (a, b) = (a.display().to_string(), b.display().to_string());
-    let want = "first: cuInit -> 0, cuDeviceGetCount -> 0, count 2\n\
-                second: cuInit -> 0, cuDeviceGetCount -> 0, count 3\n";
+    let (_keep, a, b, count) = two_then_three();
+    let env = [count, ("REOPEN_HOLD_MS", "300".to_string())];
     for (how, allowed) in [("reopen", [2, 3]), ("dlmopen", [0, 3])] {
         for mode in ["observe", "fix"] {
-            let f = Run::new("reopen", true)
-                .args(&[how, &a, &b])
-                .env("SEEDANCE_MODE", mode)
-                .env(
-                    "FAKE_CUDA_DEVICE_COUNT_IN",
-                    format!("{}=3", dir_of(std::path::Path::new(&b))),
-                )
-                .env("REOPEN_HOLD_MS", "300")
-                .finish();
-            let why = format!("{how} {mode}: {}", f.stderr());
-            assert_eq!(f.output.status.code(), Some(0), "{why}");
-            assert_eq!(f.stdout(), want, "{why}");
-            let start = &f.events("session_start")[0];
-            let n = start["devices"].as_array().map_or(0, Vec::len);
-            assert!(allowed.contains(&n), "{why}: {start}");
+            let f = one_run(Some(mode), &[how, &a, &b], &env, TWO_THEN_THREE);
+            let (n, start) = recorded_devices(&f);
+            assert!(
+                allowed.contains(&n),
+                "{how} {mode}: {}: {start}",
+                f.stderr()
+            );
         }
     }
 }
