@@ -612,21 +612,6 @@ impl Tracker {
         self.context_synchronized(ctx);
     }
 
-    /// Takes one shard's current counts on `key` as synchronised (the per-thread default
-    /// stream, which only its own thread can synchronise).
-    pub fn retire_in(&self, shard: &Shard, key: u64) {
-        shard.retire(key);
-    }
-
-    /// An event was synchronised (or found complete): the work its latest record covered
-    /// is done (in the shard that recorded it: [`crate::work::retire_event`] does the same
-    /// over every shard without a tracker).
-    pub fn retire_event(&self, shards: &[&Shard], event: u64) {
-        if let Some((m, s)) = crate::work::latest_event_mark(shards.iter().copied(), event) {
-            s.raise(m.key, m.counts);
-        }
-    }
-
     /// Remembers copies still pending on a stream being destroyed: the driver finishes them
     /// on its own, so they can only be waited for through their context.
     pub fn orphan(&mut self, ctx: u32, copies: &[CopyRecord]) {

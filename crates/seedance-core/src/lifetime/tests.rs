@@ -3,6 +3,14 @@
 use super::*;
 use crate::work::{stream_key, CopyKind};
 
+/// A synchronize of `event` among `shards` (what [`crate::work::retire_event`] does over
+/// every registered shard): its latest record's counts taken as synchronised.
+fn retire_event_among(shards: &[&Shard], event: u64) {
+    if let Some((m, s)) = crate::work::latest_event_mark(shards.iter().copied(), event) {
+        s.raise(m.key, m.counts);
+    }
+}
+
 fn site(t: &mut Tracker, f: &'static str) -> Site {
     t.site(f, 100, 1)
 }
@@ -122,7 +130,7 @@ fn pending_work_and_baselines() {
     // An event recorded after the copy retires it when synchronised.
     a.add_event_record(0xe0, 0x5000);
     a.add_launch(0x5000);
-    t.retire_event(&shards, 0xe0);
+    retire_event_among(&shards, 0xe0);
     let p = t.pending(&shards, |k| k == 0x5000);
     assert_eq!(
         p[0].counts,
@@ -133,7 +141,7 @@ fn pending_work_and_baselines() {
         }
     );
     // Retiring one shard's per-thread stream.
-    t.retire_in(&b, legacy);
+    b.retire(legacy);
     assert!(t.pending(&shards, |k| k == legacy).is_empty());
 }
 
@@ -525,11 +533,11 @@ proptest::proptest! {
                     old.retire(&shards, |x| x == KEYS[k]);
                 }
                 WorkStep::RetireIn(s, k) => {
-                    t.retire_in(shards[s], KEYS[k]);
+                    shards[s].retire(KEYS[k]);
                     old.retire_in(shards[s], KEYS[k]);
                 }
                 WorkStep::RetireEvent(e) => {
-                    t.retire_event(&shards, EVENTS[e]);
+                    retire_event_among(&shards, EVENTS[e]);
                     old.retire_event(&shards, EVENTS[e]);
                 }
                 WorkStep::RetireSome(mask) => {
