@@ -23,10 +23,11 @@
 # Environment (defaults): ROUNDS (6), THREADS ("1 8 16 64"), ITERATIONS per thread and
 # operation (10000), WARMUP untimed iterations (ITERATIONS / 10, at most 1000), SCHED
 # (blocking: see threads_bench.c), MODES ("aa off observe fix", and hami when built), SEED
-# (1), CI (order, or bootstrap), BUDGET_S (540: no round starts that the last one's length
-# says would end past it, so one call stays inside a 10-minute command), FAKE_DRIVER_DIR (a
-# directory holding the fake driver's libcuda.so, crates/fake-cuda: builds with cc against
-# it instead of nvcc and the GPU, no HAMi-core, for testing the script without a GPU).
+# (1), INTERVAL (order, or bootstrap: threads_stats.py --ci; not named CI, which CI services
+# set to "true"), BUDGET_S (540: no round starts that the last one's length says would end
+# past it, so one call stays inside a 10-minute command), FAKE_DRIVER_DIR (a directory
+# holding the fake driver's libcuda.so, crates/fake-cuda: builds with cc against it instead
+# of nvcc and the GPU, no HAMi-core, for testing the script without a GPU).
 #
 # Writes $OUT/threads-raw.txt (one line per run and operation, the format threads_stats.py
 # reads; the raw files of several calls, such as one per thread count, can be given to it
@@ -132,7 +133,9 @@ for r in $(seq 1 "$rounds"); do
 done
 echo "rounds: $done_rounds of $rounds in $((SECONDS - start)) s"
 
-python3 "$here/gpu/threads_stats.py" --ci "${CI:-order}" "$raw" | tee "$out/threads-table.md"
+python3 "$here/gpu/threads_stats.py" --ci "${INTERVAL:-order}" "$raw" > "$out/threads-table.md" \
+  || { echo "FAIL: threads_stats.py (INTERVAL=${INTERVAL:-order})"; exit 1; }
+cat "$out/threads-table.md"
 echo "raw numbers: $raw"
 echo "runs failed: $failed"
 exit $((failed > 0))
