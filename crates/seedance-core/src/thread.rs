@@ -1,7 +1,7 @@
 //! The calling thread's state, in one thread-local so that a hooked call pays for one
 //! thread-local access however many per-thread records it updates: its call-counter shard
-//! ([`crate::counters`]), its pending-work shard ([`crate::work`]) and its current context as
-//! the shim last saw it set.
+//! ([`crate::counters`]), its pending-work shard ([`crate::work`]), its current context as
+//! the shim last saw it set and its thread id ([`tid_of`]).
 //!
 //! Shards are taken on a thread's first use and handed back (counts intact) when it exits;
 //! while its thread-local storage is being torn down a thread gets `None` and the callers
@@ -16,6 +16,8 @@ pub(crate) struct ThreadState {
     /// The stream keys of handles 0, 1 and 2 in the current context (see
     /// [`crate::work::stream_key`]), kept with `ctx` so a launch looks its key up.
     pub(crate) default_keys: [Cell<u64>; 3],
+    /// The thread's id as [`tid_of`]'s query gave it, 0 until first asked.
+    pub(crate) tid: Cell<u64>,
 }
 
 impl Drop for ThreadState {
@@ -36,6 +38,7 @@ thread_local! {
             work: Cell::new(None),
             ctx: Cell::new(0),
             default_keys: [Cell::new(1), Cell::new(1), Cell::new(2)],
+            tid: Cell::new(0),
         }
     };
 }
@@ -63,4 +66,20 @@ pub(crate) fn state(scope: &()) -> Option<&ThreadState> {
 pub(crate) fn with<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
     let scope = ();
     state(&scope).map(f)
+}
+
+/// The thread's id from its state: `query`'s answer (the shim's cached `gettid`, or
+/// `pthread_threadid_np` on macOS), asked on the thread's first call and kept with the
+/// other per-thread records, so a hook that needs the id and a stream key pays one
+/// thread-local access ([`crate::work::caller`]).
+#[inline(always)]
+pub(crate) fn tid_of(l: &ThreadState, query: impl FnOnce() -> u64) -> u64 {
+    match l.tid.get() {
+        0 => {
+            let t = query();
+            l.tid.set(t);
+            t
+        }
+        t => t,
+    }
 }

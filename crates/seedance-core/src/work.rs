@@ -804,6 +804,39 @@ pub fn note_free(addr: u64) {
     }
 }
 
+/// What a hook needs to know of its calling thread and its stream argument ([`caller`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    /// The stream key `stream` stands for on this thread ([`stream_key`]).
+    pub key: u64,
+    /// The thread's current context as last recorded, 0 for none or unknown.
+    pub ctx: usize,
+    /// The thread's id: [`caller`]'s `tid` answer, asked once per thread and kept.
+    pub tid: u64,
+}
+
+/// The calling thread's stream key for `stream`, its current context and its id, in one
+/// thread-local access (during thread exit: context 0 and `tid` asked).
+#[inline(always)]
+pub fn caller(stream: usize, per_thread: bool, tid: impl FnOnce() -> u64) -> Caller {
+    let scope = ();
+    match crate::thread::state(&scope) {
+        Some(l) => {
+            let ctx = l.ctx.get();
+            Caller {
+                key: stream_key(stream, ctx, per_thread),
+                ctx,
+                tid: crate::thread::tid_of(l, tid),
+            }
+        }
+        None => Caller {
+            key: stream_key(stream, 0, per_thread),
+            ctx: 0,
+            tid: tid(),
+        },
+    }
+}
+
 /// The stream key the calling thread's `stream` argument stands for.
 pub fn key_for(stream: usize, per_thread: bool) -> u64 {
     stream_key(stream, current_context(), per_thread)
@@ -938,6 +971,27 @@ mod tests {
         let tracked = s.keys().len() as u64;
         assert_eq!(tracked + s.untracked(), SLOTS as u64 * 2);
         assert!(tracked <= SLOTS as u64);
+    }
+
+    #[test]
+    fn caller_gives_the_key_context_and_id_of_the_calling_thread_asking_the_id_once() {
+        std::thread::spawn(|| {
+            let asked = std::cell::Cell::new(0);
+            let query = || {
+                asked.set(asked.get() + 1);
+                77
+            };
+            set_current_context(0x5000);
+            for (stream, per_thread) in [(0, false), (0, true), (1, false), (0x9000, false)] {
+                let c = caller(stream, per_thread, query);
+                assert_eq!(c.key, key_for(stream, per_thread));
+                assert_eq!(c.key, stream_key(stream, 0x5000, per_thread));
+                assert_eq!((c.ctx, c.tid), (0x5000, 77));
+            }
+            assert_eq!(asked.get(), 1);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -33,7 +33,7 @@ fn same(k: u64, t: u64, key: u64, tid: u64) -> bool {
 
 #[inline]
 fn key(id: HookId, stream: CUstream) -> u64 {
-    work::key_for(stream as usize, id.name().ends_with("_ptsz"))
+    work::key_for(stream as usize, id.per_thread())
 }
 
 /// Whether any stream capture is open in the process: one relaxed load.

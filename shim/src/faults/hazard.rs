@@ -133,22 +133,23 @@ pub fn pinned_removed(lo: u64) {
 // ---------------------------------------------------------------------------------------
 // Copies.
 
-#[inline]
-fn is_per_thread(id: HookId) -> bool {
-    id.name().ends_with("_ptsz")
+/// The calling thread's key for `stream` (as `id`'s form reads stream 0), its context and
+/// its id, in one thread-local access.
+#[inline(always)]
+fn caller(id: HookId, stream: CUstream) -> work::Caller {
+    work::caller(stream as usize, id.per_thread(), platform::thread_id)
 }
 
 fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo: u64) -> Access {
-    let function = id.name();
-    let per_thread = function.ends_with("_ptsz");
-    let ctx = work::current_context();
+    let per_thread = id.per_thread();
+    let c = caller(id, stream);
     Access {
-        function,
-        key: work::stream_key(stream as usize, ctx, per_thread),
+        function: id.name(),
+        key: c.key,
         stream: stream as u64,
         per_thread,
-        ctx: ctx as u64,
-        tid: platform::thread_id(),
+        ctx: c.ctx as u64,
+        tid: c.tid,
         dir,
         addr,
         bytes,
@@ -161,11 +162,10 @@ fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, l
 /// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
 fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
     // A copy captured into a graph does not run now (the graph's launch is unknown work).
-    let captured = crate::faults::capture::open()
-        && crate::faults::capture::capturing(
-            work::key_for(stream as usize, is_per_thread(id)),
-            platform::thread_id(),
-        );
+    let captured = crate::faults::capture::open() && {
+        let c = caller(id, stream);
+        crate::faults::capture::capturing(c.key, c.tid)
+    };
     let t: &'static Shared = &TABLE;
     let mut hazards = Vec::new();
     NEXT.with(|n| {
@@ -305,8 +305,8 @@ pub fn stream_destroyed(handle: u64) {
 pub fn stream_completed(id: HookId, stream: CUstream) {
     crate::faults::hostguard::completed();
     while_pending(|t| {
-        let key = work::key_for(stream as usize, is_per_thread(id));
-        t.stream_completed(key, platform::thread_id(), work::current_context() as u64)
+        let c = caller(id, stream);
+        t.stream_completed(c.key, c.tid, c.ctx as u64)
     });
 }
 
@@ -326,8 +326,8 @@ pub fn context_ended(ctx: u64) {
 /// `cuEventRecord(_ptsz)` succeeded.
 pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
     while_pending(|t| {
-        let key = work::key_for(stream as usize, is_per_thread(id));
-        t.event_recorded(event as u64, key, platform::thread_id())
+        let c = caller(id, stream);
+        t.event_recorded(event as u64, c.key, c.tid)
     });
 }
 
@@ -338,10 +338,8 @@ pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
 pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
     while_pending(|t| {
         let ev = event as u64;
-        let key = work::key_for(stream as usize, is_per_thread(id));
-        if !t.stream_waited(key, platform::thread_id(), ev)
-            && work::latest_event_mark_anywhere(ev).is_none()
-        {
+        let c = caller(id, stream);
+        if !t.stream_waited(c.key, c.tid, ev) && work::latest_event_mark_anywhere(ev).is_none() {
             forget(t);
         }
     });

@@ -178,7 +178,7 @@ fn prepare(id: HookId, src: u64, bytes: u64, stream: CUstream) -> Option<u64> {
         return None;
     }
     let ctx = query::ctx_get_current().unwrap_or(0);
-    let per_thread = id.name().ends_with("_ptsz");
+    let per_thread = id.per_thread();
     let staging = if fix() { pool::take(ctx, bytes) } else { None };
     let staging = staging.filter(|&p| {
         let ok = digest::read(src, p as *mut u8, bytes as usize);

@@ -166,11 +166,6 @@ unsafe fn written<T: Copy + Default>(p: *mut T) -> T {
     }
 }
 
-#[inline]
-fn is_per_thread(id: HookId) -> bool {
-    id.name().ends_with("_ptsz")
-}
-
 /// The formatting of lifetime findings, shared with the exit report.
 use report::{hex, lifetime_site, stream_pending};
 

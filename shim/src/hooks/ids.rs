@@ -52,6 +52,20 @@ macro_rules! ids {
                     $(HookId::$usym => stringify!($usym),)*
                 }
             }
+
+            /// Whether the function is a `_ptsz` form, whose stream 0 is the calling
+            /// thread's per-thread default stream (cuda.h's `CUDA_API_PER_THREAD_DEFAULT_STREAM`
+            /// names). A table lookup, so it costs one load even when the id is not a
+            /// constant (comparing the name's end cost about 40 instructions there).
+            #[inline(always)]
+            pub fn per_thread(self) -> bool {
+                const PER_THREAD: &[bool] = &[
+                    $(ends_with_ptsz(stringify!($sym)),)*
+                    $(ends_with_ptsz(stringify!($csym)),)*
+                    $(ends_with_ptsz(stringify!($usym)),)*
+                ];
+                PER_THREAD[self as usize]
+            }
         }
 
         /// Real-function slots, one per hooked driver symbol.
@@ -70,4 +84,36 @@ macro_rules! ids {
     };
 }
 
+/// Whether `name` ends with `_ptsz` (a `const fn`: the per-thread table is built at compile
+/// time).
+const fn ends_with_ptsz(name: &str) -> bool {
+    let b = name.as_bytes();
+    let tail = b"_ptsz";
+    if b.len() < tail.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < tail.len() {
+        if b[b.len() - tail.len() + i] != tail[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 hook_table!(ids);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_thread_is_the_ptsz_suffix_for_every_id() {
+        for &id in HookId::ALL {
+            assert_eq!(id.per_thread(), id.name().ends_with("_ptsz"), "{id:?}");
+        }
+        assert!(HookId::cuStreamWaitEvent_ptsz.per_thread());
+        assert!(!HookId::cuStreamWaitEvent.per_thread());
+    }
+}

@@ -14,7 +14,7 @@ pub unsafe fn count_launch(id: HookId, r: CUresult, stream: CUstream) {
         id as usize,
         r.0 != 0,
         stream as usize,
-        is_per_thread(id),
+        id.per_thread(),
         on(),
     );
 }
@@ -31,7 +31,7 @@ pub unsafe fn count_launch_kernel_ex(id: HookId, r: CUresult, config: *const CUl
     } else {
         0
     };
-    work::count_launch(id as usize, r.0 != 0, stream, is_per_thread(id), on());
+    work::count_launch(id as usize, r.0 != 0, stream, id.per_thread(), on());
 }
 
 /// After a successful `cuMemcpyHtoDAsync_v2(_ptsz)`.
@@ -51,7 +51,7 @@ pub unsafe fn ok_copy_htod(
         let k = CopyKind::HostToDevice;
         work::note_copy(
             stream as usize,
-            is_per_thread(id),
+            id.per_thread(),
             dst,
             src as u64,
             bytes as u64,
@@ -77,7 +77,7 @@ pub unsafe fn ok_copy_dtoh(
         let k = CopyKind::DeviceToHost;
         work::note_copy(
             stream as usize,
-            is_per_thread(id),
+            id.per_thread(),
             dst as u64,
             src,
             bytes as u64,
@@ -102,14 +102,7 @@ pub unsafe fn ok_copy(
     crate::faults::hazard::ok_copy(src, dst);
     if on() {
         let k = CopyKind::Unified;
-        work::note_copy(
-            stream as usize,
-            is_per_thread(id),
-            dst,
-            src,
-            bytes as u64,
-            k,
-        );
+        work::note_copy(stream as usize, id.per_thread(), dst, src, bytes as u64, k);
     }
 }
 
@@ -129,7 +122,7 @@ pub unsafe fn fault_copy(id: HookId, r: CUresult, stream: CUstream) -> bool {
 #[inline]
 pub fn note_stream_op(id: HookId, stream: CUstream) {
     if on() {
-        work::note_op(stream as usize, is_per_thread(id));
+        work::note_op(stream as usize, id.per_thread());
     }
 }
 

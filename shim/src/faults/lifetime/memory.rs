@@ -341,7 +341,7 @@ pub unsafe fn pre_mem_free_async(
 fn before_device_free(id: HookId, dptr: CUdeviceptr, stream: CUstream) -> Option<CUresult> {
     let bytes = alloc::live_pointer(dptr).map(|e| e.bytes);
     let hi = dptr.saturating_add(bytes.unwrap_or(1));
-    let own = work::key_for(stream as usize, is_per_thread(id));
+    let own = work::key_for(stream as usize, id.per_thread());
     let shards = work::shards();
     let pending = {
         let t = TRACKER.lock();

@@ -138,7 +138,7 @@ fn complete_already(id: HookId, kind: HandleKind, h: u64) -> Option<CUresult> {
 /// The stream's work is done: its baselines raised in the shards (the calling thread's own
 /// alone for its per-thread default stream), no lock ([`work::retire_key`]).
 fn synchronized_stream(id: HookId, stream: CUstream) {
-    let key = work::key_for(stream as usize, is_per_thread(id));
+    let key = work::key_for(stream as usize, id.per_thread());
     match key_kind(key) {
         KeyKind::PerThread(_) => work::retire_own(key),
         _ => work::retire_key(key),
@@ -285,7 +285,7 @@ pub unsafe fn fault_event(id: HookId, r: CUresult, event: CUevent) -> bool {
 /// None: the handles are only keys.
 pub unsafe fn ok_event_record(id: HookId, event: CUevent, stream: CUstream) {
     if on() {
-        work::note_event_record(event as u64, stream as usize, is_per_thread(id));
+        work::note_event_record(event as u64, stream as usize, id.per_thread());
         crate::faults::hazard::event_recorded(id, event, stream);
     }
 }
