@@ -9,7 +9,9 @@
 # Results in $OUT (or /tmp/seedance-validate): summary.txt (each script's table and exit
 # status), analyze.txt (the analyzer's summary of all traces), and one NAME.tgz per script
 # with everything it wrote. GPU_SCRIPTS="matrix devices" runs only those (the device tool
-# allows 10 minutes a call: split the five over two calls). Exit status: the number of
+# allows 10 minutes a call: split the five over two calls). GPU_SCRIPTS=multi runs
+# scripts/gpu-multi.sh (2 GPUs, issue 29; prepared but not yet run on a 2-GPU machine; 5-8
+# minutes and its own matrix run: give it a call of its own). Exit status: the number of
 # scripts that failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
