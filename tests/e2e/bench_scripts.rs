@@ -53,8 +53,15 @@ fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
         .env("ROUNDS", "2")
         .env("THREADS", "1 3")
         .env("ITERATIONS", "200")
-        // CI services set CI=true; the script's own settings must not read it.
+        // CI services set CI=true; the script's own settings must not read it. Its other
+        // settings are cleared, so an ambient value cannot change the schedule asserted below.
         .env("CI", "true")
+        .env_remove("MODES")
+        .env_remove("SEED")
+        .env_remove("WARMUP")
+        .env_remove("SCHED")
+        .env_remove("BUDGET_S")
+        .env_remove("INTERVAL")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
