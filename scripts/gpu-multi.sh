@@ -126,6 +126,7 @@
 # Exit status: the number of failed checks (at most 255).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/gpu/common.sh
 . "$here/gpu/common.sh"
 multi="$here/gpu/multi"
 fake=${FAKE_DRIVER_DIR:+$(readlink -f "$FAKE_DRIVER_DIR")}
@@ -161,15 +162,10 @@ fi
 echo "devices: $ndev"
 
 sections=" ${MULTI_SECTIONS:-1 2 3 5 4} "
-want() { case $sections in *" $1 "*) return 0 ;; esac; return 1; }
 
-passed=0
-failed=0
-: >"$out/checks.txt"
-pass() { echo "PASS $1" | tee -a "$out/checks.txt"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2" | tee -a "$out/checks.txt"; failed=$((failed + 1)); }
-skip() { echo "SKIP $1" | tee -a "$out/checks.txt"; }
-info() { echo "   $*"; }
+# shellcheck source=scripts/gpu/checks.sh
+. "$here/gpu/checks.sh"
+healthy_events='host_hazard|device_fault|stray_context'
 finish() {
   echo "time: ${SECONDS}s"
   echo "$passed passed, $failed failed"
@@ -198,84 +194,10 @@ fi
 no_torch() { skip "$1: ${fake:+fake driver: }no PyTorch with 2 GPUs here"; }
 no_jax() { skip "$1: ${fake:+fake driver: }no JAX here"; }
 
-# Concurrent runs only where the GPUs' compute mode allows several processes.
-par=${MULTI_PARALLEL:-}
-if [ -z "$par" ]; then
-  par=1
-  if [ -z "$fake" ] && nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | grep -qv '^Default$'; then
-    par=0
-  fi
-fi
+# Concurrent runs only where the GPUs' compute mode allows several processes (always with
+# the fake driver).
+par=$(gpu_parallel "${MULTI_PARALLEL:-${fake:+1}}")
 
-# launch NAME MODE [VAR=VALUE...] -- COMMAND...: one run of COMMAND in MODE (plain: no shim;
-# observe, fix; observe-redirect, fix-redirect: SEEDANCE_STRAY_CONTEXT=redirect), with the
-# VARs set.
-launch() {
-  local name=$1 mode=$2 d="$out/$1"
-  shift 2
-  local vars=() shimvars=() limit=${run_timeout:-300}
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
-  [ $# -gt 0 ] && shift
-  case $mode in
-    plain) ;;
-    observe | fix)
-      shimvars=(LD_PRELOAD="$shim" SEEDANCE_MODE="$mode" SEEDANCE_TRACE_DIR="$d/trace-$mode") ;;
-    observe-redirect | fix-redirect)
-      shimvars=(LD_PRELOAD="$shim" SEEDANCE_MODE="${mode%-redirect}" SEEDANCE_STRAY_CONTEXT=redirect
-                SEEDANCE_TRACE_DIR="$d/trace-$mode") ;;
-    *) echo "launch: unknown mode $mode" >&2; return 1 ;;
-  esac
-  mkdir -p "$d"
-  [ "$mode" = plain ] || mkdir -p "$d/trace-$mode"
-  # ulimit -f: no file over 256 MiB. The outer 2>/dev/null drops bash's "Aborted" notices.
-  {
-    (
-      ulimit -f 262144
-      exec timeout -k 10 "$limit" env -u LD_PRELOAD -u SEEDANCE_MODE -u SEEDANCE_STRAY_CONTEXT \
-          -u SEEDANCE_HOST_GUARD -u SEEDANCE_TRACE_DIR ${vars[@]+"${vars[@]}"} \
-          ${shimvars[@]+"${shimvars[@]}"} "$@"
-    ) >"$d/$mode.out" 2>"$d/$mode.err"
-    echo $? >"$d/$mode.rc"
-  } 2>/dev/null
-}
-
-# run_case NAME "MODES" "VAR=VALUE ..." -- COMMAND...: the runs of one case, concurrently
-# unless $par is 0 or the caller set serial=1.
-# Waits for its own runs only (section 2's holder runs in the background meanwhile).
-run_case() {
-  local name=$1 modes=$2 envlist=$3 m pids=()
-  shift 3
-  [ "${1:-}" = -- ] && shift
-  rm -rf "${out:?}/$name"
-  for m in $modes; do
-    # shellcheck disable=SC2086 # envlist is a word list on purpose
-    if [ "$par" = 1 ] && [ "${serial:-0}" != 1 ]; then
-      launch "$name" "$m" $envlist -- "$@" &
-      pids+=($!)
-    else
-      launch "$name" "$m" $envlist -- "$@"
-    fi
-  done
-  [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}"
-}
-
-rc() { cat "$out/$1/$2.rc" 2>/dev/null || echo none; }
-res() { grep '^result: ' "$out/$1/$2.out" 2>/dev/null; }
-said() { cat "$out/$1/$2.out" "$out/$1/$2.err" 2>/dev/null | grep -c '^seedance: '; }
-said_re() { cat "$out/$1/$2.out" "$out/$1/$2.err" 2>/dev/null | grep -E -- "^seedance: .*($3)"; }
-first_said() { cat "$out/$1/$2.out" "$out/$1/$2.err" 2>/dev/null | grep -m 1 '^seedance: ' | cut -c 1-240; }
-last_err() { grep -v '^seedance: ' "$out/$1/$2.err" 2>/dev/null | tail -n 1 | cut -c 1-200; }
-# records NAME MODE REGEX [WORD]: trace records whose event matches REGEX (and naming WORD)
-records() {
-  cat "$out/$1/trace-$2"/*.jsonl 2>/dev/null | grep -E "\"event\" *: *\"($3)\"" | grep -c -- "${4:-}"
-}
-crashed() { local r; r=$(rc "$1" "$2"); [ "$r" = none ] || [ "$r" -ge 124 ]; }
-add() { why="${why:+$why; }$*"; }
-summary_line() { # summary_line NAME MODE REGEX: the first result line matching REGEX, or the exit code
-  local l
-  l=$(res "$1" "$2" | grep -m 1 -E -- "$3" | sed 's/^result: //')
-  echo "${l:-exit $(rc "$1" "$2")}"
-}
 # facts NAME MODE: scripts/gpu/multi/facts.py over the run's trace directory (cached).
 facts() {
   local f="$out/$1/facts-$2.txt"
@@ -287,53 +209,6 @@ rank_pid() { sed -n "s/^pid: rank $3 = \\([0-9]*\\)\$/\\1/p" "$out/$1/$2.out" 2>
 held() { sed -n "s/^held: rank $3 gpus=//p" "$out/$1/$2.out" 2>/dev/null | head -n 1; }
 ctx0() { sed -n "s/^ctx0: rank $3 .*\\b$4=\\([^ ]*\\).*/\\1/p" "$out/$1/$2.out" 2>/dev/null | head -n 1; }
 
-# healthy_why NAME MODE: empty when MODE's run is healthy (see the header), else why not.
-healthy_why() {
-  local n=$1 m=$2 h s
-  why=
-  [ "$(rc "$n" plain)" = 0 ] || add "without the shim it exited $(rc "$n" plain) ($(last_err "$n" plain))"
-  [ -n "$(res "$n" plain)" ] || add "no result line without the shim"
-  [ "$(rc "$n" "$m")" = "$(rc "$n" plain)" ] || add "exit $(rc "$n" "$m") ($(last_err "$n" "$m")), without the shim $(rc "$n" plain)"
-  [ "$(res "$n" "$m")" = "$(res "$n" plain)" ] ||
-    add "results differ: $(diff <(res "$n" plain) <(res "$n" "$m") | grep '^[<>]' | head -n 4 | tr '\n' ' ')"
-  s=$(said "$n" "$m")
-  [ "$s" -eq 0 ] || add "$s seedance lines, first: $(first_said "$n" "$m")"
-  h=$(records "$n" "$m" "${bad_events:-host_hazard|device_fault|stray_context}")
-  [ "$h" -eq 0 ] || add "$h ${bad_events:-host_hazard|device_fault|stray_context} records"
-  echo "$why"
-}
-check_healthy() { # check_healthy NAME LABEL MODE...: one check per mode
-  local n=$1 label=$2 m w
-  shift 2
-  for m in "$@"; do
-    w=$(healthy_why "$n" "$m")
-    if [ -z "$w" ]; then pass "$label [$m]: as without the shim, silent"; else fail "$label [$m]" "$w"; fi
-  done
-}
-# as_plain_why NAME MODE: empty when MODE's exit code and results equal the plain run's.
-as_plain_why() {
-  why=
-  [ "$(rc "$1" "$2")" = "$(rc "$1" plain)" ] || add "exit $(rc "$1" "$2") ($(last_err "$1" "$2")), without the shim $(rc "$1" plain)"
-  [ "$(res "$1" "$2")" = "$(res "$1" plain)" ] ||
-    add "results differ: $(diff <(res "$1" plain) <(res "$1" "$2") | grep '^[<>]' | head -n 4 | tr '\n' ' ')"
-  echo "$why"
-}
-check_as_plain() { # check_as_plain NAME LABEL MODE...
-  local n=$1 label=$2 m w
-  shift 2
-  for m in "$@"; do
-    w=$(as_plain_why "$n" "$m")
-    if [ -z "$w" ]; then pass "$label [$m]: exit and results as without the shim"; else fail "$label [$m]" "$w"; fi
-  done
-}
-expect_line() { # expect_line NAME LABEL REGEX MODE...: every MODE's stdout has a line matching REGEX
-  local n=$1 label=$2 re=$3 m bad=
-  shift 3
-  for m in "$@"; do
-    grep -qE -- "$re" "$out/$n/$m.out" 2>/dev/null || bad="$bad $m($(res "$n" "$m" | tail -n 1 | cut -c 1-120))"
-  done
-  if [ -z "$bad" ]; then pass "$label: '$re' in every mode"; else fail "$label" "no '$re' in:$bad"; fi
-}
 # check_held NAME LABEL MODE...: the GPUs NVML lists per rank equal the plain run's.
 check_held() {
   local n=$1 label=$2 m r bad=
@@ -785,33 +660,6 @@ if [ -x "$ov" ]; then
   done
 fi
 
-# no_worse NAME LABEL: gpu-rules.sh section B's check.
-no_worse() {
-  local n=$1 label=$2 p
-  p=$(rc "$n" plain)
-  info "== $label: without: exit $p, $(res "$n" plain | sed 's/^result: //' | tr '\n' ';'); observe: exit $(rc "$n" observe), $(said "$n" observe) lines; fix: exit $(rc "$n" fix), $(res "$n" fix | sed 's/^result: //' | tr '\n' ';')"
-  [ -z "$(first_said "$n" observe)" ] || info "   observe said: $(first_said "$n" observe)"
-  [ -z "$(first_said "$n" fix)" ] || info "   fix said: $(first_said "$n" fix)"
-  why=
-  if crashed "$n" observe; then add "exit $(rc "$n" observe) (signal or hang; $(last_err "$n" observe))"; fi
-  [ -z "$(as_plain_why "$n" observe)" ] || add "$(as_plain_why "$n" observe)"
-  if [ -z "$why" ]; then pass "$label [observe]: as without the shim"; else fail "$label [observe]" "$why"; fi
-  why=
-  [ -n "$(res "$n" plain)" ] || add "without the shim it printed no result (exit $p: $(last_err "$n" plain))"
-  if crashed "$n" fix; then
-    add "exit $(rc "$n" fix): killed by a signal or hung ($(last_err "$n" fix))"
-  elif [ "$p" = 0 ]; then
-    [ "$(rc "$n" fix)" = 0 ] || add "exit $(rc "$n" fix) where the plain run worked ($(last_err "$n" fix))"
-    [ "$(res "$n" fix)" = "$(res "$n" plain)" ] || add "results differ from the working plain run"
-  else
-    case $(rc "$n" fix) in
-      0) grep -q '^result: device 0 sum=' "$out/$n/fix.out" || add "exit 0 without a result" ;;
-      1) grep -q '^result: exception=' "$out/$n/fix.out" || add "exit 1 without a clean Python exception" ;;
-      *) add "exit $(rc "$n" fix): neither a working run nor a clean Python error" ;;
-    esac
-  fi
-  if [ -z "$why" ]; then pass "$label [fix]: no worse than without the shim (exit $(rc "$n" fix))"; else fail "$label [fix]" "$why"; fi
-}
 
 if [ $have_torch = 1 ]; then
   run_timeout=180

@@ -79,6 +79,7 @@
 # racing cases always run alone).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/gpu/common.sh
 . "$here/gpu/common.sh"
 gpu_prologue /tmp/seedance-rules "${1:-}"
 rules="$here/gpu/rules"
@@ -93,15 +94,10 @@ echo "devices: $ndev"
 
 # RULES_SECTIONS: which sections to run (default all: "A G B C D E F H").
 sections=" ${RULES_SECTIONS:-A G B C D E F H} "
-want() { local k; for k in "$@"; do case $sections in *" $k "*) return 0 ;; esac; done; return 1; }
 
-passed=0
-failed=0
-: >"$out/checks.txt"
-pass() { echo "PASS $1" | tee -a "$out/checks.txt"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2" | tee -a "$out/checks.txt"; failed=$((failed + 1)); }
-skip() { echo "SKIP $1" | tee -a "$out/checks.txt"; }
-info() { echo "   $*"; }
+# shellcheck source=scripts/gpu/checks.sh
+. "$here/gpu/checks.sh"
+healthy_events='host_hazard|device_fault'
 
 if [ ! -f "$shim" ]; then
   fail "shim" "$shim not found"
@@ -110,120 +106,7 @@ if [ ! -f "$shim" ]; then
 fi
 
 # Concurrent runs only where the GPU's compute mode allows several processes.
-par=${RULES_PARALLEL:-}
-if [ -z "$par" ]; then
-  if nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null | grep -qv '^Default$'; then
-    par=0
-  else
-    par=1
-  fi
-fi
-
-# launch NAME MODE [VAR=VALUE...] -- COMMAND...: one run of COMMAND in MODE (plain: no shim;
-# observe, fix; observe-guard, fix-guard: SEEDANCE_HOST_GUARD=on), with the VARs set.
-launch() {
-  local name=$1 mode=$2 d="$out/$1"
-  shift 2
-  local vars=() shimvars=() limit=${run_timeout:-300}
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
-  [ $# -gt 0 ] && shift
-  case $mode in
-    plain) ;;
-    observe | fix)
-      shimvars=(LD_PRELOAD="$shim" SEEDANCE_MODE="$mode" SEEDANCE_TRACE_DIR="$d/trace-$mode") ;;
-    observe-guard | fix-guard)
-      shimvars=(LD_PRELOAD="$shim" SEEDANCE_MODE="${mode%-guard}" SEEDANCE_HOST_GUARD=on
-                SEEDANCE_TRACE_DIR="$d/trace-$mode") ;;
-    *) echo "launch: unknown mode $mode" >&2; return 1 ;;
-  esac
-  mkdir -p "$d"
-  [ "$mode" = plain ] || mkdir -p "$d/trace-$mode"
-  # ulimit -f: no file over 256 MiB (a program that loops printing is killed by SIGXFSZ
-  # instead of filling the disk; the trace's own limit is 64 MiB).
-  # The outer 2>/dev/null only drops bash's own "Aborted ..." notice; the exit code says it.
-  {
-    (
-      ulimit -f 262144
-      exec timeout -k 10 "$limit" env -u LD_PRELOAD -u SEEDANCE_MODE -u SEEDANCE_HOST_GUARD \
-          -u SEEDANCE_TRACE_DIR ${vars[@]+"${vars[@]}"} ${shimvars[@]+"${shimvars[@]}"} "$@"
-    ) >"$d/$mode.out" 2>"$d/$mode.err"
-    echo $? >"$d/$mode.rc"
-  } 2>/dev/null
-}
-
-# run_case NAME "MODES" "VAR=VALUE ..." -- COMMAND...: the runs of one case, concurrently
-# unless $par is 0 or the caller set serial=1 (racing cases: timing matters).
-run_case() {
-  local name=$1 modes=$2 envlist=$3 m
-  shift 3
-  [ "${1:-}" = -- ] && shift
-  rm -rf "${out:?}/$name"
-  for m in $modes; do
-    # shellcheck disable=SC2086 # envlist is a word list on purpose
-    if [ "$par" = 1 ] && [ "${serial:-0}" != 1 ]; then
-      launch "$name" "$m" $envlist -- "$@" &
-    else
-      launch "$name" "$m" $envlist -- "$@"
-    fi
-  done
-  wait
-}
-
-rc() { cat "$out/$1/$2.rc" 2>/dev/null || echo none; }
-res() { grep '^result: ' "$out/$1/$2.out" 2>/dev/null; }
-said() { cat "$out/$1/$2.out" "$out/$1/$2.err" 2>/dev/null | grep -c '^seedance: '; }
-first_said() { cat "$out/$1/$2.out" "$out/$1/$2.err" 2>/dev/null | grep -m 1 '^seedance: ' | cut -c 1-240; }
-last_err() { grep -v '^seedance: ' "$out/$1/$2.err" 2>/dev/null | tail -n 1 | cut -c 1-200; }
-# records NAME MODE REGEX [WORD]: trace records whose event matches REGEX (and naming WORD)
-records() {
-  cat "$out/$1/trace-$2"/*.jsonl 2>/dev/null | grep -E "\"event\" *: *\"($3)\"" | grep -c -- "${4:-}"
-}
-traces() { ls "$out/$1/trace-$2"/*.jsonl 2>/dev/null | wc -l; }
-# crashed NAME MODE: killed by a signal, timed out, or never ran
-crashed() { local r; r=$(rc "$1" "$2"); [ "$r" = none ] || [ "$r" -ge 124 ]; }
-add() { why="${why:+$why; }$*"; }
-
-# healthy_why NAME MODE: empty when MODE's run is healthy (see the header), else why not.
-healthy_why() {
-  local n=$1 m=$2 h s
-  why=
-  [ "$(rc "$n" plain)" = 0 ] || add "without the shim it exited $(rc "$n" plain) ($(last_err "$n" plain))"
-  [ -n "$(res "$n" plain)" ] || add "no result line without the shim"
-  [ "$(rc "$n" "$m")" = "$(rc "$n" plain)" ] || add "exit $(rc "$n" "$m") ($(last_err "$n" "$m")), without the shim $(rc "$n" plain)"
-  [ "$(res "$n" "$m")" = "$(res "$n" plain)" ] ||
-    add "results differ: $(diff <(res "$n" plain) <(res "$n" "$m") | grep '^[<>]' | head -n 4 | tr '\n' ' ')"
-  s=$(said "$n" "$m")
-  [ "$s" -eq 0 ] || add "$s seedance lines, first: $(first_said "$n" "$m")"
-  h=$(records "$n" "$m" "${bad_events:-host_hazard|device_fault}")
-  [ "$h" -eq 0 ] || add "$h ${bad_events:-host_hazard|device_fault} records"
-  echo "$why"
-}
-
-# check_healthy NAME LABEL MODE...: one check per mode.
-check_healthy() {
-  local n=$1 label=$2 m w
-  shift 2
-  for m in "$@"; do
-    w=$(healthy_why "$n" "$m")
-    if [ -z "$w" ]; then pass "$label [$m]: as without the shim, silent"; else fail "$label [$m]" "$w"; fi
-  done
-}
-
-# expect_line NAME LABEL REGEX MODE...: every MODE's stdout has a line matching REGEX.
-expect_line() {
-  local n=$1 label=$2 re=$3 m bad=
-  shift 3
-  for m in "$@"; do
-    grep -qE -- "$re" "$out/$n/$m.out" 2>/dev/null || bad="$bad $m($(res "$n" "$m" | tail -n 1 | cut -c 1-120))"
-  done
-  if [ -z "$bad" ]; then pass "$label: '$re' in every mode"; else fail "$label" "no '$re' in:$bad"; fi
-}
-
-summary_line() { # summary_line NAME MODE REGEX: the first result line matching REGEX, or the exit code
-  local l
-  l=$(res "$1" "$2" | grep -m 1 -E -- "$3" | sed 's/^result: //')
-  echo "${l:-exit $(rc "$1" "$2")}"
-}
+par=$(gpu_parallel "${RULES_PARALLEL:-}")
 
 # ---------------------------------------------------------------- build
 mkdir -p "$out/build"
@@ -373,36 +256,10 @@ run_timeout=180
 n=jax/correct
 run_case "$n" "plain observe fix" "" -- "$python" "$rules/jax_missing_device.py" correct
 check_healthy "$n" "B jax_missing_device correct (healthy)" observe fix
-no_worse() {
-  local n=$1 label=$2 p
-  p=$(rc "$n" plain)
-  info "== B $label: without: exit $p, $(res "$n" plain | sed 's/^result: //' | tr '\n' ';'); observe: exit $(rc "$n" observe); fix: exit $(rc "$n" fix), $(res "$n" fix | sed 's/^result: //' | tr '\n' ';')"
-  [ -z "$(first_said "$n" fix)" ] || info "   fix said: $(first_said "$n" fix)"
-  why=
-  if crashed "$n" observe; then add "exit $(rc "$n" observe) (signal or hang; $(last_err "$n" observe))"; fi
-  [ "$(rc "$n" observe)" = "$p" ] || add "exit $(rc "$n" observe), without the shim $p"
-  [ "$(res "$n" observe)" = "$(res "$n" plain)" ] || add "results differ from the plain run"
-  if [ -z "$why" ]; then pass "B $label [observe]: behaves as without the shim"; else fail "B $label [observe]" "$why"; fi
-  why=
-  [ -n "$(res "$n" plain)" ] || add "without the shim it printed no result (exit $p: $(last_err "$n" plain))"
-  if crashed "$n" fix; then
-    add "exit $(rc "$n" fix): killed by a signal or hung ($(last_err "$n" fix))"
-  elif [ "$p" = 0 ]; then
-    [ "$(rc "$n" fix)" = 0 ] || add "exit $(rc "$n" fix) where the plain run worked ($(last_err "$n" fix))"
-    [ "$(res "$n" fix)" = "$(res "$n" plain)" ] || add "results differ from the working plain run"
-  else
-    case $(rc "$n" fix) in
-      0) grep -q '^result: device 0 sum=' "$out/$n/fix.out" || add "exit 0 without a result" ;;
-      1) grep -q '^result: exception=' "$out/$n/fix.out" || add "exit 1 without a clean Python exception" ;;
-      *) add "exit $(rc "$n" fix): neither a working run nor a clean Python error" ;;
-    esac
-  fi
-  if [ -z "$why" ]; then pass "B $label [fix]: no worse than without the shim (exit $(rc "$n" fix))"; else fail "B $label [fix]" "$why"; fi
-}
 serial=1 run_case jax/faulty "plain observe fix" "" -- "$python" "$rules/jax_missing_device.py" faulty
-no_worse jax/faulty "jax_missing_device faulty (jax_cuda_visible_devices=0,1)"
+no_worse jax/faulty "B jax_missing_device faulty (jax_cuda_visible_devices=0,1)"
 serial=1 run_case jax/faulty_env "plain observe fix" "CUDA_VISIBLE_DEVICES=0,1" -- "$python" "$rules/jax_missing_device.py" faulty_env
-no_worse jax/faulty_env "jax_missing_device faulty_env (CUDA_VISIBLE_DEVICES=0,1)"
+no_worse jax/faulty_env "B jax_missing_device faulty_env (CUDA_VISIBLE_DEVICES=0,1)"
 
 fi
 
