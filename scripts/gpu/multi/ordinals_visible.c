@@ -31,14 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../result_check.h"
 
-static CUresult create_ctx(CUcontext *ctx, CUdevice dev) {
-#if CUDA_VERSION >= 13000
-  return cuCtxCreate(ctx, NULL, 0, dev);
-#else
-  return cuCtxCreate(ctx, 0, dev);
-#endif
-}
 
 /* "bus=0000:07:00.0" (lower case), or "bus=?" */
 static void bus_of(CUdevice d, char *out, size_t n) {

@@ -43,38 +43,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../result_check.h"
 
 #define WORDS (1024u * 1024u) /* 4 MiB of uint32_t */
 #define BYTES ((size_t)WORDS * sizeof(uint32_t))
 #define SPIN_NS 100000000ull /* 100 ms */
 #define D2H_WORD 0xdeadbeefu
-
-#define CHECK(call)                                                    \
-  do {                                                                 \
-    CUresult r_ = (call);                                              \
-    if (r_ != CUDA_SUCCESS) {                                          \
-      printf("result: %s failed: %d\n", #call, (int)r_);               \
-      fflush(stdout);                                                  \
-      exit(1);                                                         \
-    }                                                                  \
-  } while (0)
-
-#ifndef MULTI_FAKE_DRIVER
-/* spin(ns): one thread waits `ns` nanoseconds of the GPU's global timer. */
-static const char *ptx =
-    ".version 7.0\n.target sm_50\n.address_size 64\n"
-    ".visible .entry spin(.param .u64 ns) {\n"
-    "  .reg .u64 %n; .reg .u64 %t0; .reg .u64 %t1; .reg .u64 %d; .reg .pred %p;\n"
-    "  ld.param.u64 %n, [ns];\n"
-    "  mov.u64 %t0, %globaltimer;\n"
-    "LOOP:\n"
-    "  mov.u64 %t1, %globaltimer;\n"
-    "  sub.u64 %d, %t1, %t0;\n"
-    "  setp.lt.u64 %p, %d, %n;\n"
-    "  @%p bra LOOP;\n"
-    "  ret;\n"
-    "}\n";
-#endif
 
 static CUcontext ctx0, ctx1;
 static CUstream s0, s1;
@@ -151,7 +125,7 @@ static void setup(int *peer) {
   }
   CUmodule mod;
   CHECK(cuCtxSetCurrent(ctx0));
-  CHECK(cuModuleLoadData(&mod, ptx));
+  CHECK(cuModuleLoadData(&mod, SPIN_PTX));
   CHECK(cuModuleGetFunction(&spin, mod, "spin"));
 #else
   spin = (CUfunction)0x1000;

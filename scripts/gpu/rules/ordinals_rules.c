@@ -35,14 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../result_check.h"
 
-static CUresult create_ctx(CUcontext *ctx, CUdevice dev) {
-#if CUDA_VERSION >= 13000
-  return cuCtxCreate(ctx, NULL, 0, dev);
-#else
-  return cuCtxCreate(ctx, 0, dev);
-#endif
-}
 
 /* A context on dev, a 1 MiB allocation, a memset and a read-back, then clean-up. */
 static int small_work(CUdevice dev) {
