@@ -89,7 +89,7 @@
 #     with world=2. The thread benchmark with one stream per GPU: SKIP (threads_bench.c puts
 #     every thread on device 0's primary context; it would need a change).
 #   5 ordinals under CUDA_VISIBLE_DEVICES=1 and =1,0 (scripts/gpu/multi/ordinals_visible.c,
-#     torch_ordinals.py, jax_ordinals.py):
+#     torch_ordinals.py, scripts/gpu/rules/jax_missing_device.py visible|allowed1):
 #     - healthy in observe and fix (no device_fallback record either): C count_then_each
 #       under both; count_then_01, count_then_probe01, direct_one under =1,0; PyTorch visible
 #       under both and cuda1 under =1,0; JAX visible under both and allowed1 under =1,0;
@@ -699,15 +699,15 @@ if [ $have_jax = 1 ]; then
     [ "$cvd" = 1,0 ] && vs="visible allowed1"
     for v in $vs; do
       n=jaxord/$tag/$v
-      run_case "$n" "plain observe fix" "CUDA_VISIBLE_DEVICES=$cvd" -- "$python" "$multi/jax_ordinals.py" "$v"
-      bad_events='host_hazard|device_fault|device_fallback|stray_context' check_healthy "$n" "5 jax_ordinals $v (CUDA_VISIBLE_DEVICES=$cvd) (healthy)" observe fix
+      run_case "$n" "plain observe fix" "CUDA_VISIBLE_DEVICES=$cvd" -- "$python" "$here/gpu/rules/jax_missing_device.py" "$v"
+      bad_events='host_hazard|device_fault|device_fallback|stray_context' check_healthy "$n" "5 jax ordinals $v (CUDA_VISIBLE_DEVICES=$cvd) (healthy)" observe fix
     done
   done
   n=jaxord/cvd1/allowed1
-  serial=1 run_case "$n" "plain observe fix" "CUDA_VISIBLE_DEVICES=1" -- "$python" "$multi/jax_ordinals.py" allowed1
-  no_worse "$n" "5 jax_ordinals allowed1 (CUDA_VISIBLE_DEVICES=1)"
+  serial=1 run_case "$n" "plain observe fix" "CUDA_VISIBLE_DEVICES=1" -- "$python" "$here/gpu/rules/jax_missing_device.py" allowed1
+  no_worse "$n" "5 jax ordinals allowed1 (CUDA_VISIBLE_DEVICES=1)"
 else
-  no_jax "5 jax_ordinals.py"
+  no_jax "5 jax_missing_device.py"
 fi
 echo "time after section 5: ${SECONDS}s"
 fi

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""JAX asked for a device the host lacks (run by scripts/gpu-rules.sh).
+"""JAX asked for a device the host lacks (run by scripts/gpu-rules.sh, section B, and
+scripts/gpu-multi.sh, section 5, under CUDA_VISIBLE_DEVICES=1 or =1,0).
 
     python3 jax_missing_device.py correct      jax_cuda_visible_devices = "0"
     python3 jax_missing_device.py faulty       jax_cuda_visible_devices = "0,1" (a missing
                                                second GPU on a 1-GPU host), set before first use
     python3 jax_missing_device.py faulty_env   nothing configured here; the runner sets
                                                CUDA_VISIBLE_DEVICES=0,1
+    python3 jax_missing_device.py visible      nothing configured: every device the runner's
+                                               CUDA_VISIBLE_DEVICES leaves (correct)
+    python3 jax_missing_device.py allowed1     jax_cuda_visible_devices = "1": with
+                                               CUDA_VISIBLE_DEVICES=1 an index that does not
+                                               exist (only index 0 is visible); with =1,0 correct
 
 jax_platforms is "cuda" so that a failed GPU initialisation is an error, not a silent CPU
 fallback. Prints "result: devices=N platform=P" and one sum per device, or
@@ -21,8 +27,8 @@ import sys
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 variant = sys.argv[1] if len(sys.argv) > 1 else "correct"
-if variant not in ("correct", "faulty", "faulty_env"):
-    print("usage: jax_missing_device.py correct|faulty|faulty_env", file=sys.stderr)
+if variant not in ("correct", "faulty", "faulty_env", "visible", "allowed1"):
+    print("usage: jax_missing_device.py correct|faulty|faulty_env|visible|allowed1", file=sys.stderr)
     sys.exit(64)
 
 import jax  # noqa: E402
@@ -33,6 +39,8 @@ try:
         jax.config.update("jax_cuda_visible_devices", "0")
     elif variant == "faulty":
         jax.config.update("jax_cuda_visible_devices", "0,1")
+    elif variant == "allowed1":
+        jax.config.update("jax_cuda_visible_devices", "1")
 except Exception as e:  # an option this JAX does not have
     print(f"result: config unsupported={type(e).__name__}")
     print(f"config: {e}", file=sys.stderr)
