@@ -138,25 +138,20 @@ healthy_why() {
   echo "$why"
 }
 
-# check_healthy NAME LABEL MODE...: one check per mode.
-check_healthy() {
-  local n=$1 label=$2 m w
-  shift 2
+# check_each WHY_FUNCTION PASS_TEXT NAME LABEL MODE...: one check per mode, passed when
+# WHY_FUNCTION NAME MODE says nothing.
+check_each() {
+  local f=$1 ok=$2 n=$3 label=$4 m w
+  shift 4
   for m in "$@"; do
-    w=$(healthy_why "$n" "$m")
-    if [ -z "$w" ]; then pass "$label [$m]: as without the shim, silent"; else fail "$label [$m]" "$w"; fi
+    w=$("$f" "$n" "$m")
+    if [ -z "$w" ]; then pass "$label [$m]: $ok"; else fail "$label [$m]" "$w"; fi
   done
 }
-
-# check_as_plain NAME LABEL MODE...: one check per mode (as_plain_why).
-check_as_plain() {
-  local n=$1 label=$2 m w
-  shift 2
-  for m in "$@"; do
-    w=$(as_plain_why "$n" "$m")
-    if [ -z "$w" ]; then pass "$label [$m]: exit and results as without the shim"; else fail "$label [$m]" "$w"; fi
-  done
-}
+# check_healthy NAME LABEL MODE... (healthy_why), check_as_plain NAME LABEL MODE...
+# (as_plain_why).
+check_healthy() { check_each healthy_why "as without the shim, silent" "$@"; }
+check_as_plain() { check_each as_plain_why "exit and results as without the shim" "$@"; }
 
 # expect_line NAME LABEL REGEX MODE...: every MODE's stdout has a line matching REGEX.
 expect_line() {
