@@ -2,6 +2,10 @@
 """Statistics of scripts/gpu-threads.sh: paired ratios to plain with confidence intervals.
 
     threads_stats.py RAW...         the tables, from the raw files the benchmark writes
+    threads_stats.py --added RAW... nanoseconds added per operation instead of ratios (for
+                                    runs against the null driver, scripts/host-threads.sh,
+                                    where the driver costs next to nothing and a ratio says
+                                    nothing)
     threads_stats.py --selftest     checks the statistics on synthetic data (no GPU)
 
 RAW has one line per (run, operation):
@@ -54,9 +58,10 @@ def parse(lines, tag=0):
     return {k: sorted((p, m, ops) for p, (m, ops) in v.items()) for k, v in runs.items()}
 
 
-def paired(runs):
+def paired(runs, added=False):
     """Paired ratios {(op, threads, mode): {"wall": [...], "cpu": [...]}} and the plain
-    values {(op, threads): {"wall": [...], "cpu": [...]}}."""
+    values {(op, threads): {"wall": [...], "cpu": [...]}}. With `added`, differences in ns
+    (the run less the arithmetic mean of its plain neighbours) instead of ratios."""
     ratios = collections.defaultdict(lambda: {"wall": [], "cpu": []})
     plain = collections.defaultdict(lambda: {"wall": [], "cpu": []})
     for (_, _, threads), seq in sorted(runs.items()):
@@ -71,6 +76,10 @@ def paired(runs):
             for op, vals in ops.items():
                 for j, metric in enumerate(("wall", "cpu")):
                     near = [s[2][op][j] for s in (before, after) if s and op in s[2]]
+                    if added and near:
+                        base = sum(near) / len(near)
+                        ratios[(op, threads, mode)][metric].append(vals[j] - base)
+                        continue
                     if not near or vals[j] <= 0 or min(near) <= 0:
                         continue
                     base = math.exp(sum(math.log(x) for x in near) / len(near))
@@ -166,6 +175,60 @@ def tables(runs, ci="order", limit=1.02):
     return "\n".join(out), s
 
 
+def added_tables(runs, ci="order"):
+    """The shim's own cost: ns added per operation, median of the paired differences
+    [95 % CI], for wall and CPU time; and, per mode, the CPU ns added at each thread count
+    over that at one thread (1.00 = flat in threads: no contention the threads add)."""
+    diffs, plain = paired(runs, added=True)
+    modes = [m for m in MODES if any(k[2] == m for k in diffs)]
+    ci_of = order_ci if ci == "order" else bootstrap_ci
+    cell = {}
+    for key, by in diffs.items():
+        for metric, xs in by.items():
+            if xs:
+                lo, hi, covered = ci_of(xs)
+                cell[key + (metric,)] = (statistics.median(xs), lo, hi, len(xs), covered)
+    out = []
+    for metric, title in (("wall", "wall time per operation"),
+                          ("cpu", "CPU time per operation (the threads' mean)")):
+        out.append(f"### ns added per operation, paired with plain: {title}; median [95 % CI]")
+        out.append("")
+        out.append("| operation | threads | plain ns | " + " | ".join(HEADS[m] for m in modes) + " |")
+        out.append("|---|---|---|" + "---|" * len(modes))
+        for op, t in sorted(plain):
+            cells = [f"{statistics.median(plain[(op, t)][metric]):.0f}"]
+            for m in modes:
+                c = cell.get((op, t, m, metric))
+                cells.append("-" if c is None else
+                             f"{c[0]:+.0f} [{c[1]:+.0f} to {c[2]:+.0f}]"
+                             + ("" if c[4] else f", n={c[3]}: under 95 %"))
+            out.append(f"| {op} | {t} | " + " | ".join(cells) + " |")
+        out.append("")
+    out.append("### CPU ns added at T threads over that at 1 thread (1.00: flat in threads)")
+    out.append("")
+    threads = sorted({t for _, t in plain})
+    out.append("| operation | mode | " + " | ".join(f"{t}" for t in threads) + " |")
+    out.append("|---|---|" + "---|" * len(threads))
+    flat = {}
+    for op in sorted({op for op, _ in plain}):
+        for m in modes:
+            if m == "aa":
+                continue
+            one = cell.get((op, 1, m, "cpu"))
+            if one is None or one[0] <= 0:
+                continue
+            row = []
+            for t in threads:
+                c = cell.get((op, t, m, "cpu"))
+                row.append("-" if c is None else f"{c[0] / one[0]:.2f}")
+                if c is not None:
+                    flat[(op, t, m)] = c[0] / one[0]
+            out.append(f"| {op} | {m} | " + " | ".join(row) + " |")
+    out.append("")
+    out.append(f"rounds: {len(sorted({k[:2] for k in runs}))}; CI: {ci}")
+    return "\n".join(out), cell, flat
+
+
 def synthetic(rounds=10, threads=(1, 16), effects=None, drift=0.15, noise=0.004, seed=7):
     """Raw lines of a made-up run: each (round, threads) sequence has a level of its own
     (a factor of about exp(N(0, drift)): the run-to-run noise that unpaired medians see) and
@@ -225,6 +288,19 @@ def selftest():
     # Bootstrap intervals on the same data agree on the verdicts.
     _, b = tables(parse(synthetic()), ci="bootstrap")
     assert all(b[k]["wall"][5] == s[k]["wall"][5] for k in s), "bootstrap disagrees"
+    # Added ns: plain 1000 and a mode at 1300 at 1 thread, 1600 at 16, against a plain level
+    # that drifts; the differences come out as 300 and 600 and the flatness as 2.00.
+    lines = []
+    for r in (1, 2, 3, 4, 5, 6):
+        for t, cost in ((1, 300.0), (16, 600.0)):
+            lvl = 1000.0 + 10 * r
+            for pos, (m, v) in enumerate((("plain", lvl), ("fix", lvl + cost), ("plain", lvl))):
+                lines.append(f"round {r} pos {pos} mode {m} op x threads {t} "
+                             f"wall {v} cpu {v} med {v}")
+    text, cell, flat = added_tables(parse(lines))
+    assert cell[("x", 1, "fix", "cpu")][:3] == (300.0, 300.0, 300.0), text
+    assert cell[("x", 16, "fix", "wall")][0] == 600.0, text
+    assert abs(flat[("x", 16, "fix")] - 2.0) < 1e-9 and "| x | fix | 1.00 | 2.00 |" in text, text
     # Too few rounds: said in the cell.
     text, _ = tables(parse(synthetic(rounds=4)))
     assert "n=4: under 95 %" in text, text
@@ -237,6 +313,7 @@ def main():
     ap.add_argument("--selftest", action="store_true")
     ap.add_argument("--ci", choices=["order", "bootstrap"], default="order")
     ap.add_argument("--limit", type=float, default=1.02)
+    ap.add_argument("--added", action="store_true", help="ns added instead of ratios")
     a = ap.parse_args()
     if a.selftest:
         selftest()
@@ -250,7 +327,7 @@ def main():
     if not runs:
         print("no runs in", *a.raw)
         sys.exit(1)
-    print(tables(runs, a.ci, a.limit)[0])
+    print(added_tables(runs, a.ci)[0] if a.added else tables(runs, a.ci, a.limit)[0])
 
 
 if __name__ == "__main__":

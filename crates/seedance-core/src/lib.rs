@@ -21,6 +21,7 @@ pub mod hostguard;
 pub mod launch;
 pub mod libraries;
 pub mod lifetime;
+pub mod line;
 pub mod live;
 pub mod once;
 pub mod owners;

@@ -29,6 +29,7 @@
 //! with the driver (`cuStreamQuery`) before it reports or repairs anything.
 
 use crate::counters::{Counters, MAX_FUNCTIONS};
+use crate::line::Line;
 use crate::owners::AllocRing;
 use crate::thread::ThreadState;
 use parking_lot::Mutex;
@@ -283,8 +284,16 @@ fn home(key: u64, n: usize) -> usize {
     (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - n.trailing_zeros())) as usize
 }
 
-/// Process-wide order of event records.
-static EVENT_SEQ: AtomicU64 = AtomicU64::new(1);
+/// The order of event records, one counter per group of event handles (the handle's
+/// [`home`] among [`EVENT_CLOCKS`]), each on a cache line of its own. Only records of one
+/// event are ever compared ([`latest_event_mark`]), and those always take the same counter,
+/// so each event's records are in order; threads recording their own events bump counters
+/// no other such thread writes (one counter for the process made every record on every
+/// thread write one cache line: measured with `scripts/host-threads.sh`).
+static EVENT_SEQ: [Line<AtomicU64>; EVENT_CLOCKS] =
+    [const { Line::new(AtomicU64::new(1)) }; EVENT_CLOCKS];
+/// Counters in [`EVENT_SEQ`] (a power of two).
+const EVENT_CLOCKS: usize = 256;
 
 impl Shard {
     /// An empty shard with id `id` (its index in the list of every shard).
@@ -433,7 +442,7 @@ impl Shard {
     pub fn add_event_record(&self, event: u64, key: u64) {
         let counts = self.counts(key).unwrap_or_default();
         let e = &self.events[home(event, EVENTS)];
-        let seq = EVENT_SEQ.fetch_add(1, Ordering::Relaxed);
+        let seq = EVENT_SEQ[home(event, EVENT_CLOCKS)].fetch_add(1, Ordering::Relaxed);
         e.seq.store(0, Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::Release);
         e.event.store(event, Ordering::Relaxed);
@@ -1168,5 +1177,31 @@ mod tests {
         assert_eq!(s.baseline(0x300), Counts::default());
         s.retire(0x100);
         assert_eq!(s.baseline(0x100), s.counts(0x100).unwrap());
+    }
+
+    #[test]
+    fn the_latest_record_of_an_event_is_found_whichever_threads_record_others_between() {
+        let a = Box::new(Shard::new(0));
+        let b = Box::new(Shard::new(1));
+        let c = Box::new(Shard::new(2));
+        let d = Box::new(Shard::new(3));
+        let latest = |ev| latest_event_mark([&*a, &*b, &*c], ev).map(|(m, by)| (m.key, by.id()));
+        // Each event's records alternate between shards, with records of many other events
+        // (which take other counters) in between, on a fourth shard (each shard remembers
+        // one record per slot of its own, so they would evict these there).
+        for round in 0..200u64 {
+            let ev = 0xe000 + (round % 7) * 0x100;
+            let (by, key) = match round % 3 {
+                0 => (&a, 0x100),
+                1 => (&b, 0x200),
+                _ => (&c, 0x300),
+            };
+            by.add_event_record(ev, key);
+            for other in 0..5u64 {
+                d.add_event_record(0x9000 + other * 0x40 + round, 0x400);
+            }
+            let id = (round % 3) as u32;
+            assert_eq!(latest(ev), Some((key, id)), "round {round}");
+        }
     }
 }

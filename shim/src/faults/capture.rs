@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Stream keys being captured now ([`work::key_for`]), with the thread that began each.
 static CAPTURING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 /// How many captures are open (one relaxed load for [`open`]).
-static OPEN: AtomicUsize = AtomicUsize::new(0);
+/// On lines of its own: every copy from pinned memory reads it.
+static OPEN: seedance_core::line::Line<AtomicUsize> =
+    seedance_core::line::Line::new(AtomicUsize::new(0));
 /// Most captures tracked at once; a begin beyond is not tracked (its copies are checked as
 /// running work, its end changes nothing).
 const MAX_CAPTURES: usize = 256;

@@ -34,6 +34,7 @@ use order::order;
 use report::report;
 use seedance_core::hazard::shared::{Held, Ranges, Shared};
 use seedance_core::hazard::{Access, Direction, Range};
+use seedance_core::line::Line;
 use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
 use std::cell::RefCell;
@@ -44,8 +45,9 @@ static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
 
 /// Lowest first byte and highest end of the pinned ranges ever made (a range freed later
 /// leaves the box as it was; an empty table resets it).
-static BOX_LO: AtomicU64 = AtomicU64::new(u64::MAX);
-static BOX_HI: AtomicU64 = AtomicU64::new(0);
+/// Each on lines of its own: every copy reads them ([`maybe_pinned`]).
+static BOX_LO: Line<AtomicU64> = Line::new(AtomicU64::new(u64::MAX));
+static BOX_HI: Line<AtomicU64> = Line::new(AtomicU64::new(0));
 
 /// The accesses of one copy: its host side, or both sides of a unified copy, each with the
 /// pinned range it lies in.
@@ -183,9 +185,10 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
             if dir == Direction::Write && crate::faults::hostguard::on() {
                 crate::faults::hostguard::release_range(addr, addr.saturating_add(bytes));
             }
-            if !t.is_idle() {
-                hazards.extend(t.check_in(&r, &a));
-            }
+            // No test of the table's pending count first: the range's own state answers a
+            // loop on one buffer or an idle range at once, and the count is a line every
+            // thread's first access and completion write.
+            hazards.extend(t.check_in(&r, &a));
             *slot = Some((a, r));
         }
     });

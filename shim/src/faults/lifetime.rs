@@ -69,7 +69,8 @@ static TRACKER: Lazy<Mutex<Tracker>> =
 /// published by the tracker on every change): while 0, the checks before a synchronize
 /// ([`streams::pre_stream_sync`], [`streams::pre_event_sync`]) have nothing to find and
 /// take no lock.
-static DEAD_HANDLES: AtomicUsize = AtomicUsize::new(0);
+static DEAD_HANDLES: seedance_core::line::Line<AtomicUsize> =
+    seedance_core::line::Line::new(AtomicUsize::new(0));
 
 /// Whether some stream or event handle died with its context: one load.
 #[inline(always)]

@@ -43,7 +43,9 @@ pub mod sw {
 /// The configuration word: every switch a wrapper reads ([`sw`]), in one atomic, so that
 /// one relaxed load answers any of them and the fork handler turns them all off in one
 /// store. Written once when the configuration is read; `ANY_DEAD` is or-ed in later.
-static WORD: AtomicU32 = AtomicU32::new(0);
+/// On lines of its own: every hooked call reads it.
+static WORD: seedance_core::line::Line<AtomicU32> =
+    seedance_core::line::Line::new(AtomicU32::new(0));
 
 /// The configuration word (reading the configuration first if that has not happened).
 #[inline(always)]

@@ -78,8 +78,7 @@ impl Hasher for Mix {
 type Map<K, V> = HashMap<K, V, BuildHasherDefault<Mix>>;
 
 /// Keeps each shard on its own cache lines.
-#[repr(align(128))]
-struct Pad<T>(T);
+use crate::line::Line as Pad;
 
 #[derive(Default)]
 struct Pending {
@@ -90,9 +89,14 @@ struct Pending {
     dead: bool,
 }
 
+/// A range and its pending accesses. The range is read by every thread whose copy looks
+/// near it in the snapshot, the lock written by every copy from it: each on a cache line of
+/// its own (and apart from the `Arc`'s counts, which a [`Held`] writes), so a look-up that
+/// passes another thread's range reads a line nobody writes.
+#[repr(align(128))]
 struct Slot {
     range: Range,
-    pending: Mutex<Pending>,
+    pending: Pad<Mutex<Pending>>,
 }
 
 type RangeMap = BTreeMap<u64, Arc<Slot>>;
@@ -101,8 +105,16 @@ type RangeMap = BTreeMap<u64, Arc<Slot>>;
 /// through it costs one atomic load while no range was made or freed.
 pub struct Ranges {
     cache: arc_swap::Cache<&'static ArcSwap<RangeMap>, Arc<RangeMap>>,
-    /// The range last found, and the snapshot it was found in.
-    last: Option<(usize, Held)>,
+    /// The snapshot `last` and `gap` were found in, held so that no later snapshot can
+    /// have its address (a snapshot's address alone would let a freed one's answers be
+    /// taken for a new one's).
+    snap: Option<Arc<RangeMap>>,
+    /// The range last found.
+    last: Option<Held>,
+    /// The gap between ranges `[lo, hi)` the last miss fell in: a copy from the same
+    /// pageable buffer (or any address of that gap) misses without a search (the search's
+    /// cost grows with the number of ranges: one per thread in a loader).
+    gap: Option<(u64, u64)>,
 }
 
 /// A pinned range found by [`Shared::find`].
@@ -167,8 +179,12 @@ type Streams = Mutex<Map<Sid, Stream>>;
 type Events = Mutex<Map<u64, Mark>>;
 
 /// The shared race table (see the module documentation); every method takes `&self`.
+///
+/// The fields every copy or stream hook reads (`ranges`, `has_waits`) and those written
+/// on a stream's first access and completion (`pending`, `epoch`) are on cache lines of
+/// their own.
 pub struct Shared {
-    ranges: ArcSwap<RangeMap>,
+    ranges: Pad<ArcSwap<RangeMap>>,
     /// Serialises the writers of `ranges`.
     writer: Mutex<()>,
     streams: [Pad<Streams>; SHARDS],
@@ -176,9 +192,14 @@ pub struct Shared {
     waits: Mutex<Vec<Wait>>,
     has_waits: AtomicBool,
     non_blocking: Mutex<HashSet<u64>>,
-    pending: AtomicUsize,
+    pending: Pad<AtomicUsize>,
+    /// Set when `pending` leaves 0, cleared when it returns to 0: read first by
+    /// [`Shared::is_idle`], so while threads keep accesses pending (the count moving, never
+    /// reaching 0) their hooks read a line nobody writes. May be stale either way after
+    /// racing updates: `true` only costs work, and `false` sends the reader to the count.
+    busy: Pad<AtomicBool>,
     forgotten: AtomicU64,
-    epoch: AtomicU64,
+    epoch: Pad<AtomicU64>,
 }
 
 impl Default for Shared {
@@ -222,16 +243,17 @@ impl Shared {
     /// An empty table.
     pub fn new() -> Shared {
         Shared {
-            ranges: ArcSwap::from_pointee(BTreeMap::new()),
+            ranges: Pad(ArcSwap::from_pointee(BTreeMap::new())),
             writer: Mutex::new(()),
             streams: std::array::from_fn(|_| Pad(Mutex::new(Map::default()))),
             events: std::array::from_fn(|_| Pad(Mutex::new(Map::default()))),
             waits: Mutex::new(Vec::new()),
             has_waits: AtomicBool::new(false),
             non_blocking: Mutex::new(HashSet::new()),
-            pending: AtomicUsize::new(0),
+            pending: Pad(AtomicUsize::new(0)),
+            busy: Pad(AtomicBool::new(false)),
             forgotten: AtomicU64::new(0),
-            epoch: AtomicU64::new(0),
+            epoch: Pad(AtomicU64::new(0)),
         }
     }
 
@@ -265,7 +287,7 @@ impl Shared {
 
     /// `n` accesses of stream `s` completed or were dropped.
     fn release(&self, s: Sid, n: usize) {
-        self.pending.fetch_sub(n, Ordering::Relaxed);
+        self.pending_sub(n);
         let gone = {
             let mut m = self.streams(s).lock();
             match m.get_mut(&s) {
@@ -308,7 +330,7 @@ impl Shared {
             lo,
             Arc::new(Slot {
                 range: r,
-                pending: Mutex::new(pending),
+                pending: Pad(Mutex::new(pending)),
             }),
         );
         self.ranges.store(Arc::new(map));
@@ -348,24 +370,48 @@ impl Shared {
     pub fn ranges_cache(&'static self) -> Ranges {
         Ranges {
             cache: arc_swap::Cache::new(&self.ranges),
+            snap: None,
             last: None,
+            gap: None,
         }
     }
 
     /// [`Shared::find`] through a thread's cache of the snapshot.
     pub fn find_cached(&self, cache: &mut Ranges, addr: u64) -> Option<Held> {
         let map = cache.cache.load();
-        let id = Arc::as_ptr(map) as usize;
+        if !cache.snap.as_ref().is_some_and(|s| Arc::ptr_eq(s, map)) {
+            cache.snap = Some(Arc::clone(map));
+            cache.last = None;
+            cache.gap = None;
+        }
         let inside = |r: &Range| addr >= r.lo && addr - r.lo < r.bytes.max(1);
-        if let Some((m, h)) = &cache.last {
-            if *m == id && inside(&h.0.range) {
+        if let Some(h) = &cache.last {
+            if inside(&h.0.range) {
                 return Some(h.clone());
             }
         }
-        let (_, s) = map.range(..=addr).next_back()?;
-        let h = inside(&s.range).then(|| Held(Arc::clone(s)))?;
-        cache.last = Some((id, h.clone()));
-        Some(h)
+        if let Some((lo, hi)) = cache.gap {
+            if addr >= lo && addr < hi {
+                return None;
+            }
+        }
+        let below = map.range(..=addr).next_back();
+        if let Some((_, s)) = below {
+            if inside(&s.range) {
+                let h = Held(Arc::clone(s));
+                cache.last = Some(h.clone());
+                return Some(h);
+            }
+        }
+        // A miss: every address from the end of the range below to the start of the next
+        // one has the same range below and lies outside it, so it misses too.
+        let lo = below.map_or(0, |(_, s)| s.range.lo.saturating_add(s.range.bytes.max(1)));
+        let hi = map
+            .range(addr.saturating_add(1)..)
+            .next()
+            .map_or(u64::MAX, |(k, _)| *k);
+        cache.gap = Some((lo, hi));
+        None
     }
 
     /// The pinned range that holds `addr`, held for [`Shared::check_in`] and
@@ -387,9 +433,22 @@ impl Shared {
             .map(|s| s.range.lo.saturating_add(s.range.bytes))
     }
 
-    /// Whether no access is pending (one relaxed load).
+    /// Whether no access is pending: one relaxed load while accesses are pending (the
+    /// `busy` hint), two when none is.
     pub fn is_idle(&self) -> bool {
-        self.pending.load(Ordering::Relaxed) == 0
+        !self.busy.load(Ordering::Relaxed) && self.pending.load(Ordering::Relaxed) == 0
+    }
+
+    fn pending_add(&self, n: usize) {
+        if self.pending.fetch_add(n, Ordering::Relaxed) == 0 {
+            self.busy.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn pending_sub(&self, n: usize) {
+        if n > 0 && self.pending.fetch_sub(n, Ordering::Relaxed) == n {
+            self.busy.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Every pending access (a copy; for tests and reports).
@@ -575,13 +634,9 @@ impl Shared {
         drop(p);
         // Net one more, less what it superseded: nothing to write in a loop on one buffer.
         match superseded {
-            0 => {
-                self.pending.fetch_add(1, Ordering::Relaxed);
-            }
+            0 => self.pending_add(1),
             1 => {}
-            n => {
-                self.pending.fetch_sub(n - 1, Ordering::Relaxed);
-            }
+            n => self.pending_sub(n - 1),
         }
         if let Some(d) = dropped {
             self.forgotten.fetch_add(1, Ordering::Relaxed);
@@ -985,6 +1040,47 @@ mod tests {
                 }
                 prop_assert_eq!(pending(t.pending().to_vec()), pending(s.pending()), "step {}", n);
                 prop_assert_eq!(t.is_idle(), s.is_idle());
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// A thread's cached look-up (the range last found, the gap the last miss fell in)
+        /// answers every address as the uncached one does, while ranges come and go
+        /// (adjacent ones included; pinned ranges never overlap and are never empty: the
+        /// shim records only those the driver made).
+        #[test]
+        fn cached_look_ups_find_what_the_snapshot_holds(
+            ops in proptest::collection::vec((0u8..4, 0u64..48, 0u64..3), 1..200)
+        ) {
+            let s: &'static Shared = Box::leak(Box::new(Shared::new()));
+            let mut cache = s.ranges_cache();
+            let base = 0x7f00_0000_0000u64;
+            let mut made: Vec<(u64, u64)> = Vec::new();
+            for (n, (what, at, pages)) in ops.into_iter().enumerate() {
+                let lo = base + at * 1024;
+                match what {
+                    0 => {
+                        let hi = lo + (pages + 1) * 2048;
+                        if made.iter().all(|&(l, h)| hi <= l || lo >= h) {
+                            made.push((lo, hi));
+                            s.pinned_added(Range { lo, bytes: hi - lo, made_by: "cuMemHostAlloc" });
+                        }
+                    }
+                    1 => {
+                        made.retain(|&(l, _)| l != lo);
+                        s.pinned_removed(lo);
+                    }
+                    _ => {
+                        for addr in [lo, lo + 1, lo + 1023, lo.saturating_sub(1)] {
+                            let want = s.find(addr).map(|h| h.range().lo);
+                            let got = s.find_cached(&mut cache, addr).map(|h| h.range().lo);
+                            prop_assert_eq!(got, want, "step {} address {:#x}", n, addr);
+                        }
+                    }
+                }
             }
         }
     }
