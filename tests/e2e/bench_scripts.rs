@@ -109,3 +109,70 @@ fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
     );
     assert!(table.contains("n=2: under 95 %"), "{table}");
 }
+
+#[test]
+fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanoseconds() {
+    if optional_tool("bench_scripts", &["python3"], "SEEDANCE_REQUIRE_PYTHON").is_none() {
+        return;
+    }
+    if seedance_e2e::target::skip_under_emulation(
+        "scripts/host-threads.sh builds the null driver and its program with the host's cc, \
+         which cannot load the shim built for the emulated target",
+    ) {
+        return;
+    }
+    let a = artifacts();
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new("bash")
+        .arg(root().join("scripts/host-threads.sh"))
+        .arg(&a.shim)
+        .current_dir(root())
+        .env("OUT", out.path())
+        .env("ROUNDS", "1")
+        .env("THREADS", "1 2")
+        .env("ITERATIONS", "2000")
+        .env("MODES", "aa observe")
+        .env("CI", "true")
+        .env_remove("SEED")
+        .env_remove("WARMUP")
+        .env_remove("BUDGET_S")
+        .env_remove("INTERVAL")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
+    // 1 round x 2 thread counts x (2 modes + 3 plain runs) x 5 operations.
+    assert_eq!(raw.lines().count(), 2 * 5 * 5, "{raw}");
+    let table = std::fs::read_to_string(out.path().join("host-table.md")).unwrap();
+    assert!(table.starts_with("cores: "), "{table}");
+    assert!(
+        table.contains("### ns added per operation, paired with plain: CPU time"),
+        "{table}"
+    );
+    // Every operation at both thread counts; the flatness table for the thread counts run
+    // (its rows need a cost above 0 at one thread, which a run this short need not show;
+    // A/A is the control and gets none).
+    for op in [
+        "pinned_copy",
+        "pageable_copy",
+        "launch",
+        "alloc_free",
+        "event_wait",
+    ] {
+        for t in [1, 2] {
+            assert!(table.contains(&format!("| {op} | {t} | ")), "{table}");
+        }
+        assert!(!table.contains(&format!("| {op} | aa |")), "{table}");
+    }
+    assert!(
+        table.contains("### CPU ns added at T threads over that at 1 thread")
+            && table.contains("| operation | mode | 1 | 2 |"),
+        "{table}"
+    );
+    assert!(table.contains("n=1: under 95 %"), "{table}");
+}

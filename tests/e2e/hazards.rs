@@ -167,6 +167,41 @@ fn interior_pointers_of_a_registered_block_overlapping_by_a_page() {
 }
 
 #[test]
+fn bytes_registered_after_copies_from_them_are_checked_as_pinned() {
+    // The thread's cached answer for those bytes ("no pinned range") is dropped when the
+    // ranges change.
+    let f = races(
+        "registered_later",
+        "device copy: corrupted (65536 of 65536 bytes wrong, first 0x22)",
+    );
+    let h = &hazards(&f)[0];
+    assert_eq!(h["made_by"], "cuMemHostRegister_v2");
+    assert_eq!(h["first"]["offset"], 0);
+    assert_eq!(h["second"]["bytes"], 65536);
+}
+
+#[test]
+fn a_failed_copy_leaves_nothing_pending_for_the_next_copy_to_commit() {
+    // The failed copy's accesses, kept by its `pre` hook, are never committed by the
+    // `ok` hook of the pageable copy after it.
+    let before = ok(run("failed_then_pageable", false).finish());
+    assert!(
+        before.stdout().ends_with("device copy: intact\n"),
+        "{}",
+        before.stdout()
+    );
+    for mode in ["observe", "fix"] {
+        let r = ok(run("failed_then_pageable", true)
+            .env("SEEDANCE_MODE", mode)
+            .finish());
+        assert_eq!(r.stdout(), before.stdout(), "{mode}");
+        assert!(hazards(&r).is_empty(), "{mode}: {}", r.stderr());
+        assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+        assert_eq!(r.events("call_failed").len(), 1, "{mode}: {}", r.stderr());
+    }
+}
+
+#[test]
 fn unified_copies_are_classified_by_the_pinned_range_table() {
     let f = races(
         "unified",

@@ -531,6 +531,80 @@ static void disjoint(void) {
     teardown(0);
 }
 
+/* Pageable bytes between two registered blocks (so inside every box around the pinned
+ * ranges) are copied from on A until the thread knows they touch no pinned range; then they
+ * are registered themselves, and the recycle race runs on them: the shim must see the new
+ * range, not its earlier answer for those bytes. */
+static void registered_later(void) {
+    CUdevice dev;
+    static unsigned char fill[N];
+    SETUP(cuInit(0));
+    SETUP(cuDeviceGet(&dev, 0));
+    SETUP(cuCtxCreate_v2(&ctx, 0, dev));
+    SETUP(cuStreamCreate(&a, 0));
+    SETUP(cuStreamCreate(&b, 0));
+    unsigned char *block = aligned_alloc(4096, 3 * N);
+    SETUP(cuMemHostRegister_v2(block, N, 0));
+    SETUP(cuMemHostRegister_v2(block + 2 * N, N, 0));
+    pinned = block + N;
+    memset(pinned, 0x11, N);
+    SETUP(cuMemAlloc_v2(&d_in, N));
+    SETUP(cuMemAlloc_v2(&d_out, N));
+    memset(fill, 0x22, N);
+    SETUP(cuMemcpyHtoD_v2(d_out, fill, N));
+    for (int i = 0; i < 3; i++) SETUP(cuMemcpyHtoDAsync_v2(d_in, pinned, N, a));
+    SETUP(cuStreamSynchronize(a));
+    SETUP(cuMemHostRegister_v2(pinned, N, 0));
+    first_copy(0, N);
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    finish("device copy", 0, N);
+    SETUP(cuCtxSynchronize());
+    for (int i = 0; i < 3; i++) SETUP(cuMemHostUnregister(block + i * N));
+    free(block);
+    SETUP(cuStreamDestroy_v2(a));
+    SETUP(cuStreamDestroy_v2(b));
+    SETUP(cuCtxDestroy_v2(ctx));
+}
+
+/* A copy from a registered block fails (a device address the driver does not know), right
+ * after the thread learnt that the pageable bytes beside it touch no pinned range, and a
+ * copy from those bytes follows; then a copy back into the block on B. The failed copy
+ * never ran: nothing races. */
+static void failed_then_pageable(void) {
+    CUdevice dev;
+    static unsigned char fill[N];
+    SETUP(cuInit(0));
+    SETUP(cuDeviceGet(&dev, 0));
+    SETUP(cuCtxCreate_v2(&ctx, 0, dev));
+    SETUP(cuStreamCreate(&a, 0));
+    SETUP(cuStreamCreate(&b, 0));
+    unsigned char *block = aligned_alloc(4096, 3 * N);
+    SETUP(cuMemHostRegister_v2(block, N, 0));
+    SETUP(cuMemHostRegister_v2(block + 2 * N, N, 0));
+    pinned = block;
+    memset(pinned, 0x11, N);
+    SETUP(cuMemAlloc_v2(&d_in, N));
+    SETUP(cuMemAlloc_v2(&d_out, N));
+    memset(fill, 0x22, N);
+    SETUP(cuMemcpyHtoD_v2(d_out, fill, N));
+    SETUP(cuMemcpyHtoDAsync_v2(d_in, block + N, N, a));
+    if (cuMemcpyHtoDAsync_v2(0x10, pinned, N, a) == 0) {
+        printf("the copy to device address 0x10 succeeded\n");
+        exit(1);
+    }
+    SETUP(cuMemcpyHtoDAsync_v2(d_in, block + N, N, a));
+    SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
+    SETUP(cuStreamSynchronize(b));
+    check("device copy", pinned, N, 0x22);
+    SETUP(cuCtxSynchronize());
+    SETUP(cuMemHostUnregister(block));
+    SETUP(cuMemHostUnregister(block + 2 * N));
+    free(block);
+    SETUP(cuStreamDestroy_v2(a));
+    SETUP(cuStreamDestroy_v2(b));
+    SETUP(cuCtxDestroy_v2(ctx));
+}
+
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
     const char *path = argc > 2 ? argv[2] : "exported";
@@ -562,6 +636,8 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "dataloader") == 0) dataloader();
     else if (strcmp(s, "same_stream") == 0) same_stream();
     else if (strcmp(s, "disjoint") == 0) disjoint();
+    else if (strcmp(s, "registered_later") == 0) registered_later();
+    else if (strcmp(s, "failed_then_pageable") == 0) failed_then_pageable();
     else {
         printf("unknown scenario %s\n", s);
         return 2;

@@ -37,7 +37,7 @@ use seedance_core::hazard::{Access, Direction, Range};
 use seedance_core::line::Line;
 use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -64,6 +64,50 @@ struct Local {
 
 thread_local! {
     static NEXT: RefCell<Local> = const { RefCell::new(Local { next: [None, None], ranges: None }) };
+    static FAST: Fast = const {
+        Fast {
+            lo: Cell::new(0),
+            hi: Cell::new(0),
+            generation: Cell::new(u64::MAX),
+            armed: Cell::new(false),
+        }
+    };
+}
+
+/// What a copy's hooks know of the calling thread without the table (no lock, no borrow,
+/// no destructor: one thread-local access): the gap between pinned ranges its last copy
+/// that touched none fell in, valid while [`GENERATION`] is `generation` (a copy from the
+/// same pageable buffer in the ranges' bounding box passes without a look-up), and whether
+/// its last copy's `pre` hook kept accesses for the `ok` hook.
+struct Fast {
+    lo: Cell<u64>,
+    hi: Cell<u64>,
+    generation: Cell<u64>,
+    armed: Cell<bool>,
+}
+
+/// Bumped after every change of the pinned ranges (made, freed): a thread's gap found
+/// before it is stale.
+static GENERATION: Line<AtomicU64> = Line::new(AtomicU64::new(0));
+
+/// Whether the host sides `a` and `b` lie in the gap this thread's last miss found, under
+/// the current ranges: then the copy touches no pinned range, and its `ok` hook has
+/// nothing to commit (disarmed here, so that accesses a failed copy left are never taken
+/// for this one's).
+#[inline(always)]
+fn known_miss(a: u64, b: u64) -> bool {
+    FAST.with(|f| {
+        let (lo, hi) = (f.lo.get(), f.hi.get());
+        let hit = a >= lo
+            && a < hi
+            && b >= lo
+            && b < hi
+            && f.generation.get() == GENERATION.load(Ordering::Acquire);
+        if hit {
+            f.armed.set(false);
+        }
+        hit
+    })
 }
 
 /// Whether lifetime tracking is on: the same switch as `crate::faults::lifetime::on` (one
@@ -107,6 +151,7 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
         bytes,
         made_by: id.name(),
     });
+    GENERATION.fetch_add(1, Ordering::Release);
     BOX_LO.fetch_min(lo, Ordering::Relaxed);
     BOX_HI.fetch_max(lo.saturating_add(bytes), Ordering::Relaxed);
 }
@@ -126,6 +171,7 @@ pub fn pinned_range_at(addr: u64, bytes: u64) -> Option<Range> {
 /// The range starting at `lo` was freed or unregistered.
 pub fn pinned_removed(lo: u64) {
     TABLE.pinned_removed(lo);
+    GENERATION.fetch_add(1, Ordering::Release);
     if !TABLE.has_ranges() {
         BOX_LO.store(u64::MAX, Ordering::Relaxed);
         BOX_HI.store(0, Ordering::Relaxed);
@@ -170,9 +216,11 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
     };
     let t: &'static Shared = &TABLE;
     let mut hazards = Vec::new();
+    let generation = GENERATION.load(Ordering::Acquire);
     NEXT.with(|n| {
         let l = &mut *n.borrow_mut();
         l.next = [None, None];
+        FAST.with(|f| f.armed.set(false));
         if captured {
             return;
         }
@@ -191,6 +239,15 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
             hazards.extend(t.check_in(&r, &a));
             *slot = Some((a, r));
         }
+        let kept = l.next.iter().any(Option::is_some);
+        FAST.with(|f| {
+            f.armed.set(kept);
+            if let (false, Some((lo, hi))) = (kept, cache.gap()) {
+                f.lo.set(lo);
+                f.hi.set(hi);
+                f.generation.set(generation);
+            }
+        });
     });
     for h in hazards {
         let repaired = if fix() { order(&h, &TABLE) } else { None };
@@ -220,7 +277,7 @@ pub unsafe fn pre_copy_htod(
     bytes: usize,
     stream: CUstream,
 ) -> Option<CUresult> {
-    if maybe_pinned(src as u64) && on() {
+    if maybe_pinned(src as u64) && on() && !known_miss(src as u64, src as u64) {
         cold(|| before_copy(id, &[(src as u64, Direction::Read)], bytes as u64, stream));
     }
     None
@@ -237,7 +294,7 @@ pub unsafe fn pre_copy_dtoh(
     bytes: usize,
     stream: CUstream,
 ) -> Option<CUresult> {
-    if maybe_pinned(dst as u64) && on() {
+    if maybe_pinned(dst as u64) && on() && !known_miss(dst as u64, dst as u64) {
         cold(|| before_copy(id, &[(dst as u64, Direction::Write)], bytes as u64, stream));
     }
     None
@@ -256,7 +313,7 @@ pub unsafe fn pre_copy(
     bytes: usize,
     stream: CUstream,
 ) -> Option<CUresult> {
-    if (maybe_pinned(src) || maybe_pinned(dst)) && on() {
+    if (maybe_pinned(src) || maybe_pinned(dst)) && on() && !known_miss(src, dst) {
         cold(|| {
             before_copy(
                 id,
@@ -273,7 +330,7 @@ pub unsafe fn pre_copy(
 /// twice for a one-sided copy).
 #[inline(always)]
 pub fn ok_copy(a: u64, b: u64) {
-    if maybe_pinned(a) || maybe_pinned(b) {
+    if (maybe_pinned(a) || maybe_pinned(b)) && FAST.with(|f| f.armed.replace(false)) {
         cold(after_copy);
     }
 }

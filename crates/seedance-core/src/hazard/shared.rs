@@ -117,6 +117,15 @@ pub struct Ranges {
     gap: Option<(u64, u64)>,
 }
 
+impl Ranges {
+    /// The gap between ranges `[lo, hi)` the last look-up that found nothing fell in (every
+    /// address in it finds nothing while the snapshot it was found in is current), `None`
+    /// when the last look-up found a range or the snapshot changed since.
+    pub fn gap(&self) -> Option<(u64, u64)> {
+        self.gap
+    }
+}
+
 /// A pinned range found by [`Shared::find`].
 #[derive(Clone)]
 pub struct Held(Arc<Slot>);
