@@ -37,7 +37,7 @@ use seedance_core::hazard::{Access, Direction, Range};
 use seedance_core::line::Line;
 use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -53,61 +53,70 @@ static BOX_HI: Line<AtomicU64> = Line::new(AtomicU64::new(0));
 /// pinned range it lies in.
 type Sides = [Option<(Access, Held)>; 2];
 
-/// What a thread keeps between a copy's `pre` and `ok` hooks.
+/// What a thread keeps between a copy's `pre` and `ok` hooks (one thread-local access
+/// per hook).
 struct Local {
     /// The accesses of the copy this thread is making (a fixed pair: no allocation per
     /// copy).
     next: Sides,
+    /// Whether the last `pre` hook kept accesses in `next` for the `ok` hook (a copy
+    /// that failed leaves them; the next copy's `pre` hook empties or disarms them).
+    armed: bool,
+    /// The gap between pinned ranges `[gap.0, gap.1)` the thread's last copy that touched
+    /// none fell in, valid while [`GENERATION`] is `generation`: a copy from the same
+    /// pageable buffer inside the ranges' bounding box passes without a look-up.
+    gap: (u64, u64),
+    generation: u64,
     /// Its cache of the pinned-range snapshot.
     ranges: Option<Ranges>,
 }
 
 thread_local! {
-    static NEXT: RefCell<Local> = const { RefCell::new(Local { next: [None, None], ranges: None }) };
-    static FAST: Fast = const {
-        Fast {
-            lo: Cell::new(0),
-            hi: Cell::new(0),
-            generation: Cell::new(u64::MAX),
-            armed: Cell::new(false),
-        }
+    static NEXT: RefCell<Local> = const {
+        RefCell::new(Local {
+            next: [None, None],
+            armed: false,
+            gap: (0, 0),
+            generation: u64::MAX,
+            ranges: None,
+        })
     };
-}
-
-/// What a copy's hooks know of the calling thread without the table (no lock, no borrow,
-/// no destructor: one thread-local access): the gap between pinned ranges its last copy
-/// that touched none fell in, valid while [`GENERATION`] is `generation` (a copy from the
-/// same pageable buffer in the ranges' bounding box passes without a look-up), and whether
-/// its last copy's `pre` hook kept accesses for the `ok` hook.
-struct Fast {
-    lo: Cell<u64>,
-    hi: Cell<u64>,
-    generation: Cell<u64>,
-    armed: Cell<bool>,
 }
 
 /// Bumped after every change of the pinned ranges (made, freed): a thread's gap found
 /// before it is stale.
 static GENERATION: Line<AtomicU64> = Line::new(AtomicU64::new(0));
 
-/// Whether the host sides `a` and `b` lie in the gap this thread's last miss found, under
-/// the current ranges: then the copy touches no pinned range, and its `ok` hook has
-/// nothing to commit (disarmed here, so that accesses a failed copy left are never taken
-/// for this one's).
-#[inline(always)]
-fn known_miss(a: u64, b: u64) -> bool {
-    FAST.with(|f| {
-        let (lo, hi) = (f.lo.get(), f.hi.get());
+impl Local {
+    /// Whether the host sides `a` and `b` lie in the gap this thread's last miss found,
+    /// under the current ranges: then the copy touches no pinned range, and its `ok` hook
+    /// has nothing to commit (disarmed here, so that accesses a failed copy left are never
+    /// taken for this one's).
+    #[inline(always)]
+    fn known_miss(&mut self, a: u64, b: u64) -> bool {
+        let (lo, hi) = self.gap;
         let hit = a >= lo
             && a < hi
             && b >= lo
             && b < hi
-            && f.generation.get() == GENERATION.load(Ordering::Acquire);
+            && self.generation == GENERATION.load(Ordering::Acquire);
         if hit {
-            f.armed.set(false);
+            self.armed = false;
         }
         hit
-    })
+    }
+}
+
+/// A copy's `pre` work for host sides `a` and `b`, unless they are a known miss. Without
+/// the thread's storage (a copy made while the thread exits) nothing is checked.
+#[inline(always)]
+fn unless_known_miss(a: u64, b: u64, work: impl FnOnce(&RefCell<Local>)) {
+    let _ = NEXT.try_with(|n| {
+        let miss = n.try_borrow_mut().map_or(true, |mut l| l.known_miss(a, b));
+        if !miss {
+            cold(|| work(n));
+        }
+    });
 }
 
 /// Whether lifetime tracking is on: the same switch as `crate::faults::lifetime::on` (one
@@ -208,7 +217,13 @@ fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, l
 
 /// Before an asynchronous copy whose host side `sides` (address, direction) may be pinned:
 /// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
-fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
+fn before_copy(
+    n: &RefCell<Local>,
+    id: HookId,
+    sides: &[(u64, Direction)],
+    bytes: u64,
+    stream: CUstream,
+) {
     // A copy captured into a graph does not run now (the graph's launch is unknown work).
     let captured = crate::faults::capture::open() && {
         let c = caller(id, stream);
@@ -217,10 +232,10 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
     let t: &'static Shared = &TABLE;
     let mut hazards = Vec::new();
     let generation = GENERATION.load(Ordering::Acquire);
-    NEXT.with(|n| {
+    {
         let l = &mut *n.borrow_mut();
         l.next = [None, None];
-        FAST.with(|f| f.armed.set(false));
+        l.armed = false;
         if captured {
             return;
         }
@@ -239,16 +254,12 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
             hazards.extend(t.check_in(&r, &a));
             *slot = Some((a, r));
         }
-        let kept = l.next.iter().any(Option::is_some);
-        FAST.with(|f| {
-            f.armed.set(kept);
-            if let (false, Some((lo, hi))) = (kept, cache.gap()) {
-                f.lo.set(lo);
-                f.hi.set(hi);
-                f.generation.set(generation);
-            }
-        });
-    });
+        l.armed = l.next.iter().any(Option::is_some);
+        if let (false, Some(gap)) = (l.armed, cache.gap()) {
+            l.gap = gap;
+            l.generation = generation;
+        }
+    }
     for h in hazards {
         let repaired = if fix() { order(&h, &TABLE) } else { None };
         report(&h, repaired);
@@ -256,14 +267,12 @@ fn before_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstr
 }
 
 /// After the copy succeeded: its accesses are pending.
-fn after_copy() {
-    NEXT.with(|n| {
-        for slot in n.borrow_mut().next.iter_mut() {
-            if let Some((a, r)) = slot.take() {
-                TABLE.commit_in(&r, a);
-            }
+fn after_copy(l: &mut Local) {
+    for slot in l.next.iter_mut() {
+        if let Some((a, r)) = slot.take() {
+            TABLE.commit_in(&r, a);
         }
-    });
+    }
 }
 
 /// Before `cuMemcpyHtoDAsync_v2(_ptsz)`: `None` (the copy always goes ahead).
@@ -277,8 +286,16 @@ pub unsafe fn pre_copy_htod(
     bytes: usize,
     stream: CUstream,
 ) -> Option<CUresult> {
-    if maybe_pinned(src as u64) && on() && !known_miss(src as u64, src as u64) {
-        cold(|| before_copy(id, &[(src as u64, Direction::Read)], bytes as u64, stream));
+    if maybe_pinned(src as u64) && on() {
+        unless_known_miss(src as u64, src as u64, |n| {
+            before_copy(
+                n,
+                id,
+                &[(src as u64, Direction::Read)],
+                bytes as u64,
+                stream,
+            )
+        });
     }
     None
 }
@@ -294,8 +311,16 @@ pub unsafe fn pre_copy_dtoh(
     bytes: usize,
     stream: CUstream,
 ) -> Option<CUresult> {
-    if maybe_pinned(dst as u64) && on() && !known_miss(dst as u64, dst as u64) {
-        cold(|| before_copy(id, &[(dst as u64, Direction::Write)], bytes as u64, stream));
+    if maybe_pinned(dst as u64) && on() {
+        unless_known_miss(dst as u64, dst as u64, |n| {
+            before_copy(
+                n,
+                id,
+                &[(dst as u64, Direction::Write)],
+                bytes as u64,
+                stream,
+            )
+        });
     }
     None
 }
@@ -313,9 +338,10 @@ pub unsafe fn pre_copy(
     bytes: usize,
     stream: CUstream,
 ) -> Option<CUresult> {
-    if (maybe_pinned(src) || maybe_pinned(dst)) && on() && !known_miss(src, dst) {
-        cold(|| {
+    if (maybe_pinned(src) || maybe_pinned(dst)) && on() {
+        unless_known_miss(src, dst, |n| {
             before_copy(
+                n,
                 id,
                 &[(src, Direction::Read), (dst, Direction::Write)],
                 bytes as u64,
@@ -330,8 +356,14 @@ pub unsafe fn pre_copy(
 /// twice for a one-sided copy).
 #[inline(always)]
 pub fn ok_copy(a: u64, b: u64) {
-    if (maybe_pinned(a) || maybe_pinned(b)) && FAST.with(|f| f.armed.replace(false)) {
-        cold(after_copy);
+    if maybe_pinned(a) || maybe_pinned(b) {
+        let _ = NEXT.try_with(|n| {
+            if let Ok(mut l) = n.try_borrow_mut() {
+                if std::mem::take(&mut l.armed) {
+                    cold(|| after_copy(&mut l));
+                }
+            }
+        });
     }
 }
 

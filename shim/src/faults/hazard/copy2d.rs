@@ -47,7 +47,7 @@ pub unsafe fn pre_copy_2d(id: HookId, p: *const c_void, stream: CUstream) -> Opt
     let (s, bytes) = unsafe { read(p) }.as_ref().and_then(sides)?;
     if s.iter().any(|&(a, _)| a != 0 && maybe_pinned(a)) {
         let live: Vec<(u64, Direction)> = s.iter().copied().filter(|&(a, _)| a != 0).collect();
-        super::cold(|| before_copy(id, &live, bytes, stream));
+        let _ = super::NEXT.try_with(|n| super::cold(|| before_copy(n, id, &live, bytes, stream)));
     }
     None
 }
