@@ -3,8 +3,10 @@
 //!
 //! Cost on the success path of an asynchronous copy: two relaxed loads and two compares
 //! (the host pointer against the bounding box of every pinned range the shim saw made,
-//! [`maybe_pinned`]), before and after the call. Only a copy whose host side lies in that
-//! box goes to the table (`seedance_core::hazard::shared`): the range is found in the
+//! [`maybe_pinned`]), before and after the call. A copy inside the box from bytes the
+//! thread's last look-up found in no range (the same pageable buffer again, while no range
+//! was made or freed) costs one thread-local access more on each side. Only the others go
+//! to the table (`seedance_core::hazard::shared`): the range is found in the
 //! thread's cached snapshot of the ranges without a lock, and only that range's lock is taken (a scan of its pending
 //! accesses, one push) and its stream's shard; threads copying from their own pinned
 //! buffers on their own streams take no lock another thread takes. The stream and event
