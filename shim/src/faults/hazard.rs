@@ -23,6 +23,7 @@
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
 mod copy2d;
+mod local;
 mod order;
 mod report;
 
@@ -31,10 +32,11 @@ pub use copy2d::{ok_copy_2d, pre_copy_2d};
 use crate::hooks::ids::HookId;
 use crate::{platform, rt::config};
 use libc::c_void;
+use local::{unless_known_miss, Local, GENERATION, NEXT};
 use once_cell::sync::Lazy;
 use order::order;
 use report::report;
-use seedance_core::hazard::shared::{Held, Ranges, Shared};
+use seedance_core::hazard::shared::Shared;
 use seedance_core::hazard::{Access, Direction, Range};
 use seedance_core::line::Line;
 use seedance_core::work;
@@ -50,76 +52,6 @@ static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
 /// Each on lines of its own: every copy reads them ([`maybe_pinned`]).
 static BOX_LO: Line<AtomicU64> = Line::new(AtomicU64::new(u64::MAX));
 static BOX_HI: Line<AtomicU64> = Line::new(AtomicU64::new(0));
-
-/// The accesses of one copy: its host side, or both sides of a unified copy, each with the
-/// pinned range it lies in.
-type Sides = [Option<(Access, Held)>; 2];
-
-/// What a thread keeps between a copy's `pre` and `ok` hooks (one thread-local access
-/// per hook).
-struct Local {
-    /// The accesses of the copy this thread is making (a fixed pair: no allocation per
-    /// copy).
-    next: Sides,
-    /// Whether the last `pre` hook kept accesses in `next` for the `ok` hook (a copy
-    /// that failed leaves them; the next copy's `pre` hook empties or disarms them).
-    armed: bool,
-    /// The gap between pinned ranges `[gap.0, gap.1)` the thread's last copy that touched
-    /// none fell in, valid while [`GENERATION`] is `generation`: a copy from the same
-    /// pageable buffer inside the ranges' bounding box passes without a look-up.
-    gap: (u64, u64),
-    generation: u64,
-    /// Its cache of the pinned-range snapshot.
-    ranges: Option<Ranges>,
-}
-
-thread_local! {
-    static NEXT: RefCell<Local> = const {
-        RefCell::new(Local {
-            next: [None, None],
-            armed: false,
-            gap: (0, 0),
-            generation: u64::MAX,
-            ranges: None,
-        })
-    };
-}
-
-/// Bumped after every change of the pinned ranges (made, freed): a thread's gap found
-/// before it is stale.
-static GENERATION: Line<AtomicU64> = Line::new(AtomicU64::new(0));
-
-impl Local {
-    /// Whether the host sides `a` and `b` lie in the gap this thread's last miss found,
-    /// under the current ranges: then the copy touches no pinned range, and its `ok` hook
-    /// has nothing to commit (disarmed here, so that accesses a failed copy left are never
-    /// taken for this one's).
-    #[inline(always)]
-    fn known_miss(&mut self, a: u64, b: u64) -> bool {
-        let (lo, hi) = self.gap;
-        let hit = a >= lo
-            && a < hi
-            && b >= lo
-            && b < hi
-            && self.generation == GENERATION.load(Ordering::Acquire);
-        if hit {
-            self.armed = false;
-        }
-        hit
-    }
-}
-
-/// A copy's `pre` work for host sides `a` and `b`, unless they are a known miss. Without
-/// the thread's storage (a copy made while the thread exits) nothing is checked.
-#[inline(always)]
-fn unless_known_miss(a: u64, b: u64, work: impl FnOnce(&RefCell<Local>)) {
-    let _ = NEXT.try_with(|n| {
-        let miss = n.try_borrow_mut().map_or(true, |mut l| l.known_miss(a, b));
-        if !miss {
-            cold(|| work(n));
-        }
-    });
-}
 
 /// Whether lifetime tracking is on: the same switch as `crate::faults::lifetime::on` (one
 /// relaxed load of the configuration word).
@@ -342,13 +274,15 @@ pub unsafe fn pre_copy(
 ) -> Option<CUresult> {
     if (maybe_pinned(src) || maybe_pinned(dst)) && on() {
         unless_known_miss(src, dst, |n| {
-            before_copy(
-                n,
-                id,
-                &[(src, Direction::Read), (dst, Direction::Write)],
-                bytes as u64,
-                stream,
-            )
+            cold(|| {
+                before_copy(
+                    n,
+                    id,
+                    &[(src, Direction::Read), (dst, Direction::Write)],
+                    bytes as u64,
+                    stream,
+                )
+            })
         });
     }
     None

@@ -19,9 +19,9 @@
 //!   and a stream completes or a copy meets a pending access of another stream. A wait on
 //!   a record of the waiter's own stream orders nothing new and takes no lock.
 //!
-//! * What threads share they only read: the snapshot, each range's bounds, the count of
-//!   pending accesses' `busy` hint are on cache lines that nobody writes while threads
-//!   keep to their own streams and buffers (docs/performance.md, "The shim's own cost in
+//! * What threads share they only read: the snapshot, each range's bounds and the `busy`
+//!   hint of the pending count are on cache lines that nobody writes while threads keep
+//!   to their own streams and buffers (docs/performance.md, "The shim's own cost in
 //!   threads").
 //!
 //! Lock order: a range, then a stream shard, the wait list or the non-blocking set; an
