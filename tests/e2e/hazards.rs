@@ -201,6 +201,47 @@ fn a_failed_copy_leaves_nothing_pending_for_the_next_copy_to_commit() {
     }
 }
 
+/// A panic inside a copy's race check (debug builds: `SEEDANCE_TEST_PANIC=hazard_copy`,
+/// raised in the check itself) is caught on every copy path: the program sees what it sees without the shim, the driver gets the
+/// same calls, and stderr has the one internal-error line.
+#[test]
+fn a_panic_in_the_race_checks_of_a_copy_never_reaches_the_program() {
+    if seedance_e2e::artifacts()
+        .shim
+        .components()
+        .any(|c| c.as_os_str() == "release")
+    {
+        seedance_e2e::say_skipped(
+            "hazards::a_panic_in_the_race_checks_of_a_copy_never_reaches_the_program",
+            "SEEDANCE_TEST_PANIC exists in debug builds only",
+        );
+        return;
+    }
+    // recycle: cuMemcpyHtoDAsync_v2, then cuMemcpyDtoHAsync_v2; unified: cuMemcpyAsync both
+    // ways; recycle_2d: cuMemcpy2DAsync_v2.
+    for scenario in ["recycle", "unified", "recycle_2d"] {
+        let before = plain(scenario);
+        let r = run(scenario, true)
+            .env("SEEDANCE_TEST_PANIC", "hazard_copy")
+            .finish();
+        assert_eq!(
+            r.output.status.code(),
+            Some(0),
+            "{scenario}: {}",
+            r.stderr()
+        );
+        assert_eq!(r.stdout(), before.stdout(), "{scenario}");
+        assert_forwarded_unchanged(&before.driver_calls, &r.driver_calls);
+        assert!(hazards(&r).is_empty(), "{scenario}");
+        let stderr = r.stderr();
+        assert_eq!(stderr.lines().count(), 1, "{scenario}: {stderr}");
+        assert!(
+            stderr.starts_with("seedance: internal error (SEEDANCE_TEST_PANIC=hazard_copy at "),
+            "{scenario}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn unified_copies_are_classified_by_the_pinned_range_table() {
     let f = races(

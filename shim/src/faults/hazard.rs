@@ -158,6 +158,7 @@ fn before_copy(
     bytes: u64,
     stream: CUstream,
 ) {
+    crate::rt::guard::test_panic("hazard_copy");
     // A copy captured into a graph does not run now (the graph's launch is unknown work).
     let captured = crate::faults::capture::open() && {
         let c = caller(id, stream);
@@ -200,6 +201,15 @@ fn before_copy(
     }
 }
 
+/// Before an asynchronous copy with host side(s) `sides` (one or two), at least one of
+/// which may be pinned: [`before_copy`] under the panic guard, unless every side lies in
+/// the gap the thread's last miss found (one thread-local access then).
+#[inline(always)]
+fn check_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
+    let (a, b) = (sides[0].0, sides[sides.len() - 1].0);
+    unless_known_miss(a, b, |n| cold(|| before_copy(n, id, sides, bytes, stream)));
+}
+
 /// After the copy succeeded: its accesses are pending.
 fn after_copy(l: &mut Local) {
     for slot in l.next.iter_mut() {
@@ -221,15 +231,7 @@ pub unsafe fn pre_copy_htod(
     stream: CUstream,
 ) -> Option<CUresult> {
     if maybe_pinned(src as u64) && on() {
-        unless_known_miss(src as u64, src as u64, |n| {
-            before_copy(
-                n,
-                id,
-                &[(src as u64, Direction::Read)],
-                bytes as u64,
-                stream,
-            )
-        });
+        check_copy(id, &[(src as u64, Direction::Read)], bytes as u64, stream);
     }
     None
 }
@@ -246,15 +248,7 @@ pub unsafe fn pre_copy_dtoh(
     stream: CUstream,
 ) -> Option<CUresult> {
     if maybe_pinned(dst as u64) && on() {
-        unless_known_miss(dst as u64, dst as u64, |n| {
-            before_copy(
-                n,
-                id,
-                &[(dst as u64, Direction::Write)],
-                bytes as u64,
-                stream,
-            )
-        });
+        check_copy(id, &[(dst as u64, Direction::Write)], bytes as u64, stream);
     }
     None
 }
@@ -273,17 +267,12 @@ pub unsafe fn pre_copy(
     stream: CUstream,
 ) -> Option<CUresult> {
     if (maybe_pinned(src) || maybe_pinned(dst)) && on() {
-        unless_known_miss(src, dst, |n| {
-            cold(|| {
-                before_copy(
-                    n,
-                    id,
-                    &[(src, Direction::Read), (dst, Direction::Write)],
-                    bytes as u64,
-                    stream,
-                )
-            })
-        });
+        check_copy(
+            id,
+            &[(src, Direction::Read), (dst, Direction::Write)],
+            bytes as u64,
+            stream,
+        );
     }
     None
 }

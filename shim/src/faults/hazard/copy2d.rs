@@ -4,7 +4,7 @@
 //! unreported: a bounding range could overlap bytes the rows never touch, and the model
 //! must not invent a race).
 
-use super::{before_copy, maybe_pinned, ok_copy, on};
+use super::{check_copy, maybe_pinned, ok_copy, on};
 use crate::hooks::ids::HookId;
 use libc::c_void;
 use seedance_core::hazard::Direction;
@@ -47,7 +47,7 @@ pub unsafe fn pre_copy_2d(id: HookId, p: *const c_void, stream: CUstream) -> Opt
     let (s, bytes) = unsafe { read(p) }.as_ref().and_then(sides)?;
     if s.iter().any(|&(a, _)| a != 0 && maybe_pinned(a)) {
         let live: Vec<(u64, Direction)> = s.iter().copied().filter(|&(a, _)| a != 0).collect();
-        let _ = super::NEXT.try_with(|n| super::cold(|| before_copy(n, id, &live, bytes, stream)));
+        check_copy(id, &live, bytes, stream);
     }
     None
 }
