@@ -11,6 +11,52 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
 
+/// Runs a benchmark script on the shim under test with `settings` and every other setting
+/// of the scripts cleared (an ambient value cannot change what the tests assert), `CI=true`
+/// set as CI services set it (the scripts must not read it); asserts it succeeded and
+/// returns its output directory and stdout. `None` (said) without python3, or under
+/// emulation (`why_not_emulated`).
+fn run_script(
+    script: &str,
+    why_not_emulated: &str,
+    settings: &[(&str, &str)],
+) -> Option<(tempfile::TempDir, String)> {
+    optional_tool("bench_scripts", &["python3"], "SEEDANCE_REQUIRE_PYTHON")?;
+    if seedance_e2e::target::skip_under_emulation(why_not_emulated) {
+        return None;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut c = Command::new("bash");
+    c.arg(root().join(script))
+        .arg(&artifacts().shim)
+        .current_dir(root())
+        .env("OUT", out.path())
+        .env("CI", "true");
+    for k in [
+        "MODES",
+        "SEED",
+        "WARMUP",
+        "SCHED",
+        "BUDGET_S",
+        "INTERVAL",
+        "FAKE_DRIVER_DIR",
+        "ROUNDS",
+        "THREADS",
+        "ITERATIONS",
+    ] {
+        c.env_remove(k);
+    }
+    c.envs(settings.iter().copied());
+    let o = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some((out, stdout))
+}
+
 #[test]
 fn threads_benchmark_statistics_selftest() {
     let Some(py) = optional_tool("bench_scripts", &["python3"], "SEEDANCE_REQUIRE_PYTHON") else {
@@ -31,45 +77,23 @@ fn threads_benchmark_statistics_selftest() {
 
 #[test]
 fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
-    if optional_tool("bench_scripts", &["python3"], "SEEDANCE_REQUIRE_PYTHON").is_none() {
-        return;
-    }
+    let a = artifacts();
+    let fake = a.fake_dir.to_string_lossy().into_owned();
     // The script builds threads_bench.c with this machine's cc, as it runs on the GPU
     // machine: it links against a fake driver of the host's architecture only.
-    if seedance_e2e::target::skip_under_emulation(
+    let Some((out, stdout)) = run_script(
+        "scripts/gpu-threads.sh",
         "scripts/gpu-threads.sh builds its program with the host's cc, which cannot link the \
          fake driver built for the emulated target",
-    ) {
+        &[
+            ("FAKE_DRIVER_DIR", &fake),
+            ("ROUNDS", "2"),
+            ("THREADS", "1 3"),
+            ("ITERATIONS", "200"),
+        ],
+    ) else {
         return;
-    }
-    let a = artifacts();
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new("bash")
-        .arg(root().join("scripts/gpu-threads.sh"))
-        .arg(&a.shim)
-        .current_dir(root())
-        .env("OUT", out.path())
-        .env("FAKE_DRIVER_DIR", &a.fake_dir)
-        .env("ROUNDS", "2")
-        .env("THREADS", "1 3")
-        .env("ITERATIONS", "200")
-        // CI services set CI=true; the script's own settings must not read it. Its other
-        // settings are cleared, so an ambient value cannot change the schedule asserted below.
-        .env("CI", "true")
-        .env_remove("MODES")
-        .env_remove("SEED")
-        .env_remove("WARMUP")
-        .env_remove("SCHED")
-        .env_remove("BUDGET_S")
-        .env_remove("INTERVAL")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    };
     assert!(stdout.contains("runs failed: 0"), "{stdout}");
     let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
     // 2 rounds x 2 thread counts x (4 modes + 5 plain runs) x 5 operations.
@@ -112,39 +136,19 @@ fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
 
 #[test]
 fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanoseconds() {
-    if optional_tool("bench_scripts", &["python3"], "SEEDANCE_REQUIRE_PYTHON").is_none() {
-        return;
-    }
-    if seedance_e2e::target::skip_under_emulation(
+    let Some((out, _)) = run_script(
+        "scripts/host-threads.sh",
         "scripts/host-threads.sh builds the null driver and its program with the host's cc, \
          which cannot load the shim built for the emulated target",
-    ) {
+        &[
+            ("ROUNDS", "1"),
+            ("THREADS", "1 2"),
+            ("ITERATIONS", "2000"),
+            ("MODES", "aa observe"),
+        ],
+    ) else {
         return;
-    }
-    let a = artifacts();
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new("bash")
-        .arg(root().join("scripts/host-threads.sh"))
-        .arg(&a.shim)
-        .current_dir(root())
-        .env("OUT", out.path())
-        .env("ROUNDS", "1")
-        .env("THREADS", "1 2")
-        .env("ITERATIONS", "2000")
-        .env("MODES", "aa observe")
-        .env("CI", "true")
-        .env_remove("SEED")
-        .env_remove("WARMUP")
-        .env_remove("BUDGET_S")
-        .env_remove("INTERVAL")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    };
     let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
     // 1 round x 2 thread counts x (2 modes + 3 plain runs) x 5 operations.
     assert_eq!(raw.lines().count(), 2 * 5 * 5, "{raw}");

@@ -63,25 +63,41 @@ static unsigned char *pinned;
 
 /* A context, two streams, a pinned buffer of N bytes holding 0x11, a device buffer for the
  * first copy and one holding 0x22 (what a later copy brings back into the buffer). */
-static void setup(int registered) {
+static void open_streams(void) {
     CUdevice dev;
-    static unsigned char fill[N];
     SETUP(cuInit(0));
     SETUP(cuDeviceGet(&dev, 0));
     SETUP(cuCtxCreate_v2(&ctx, 0, dev));
     SETUP(cuStreamCreate(&a, 0));
     SETUP(cuStreamCreate(&b, 0));
+}
+
+/* `pinned` holding 0x11 and the two device buffers. */
+static void fill_buffers(void) {
+    static unsigned char fill[N];
+    memset(pinned, 0x11, N);
+    SETUP(cuMemAlloc_v2(&d_in, N));
+    SETUP(cuMemAlloc_v2(&d_out, N));
+    memset(fill, 0x22, N);
+    SETUP(cuMemcpyHtoD_v2(d_out, fill, N));
+}
+
+static void setup(int registered) {
+    open_streams();
     if (registered) {
         pinned = aligned_alloc(4096, N);
         SETUP(cuMemHostRegister_v2(pinned, N, 0));
     } else {
         SETUP(cuMemHostAlloc((void **)&pinned, N, 0));
     }
-    memset(pinned, 0x11, N);
-    SETUP(cuMemAlloc_v2(&d_in, N));
-    SETUP(cuMemAlloc_v2(&d_out, N));
-    memset(fill, 0x22, N);
-    SETUP(cuMemcpyHtoD_v2(d_out, fill, N));
+    fill_buffers();
+}
+
+/* The streams, the context. */
+static void close_streams(void) {
+    SETUP(cuStreamDestroy_v2(a));
+    SETUP(cuStreamDestroy_v2(b));
+    SETUP(cuCtxDestroy_v2(ctx));
 }
 
 /* The first copy: a kernel, then the buffer (from `off`, `n` bytes) to the device on A. */
@@ -106,9 +122,7 @@ static void teardown(int registered) {
     } else {
         SETUP(cuMemFreeHost(pinned));
     }
-    SETUP(cuStreamDestroy_v2(a));
-    SETUP(cuStreamDestroy_v2(b));
-    SETUP(cuCtxDestroy_v2(ctx));
+    close_streams();
 }
 
 /* A pool recycles the block: a copy back into it on stream B before A's copy ran. */
@@ -531,39 +545,41 @@ static void disjoint(void) {
     teardown(0);
 }
 
+/* A block of 3N bytes whose first and last N are registered and whose middle N are
+ * pageable (inside every box around the pinned ranges); `pinned` is the N bytes at `at`
+ * (0: the first registered block, N: the pageable middle), with the device buffers. */
+static unsigned char *open_block(size_t at) {
+    open_streams();
+    unsigned char *block = aligned_alloc(4096, 3 * N);
+    SETUP(cuMemHostRegister_v2(block, N, 0));
+    SETUP(cuMemHostRegister_v2(block + 2 * N, N, 0));
+    pinned = block + at;
+    fill_buffers();
+    return block;
+}
+
+/* Unregisters the block's `registered` ranges (2: the outer ones; 3: the middle too). */
+static void close_block(unsigned char *block, int registered) {
+    SETUP(cuCtxSynchronize());
+    for (int i = 0; i < 3; i++)
+        if (registered == 3 || i != 1) SETUP(cuMemHostUnregister(block + i * N));
+    free(block);
+    close_streams();
+}
+
 /* Pageable bytes between two registered blocks (so inside every box around the pinned
  * ranges) are copied from on A until the thread knows they touch no pinned range; then they
  * are registered themselves, and the recycle race runs on them: the shim must see the new
  * range, not its earlier answer for those bytes. */
 static void registered_later(void) {
-    CUdevice dev;
-    static unsigned char fill[N];
-    SETUP(cuInit(0));
-    SETUP(cuDeviceGet(&dev, 0));
-    SETUP(cuCtxCreate_v2(&ctx, 0, dev));
-    SETUP(cuStreamCreate(&a, 0));
-    SETUP(cuStreamCreate(&b, 0));
-    unsigned char *block = aligned_alloc(4096, 3 * N);
-    SETUP(cuMemHostRegister_v2(block, N, 0));
-    SETUP(cuMemHostRegister_v2(block + 2 * N, N, 0));
-    pinned = block + N;
-    memset(pinned, 0x11, N);
-    SETUP(cuMemAlloc_v2(&d_in, N));
-    SETUP(cuMemAlloc_v2(&d_out, N));
-    memset(fill, 0x22, N);
-    SETUP(cuMemcpyHtoD_v2(d_out, fill, N));
+    unsigned char *block = open_block(N);
     for (int i = 0; i < 3; i++) SETUP(cuMemcpyHtoDAsync_v2(d_in, pinned, N, a));
     SETUP(cuStreamSynchronize(a));
     SETUP(cuMemHostRegister_v2(pinned, N, 0));
     first_copy(0, N);
     SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
     finish("device copy", 0, N);
-    SETUP(cuCtxSynchronize());
-    for (int i = 0; i < 3; i++) SETUP(cuMemHostUnregister(block + i * N));
-    free(block);
-    SETUP(cuStreamDestroy_v2(a));
-    SETUP(cuStreamDestroy_v2(b));
-    SETUP(cuCtxDestroy_v2(ctx));
+    close_block(block, 3);
 }
 
 /* A copy from a registered block fails (a device address the driver does not know), right
@@ -571,22 +587,7 @@ static void registered_later(void) {
  * copy from those bytes follows; then a copy back into the block on B. The failed copy
  * never ran: nothing races. */
 static void failed_then_pageable(void) {
-    CUdevice dev;
-    static unsigned char fill[N];
-    SETUP(cuInit(0));
-    SETUP(cuDeviceGet(&dev, 0));
-    SETUP(cuCtxCreate_v2(&ctx, 0, dev));
-    SETUP(cuStreamCreate(&a, 0));
-    SETUP(cuStreamCreate(&b, 0));
-    unsigned char *block = aligned_alloc(4096, 3 * N);
-    SETUP(cuMemHostRegister_v2(block, N, 0));
-    SETUP(cuMemHostRegister_v2(block + 2 * N, N, 0));
-    pinned = block;
-    memset(pinned, 0x11, N);
-    SETUP(cuMemAlloc_v2(&d_in, N));
-    SETUP(cuMemAlloc_v2(&d_out, N));
-    memset(fill, 0x22, N);
-    SETUP(cuMemcpyHtoD_v2(d_out, fill, N));
+    unsigned char *block = open_block(0);
     SETUP(cuMemcpyHtoDAsync_v2(d_in, block + N, N, a));
     if (cuMemcpyHtoDAsync_v2(0x10, pinned, N, a) == 0) {
         printf("the copy to device address 0x10 succeeded\n");
@@ -596,13 +597,7 @@ static void failed_then_pageable(void) {
     SETUP(cuMemcpyDtoHAsync_v2(pinned, d_out, N, b));
     SETUP(cuStreamSynchronize(b));
     check("device copy", pinned, N, 0x22);
-    SETUP(cuCtxSynchronize());
-    SETUP(cuMemHostUnregister(block));
-    SETUP(cuMemHostUnregister(block + 2 * N));
-    free(block);
-    SETUP(cuStreamDestroy_v2(a));
-    SETUP(cuStreamDestroy_v2(b));
-    SETUP(cuCtxDestroy_v2(ctx));
+    close_block(block, 2);
 }
 
 int main(int argc, char **argv) {
