@@ -32,7 +32,7 @@ pub use copy2d::{ok_copy_2d, pre_copy_2d};
 use crate::hooks::ids::HookId;
 use crate::{platform, rt::config};
 use libc::c_void;
-use local::{unless_known_miss, Local, GENERATION, NEXT};
+use local::{unless_known_miss, Local, NEXT};
 use once_cell::sync::Lazy;
 use order::order;
 use report::report;
@@ -94,7 +94,6 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
         bytes,
         made_by: id.name(),
     });
-    GENERATION.fetch_add(1, Ordering::Release);
     BOX_LO.fetch_min(lo, Ordering::Relaxed);
     BOX_HI.fetch_max(lo.saturating_add(bytes), Ordering::Relaxed);
 }
@@ -114,7 +113,6 @@ pub fn pinned_range_at(addr: u64, bytes: u64) -> Option<Range> {
 /// The range starting at `lo` was freed or unregistered.
 pub fn pinned_removed(lo: u64) {
     TABLE.pinned_removed(lo);
-    GENERATION.fetch_add(1, Ordering::Release);
     if !TABLE.has_ranges() {
         BOX_LO.store(u64::MAX, Ordering::Relaxed);
         BOX_HI.store(0, Ordering::Relaxed);
@@ -166,7 +164,6 @@ fn before_copy(
     };
     let t: &'static Shared = &TABLE;
     let mut hazards = Vec::new();
-    let generation = GENERATION.load(Ordering::Acquire);
     {
         let l = &mut *n.borrow_mut();
         l.next = [None, None];
@@ -190,10 +187,6 @@ fn before_copy(
             *slot = Some((a, r));
         }
         l.armed = l.next.iter().any(Option::is_some);
-        if let (false, Some(gap)) = (l.armed, cache.gap()) {
-            l.gap = gap;
-            l.generation = generation;
-        }
     }
     for h in hazards {
         let repaired = if fix() { order(&h, &TABLE) } else { None };

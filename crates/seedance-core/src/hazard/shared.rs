@@ -123,11 +123,19 @@ pub struct Ranges {
 }
 
 impl Ranges {
-    /// The gap between ranges `[lo, hi)` the last look-up that found nothing fell in (every
-    /// address in it finds nothing while the snapshot it was found in is current), `None`
-    /// when the last look-up found a range or the snapshot changed since.
-    pub fn gap(&self) -> Option<(u64, u64)> {
+    /// Whether every address of `addrs` lies in the gap the last look-up that found
+    /// nothing fell in, under the current snapshot: then [`Shared::find_cached`] finds
+    /// nothing for them either, and this answers without a search (one atomic load while
+    /// no range was made or freed).
+    pub fn misses(&mut self, addrs: [u64; 2]) -> bool {
+        // The gap first: an address outside it (a copy from a pinned buffer) answers
+        // without touching the snapshot.
         self.gap
+            .is_some_and(|(lo, hi)| addrs.iter().all(|&a| a >= lo && a < hi))
+            && {
+                let map = self.cache.load();
+                self.snap.as_ref().is_some_and(|s| Arc::ptr_eq(s, map))
+            }
     }
 }
 
@@ -1090,6 +1098,9 @@ mod tests {
                     _ => {
                         for addr in [lo, lo + 1, lo + 1023, lo.saturating_sub(1)] {
                             let want = s.find(addr).map(|h| h.range().lo);
+                            if cache.misses([addr, addr]) {
+                                prop_assert_eq!(want, None, "step {} address {:#x}", n, addr);
+                            }
                             let got = s.find_cached(&mut cache, addr).map(|h| h.range().lo);
                             prop_assert_eq!(got, want, "step {} address {:#x}", n, addr);
                         }

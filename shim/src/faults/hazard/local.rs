@@ -5,9 +5,7 @@
 
 use seedance_core::hazard::shared::{Held, Ranges};
 use seedance_core::hazard::Access;
-use seedance_core::line::Line;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The accesses of one copy: its host side, or both sides of a unified copy, each with the
 /// pinned range it lies in.
@@ -22,12 +20,9 @@ pub(super) struct Local {
     /// Whether the last `pre` hook kept accesses in `next` for the `ok` hook (a copy
     /// that failed leaves them; the next copy's `pre` hook empties or disarms them).
     pub(super) armed: bool,
-    /// The gap between pinned ranges `[gap.0, gap.1)` the thread's last copy that touched
-    /// none fell in, valid while [`GENERATION`] is `generation`: a copy from the same
-    /// pageable buffer inside the ranges' bounding box passes without a look-up.
-    pub(super) gap: (u64, u64),
-    pub(super) generation: u64,
-    /// Its cache of the pinned-range snapshot.
+    /// Its cache of the pinned-range snapshot, with the gap between ranges its last miss
+    /// fell in: a copy from the same pageable buffer inside the ranges' bounding box passes
+    /// without a look-up ([`Ranges::misses`]).
     pub(super) ranges: Option<Ranges>,
 }
 
@@ -36,16 +31,10 @@ thread_local! {
         RefCell::new(Local {
             next: [None, None],
             armed: false,
-            gap: (0, 0),
-            generation: u64::MAX,
             ranges: None,
         })
     };
 }
-
-/// Bumped after every change of the pinned ranges (made, freed): a thread's gap found
-/// before it is stale.
-pub(super) static GENERATION: Line<AtomicU64> = Line::new(AtomicU64::new(0));
 
 impl Local {
     /// Whether the host sides `a` and `b` lie in the gap this thread's last miss found,
@@ -54,12 +43,7 @@ impl Local {
     /// taken for this one's).
     #[inline(always)]
     fn known_miss(&mut self, a: u64, b: u64) -> bool {
-        let (lo, hi) = self.gap;
-        let hit = a >= lo
-            && a < hi
-            && b >= lo
-            && b < hi
-            && self.generation == GENERATION.load(Ordering::Acquire);
+        let hit = self.ranges.as_mut().is_some_and(|r| r.misses([a, b]));
         if hit {
             self.armed = false;
         }
