@@ -27,7 +27,11 @@
 # set to "true"), BUDGET_S (540: no round starts that the last one's length says would end
 # past it, so one call stays inside a 10-minute command), FAKE_DRIVER_DIR (a directory
 # holding the fake driver's libcuda.so, crates/fake-cuda: builds with cc against it instead
-# of nvcc and the GPU, no HAMi-core, for testing the script without a GPU).
+# of nvcc and the GPU, no HAMi-core, for testing the script without a GPU), OPS (the
+# operations to run, default all) and ALLOC_EVERY (iterations per alloc_free pair, 50):
+# threads_bench.c's, CPUS (unset: a cpu list for `taskset -c`, the same for every run of
+# every mode, plain included: which cores a one-thread run lands on is a noise of its own;
+# a list taskset refuses is warned about and ignored).
 #
 # Writes $OUT/threads-raw.txt (one line per run and operation, the format threads_stats.py
 # reads; the raw files of several calls, such as one per thread count, can be given to it
@@ -44,7 +48,17 @@ budget=${BUDGET_S:-540}
 seed=${SEED:-1}
 export SCHED=${SCHED:-blocking}
 [ -n "${WARMUP:-}" ] && export WARMUP
-settings="rounds: $rounds; threads: $threads; iterations per thread: $iterations; warm-up: ${WARMUP:-default}; sched: $SCHED; seed: $seed; budget: ${budget} s"
+[ -n "${OPS:-}" ] && export OPS
+[ -n "${ALLOC_EVERY:-}" ] && export ALLOC_EVERY
+pin=()
+if [ -n "${CPUS:-}" ]; then
+  if taskset -c "$CPUS" true 2>/dev/null; then
+    pin=(taskset -c "$CPUS")
+  else
+    echo "warning: CPUS=$CPUS: taskset -c refused it (or taskset is missing); runs are not pinned"
+  fi
+fi
+settings="rounds: $rounds; threads: $threads; iterations per thread: $iterations; warm-up: ${WARMUP:-default}; sched: $SCHED; seed: $seed; budget: ${budget} s; ops: ${OPS:-all}; alloc every: ${ALLOC_EVERY:-50}; cpus: ${pin[*]:-all}"
 
 if [ -n "${FAKE_DRIVER_DIR:-}" ]; then
   shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
@@ -99,13 +113,13 @@ run() {
     *) env_=(LD_PRELOAD="$shim" SEEDANCE_MODE="$3") ;;
   esac
   local lines
-  if ! lines=$(env "${env_[@]}" "$work/threads_bench" "$4" "$iterations" 2>"$work/err.txt"); then
+  if ! lines=$("${pin[@]}" env "${env_[@]}" "$work/threads_bench" "$4" "$iterations" 2>"$work/err.txt"); then
     echo "run failed: mode $3 threads $4 round $1: $(tail -n 1 "$work/err.txt")"
     failed=$((failed + 1))
     return
   fi
   echo "$lines" | awk -v r="$1" -v p="$2" -v m="$3" \
-    '$1 == "op" {print "round", r, "pos", p, "mode", m, "op", $2, "threads", $4, "wall", $6, "cpu", $8, "med", $10}' >>"$raw"
+    '$1 == "op" {print "round", r, "pos", p, "mode", m, "op", $2, "threads", $4, "wall", $6, "cpu", $8, "med", $10, "iterations", $12}' >>"$raw"
 }
 
 start=$SECONDS

@@ -11,19 +11,20 @@
  *   pinned_copy    cuMemcpyHtoDAsync_v2 from the pinned buffer, cuStreamSynchronize every 64
  *   pageable_copy  the same from the pageable buffer
  *   launch         cuLaunchKernel of an empty kernel, cuStreamSynchronize every 64
- *   alloc_free     cuMemAlloc_v2 + cuMemFree_v2 of 4 KiB (ITERATIONS / 50 pairs: a pair takes
- *                  about 68 us, docs/design.md fact 8)
+ *   alloc_free     cuMemAlloc_v2 + cuMemFree_v2 of 4 KiB (ITERATIONS / ALLOC_EVERY pairs,
+ *                  default 50: a pair takes about 68 us, docs/design.md fact 8)
  *   event_wait     cuEventRecord on the stream + cuStreamWaitEvent of it on the same stream,
  *                  after a pinned copy, cuStreamSynchronize every 64
  *
  * Output, one line per operation:
  *
- *   op NAME threads T ns_per_op WALL cpu_ns_per_op CPU median_thread_ns MED
+ *   op NAME threads T ns_per_op WALL cpu_ns_per_op CPU median_thread_ns MED iterations N
  *
  * WALL: nanoseconds from the first thread's start to the last thread's end, over the iterations of one
  * thread (the process's throughput: T operations take WALL ns); CPU: the threads' mean CPU
  * time (CLOCK_THREAD_CPUTIME_ID) per operation, what the calls cost the host whether or not
- * the GPU is the bottleneck; MED: the median thread's own wall time per operation. Exit
+ * the GPU is the bottleneck; MED: the median thread's own wall time per operation; N: the
+ * timed iterations per thread (fewer for alloc_free: ALLOC_EVERY). Exit
  * status 1 on any driver failure (its name and code on stderr).
  *
  * Environment: SCHED = blocking (default: the primary context's CU_CTX_SCHED_BLOCKING_SYNC,
@@ -31,7 +32,10 @@
  * thread needs to submit: with 64 threads on 16 cores the spinning decided which threads ran,
  * the main noise of the event_wait rows in docs/performance.md), spin, yield or auto (the
  * driver's default, as before 2026-12-02). WARMUP = untimed iterations per operation and
- * thread (default ITERATIONS / 10, at most 1000).
+ * thread (default ITERATIONS / 10, at most 1000). OPS = the operations to run, by name,
+ * separated by spaces or commas (default all; an unknown name is a usage error, exit 2).
+ * ALLOC_EVERY = iterations per alloc_free pair (default 50; a longer alloc_free window with
+ * a smaller value).
  *
  * Built with nvcc against cuda.h on a GPU machine; with -DBENCH_FAKE_DRIVER against the
  * repository's fake driver (crates/fake-cuda, declarations from tests/programs/cuda_calls.h),
@@ -59,7 +63,8 @@ static const char *names[OPS] = {"pinned_copy", "pageable_copy", "launch", "allo
 
 static CUcontext ctx;
 static CUfunction kernel;
-static int iterations, warmup;
+static int iterations, warmup, alloc_every = 50;
+static int selected[OPS];
 static pthread_barrier_t barrier;
 static double begin[OPS][1024], end[OPS][1024], cpu[OPS][1024], own[OPS][1024];
 
@@ -67,6 +72,12 @@ static double clock_ns(clockid_t c) {
     struct timespec t;
     clock_gettime(c, &t);
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Timed iterations of op: alloc_free runs one pair per alloc_every iterations. */
+static int count(int op, int iters) {
+    if (op != ALLOC) return iters;
+    return iters / alloc_every > 0 ? iters / alloc_every : 1;
 }
 
 /* One iteration i (1-based) of operation op on the thread's resources. */
@@ -113,8 +124,10 @@ static void *run(void *arg) {
     memset(pinned, 1, bytes);
     memset(pageable, 2, bytes);
     for (int op = 0; op < OPS; op++) {
-        int n = op == ALLOC ? (iterations / 50 > 0 ? iterations / 50 : 1) : iterations;
-        int m = op == ALLOC ? (warmup / 50 > 0 ? warmup / 50 : (warmup > 0)) : warmup;
+        if (!selected[op]) continue;
+        int n = count(op, iterations);
+        int m = op == ALLOC ? (warmup / alloc_every > 0 ? warmup / alloc_every : (warmup > 0))
+                            : warmup;
         for (int i = 1; i <= m; i++) step(op, i, s, e, d, pinned, pageable, bytes);
         CHECK(cuStreamSynchronize(s));
         pthread_barrier_wait(&barrier);
@@ -152,6 +165,28 @@ int main(int argc, char **argv) {
     const char *w = getenv("WARMUP");
     warmup = w ? atoi(w) : (iterations / 10 < 1000 ? iterations / 10 : 1000);
     if (warmup < 0) return 2;
+    const char *every = getenv("ALLOC_EVERY");
+    if (every && (alloc_every = atoi(every)) < 1) {
+        fprintf(stderr, "ALLOC_EVERY=%s: not a positive number of iterations\n", every);
+        return 2;
+    }
+    const char *ops = getenv("OPS");
+    if (!ops || !*ops) {
+        for (int op = 0; op < OPS; op++) selected[op] = 1;
+    } else {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", ops);
+        for (char *tok = strtok(buf, " ,"); tok; tok = strtok(NULL, " ,")) {
+            int found = 0;
+            for (int op = 0; op < OPS; op++)
+                if (strcmp(tok, names[op]) == 0) selected[op] = found = 1;
+            if (!found) {
+                fprintf(stderr, "OPS: unknown operation %s (pinned_copy, pageable_copy, "
+                                "launch, alloc_free, event_wait)\n", tok);
+                return 2;
+            }
+        }
+    }
     CUdevice dev;
     CHECK(cuInit(0));
     CHECK(cuDeviceGet(&dev, 0));
@@ -179,7 +214,8 @@ int main(int argc, char **argv) {
     for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, run, (void *)i);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     for (int op = 0; op < OPS; op++) {
-        int n = op == ALLOC ? (iterations / 50 > 0 ? iterations / 50 : 1) : iterations;
+        if (!selected[op]) continue;
+        int n = count(op, iterations);
         double first = begin[op][0], last = 0, cpu_sum = 0;
         for (int i = 0; i < threads; i++) {
             if (begin[op][i] < first) first = begin[op][i];
@@ -187,9 +223,10 @@ int main(int argc, char **argv) {
             cpu_sum += cpu[op][i];
         }
         qsort(own[op], (size_t)threads, sizeof own[op][0], by_value);
-        printf("op %s threads %d ns_per_op %.0f cpu_ns_per_op %.0f median_thread_ns %.0f\n",
+        printf("op %s threads %d ns_per_op %.0f cpu_ns_per_op %.0f median_thread_ns %.0f "
+               "iterations %d\n",
                names[op], threads, (last - first) / n, cpu_sum / threads,
-               own[op][threads / 2]);
+               own[op][threads / 2], n);
     }
     CHECK(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;

@@ -10,7 +10,7 @@
 
 RAW has one line per (run, operation):
 
-    round R pos P mode M op O threads T wall W cpu C med X
+    round R pos P mode M op O threads T wall W cpu C med X [iterations N]
 
 A round runs, for each thread count, the modes in a shuffled order with a plain run (no
 preload) before the first and after each one: plain, M1, plain, M2, ..., plain. Each run of

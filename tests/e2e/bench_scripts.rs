@@ -43,6 +43,9 @@ fn run_script(
         "ROUNDS",
         "THREADS",
         "ITERATIONS",
+        "OPS",
+        "ALLOC_EVERY",
+        "CPUS",
     ] {
         c.env_remove(k);
     }
@@ -179,4 +182,50 @@ fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanosecond
         "{table}"
     );
     assert!(table.contains("n=1: under 95 %"), "{table}");
+}
+
+#[test]
+fn the_benchmark_runs_only_the_operations_asked_for_with_their_iterations_on_the_cores_given() {
+    let Some((out, _)) = run_script(
+        "scripts/host-threads.sh",
+        "scripts/host-threads.sh builds the null driver and its program with the host's cc, \
+         which cannot load the shim built for the emulated target",
+        &[
+            ("ROUNDS", "1"),
+            ("THREADS", "2"),
+            ("ITERATIONS", "3000"),
+            ("MODES", "fix"),
+            ("OPS", "event_wait,alloc_free"),
+            ("ALLOC_EVERY", "10"),
+            ("CPUS", "0"),
+        ],
+    ) else {
+        return;
+    };
+    let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
+    // 1 round x 1 thread count x (1 mode + 2 plain runs) x 2 operations.
+    assert_eq!(raw.lines().count(), 3 * 2, "{raw}");
+    let iterations = |op: &str| -> Vec<&str> {
+        raw.lines()
+            .filter(|l| l.contains(&format!(" op {op} ")))
+            .map(|l| l.rsplit(' ').next().unwrap())
+            .collect()
+    };
+    assert_eq!(iterations("event_wait"), ["3000"; 3], "{raw}");
+    assert_eq!(iterations("alloc_free"), ["300"; 3], "{raw}");
+    let log = std::fs::read_to_string(out.path().join("gpu-threads-log.txt")).unwrap();
+    // Without taskset (util-linux) the script warns and runs unpinned.
+    let taskset = Command::new("taskset").arg("-V").output().is_ok();
+    let cpus = if taskset {
+        "cpus: taskset -c 0"
+    } else {
+        "cpus: all"
+    };
+    assert!(
+        log.contains(&format!(
+            "ops: event_wait,alloc_free; alloc every: 10; {cpus}"
+        )),
+        "{log}"
+    );
+    assert_eq!(log.contains("warning: CPUS=0"), !taskset, "{log}");
 }
