@@ -31,7 +31,11 @@
 # operations to run, default all) and ALLOC_EVERY (iterations per alloc_free pair, 50):
 # threads_bench.c's, CPUS (unset: a cpu list for `taskset -c`, the same for every run of
 # every mode, plain included: which cores a one-thread run lands on is a noise of its own;
-# a list taskset refuses is warned about and ignored).
+# a list taskset refuses is warned about and ignored), INTERLEAVE and PAIRS (unset: each
+# process also compares, inside itself, blocks of INTERLEAVE iterations through the shim's
+# wrappers with blocks through the driver's own definitions, PAIRS pairs per operation:
+# threads_bench.c's interleaved mode, the table threads_stats.py prints first; ITERATIONS
+# then only sets the warm-up).
 #
 # Writes $OUT/threads-raw.txt (one line per run and operation, the format threads_stats.py
 # reads; the raw files of several calls, such as one per thread count, can be given to it
@@ -50,6 +54,8 @@ export SCHED=${SCHED:-blocking}
 [ -n "${WARMUP:-}" ] && export WARMUP
 [ -n "${OPS:-}" ] && export OPS
 [ -n "${ALLOC_EVERY:-}" ] && export ALLOC_EVERY
+[ -n "${INTERLEAVE:-}" ] && export INTERLEAVE
+[ -n "${PAIRS:-}" ] && export PAIRS
 pin=()
 if [ -n "${CPUS:-}" ]; then
   if taskset -c "$CPUS" true 2>/dev/null; then
@@ -58,7 +64,7 @@ if [ -n "${CPUS:-}" ]; then
     echo "warning: CPUS=$CPUS: taskset -c refused it (or taskset is missing); runs are not pinned"
   fi
 fi
-settings="rounds: $rounds; threads: $threads; iterations per thread: $iterations; warm-up: ${WARMUP:-default}; sched: $SCHED; seed: $seed; budget: ${budget} s; ops: ${OPS:-all}; alloc every: ${ALLOC_EVERY:-50}; cpus: ${pin[*]:-all}"
+settings="rounds: $rounds; threads: $threads; iterations per thread: $iterations; warm-up: ${WARMUP:-default}; sched: $SCHED; seed: $seed; budget: ${budget} s; ops: ${OPS:-all}; alloc every: ${ALLOC_EVERY:-50}; interleave: ${INTERLEAVE:-no}${INTERLEAVE:+ x ${PAIRS:-20} pairs}; cpus: ${pin[*]:-all}"
 
 if [ -n "${FAKE_DRIVER_DIR:-}" ]; then
   shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
@@ -69,12 +75,12 @@ if [ -n "${FAKE_DRIVER_DIR:-}" ]; then
   export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "fake driver: $fake; shim: $shim; $settings" | tee "$out/environment.txt"
   cc -O2 -DBENCH_FAKE_DRIVER -o "$work/threads_bench" "$here/gpu/threads_bench.c" \
-    -L"$fake" -lcuda -lpthread || { echo "FAIL: build threads_bench.c"; exit 1; }
+    -L"$fake" -lcuda -lpthread -ldl || { echo "FAIL: build threads_bench.c"; exit 1; }
 else
   gpu_prologue /tmp/seedance-threads "${1:-}"
   record_gpu_environment "$settings"
   nvcc -O2 -o "$work/threads_bench" "$here/gpu/threads_bench.c" -I"$cuda_home/include" \
-    -L"$cuda_home/lib64/stubs" -lcuda -lpthread || { echo "FAIL: build threads_bench.c"; exit 1; }
+    -L"$cuda_home/lib64/stubs" -lcuda -lpthread -ldl || { echo "FAIL: build threads_bench.c"; exit 1; }
 fi
 
 modes=${MODES:-aa off observe fix}
@@ -101,6 +107,11 @@ else
   echo "hami-core: carry/hami-core absent (or a fake driver); left out"
 fi
 
+if [ -z "$hami" ] && [[ " $modes " == *" hami "* ]]; then
+  modes=$(echo " $modes " | sed 's/ hami / /; s/^ *//; s/ *$//')
+  echo "MODES: hami left out (no HAMi-core build); modes: $modes"
+fi
+
 raw="$out/threads-raw.txt"
 : >"$raw"
 failed=0
@@ -119,7 +130,8 @@ run() {
     return
   fi
   echo "$lines" | awk -v r="$1" -v p="$2" -v m="$3" \
-    '$1 == "op" {print "round", r, "pos", p, "mode", m, "op", $2, "threads", $4, "wall", $6, "cpu", $8, "med", $10, "iterations", $12}' >>"$raw"
+    '$1 == "op" {print "round", r, "pos", p, "mode", m, "op", $2, "threads", $4, "wall", $6, "cpu", $8, "med", $10, "iterations", $12}
+     $1 == "pair" {print "round", r, "pos", p, "mode", m, "pairop", $2, "threads", $4, "index", $6, "lw", $8, "dw", $10, "lc", $12, "dc", $14}' >>"$raw"
 }
 
 start=$SECONDS

@@ -37,10 +37,30 @@
  * ALLOC_EVERY = iterations per alloc_free pair (default 50; a longer alloc_free window with
  * a smaller value).
  *
+ * Interleaved (INTERLEAVE=BLOCK, a number of iterations): the shim's cost measured inside one
+ * process, without the run-to-run noise of separate processes. Every operation runs PAIRS
+ * (default 20) pairs of blocks of BLOCK iterations on every thread, all threads in step (a
+ * barrier before each block): one block calls the driver through the symbols the program
+ * links against (the shim's wrappers when it is preloaded), the other through the driver's
+ * own definitions, looked up in libcuda.so.1 with glibc's dlsym (reached with dlvsym on
+ * libc's handle, so that a preloaded dlsym cannot answer), the order alternating pair by
+ * pair (AB, BA, ...). Without a preload both blocks reach the driver: the in-process A/A
+ * control. Output, one line per pair:
+ *
+ *   pair NAME threads T index P linked_wall W direct_wall W linked_cpu C direct_cpu C
+ *
+ * (ns per operation: the block's wall time from the first thread's start to the last one's
+ * end, and the threads' mean CPU time). What the shim does to the driver's state outside
+ * its wrappers (its own calls, its memory) is in both blocks alike: the process-level
+ * schedule of scripts/gpu-threads.sh covers that; this measures what its wrappers add.
+ * Calls through the direct definitions are invisible to the shim, which forgets nothing
+ * it needs for these loops (each thread keeps to its own stream and buffers).
+ *
  * Built with nvcc against cuda.h on a GPU machine; with -DBENCH_FAKE_DRIVER against the
  * repository's fake driver (crates/fake-cuda, declarations from tests/programs/cuda_calls.h),
  * which has no modules or context flags: the kernel is a handle the fake accepts, SCHED is
  * not applied. */
+#define _GNU_SOURCE /* dlvsym, dladdr */
 #ifdef BENCH_FAKE_DRIVER
 #include "../../tests/programs/cuda_calls.h"
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
@@ -51,6 +71,7 @@ CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
 #include <cuda.h>
 #endif
 #include "cu_check.h"
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +89,25 @@ static int selected[OPS];
 static pthread_barrier_t barrier;
 static double begin[OPS][1024], end[OPS][1024], cpu[OPS][1024], own[OPS][1024];
 
+/* The driver calls the loops make, through one path. */
+struct api {
+    CUresult (*htod)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                       unsigned, CUstream, void **, void **);
+    CUresult (*alloc)(CUdeviceptr *, size_t);
+    CUresult (*free_)(CUdeviceptr);
+    CUresult (*record)(CUevent, CUstream);
+    CUresult (*wait)(CUstream, CUevent, unsigned int);
+    CUresult (*sync)(CUstream);
+};
+/* LINKED: the program's own symbols (the shim's when preloaded); DIRECT: libcuda's. */
+static struct api linked = {cuMemcpyHtoDAsync_v2, cuLaunchKernel, cuMemAlloc_v2, cuMemFree_v2,
+                            cuEventRecord, cuStreamWaitEvent, cuStreamSynchronize};
+static struct api direct;
+static int block_len, pairs = 20, nthreads;
+/* Per op, block and thread (interleaved mode): start, end and CPU time. */
+static double *blk_begin[OPS], *blk_end[OPS], *blk_cpu[OPS];
+
 static double clock_ns(clockid_t c) {
     struct timespec t;
     clock_gettime(c, &t);
@@ -81,31 +121,50 @@ static int count(int op, int iters) {
 }
 
 /* One iteration i (1-based) of operation op on the thread's resources. */
-static void step(int op, int i, CUstream s, CUevent e, CUdeviceptr d, void *pinned,
-                 void *pageable, size_t bytes) {
+static void step(const struct api *a, int op, int i, CUstream s, CUevent e, CUdeviceptr d,
+                 void *pinned, void *pageable, size_t bytes) {
     switch (op) {
     case PINNED:
-        CHECK(cuMemcpyHtoDAsync_v2(d, pinned, bytes, s));
+        CHECK(a->htod(d, pinned, bytes, s));
         break;
     case PAGEABLE:
-        CHECK(cuMemcpyHtoDAsync_v2(d, pageable, bytes, s));
+        CHECK(a->htod(d, pageable, bytes, s));
         break;
     case LAUNCH:
-        CHECK(cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+        CHECK(a->launch(kernel, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
         break;
     case ALLOC: {
         CUdeviceptr p;
-        CHECK(cuMemAlloc_v2(&p, bytes));
-        CHECK(cuMemFree_v2(p));
+        CHECK(a->alloc(&p, bytes));
+        CHECK(a->free_(p));
         break;
     }
     case EVENT:
-        CHECK(cuMemcpyHtoDAsync_v2(d, pinned, bytes, s));
-        CHECK(cuEventRecord(e, s));
-        CHECK(cuStreamWaitEvent(s, e, 0));
+        CHECK(a->htod(d, pinned, bytes, s));
+        CHECK(a->record(e, s));
+        CHECK(a->wait(s, e, 0));
         break;
     }
-    if (op != ALLOC && i % 64 == 0) CHECK(cuStreamSynchronize(s));
+    if (op != ALLOC && i % 64 == 0) CHECK(a->sync(s));
+}
+
+/* Interleaved mode: thread w's PAIRS pairs of blocks of op, linked and direct in turn. */
+static void blocks(int w, int op, CUstream s, CUevent e, CUdeviceptr d, void *pinned,
+                   void *pageable, size_t bytes) {
+    int n = count(op, block_len);
+    for (int b = 0; b < 2 * pairs; b++) {
+        /* Pair p runs linked first when p is even: AB, BA, AB, ... */
+        int p = b / 2, first = b % 2 == 0;
+        const struct api *a = (p % 2 == 0) == first ? &linked : &direct;
+        pthread_barrier_wait(&barrier);
+        double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
+        for (int i = 1; i <= n; i++) step(a, op, i, s, e, d, pinned, pageable, bytes);
+        CHECK(a->sync(s));
+        size_t at = (size_t)b * (size_t)nthreads + (size_t)w;
+        blk_begin[op][at] = t0;
+        blk_end[op][at] = clock_ns(CLOCK_MONOTONIC);
+        blk_cpu[op][at] = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    }
 }
 
 static void *run(void *arg) {
@@ -128,12 +187,20 @@ static void *run(void *arg) {
         int n = count(op, iterations);
         int m = op == ALLOC ? (warmup / alloc_every > 0 ? warmup / alloc_every : (warmup > 0))
                             : warmup;
-        for (int i = 1; i <= m; i++) step(op, i, s, e, d, pinned, pageable, bytes);
+        for (int i = 1; i <= m; i++) step(&linked, op, i, s, e, d, pinned, pageable, bytes);
         CHECK(cuStreamSynchronize(s));
+        if (block_len) {
+            /* Warm the direct path too. */
+            for (int i = 1; i <= m; i++) step(&direct, op, i, s, e, d, pinned, pageable, bytes);
+            CHECK(direct.sync(s));
+            blocks(w, op, s, e, d, pinned, pageable, bytes);
+            pthread_barrier_wait(&barrier);
+            continue;
+        }
         pthread_barrier_wait(&barrier);
         double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
         begin[op][w] = t0;
-        for (int i = 1; i <= n; i++) step(op, i, s, e, d, pinned, pageable, bytes);
+        for (int i = 1; i <= n; i++) step(&linked, op, i, s, e, d, pinned, pageable, bytes);
         CHECK(cuStreamSynchronize(s));
         double t1 = clock_ns(CLOCK_MONOTONIC);
         end[op][w] = t1;
@@ -147,6 +214,59 @@ static void *run(void *arg) {
     CHECK(cuStreamDestroy_v2(s));
     free(pageable);
     return NULL;
+}
+
+/* Fills `direct` from libcuda.so.1's own definitions; exits 2 when one cannot be found. */
+static void resolve_direct(void) {
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    typedef void *(*dlsym_fn)(void *, const char *);
+    dlsym_fn look = NULL;
+    const char *versions[] = {"GLIBC_2.34", "GLIBC_2.17", "GLIBC_2.2.5"};
+    for (int i = 0; libc && !look && i < 3; i++) look = (dlsym_fn)dlvsym(libc, "dlsym", versions[i]);
+    void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!look || !cuda) {
+        fprintf(stderr, "INTERLEAVE: glibc's dlsym or libcuda.so.1 not found\n");
+        exit(2);
+    }
+#define DIRECT(field, name)                                                                 \
+    if (!(*(void **)&direct.field = look(cuda, name))) {                                    \
+        fprintf(stderr, "INTERLEAVE: %s not in libcuda.so.1\n", name);                       \
+        exit(2);                                                                            \
+    }
+    DIRECT(htod, "cuMemcpyHtoDAsync_v2")
+    DIRECT(launch, "cuLaunchKernel")
+    DIRECT(alloc, "cuMemAlloc_v2")
+    DIRECT(free_, "cuMemFree_v2")
+    DIRECT(record, "cuEventRecord")
+    DIRECT(wait, "cuStreamWaitEvent")
+    DIRECT(sync, "cuStreamSynchronize")
+#undef DIRECT
+    Dl_info li, di;
+    if (dladdr(*(void **)&linked.htod, &li) && dladdr(*(void **)&direct.htod, &di))
+        fprintf(stderr, "interleave: linked %s, direct %s\n", li.dli_fname, di.dli_fname);
+}
+
+/* Interleaved mode's output: one line per pair of op. */
+static void print_pairs(int op, int threads) {
+    int n = count(op, block_len);
+    double wall[2], cpu_[2];
+    for (int p = 0; p < pairs; p++) {
+        for (int k = 0; k < 2; k++) {
+            int b = 2 * p + k, is_linked = (p % 2 == 0) == (k == 0);
+            double first = 0, last = 0, sum = 0;
+            for (int w = 0; w < threads; w++) {
+                size_t at = (size_t)b * (size_t)threads + (size_t)w;
+                if (w == 0 || blk_begin[op][at] < first) first = blk_begin[op][at];
+                if (blk_end[op][at] > last) last = blk_end[op][at];
+                sum += blk_cpu[op][at];
+            }
+            wall[!is_linked] = (last - first) / n;
+            cpu_[!is_linked] = sum / threads / n;
+        }
+        printf("pair %s threads %d index %d linked_wall %.1f direct_wall %.1f linked_cpu %.1f "
+               "direct_cpu %.1f\n",
+               names[op], threads, p, wall[0], wall[1], cpu_[0], cpu_[1]);
+    }
 }
 
 static int by_value(const void *a, const void *b) {
@@ -187,8 +307,29 @@ int main(int argc, char **argv) {
             }
         }
     }
+    const char *il = getenv("INTERLEAVE");
+    if (il && *il) {
+        const char *pp = getenv("PAIRS");
+        block_len = atoi(il);
+        if (pp && *pp) pairs = atoi(pp);
+        if (block_len < 1 || pairs < 1) {
+            fprintf(stderr, "INTERLEAVE=%s PAIRS=%s: not positive numbers\n", il, pp ? pp : "");
+            return 2;
+        }
+    }
     CUdevice dev;
     CHECK(cuInit(0));
+    nthreads = threads;
+    if (block_len) {
+        resolve_direct();
+        for (int op = 0; op < OPS; op++) {
+            size_t cells = 2 * (size_t)pairs * (size_t)threads;
+            blk_begin[op] = calloc(cells, sizeof(double));
+            blk_end[op] = calloc(cells, sizeof(double));
+            blk_cpu[op] = calloc(cells, sizeof(double));
+            if (!blk_begin[op] || !blk_end[op] || !blk_cpu[op]) return 2;
+        }
+    }
     CHECK(cuDeviceGet(&dev, 0));
 #ifdef BENCH_FAKE_DRIVER
     kernel = KERNEL;
@@ -213,7 +354,9 @@ int main(int argc, char **argv) {
     pthread_t *t = calloc((size_t)threads, sizeof *t);
     for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, run, (void *)i);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    for (int op = 0; op < OPS; op++) {
+    for (int op = 0; op < OPS && block_len; op++)
+        if (selected[op]) print_pairs(op, threads);
+    for (int op = 0; op < OPS && !block_len; op++) {
         if (!selected[op]) continue;
         int n = count(op, iterations);
         double first = begin[op][0], last = 0, cpu_sum = 0;

@@ -8,6 +8,17 @@
                                     nothing)
     threads_stats.py --selftest     checks the statistics on synthetic data (no GPU)
 
+Runs in threads_bench.c's interleaved mode (INTERLEAVE) write pair lines instead:
+
+    round R pos P mode M pairop O threads T index I lw LW dw DW lc LC dc DC
+
+(a pair of blocks in one process: wall and CPU ns per operation through the linked symbols,
+the shim's wrappers when preloaded, and through the driver's own definitions). Their table
+(`interleaved_tables`): per (operation, threads, mode), each process's median of its
+pairs' ratios linked / direct (and differences linked - direct), then the median over the
+processes with the order-statistic interval above; plain processes are the in-process A/A
+control.
+
 RAW has one line per (run, operation):
 
     round R pos P mode M op O threads T wall W cpu C med X [iterations N]
@@ -48,7 +59,7 @@ def parse(lines, tag=0):
     runs = collections.defaultdict(dict)
     for line in lines:
         f = line.split()
-        if not f or f[0] != "round":
+        if not f or f[0] != "round" or "pairop" in f:
             continue
         kv = dict(zip(f[0::2], f[1::2]))
         key = (tag, int(kv["round"]), int(kv["threads"]))
@@ -229,6 +240,64 @@ def added_tables(runs, ci="order"):
     return "\n".join(out), cell, flat
 
 
+def parse_pairs(lines, tag=0):
+    """Interleaved pairs as {(op, threads, mode): {(tag, round, pos): [(lw, dw, lc, dc)]}}."""
+    out = collections.defaultdict(lambda: collections.defaultdict(list))
+    for line in lines:
+        f = line.split()
+        if not f or f[0] != "round" or "pairop" not in f:
+            continue
+        kv = dict(zip(f[0::2], f[1::2]))
+        run = (tag, int(kv["round"]), int(kv["pos"]))
+        out[(kv["pairop"], int(kv["threads"]), kv["mode"])][run].append(
+            tuple(float(kv[k]) for k in ("lw", "dw", "lc", "dc")))
+    return out
+
+
+def interleaved_tables(pairs, ci="order", limit=1.02):
+    """The in-process comparison: per (op, threads, mode) and metric, the median over
+    processes of each process's median ratio linked / direct [95 % interval over the
+    processes], its verdict at `limit`, and the median ns added (linked - direct)."""
+    ci_of = order_ci if ci == "order" else bootstrap_ci
+    cell = {}
+    for key, runs in pairs.items():
+        for metric, (li, di) in (("wall", (0, 1)), ("cpu", (2, 3))):
+            ratios = [statistics.median(p[li] / p[di] for p in ps if p[di] > 0)
+                      for ps in runs.values() if any(p[di] > 0 for p in ps)]
+            added = [statistics.median(p[li] - p[di] for p in ps) for ps in runs.values()]
+            if not ratios:
+                continue
+            lo, hi, covered = ci_of(ratios)
+            cell[key + (metric,)] = (statistics.median(ratios), lo, hi, len(ratios), covered,
+                                     verdict(lo, hi, limit), statistics.median(added),
+                                     sum(len(ps) for ps in runs.values()))
+    modes = [m for m in ["plain"] + MODES if any(k[2] == m for k in pairs)]
+    heads = dict(HEADS, plain="plain (in-process A/A)")
+    out = []
+    for metric, title in (("wall", "wall time per operation (throughput)"),
+                          ("cpu", "CPU time per operation (the threads' mean)")):
+        out.append(f"### In-process ratio, shim's wrappers / driver's own definitions: {title}; "
+                   f"median over processes [95 % CI], verdict at {limit}x; ns added")
+        out.append("")
+        out.append("| operation | threads | " + " | ".join(heads[m] for m in modes) + " |")
+        out.append("|---|---|" + "---|" * len(modes))
+        for op, t in sorted({(k[0], k[1]) for k in pairs}):
+            cells = []
+            for m in modes:
+                c = cell.get((op, t, m, metric))
+                if c is None:
+                    cells.append("-")
+                    continue
+                med, lo, hi, n, covered, v, add, npairs = c
+                mark = "" if covered else f", n={n}: under 95 %"
+                cells.append(f"{med:.3f}x [{lo:.3f}-{hi:.3f}] {v}{mark}; {add:+.0f} ns")
+            out.append(f"| {op} | {t} | " + " | ".join(cells) + " |")
+        out.append("")
+    procs = sorted({len(r) for r in pairs.values()})
+    out.append(f"processes per cell: {procs[0]}-{procs[-1]}; CI: {ci}")
+    return "\n".join(out), cell
+
+
 def synthetic(rounds=10, threads=(1, 16), effects=None, drift=0.15, noise=0.004, seed=7):
     """Raw lines of a made-up run: each (round, threads) sequence has a level of its own
     (a factor of about exp(N(0, drift)): the run-to-run noise that unpaired medians see) and
@@ -301,6 +370,21 @@ def selftest():
     assert cell[("x", 1, "fix", "cpu")][:3] == (300.0, 300.0, 300.0), text
     assert cell[("x", 16, "fix", "wall")][0] == 600.0, text
     assert abs(flat[("x", 16, "fix")] - 2.0) < 1e-9 and "| x | fix | 1.00 | 2.00 |" in text, text
+    # Interleaved pairs: 6 processes of a mode at 1.05x with process levels that differ by
+    # 30 %, and plain processes at 1.0x: the in-process ratio sees 1.05 and 1.0 exactly.
+    lines = []
+    for r in range(1, 7):
+        for pos, (m, e) in enumerate((("plain", 1.0), ("fix", 1.05))):
+            lvl = 1000.0 * (1 + 0.3 * (r % 3))
+            for i in range(4):
+                lines.append(f"round {r} pos {pos} mode {m} pairop x threads 2 index {i} "
+                             f"lw {lvl * e} dw {lvl} lc {lvl * e / 2} dc {lvl / 2}")
+    text, cell = interleaved_tables(parse_pairs(lines))
+    fix = cell[("x", 2, "fix", "wall")]
+    assert abs(fix[0] - 1.05) < 1e-9 and fix[5] == "over" and fix[3] == 6, text
+    assert cell[("x", 2, "plain", "cpu")][5] == "within", text
+    assert "| x | 2 | 1.000x [1.000-1.000] within; +0 ns | 1.050x" in text, text
+    assert parse(lines) == {}, "pair lines are not runs"
     # Too few rounds: said in the cell.
     text, _ = tables(parse(synthetic(rounds=4)))
     assert "n=4: under 95 %" in text, text
@@ -320,10 +404,18 @@ def main():
         return
     if not a.raw:
         ap.error("RAW or --selftest")
-    runs = {}
+    runs, pairs = {}, collections.defaultdict(dict)
     for i, path in enumerate(a.raw):
         with open(path) as f:
-            runs.update(parse(f, tag=i))
+            lines = f.readlines()
+        runs.update(parse(lines, tag=i))
+        for k, v in parse_pairs(lines, tag=i).items():
+            pairs[k].update(v)
+    if pairs:
+        print(interleaved_tables(pairs, a.ci, a.limit)[0])
+        if not runs:
+            return
+        print()
     if not runs:
         print("no runs in", *a.raw)
         sys.exit(1)
