@@ -271,7 +271,9 @@ def interleaved_tables(pairs, ci="order", limit=1.02):
             cell[key + (metric,)] = (statistics.median(ratios), lo, hi, len(ratios), covered,
                                      verdict(lo, hi, limit), statistics.median(added),
                                      sum(len(ps) for ps in runs.values()))
-    modes = [m for m in ["plain"] + MODES if any(k[2] == m for k in pairs)]
+    known = ["plain"] + MODES
+    modes = [m for m in known if any(k[2] == m for k in pairs)]
+    modes += sorted({k[2] for k in pairs} - set(known))
     heads = dict(HEADS, plain="plain (in-process A/A)")
     out = []
     for metric, title in (("wall", "wall time per operation (throughput)"),
@@ -279,7 +281,7 @@ def interleaved_tables(pairs, ci="order", limit=1.02):
         out.append(f"### In-process ratio, shim's wrappers / driver's own definitions: {title}; "
                    f"median over processes [95 % CI], verdict at {limit}x; ns added")
         out.append("")
-        out.append("| operation | threads | " + " | ".join(heads[m] for m in modes) + " |")
+        out.append("| operation | threads | " + " | ".join(heads.get(m, m) for m in modes) + " |")
         out.append("|---|---|" + "---|" * len(modes))
         for op, t in sorted({(k[0], k[1]) for k in pairs}):
             cells = []

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Which part of the shim the alloc + free loop's cost in threads comes from (docs/performance.md,
+# "Inside one process"): threads_bench.c's alloc_free in its interleaved mode (blocks through
+# the shim's wrappers against blocks through the driver's own definitions, one process per
+# variant), with the shim's switches that leave out one part each. One GPU; from the
+# repository root on the GPU machine:
+#
+#   scripts/gpu-alloc-parts.sh path/to/libseedance_fix.so
+#
+# Variants: plain (no preload: the in-process A/A), observe, fix, off, and observe with
+# SEEDANCE_LIFETIME=off (no per-thread ring of allocations) or SEEDANCE_VALIDATE=off (no
+# allocation checks, no log callback). Environment: ROUNDS (10), THREADS ("16 64"), PAIRS (16),
+# INTERLEAVE (200), ALLOC_EVERY (5), OUT (/tmp/seedance-alloc-parts), FAKE_DRIVER_DIR (build
+# against a fake driver with cc instead of nvcc). Prints threads_stats.py's in-process table.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+shim=$(readlink -f "${1:?usage: $0 path/to/libseedance_fix.so}")
+out=${OUT:-/tmp/seedance-alloc-parts}
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -n "${FAKE_DRIVER_DIR:-}" ]; then
+  export LD_LIBRARY_PATH="$(readlink -f "$FAKE_DRIVER_DIR")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  cc -O2 -DBENCH_FAKE_DRIVER -o "$work/tb" "$here/gpu/threads_bench.c" -L"$FAKE_DRIVER_DIR" -lcuda -lpthread -ldl || exit 1
+else
+  cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
+  nvcc -O2 -o "$work/tb" "$here/gpu/threads_bench.c" -I"$cuda_home/include" \
+    -L"$cuda_home/lib64/stubs" -lcuda -lpthread -ldl || exit 1
+fi
+export OPS=alloc_free INTERLEAVE=${INTERLEAVE:-200} ALLOC_EVERY=${ALLOC_EVERY:-5} PAIRS=${PAIRS:-16}
+variants=("plain|" "observe|SEEDANCE_MODE=observe" "fix|SEEDANCE_MODE=fix" "off|SEEDANCE_MODE=off"
+  "observe,lifetime=off|SEEDANCE_MODE=observe SEEDANCE_LIFETIME=off"
+  "observe,validate=off|SEEDANCE_MODE=observe SEEDANCE_VALIDATE=off")
+raw=$out/raw.txt
+: >"$raw"
+failed=0
+for r in $(seq 1 "${ROUNDS:-10}"); do
+  for t in ${THREADS:-16 64}; do
+    pos=0
+    for v in "${variants[@]}"; do
+      label=${v%%|*}
+      settings=${v#*|}
+      pre=()
+      [ "$label" = plain ] || pre=(LD_PRELOAD="$shim")
+      # shellcheck disable=SC2086
+      if ! lines=$(env "${pre[@]}" $settings "$work/tb" "$t" $((10 * INTERLEAVE)) 2>"$work/err"); then
+        echo "run failed: $label threads $t round $r: $(tail -n 1 "$work/err")"
+        failed=$((failed + 1))
+        continue
+      fi
+      echo "$lines" | awk -v r="$r" -v p="$pos" -v m="$label" '$1 == "pair" {print "round", r, "pos", p, "mode", m, "pairop", $2, "threads", $4, "index", $6, "lw", $8, "dw", $10, "lc", $12, "dc", $14}' >>"$raw"
+      pos=$((pos + 1))
+    done
+  done
+done
+python3 "$here/gpu/threads_stats.py" "$raw" | tee "$out/table.md"
+echo "runs failed: $failed"
+exit $((failed > 0))
