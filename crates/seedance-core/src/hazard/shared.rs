@@ -775,7 +775,12 @@ impl Shared {
         let s = sid(key, tid);
         let upto = self.tick(s);
         let mut m = self.events(event).lock();
-        if m.len() >= EVENTS_PER_SHARD && !m.contains_key(&event) {
+        // A record of an event recorded before (the loop's case) replaces its mark in place.
+        if let Some(mark) = m.get_mut(&event) {
+            *mark = Mark { stream: s, upto };
+            return;
+        }
+        if m.len() >= EVENTS_PER_SHARD {
             // A record of a stream with nothing pending that waits for no other stream
             // covers nothing.
             let waiters: Vec<Sid> = if self.has_waits.load(Ordering::Relaxed) {
