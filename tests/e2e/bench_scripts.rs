@@ -274,3 +274,40 @@ fn the_interleaved_benchmark_compares_the_shims_wrappers_with_the_drivers_own_de
     let ratio: f64 = fix.split('x').next().unwrap().parse().unwrap();
     assert!(ratio > 2.0 && fix.contains("over"), "{row}");
 }
+
+#[test]
+fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mode() {
+    let a = artifacts();
+    let fake = a.fake_dir.to_string_lossy().into_owned();
+    let Some((out, stdout)) = run_script(
+        "scripts/gpu-alloc-parts.sh",
+        "scripts/gpu-alloc-parts.sh builds its program with the host's cc, which cannot link \
+         the fake driver built for the emulated target",
+        &[
+            ("FAKE_DRIVER_DIR", &fake),
+            ("ROUNDS", "1"),
+            ("THREADS", "2"),
+            ("INTERLEAVE", "50"),
+            ("PAIRS", "2"),
+        ],
+    ) else {
+        return;
+    };
+    assert!(stdout.contains("runs failed: 0"), "{stdout}");
+    let raw = std::fs::read_to_string(out.path().join("raw.txt")).unwrap();
+    // 1 round x 1 thread count x 6 variants x 2 pairs, alloc + free only.
+    assert_eq!(raw.lines().count(), 12, "{raw}");
+    assert!(
+        raw.lines()
+            .all(|l| l.contains(" pairop alloc_free threads 2 ")),
+        "{raw}"
+    );
+    let table = std::fs::read_to_string(out.path().join("table.md")).unwrap();
+    assert!(
+        table.contains(
+            "| operation | threads | plain (in-process A/A) | off | observe | fix | \
+             observe,lifetime=off | observe,validate=off |"
+        ),
+        "{table}"
+    );
+}
