@@ -6,6 +6,7 @@
 pub mod args;
 pub mod config;
 pub mod guard;
+pub mod hot;
 pub mod names;
 pub mod output;
 pub mod probes;

@@ -311,3 +311,46 @@ fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mo
         "{table}"
     );
 }
+
+#[test]
+fn the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call() {
+    let Some(_) = optional_tool(
+        "bench_scripts::the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call",
+        &["valgrind"],
+        "SEEDANCE_REQUIRE_VALGRIND",
+    ) else {
+        return;
+    };
+    if seedance_e2e::target::skip_under_emulation(
+        "scripts/cachegrind-evicted.sh builds the null driver with the host's cc, which cannot \
+         load the shim built for the emulated target",
+    ) {
+        return;
+    }
+    let o = Command::new("bash")
+        .arg(root().join("scripts/cachegrind-evicted.sh"))
+        .arg(&artifacts().shim)
+        .current_dir(root())
+        .env("KINDS", "pinned")
+        .env_remove("MODE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // "pinned plain|shim D1r LLr D1w LLw": the loop's own 8 MiB is 131072 line misses per
+    // call either way; the shim's race check on a pinned copy adds dozens more.
+    let ll_read = |run: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("pinned") && l.split_whitespace().nth(1) == Some(run))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    let (plain, shim) = (ll_read("plain"), ll_read("shim"));
+    assert!((131072.0..131100.0).contains(&plain), "{stdout}");
+    assert!(shim - plain > 10.0, "{stdout}");
+}

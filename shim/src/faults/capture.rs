@@ -21,9 +21,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Stream keys being captured now ([`work::key_for`]), with the thread that began each.
 static CAPTURING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 /// How many captures are open (one relaxed load for [`open`]).
-/// On lines of its own: every copy from pinned memory reads it.
-static OPEN: seedance_core::line::Line<AtomicUsize> =
-    seedance_core::line::Line::new(AtomicUsize::new(0));
+/// With the other hot words ([`crate::rt::hot`]): every copy from pinned memory reads it.
+#[inline(always)]
+pub(crate) fn captures_open() -> &'static AtomicUsize {
+    &crate::rt::hot::HOT.0.captures_open
+}
 /// Most captures tracked at once; a begin beyond is not tracked (its copies are checked as
 /// running work, its end changes nothing).
 const MAX_CAPTURES: usize = 256;
@@ -41,7 +43,7 @@ fn key(id: HookId, stream: CUstream) -> u64 {
 /// Whether any stream capture is open in the process: one relaxed load.
 #[inline(always)]
 pub fn open() -> bool {
-    OPEN.load(Ordering::Relaxed) != 0
+    captures_open().load(Ordering::Relaxed) != 0
 }
 
 /// Whether the stream with key `key` (thread `tid` for a per-thread default stream) is
@@ -59,7 +61,7 @@ pub unsafe fn ok_begin(id: HookId, stream: CUstream) {
     let mut c = CAPTURING.lock();
     if c.len() < MAX_CAPTURES {
         c.push((k, crate::platform::thread_id()));
-        OPEN.fetch_add(1, Ordering::Relaxed);
+        captures_open().fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -76,6 +78,7 @@ pub fn after_end(id: HookId, r: CUresult, stream: CUstream) {
     let at = c.iter().position(|&(ck, t)| same(ck, t, k, tid));
     if let Some(i) = at {
         c.swap_remove(i);
-        let _ = OPEN.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        let _ = captures_open()
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 }

@@ -38,7 +38,6 @@ use order::order;
 use report::report;
 use seedance_core::hazard::shared::Shared;
 use seedance_core::hazard::{Access, Direction, Range};
-use seedance_core::line::Line;
 use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
 use std::cell::RefCell;
@@ -49,9 +48,17 @@ static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
 
 /// Lowest first byte and highest end of the pinned ranges ever made (a range freed later
 /// leaves the box as it was; an empty table resets it).
-/// Each on lines of its own: every copy reads them ([`maybe_pinned`]).
-static BOX_LO: Line<AtomicU64> = Line::new(AtomicU64::new(u64::MAX));
-static BOX_HI: Line<AtomicU64> = Line::new(AtomicU64::new(0));
+/// With the other hot words ([`crate::rt::hot`]): every copy reads them ([`maybe_pinned`]).
+#[inline(always)]
+pub(crate) fn box_lo() -> &'static AtomicU64 {
+    &crate::rt::hot::HOT.0.box_lo
+}
+
+/// The box's end, beside [`box_lo`].
+#[inline(always)]
+pub(crate) fn box_hi() -> &'static AtomicU64 {
+    &crate::rt::hot::HOT.0.box_hi
+}
 
 /// Whether lifetime tracking is on: the same switch as `crate::faults::lifetime::on` (one
 /// relaxed load of the configuration word).
@@ -77,7 +84,7 @@ fn cold<T: Default>(f: impl FnOnce() -> T) -> T {
 /// Whether `addr` may lie in a pinned range: two relaxed loads.
 #[inline(always)]
 pub fn maybe_pinned(addr: u64) -> bool {
-    addr >= BOX_LO.load(Ordering::Relaxed) && addr < BOX_HI.load(Ordering::Relaxed)
+    addr >= box_lo().load(Ordering::Relaxed) && addr < box_hi().load(Ordering::Relaxed)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -94,8 +101,8 @@ pub fn pinned_added(id: HookId, lo: u64, bytes: u64) {
         bytes,
         made_by: id.name(),
     });
-    BOX_LO.fetch_min(lo, Ordering::Relaxed);
-    BOX_HI.fetch_max(lo.saturating_add(bytes), Ordering::Relaxed);
+    box_lo().fetch_min(lo, Ordering::Relaxed);
+    box_hi().fetch_max(lo.saturating_add(bytes), Ordering::Relaxed);
 }
 
 /// The pinned range that holds all of `[addr, addr + bytes)`, if one does (for the
@@ -114,8 +121,8 @@ pub fn pinned_range_at(addr: u64, bytes: u64) -> Option<Range> {
 pub fn pinned_removed(lo: u64) {
     TABLE.pinned_removed(lo);
     if !TABLE.has_ranges() {
-        BOX_LO.store(u64::MAX, Ordering::Relaxed);
-        BOX_HI.store(0, Ordering::Relaxed);
+        box_lo().store(u64::MAX, Ordering::Relaxed);
+        box_hi().store(0, Ordering::Relaxed);
     }
 }
 

@@ -63,19 +63,22 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static TRACKER: Lazy<Mutex<Tracker>> =
-    Lazy::new(|| Mutex::new(Tracker::with_dead_handle_mirror(&DEAD_HANDLES)));
+    Lazy::new(|| Mutex::new(Tracker::with_dead_handle_mirror(dead_handles())));
 
 /// Streams and events the tracker holds whose context ended ([`Tracker::dead_handles`],
 /// published by the tracker on every change): while 0, the checks before a synchronize
 /// ([`streams::pre_stream_sync`], [`streams::pre_event_sync`]) have nothing to find and
 /// take no lock.
-static DEAD_HANDLES: seedance_core::line::Line<AtomicUsize> =
-    seedance_core::line::Line::new(AtomicUsize::new(0));
+/// With the other hot words ([`crate::rt::hot`]).
+#[inline(always)]
+pub(crate) fn dead_handles() -> &'static AtomicUsize {
+    &crate::rt::hot::HOT.0.dead_handles
+}
 
 /// Whether some stream or event handle died with its context: one load.
 #[inline(always)]
 fn any_dead_handle() -> bool {
-    DEAD_HANDLES.load(Ordering::Acquire) != 0
+    dead_handles().load(Ordering::Acquire) != 0
 }
 
 /// Device addresses that died with their context, for the lock-free check on `cuMemFree`.

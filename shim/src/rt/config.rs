@@ -43,14 +43,16 @@ pub mod sw {
 /// The configuration word: every switch a wrapper reads ([`sw`]), in one atomic, so that
 /// one relaxed load answers any of them and the fork handler turns them all off in one
 /// store. Written once when the configuration is read; `ANY_DEAD` is or-ed in later.
-/// On lines of its own: every hooked call reads it.
-static WORD: seedance_core::line::Line<AtomicU32> =
-    seedance_core::line::Line::new(AtomicU32::new(0));
+/// With the other hot words ([`crate::rt::hot`]): every hooked call reads it.
+#[inline(always)]
+pub(crate) fn word() -> &'static AtomicU32 {
+    &crate::rt::hot::HOT.0.word
+}
 
 /// The configuration word (reading the configuration first if that has not happened).
 #[inline(always)]
 pub fn switches() -> u32 {
-    let w = WORD.load(Ordering::Relaxed);
+    let w = word().load(Ordering::Relaxed);
     if w & sw::READ != 0 {
         w
     } else {
@@ -62,19 +64,19 @@ pub fn switches() -> u32 {
 #[inline(never)]
 fn read_switches() -> u32 {
     get();
-    WORD.load(Ordering::Relaxed)
+    word().load(Ordering::Relaxed)
 }
 
 /// The configuration word as it is, without reading the configuration: all clear before
 /// it is read (for hooks that may run first, and the panic hook).
 #[inline(always)]
 pub fn switches_now() -> u32 {
-    WORD.load(Ordering::Relaxed)
+    word().load(Ordering::Relaxed)
 }
 
 /// Sets `bit` (only [`sw::ANY_DEAD`] changes after start-up). Not in a forked child.
 pub fn set_switch(bit: u32) {
-    let _ = WORD.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+    let _ = word().fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
         (w & sw::FORKED == 0).then_some(w | bit)
     });
 }
@@ -145,7 +147,7 @@ pub fn get() -> &'static Config {
             eprintln!("seedance: SEEDANCE_HOST_GUARD: only available on Linux; guard off");
         }
         let w = word_of(&cfg);
-        WORD.fetch_or(w, Ordering::Release);
+        word().fetch_or(w, Ordering::Release);
         if w & sw::ACTIVE != 0 {
             platform::on_fork(fork_prepare, fork_parent, forked_child);
         }
@@ -167,7 +169,7 @@ fn quiet_now() -> bool {
 /// this one store turns them all off. A child that calls `exec` starts afresh from its
 /// environment.
 extern "C" fn forked_child() {
-    WORD.store(sw::READ | sw::FORKED, Ordering::Relaxed);
+    word().store(sw::READ | sw::FORKED, Ordering::Relaxed);
     // The child has only the forking thread: no query is running in it.
     FORK_GATE.store(0, Ordering::Release);
     let _ = CLOSED_GATE.try_with(|c| c.set(false));
