@@ -319,6 +319,12 @@ fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mo
 
 #[test]
 fn the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call() {
+    if seedance_e2e::target::skip_under_emulation(
+        "scripts/cachegrind-evicted.sh builds the null driver with the host's cc, which cannot \
+         load the shim built for the emulated target",
+    ) {
+        return;
+    }
     let Some(_) = optional_tool(
         "bench_scripts::the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call",
         &["valgrind"],
@@ -326,12 +332,6 @@ fn the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call() {
     ) else {
         return;
     };
-    if seedance_e2e::target::skip_under_emulation(
-        "scripts/cachegrind-evicted.sh builds the null driver with the host's cc, which cannot \
-         load the shim built for the emulated target",
-    ) {
-        return;
-    }
     let o = Command::new("bash")
         .arg(root().join("scripts/cachegrind-evicted.sh"))
         .arg(&artifacts().shim)
