@@ -12,16 +12,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "cachegrind-evicted: valgrind is not installed"; exit 1; }
-if [ -n "${1:-}" ]; then
-  shim=$(readlink -f "$1")
-else
-  cargo build --release --quiet -p seedance-fix
-  shim=$PWD/target/release/libseedance_fix.so
-fi
+. scripts/host-common.sh
+shim_or_release "${1:-}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cc -O2 -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$work/libcuda.so.1" tests/programs/null_driver.c
-ln -s libcuda.so.1 "$work/libcuda.so"
+build_null_driver "$work"
 cc -O2 -o "$work/evict_loop" tests/programs/evict_loop.c -L"$work" -lcuda
 # totals PRELOAD KIND COUNT -> "D1mr DLmr D1mw DLmw" of the whole run
 totals() {

@@ -20,16 +20,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "callgrind-hotpath: valgrind is not installed"; exit 1; }
-if [ -n "${SHIM:-}" ]; then
-  shim=$(readlink -f "$SHIM")
-else
-  cargo build --release --quiet -p seedance-fix
-  shim=$PWD/target/release/libseedance_fix.so
-fi
+. scripts/host-common.sh
+shim_or_release "${SHIM:-}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cc -O2 -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$work/libcuda.so.1" tests/programs/null_driver.c
-ln -s libcuda.so.1 "$work/libcuda.so"
+build_null_driver "$work"
 cc -O2 -o "$work/ir_loop" tests/programs/ir_loop.c -L"$work" -lcuda
 n=10000
 ir() { # ir PRELOAD MODE KIND COUNT -> total instructions

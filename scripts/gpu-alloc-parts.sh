@@ -14,19 +14,13 @@
 # against a fake driver with cc instead of nvcc). Prints threads_stats.py's in-process table.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/gpu/common.sh"
 shim=$(readlink -f "${1:?usage: $0 path/to/libseedance_fix.so}")
 out=${OUT:-/tmp/seedance-alloc-parts}
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if [ -n "${FAKE_DRIVER_DIR:-}" ]; then
-  export LD_LIBRARY_PATH="$(readlink -f "$FAKE_DRIVER_DIR")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  cc -O2 -DBENCH_FAKE_DRIVER -o "$work/tb" "$here/gpu/threads_bench.c" -L"$FAKE_DRIVER_DIR" -lcuda -lpthread -ldl || exit 1
-else
-  cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
-  nvcc -O2 -o "$work/tb" "$here/gpu/threads_bench.c" -I"$cuda_home/include" \
-    -L"$cuda_home/lib64/stubs" -lcuda -lpthread -ldl || exit 1
-fi
+build_threads_bench "$work/tb" || exit 1
 export OPS=alloc_free INTERLEAVE=${INTERLEAVE:-200} ALLOC_EVERY=${ALLOC_EVERY:-5} PAIRS=${PAIRS:-16}
 variants=("plain|" "observe|SEEDANCE_MODE=observe" "fix|SEEDANCE_MODE=fix" "off|SEEDANCE_MODE=off"
   "observe,lifetime=off|SEEDANCE_MODE=observe SEEDANCE_LIFETIME=off"
@@ -48,7 +42,7 @@ for r in $(seq 1 "${ROUNDS:-10}"); do
         failed=$((failed + 1))
         continue
       fi
-      echo "$lines" | awk -v r="$r" -v p="$pos" -v m="$label" '$1 == "pair" {print "round", r, "pos", p, "mode", m, "pairop", $2, "threads", $4, "index", $6, "lw", $8, "dw", $10, "lc", $12, "dc", $14}' >>"$raw"
+      echo "$lines" | raw_lines "$r" "$pos" "$label" >>"$raw"
       pos=$((pos + 1))
     done
   done

@@ -71,17 +71,12 @@ if [ -n "${FAKE_DRIVER_DIR:-}" ]; then
   out=${OUT:-/tmp/seedance-threads}
   mkdir -p "$out"
   work=$(mktemp -d)
-  fake=$(readlink -f "$FAKE_DRIVER_DIR")
-  export LD_LIBRARY_PATH="$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  echo "fake driver: $fake; shim: $shim; $settings" | tee "$out/environment.txt"
-  cc -O2 -DBENCH_FAKE_DRIVER -o "$work/threads_bench" "$here/gpu/threads_bench.c" \
-    -L"$fake" -lcuda -lpthread -ldl || { echo "FAIL: build threads_bench.c"; exit 1; }
+  echo "fake driver: $(readlink -f "$FAKE_DRIVER_DIR"); shim: $shim; $settings" | tee "$out/environment.txt"
 else
   gpu_prologue /tmp/seedance-threads "${1:-}"
   record_gpu_environment "$settings"
-  nvcc -O2 -o "$work/threads_bench" "$here/gpu/threads_bench.c" -I"$cuda_home/include" \
-    -L"$cuda_home/lib64/stubs" -lcuda -lpthread -ldl || { echo "FAIL: build threads_bench.c"; exit 1; }
 fi
+build_threads_bench "$work/threads_bench" || exit 1
 
 modes=${MODES:-aa off observe fix}
 hami=
@@ -129,9 +124,7 @@ run() {
     failed=$((failed + 1))
     return
   fi
-  echo "$lines" | awk -v r="$1" -v p="$2" -v m="$3" \
-    '$1 == "op" {print "round", r, "pos", p, "mode", m, "op", $2, "threads", $4, "wall", $6, "cpu", $8, "med", $10, "iterations", $12}
-     $1 == "pair" {print "round", r, "pos", p, "mode", m, "pairop", $2, "threads", $4, "index", $6, "lw", $8, "dw", $10, "lc", $12, "dc", $14}' >>"$raw"
+  echo "$lines" | raw_lines "$1" "$2" "$3" >>"$raw"
 }
 
 start=$SECONDS

@@ -22,9 +22,8 @@ export ITERATIONS=${ITERATIONS:-200000}
 mkdir -p "$OUT"
 drv=$(mktemp -d)
 trap 'rm -rf "$drv"' EXIT
-cc -O2 -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$drv/libcuda.so.1" "$root/tests/programs/null_driver.c" \
-  || { echo "FAIL: build the null driver"; exit 1; }
-ln -s libcuda.so.1 "$drv/libcuda.so"
+. "$here/host-common.sh"
+build_null_driver "$drv" || { echo "FAIL: build the null driver"; exit 1; }
 FAKE_DRIVER_DIR=$drv bash "$here/gpu-threads.sh" "${1:-$root/target/release/libseedance_fix.so}" >"$OUT/gpu-threads-log.txt" 2>&1
 rc=$?
 grep -E '^(round|rounds|run failed|FAIL)' "$OUT/gpu-threads-log.txt"

@@ -246,6 +246,20 @@ static void resolve_direct(void) {
         fprintf(stderr, "interleave: linked %s, direct %s\n", li.dli_fname, di.dli_fname);
 }
 
+/* The threads' span from the first start to the last end in `b` and `e` and their mean of
+ * `c` (one value per thread each), both over n iterations: ns per operation. */
+static void span(const double *b, const double *e, const double *c, int threads, int n,
+                 double *wall, double *cpu_mean) {
+    double first = b[0], last = e[0], sum = 0;
+    for (int w = 0; w < threads; w++) {
+        if (b[w] < first) first = b[w];
+        if (e[w] > last) last = e[w];
+        sum += c[w];
+    }
+    *wall = (last - first) / n;
+    *cpu_mean = sum / threads / n;
+}
+
 /* Interleaved mode's output: one line per pair of op. */
 static void print_pairs(int op, int threads) {
     int n = count(op, block_len);
@@ -253,15 +267,9 @@ static void print_pairs(int op, int threads) {
     for (int p = 0; p < pairs; p++) {
         for (int k = 0; k < 2; k++) {
             int b = 2 * p + k, is_linked = (p % 2 == 0) == (k == 0);
-            double first = 0, last = 0, sum = 0;
-            for (int w = 0; w < threads; w++) {
-                size_t at = (size_t)b * (size_t)threads + (size_t)w;
-                if (w == 0 || blk_begin[op][at] < first) first = blk_begin[op][at];
-                if (blk_end[op][at] > last) last = blk_end[op][at];
-                sum += blk_cpu[op][at];
-            }
-            wall[!is_linked] = (last - first) / n;
-            cpu_[!is_linked] = sum / threads / n;
+            size_t at = (size_t)b * (size_t)threads;
+            span(blk_begin[op] + at, blk_end[op] + at, blk_cpu[op] + at, threads, n,
+                 &wall[!is_linked], &cpu_[!is_linked]);
         }
         printf("pair %s threads %d index %d linked_wall %.1f direct_wall %.1f linked_cpu %.1f "
                "direct_cpu %.1f\n",
@@ -359,17 +367,13 @@ int main(int argc, char **argv) {
     for (int op = 0; op < OPS && !block_len; op++) {
         if (!selected[op]) continue;
         int n = count(op, iterations);
-        double first = begin[op][0], last = 0, cpu_sum = 0;
-        for (int i = 0; i < threads; i++) {
-            if (begin[op][i] < first) first = begin[op][i];
-            if (end[op][i] > last) last = end[op][i];
-            cpu_sum += cpu[op][i];
-        }
+        double wall, cpu_ns;
+        /* cpu[] already holds ns per operation: its mean over one "iteration". */
+        span(begin[op], end[op], cpu[op], threads, 1, &wall, &cpu_ns);
         qsort(own[op], (size_t)threads, sizeof own[op][0], by_value);
         printf("op %s threads %d ns_per_op %.0f cpu_ns_per_op %.0f median_thread_ns %.0f "
                "iterations %d\n",
-               names[op], threads, (last - first) / n, cpu_sum / threads,
-               own[op][threads / 2], n);
+               names[op], threads, wall / n, cpu_ns, own[op][threads / 2], n);
     }
     CHECK(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;

@@ -7,6 +7,15 @@ use seedance_e2e::{artifacts, optional_tool};
 use std::path::Path;
 use std::process::Command;
 
+/// Why scripts/host-threads.sh does not run under emulation.
+const HOST_THREADS_NOT_EMULATED: &str = "scripts/host-threads.sh builds the null driver and \
+     its program with the host's cc, which cannot load the shim built for the emulated target";
+
+/// The file `name` a benchmark script wrote into its output directory.
+fn written(out: &tempfile::TempDir, name: &str) -> String {
+    std::fs::read_to_string(out.path().join(name)).unwrap()
+}
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
@@ -100,7 +109,7 @@ fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
         return;
     };
     assert!(stdout.contains("runs failed: 0"), "{stdout}");
-    let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
+    let raw = written(&out, "threads-raw.txt");
     // 2 rounds x 2 thread counts x (4 modes + 5 plain runs) x 5 operations.
     assert_eq!(raw.lines().count(), 2 * 2 * 9 * 5, "{raw}");
     for (r, t) in [(1, 1), (1, 3), (2, 1), (2, 3)] {
@@ -120,7 +129,7 @@ fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
         others.sort_unstable();
         assert_eq!(others, ["aa", "fix", "observe", "off"]);
     }
-    let table = std::fs::read_to_string(out.path().join("threads-table.md")).unwrap();
+    let table = written(&out, "threads-table.md");
     for op in [
         "pinned_copy",
         "pageable_copy",
@@ -143,8 +152,7 @@ fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
 fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanoseconds() {
     let Some((out, _)) = run_script(
         "scripts/host-threads.sh",
-        "scripts/host-threads.sh builds the null driver and its program with the host's cc, \
-         which cannot load the shim built for the emulated target",
+        HOST_THREADS_NOT_EMULATED,
         &[
             ("ROUNDS", "1"),
             ("THREADS", "1 2"),
@@ -154,10 +162,10 @@ fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanosecond
     ) else {
         return;
     };
-    let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
+    let raw = written(&out, "threads-raw.txt");
     // 1 round x 2 thread counts x (2 modes + 3 plain runs) x 5 operations.
     assert_eq!(raw.lines().count(), 2 * 5 * 5, "{raw}");
-    let table = std::fs::read_to_string(out.path().join("host-table.md")).unwrap();
+    let table = written(&out, "host-table.md");
     assert!(table.starts_with("cores: "), "{table}");
     assert!(
         table.contains("### ns added per operation, paired with plain: CPU time"),
@@ -190,8 +198,7 @@ fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanosecond
 fn the_benchmark_runs_only_the_operations_asked_for_with_their_iterations_on_the_cores_given() {
     let Some((out, _)) = run_script(
         "scripts/host-threads.sh",
-        "scripts/host-threads.sh builds the null driver and its program with the host's cc, \
-         which cannot load the shim built for the emulated target",
+        HOST_THREADS_NOT_EMULATED,
         &[
             ("ROUNDS", "1"),
             ("THREADS", "2"),
@@ -204,7 +211,7 @@ fn the_benchmark_runs_only_the_operations_asked_for_with_their_iterations_on_the
     ) else {
         return;
     };
-    let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
+    let raw = written(&out, "threads-raw.txt");
     // 1 round x 1 thread count x (1 mode + 2 plain runs) x 2 operations.
     assert_eq!(raw.lines().count(), 3 * 2, "{raw}");
     let iterations = |op: &str| -> Vec<&str> {
@@ -215,7 +222,7 @@ fn the_benchmark_runs_only_the_operations_asked_for_with_their_iterations_on_the
     };
     assert_eq!(iterations("event_wait"), ["3000"; 3], "{raw}");
     assert_eq!(iterations("alloc_free"), ["300"; 3], "{raw}");
-    let log = std::fs::read_to_string(out.path().join("gpu-threads-log.txt")).unwrap();
+    let log = written(&out, "gpu-threads-log.txt");
     // Without taskset (util-linux) the script warns and runs unpinned.
     let taskset = Command::new("taskset").arg("-V").output().is_ok();
     let cpus = if taskset {
@@ -236,8 +243,7 @@ fn the_benchmark_runs_only_the_operations_asked_for_with_their_iterations_on_the
 fn the_interleaved_benchmark_compares_the_shims_wrappers_with_the_drivers_own_definitions() {
     let Some((out, _)) = run_script(
         "scripts/host-threads.sh",
-        "scripts/host-threads.sh builds the null driver and its program with the host's cc, \
-         which cannot load the shim built for the emulated target",
+        HOST_THREADS_NOT_EMULATED,
         &[
             ("ROUNDS", "1"),
             ("THREADS", "2"),
@@ -250,7 +256,7 @@ fn the_interleaved_benchmark_compares_the_shims_wrappers_with_the_drivers_own_de
     ) else {
         return;
     };
-    let raw = std::fs::read_to_string(out.path().join("threads-raw.txt")).unwrap();
+    let raw = written(&out, "threads-raw.txt");
     // 3 processes (plain, fix, plain) x 3 pairs, and no per-run lines.
     assert_eq!(raw.lines().count(), 9, "{raw}");
     assert!(
@@ -258,7 +264,7 @@ fn the_interleaved_benchmark_compares_the_shims_wrappers_with_the_drivers_own_de
             .all(|l| l.contains(" pairop pinned_copy threads 2 index ")),
         "{raw}"
     );
-    let table = std::fs::read_to_string(out.path().join("host-table.md")).unwrap();
+    let table = written(&out, "host-table.md");
     assert!(
         table.contains("| operation | threads | plain (in-process A/A) | fix |"),
         "{table}"
@@ -299,7 +305,7 @@ fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mo
         return;
     };
     assert!(stdout.contains("runs failed: 0"), "{stdout}");
-    let raw = std::fs::read_to_string(out.path().join("raw.txt")).unwrap();
+    let raw = written(&out, "raw.txt");
     // 1 round x 1 thread count x 6 variants x 2 pairs, alloc + free only.
     assert_eq!(raw.lines().count(), 12, "{raw}");
     assert!(
@@ -307,7 +313,7 @@ fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mo
             .all(|l| l.contains(" pairop alloc_free threads 2 ")),
         "{raw}"
     );
-    let table = std::fs::read_to_string(out.path().join("table.md")).unwrap();
+    let table = written(&out, "table.md");
     assert!(
         table.contains(
             "| operation | threads | plain (in-process A/A) | off | observe | fix | \
