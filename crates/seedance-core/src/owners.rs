@@ -11,10 +11,12 @@
 //!
 //! * on the success path the allocating thread appends `(context, address)` to a ring in
 //!   its own shard ([`AllocRing`]: single writer, no lock, no allocation, no system call);
-//! * at a context's end (and when a ring fills) the rings are drained, under one lock,
-//!   into an index of addresses per context ([`Index`]); the addresses filed under the
-//!   ended context (and under "no context known", 0) are the only candidates the shim then
-//!   checks with the driver.
+//! * at a context's end every ring is drained, under one lock, into an index of addresses
+//!   per context ([`Index`]); the addresses filed under the ended context (and under "no
+//!   context known", 0) are the only candidates the shim then checks with the driver;
+//! * a ring that fills is drained by its own thread, under the same lock, alone
+//!   ([`crate::work::file_own_ring`]): threads whose rings fill together each read 8 KiB of
+//!   their own, instead of one of them reading every thread's while the others wait.
 //!
 //! Frees are not recorded: an entry whose address is no longer live when its ring is
 //! drained is dropped then (an allocation freed soon after it was made costs a ring push
@@ -25,7 +27,7 @@
 //! context can sit in both lists; the driver's answer at the end decides.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Entries per thread's ring (a power of two): 16 bytes each, 8 KiB per thread.
 pub const RING: usize = 512;
@@ -42,6 +44,10 @@ struct Entry {
 pub struct AllocRing {
     head: AtomicU64,
     tail: AtomicU64,
+    /// Set by the owner while it reclaims cancelled entries ([`AllocRing::reclaim`]).
+    reclaiming: AtomicBool,
+    /// Set by a drainer while it reads the ring.
+    draining: AtomicBool,
     entries: [Entry; RING],
 }
 
@@ -57,6 +63,8 @@ impl AllocRing {
         AllocRing {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
+            reclaiming: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             entries: [const {
                 Entry {
                     ctx: AtomicU64::new(0),
@@ -94,10 +102,45 @@ impl AllocRing {
         }
     }
 
+    /// Owner thread only, when [`Self::push`] found the ring full: if every waiting entry
+    /// was cancelled (an allocate/free loop: each free cancels its allocation's entry),
+    /// frees their places without a lock and returns `true`. `false` when some entry is
+    /// still an allocation to file, or a drainer is reading the ring: the caller files the
+    /// ring under the index's lock.
+    ///
+    /// The owner and a drainer exclude each other with two flags, each set (sequentially
+    /// consistent) before the other's is read: at least one of them sees the other's, so
+    /// `tail` has one writer at a time. Costs one read of the ring's 8 KiB, once per
+    /// [`RING`] allocations.
+    #[cold]
+    #[inline(never)]
+    pub fn reclaim(&self) -> bool {
+        self.reclaiming.store(true, Ordering::SeqCst);
+        let freed = !self.draining.load(Ordering::SeqCst) && {
+            let t = self.tail.load(Ordering::Relaxed);
+            let h = self.head.load(Ordering::Relaxed);
+            let cancelled = (0..h.wrapping_sub(t)).all(|i| {
+                let e = &self.entries[(t.wrapping_add(i) as usize) & (RING - 1)];
+                e.addr.load(Ordering::Relaxed) == 0
+            });
+            if cancelled {
+                self.tail.store(h, Ordering::Release);
+            }
+            cancelled
+        };
+        self.reclaiming.store(false, Ordering::Release);
+        freed
+    }
+
     /// Hands every waiting entry to `f`, oldest first, and frees their places. One drainer
-    /// at a time (the caller holds the index's lock).
+    /// at a time (the caller holds the index's lock); waits while the owner reclaims
+    /// ([`Self::reclaim`]: a read of at most [`RING`] entries).
     fn drain(&self, mut f: impl FnMut(u64, u64)) {
-        let t = self.tail.load(Ordering::Relaxed);
+        self.draining.store(true, Ordering::SeqCst);
+        while self.reclaiming.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+        let t = self.tail.load(Ordering::Acquire);
         let h = self.head.load(Ordering::Acquire);
         let mut i = t;
         while i != h {
@@ -109,6 +152,7 @@ impl AllocRing {
             i = i.wrapping_add(1);
         }
         self.tail.store(h, Ordering::Release);
+        self.draining.store(false, Ordering::Release);
     }
 }
 
@@ -258,5 +302,116 @@ mod tests {
                 assert!(live.is_subset(&got));
             }
         }
+    }
+
+    #[test]
+    fn a_full_ring_of_cancelled_entries_is_reclaimed_and_one_live_entry_keeps_it() {
+        let r = Box::new(AllocRing::new());
+        for i in 1..=RING as u64 {
+            assert!(r.push(0x100, i << 9));
+            r.cancel_last(i << 9);
+        }
+        assert!(!r.push(0x100, 1 << 40), "full");
+        assert!(r.reclaim(), "every entry was cancelled");
+        assert!(r.push(0x100, 1 << 40), "room again");
+        for i in 1..RING as u64 {
+            assert!(r.push(0x100, (1 << 40) + (i << 9)));
+            r.cancel_last((1 << 40) + (i << 9));
+        }
+        // The first entry (1 << 40) was never freed: the ring keeps it for the index.
+        assert!(!r.reclaim());
+        let mut index = Index::new();
+        index.drain([&*r], &|_| true);
+        assert_eq!(index.take(0x100), [1 << 40]);
+    }
+
+    /// The owner reclaiming and a drainer reading the same ring at once: every allocation
+    /// that was not cancelled is filed exactly once, and no entry twice (a cancelled one
+    /// may be filed when the drainer read it before its free: the index drops it later).
+    #[test]
+    fn reclaim_and_drain_race_without_losing_or_repeating_an_entry() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{Arc, Mutex};
+        let r: &'static AllocRing = Box::leak(Box::new(AllocRing::new()));
+        let index = Arc::new(Mutex::new(Index::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let drainer = {
+            let (index, stop) = (index.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let all = |_: u64| true;
+                while !stop.load(Ordering::Relaxed) {
+                    index.lock().unwrap().drain([r], &all);
+                    std::thread::yield_now();
+                }
+            })
+        };
+        let mut kept = Vec::new();
+        for i in 1..=200_000u64 {
+            let addr = i << 9;
+            while !(r.push(0x100, addr) || (r.reclaim() && r.push(0x100, addr))) {
+                index.lock().unwrap().drain([r], &|_| true);
+            }
+            if i % 97 == 0 {
+                kept.push(addr);
+            } else {
+                r.cancel_last(addr);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        drainer.join().unwrap();
+        let mut index = index.lock().unwrap();
+        index.drain([r], &|a| a != 0);
+        let filed = index
+            .by_ctx
+            .remove(&0x100)
+            .map(|l| l.addrs)
+            .unwrap_or_default();
+        let mut sorted = filed.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), filed.len(), "an entry filed twice");
+        let missing: Vec<u64> = kept
+            .iter()
+            .filter(|a| sorted.binary_search(a).is_err())
+            .copied()
+            .collect();
+        assert_eq!(missing, Vec::<u64>::new(), "allocations lost");
+        assert!(sorted.iter().all(|a| a % 512 == 0 && *a <= 200_000 << 9));
+    }
+
+    /// The owner and a drainer exclude each other: a reclaim while a drainer reads the ring
+    /// frees nothing, and a drain waits while the owner reclaims.
+    #[test]
+    fn reclaim_and_drain_exclude_each_other() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let r: &'static AllocRing = Box::leak(Box::new(AllocRing::new()));
+        for i in 1..=RING as u64 {
+            assert!(r.push(0x100, i << 9));
+            r.cancel_last(i << 9);
+        }
+        r.draining.store(true, Ordering::SeqCst);
+        assert!(!r.reclaim(), "a drainer is reading the ring");
+        assert!(!r.push(0x100, 1), "still full");
+        r.draining.store(false, Ordering::SeqCst);
+
+        r.reclaiming.store(true, Ordering::SeqCst);
+        let done = Arc::new(AtomicBool::new(false));
+        let drainer = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                Index::new().drain([r], &|_| true);
+                done.store(true, Ordering::SeqCst);
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "the drain went on while the owner reclaimed"
+        );
+        r.reclaiming.store(false, Ordering::SeqCst);
+        drainer.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+        assert!(r.push(0x100, 1), "the drain freed the ring");
     }
 }

@@ -789,14 +789,19 @@ pub fn note_event_record(event: u64, stream: usize, per_thread: bool) {
 
 /// Notes a device allocation at `addr` made by the calling thread, under its current
 /// context ([`crate::owners`]): one thread-local access and a push on its shard's ring, no
-/// lock. `false` when the ring is full (the caller files the ring's entries and calls
-/// again) or the thread is exiting (nothing noted: the allocation is filed under no
-/// context by the caller).
+/// lock (a full ring whose entries were all cancelled by frees is emptied without one:
+/// [`AllocRing::reclaim`]). `false` when the ring is full of allocations still to file
+/// (the caller files the ring's entries and calls again) or the thread is exiting
+/// (nothing noted: the allocation is filed under no context by the caller).
 #[inline(always)]
 pub fn note_alloc(addr: u64) -> bool {
     let scope = ();
     match crate::thread::state(&scope) {
-        Some(l) => shard_of(l).allocs.push(l.ctx.get() as u64, addr),
+        Some(l) => {
+            let ring = &shard_of(l).allocs;
+            let ctx = l.ctx.get() as u64;
+            ring.push(ctx, addr) || (ring.reclaim() && ring.push(ctx, addr))
+        }
         None => false,
     }
 }
@@ -810,6 +815,31 @@ pub fn note_free(addr: u64) {
         if let Some(s) = l.work.get() {
             s.allocs.cancel_last(addr);
         }
+    }
+}
+
+/// The calling thread's ring is full ([`note_alloc`] said `false`): files that ring's
+/// entries into `index` (only this thread's: no other thread's ring is read, so threads
+/// whose rings fill at the same time do not queue behind one drain of every ring; a
+/// context's end drains them all), then notes `addr` on the emptied ring. `false` when
+/// `addr` could still not be noted (the thread is exiting): the caller files it itself.
+/// The caller holds the lock that makes it the only drainer.
+pub fn file_own_ring(
+    index: &mut crate::owners::Index,
+    addr: u64,
+    live: &dyn Fn(u64) -> bool,
+) -> bool {
+    let mut own: Option<&'static Shard> = None;
+    let scope = ();
+    if let Some(l) = crate::thread::state(&scope) {
+        own = l.work.get();
+    }
+    match own {
+        Some(s) => {
+            index.drain([s.allocs()], live);
+            note_alloc(addr)
+        }
+        None => false,
     }
 }
 
@@ -1203,5 +1233,87 @@ mod tests {
             let id = (round % 3) as u32;
             assert_eq!(latest(ev), Some((key, id)), "round {round}");
         }
+    }
+
+    /// A thread whose ring fills files its own ring only: another thread's waiting
+    /// allocations stay in that thread's ring (read at a context's end), so threads whose
+    /// rings fill together do not each wait for a drain of every ring.
+    #[test]
+    fn a_full_ring_files_only_its_own_entries() {
+        use crate::owners::{Index, RING};
+        let all = |_: u64| true;
+        let go = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let done = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let other = {
+            let (go, done) = (go.clone(), done.clone());
+            std::thread::spawn(move || {
+                set_current_context(0xb0);
+                // Empty this thread's ring (a reused shard may hold a former thread's
+                // entries), then leave ten allocations waiting in it.
+                let mut n = 0u64;
+                while note_alloc(0xb000_0000 + n * 512) {
+                    n += 1;
+                }
+                let mut scratch = Index::new();
+                assert!(file_own_ring(&mut scratch, 0xb100_0000, &all));
+                for i in 1..10u64 {
+                    assert!(note_alloc(0xb100_0000 + i * 512));
+                }
+                go.wait();
+                done.wait();
+                let mut room = 0usize;
+                while note_alloc(0xb200_0000 + room as u64 * 512) {
+                    room += 1;
+                }
+                room
+            })
+        };
+        let mine = std::thread::spawn(move || {
+            go.wait();
+            set_current_context(0xa0);
+            let mut mine = Vec::new();
+            while note_alloc(0xa000_0000 + mine.len() as u64 * 512) {
+                mine.push(0xa000_0000 + mine.len() as u64 * 512);
+            }
+            let mut index = Index::new();
+            assert!(file_own_ring(&mut index, 0xa100_0000, &all));
+            done.wait();
+            (index.take(0xa0), index.take(0xb0), mine)
+        });
+        let (filed, of_other, pushed) = mine.join().unwrap();
+        assert_eq!(filed, pushed, "the full ring's own entries, each filed");
+        assert_eq!(
+            of_other,
+            Vec::<u64>::new(),
+            "no entry of the other thread's ring"
+        );
+        assert_eq!(
+            other.join().unwrap(),
+            RING - 10,
+            "its ten entries still wait in its ring"
+        );
+    }
+
+    /// An allocate/free loop never fills its ring: each free cancels its entry, and a
+    /// full ring of cancelled entries is emptied without the caller filing it.
+    #[test]
+    fn an_allocate_free_loop_never_needs_its_ring_filed() {
+        std::thread::spawn(|| {
+            let mut full = 0;
+            for i in 0..(10 * crate::owners::RING as u64) {
+                let addr = 0x7000_0000 + (i % 3) * 512;
+                if !note_alloc(addr) {
+                    full += 1;
+                    let mut index = crate::owners::Index::new();
+                    assert!(file_own_ring(&mut index, addr, &|_| true));
+                }
+                note_free(addr);
+            }
+            // A shard another test's thread left behind may hold its entries: at most one
+            // filing, for them.
+            assert!(full <= 1, "{full} filings");
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -33,15 +33,14 @@ pub fn note_device_free(addr: CUdeviceptr) {
 }
 
 /// The calling thread's ring of allocations is full (or its thread-local storage is being
-/// torn down): files every ring's entries, then this allocation.
+/// torn down): files that ring's entries ([`work::file_own_ring`]: no other thread's), then
+/// this allocation.
 #[cold]
 #[inline(never)]
 fn ring_full(addr: CUdeviceptr) {
     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let shards = work::shards();
         let mut index = OWNERS.lock();
-        index.drain(shards.iter().map(|s| s.allocs()), &still_live);
-        if !work::note_alloc(addr) {
+        if !work::file_own_ring(&mut index, addr, &still_live) {
             index.file(0, addr, &still_live);
         }
     }));
