@@ -1,6 +1,7 @@
 /* A hooked call in a loop with the caches cleared between calls (scripts/cachegrind-evicted.sh):
  *
- *   evict_loop KIND COUNT      KIND: launch, copy (pageable H2D), pinned (H2D from pinned)
+ *   evict_loop KIND COUNT      KIND: launch, copy (pageable H2D), pinned (H2D from pinned),
+ *                              alloc (cuMemAlloc_v2 + cuMemFree_v2 of 4 KiB)
  *
  * Between two calls it touches 8 MiB, standing for the microseconds of a real driver's own
  * work that evict the shim's cache lines; cachegrind's cache simulation counts what each
@@ -29,6 +30,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         if (!strcmp(kind, "launch"))
             cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, 0, NULL, NULL);
+        else if (!strcmp(kind, "alloc")) {
+            CUdeviceptr p;
+            cuMemAlloc_v2(&p, 4096);
+            cuMemFree_v2(p);
+        }
         else if (!strcmp(kind, "pinned"))
             cuMemcpyHtoDAsync_v2(dp, pinned, 4096, 0);
         else
