@@ -56,6 +56,17 @@
  * Calls through the direct definitions are invisible to the shim, which forgets nothing
  * it needs for these loops (each thread keeps to its own stream and buffers).
  *
+ * PERF=1 (interleaved mode, Linux): each thread also counts hardware events of its own user
+ * space (perf_event_open(2), one counter per event, scaled when the kernel multiplexes
+ * them) around each block, and one line per operation, mode and event gives the count per
+ * operation summed over threads and blocks:
+ *
+ *   perf NAME threads T event E linked L direct D added A
+ *
+ * (A = L - D: what the wrappers add per operation). Events: cycles, instructions,
+ * branch_misses, l1d_misses, l1i_misses, llc_misses, dtlb_misses, itlb_misses; one the
+ * machine does not count is left out, with a line on stderr.
+ *
  * Built with nvcc against cuda.h on a GPU machine; with -DBENCH_FAKE_DRIVER against the
  * repository's fake driver (crates/fake-cuda, declarations from tests/programs/cuda_calls.h),
  * which has no modules or context flags: the kernel is a handle the fake accepts, SCHED is
@@ -77,6 +88,12 @@ CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <linux/perf_event.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 enum { PINNED, PAGEABLE, LAUNCH, ALLOC, EVENT, OPS };
 static const char *names[OPS] = {"pinned_copy", "pageable_copy", "launch", "alloc_free",
@@ -107,6 +124,62 @@ static struct api direct;
 static int block_len, pairs = 20, nthreads;
 /* Per op, block and thread (interleaved mode): start, end and CPU time. */
 static double *blk_begin[OPS], *blk_end[OPS], *blk_cpu[OPS];
+
+/* PERF=1: hardware events per block (see the header). */
+enum { NPERF = 8 };
+static const char *perf_names[NPERF] = {"cycles",     "instructions", "branch_misses",
+                                        "l1d_misses", "l1i_misses",   "llc_misses",
+                                        "dtlb_misses", "itlb_misses"};
+static int perf_on, perf_ok[NPERF];
+/* [op][0 linked, 1 direct][event]: scaled counts summed over threads and blocks. */
+static double perf_sum[OPS][2][NPERF];
+static pthread_mutex_t perf_lock = PTHREAD_MUTEX_INITIALIZER;
+/* One thread's counters: raw value, time enabled, time running. */
+struct perf_reading {
+    double v[NPERF][3];
+};
+#ifdef __linux__
+static int perf_open1(int i) {
+    static const uint64_t cache[NPERF] = {
+        0, 0, 0,
+        PERF_COUNT_HW_CACHE_L1D | (PERF_COUNT_HW_CACHE_OP_READ << 8) |
+            (PERF_COUNT_HW_CACHE_RESULT_MISS << 16),
+        PERF_COUNT_HW_CACHE_L1I | (PERF_COUNT_HW_CACHE_OP_READ << 8) |
+            (PERF_COUNT_HW_CACHE_RESULT_MISS << 16),
+        PERF_COUNT_HW_CACHE_LL | (PERF_COUNT_HW_CACHE_OP_READ << 8) |
+            (PERF_COUNT_HW_CACHE_RESULT_MISS << 16),
+        PERF_COUNT_HW_CACHE_DTLB | (PERF_COUNT_HW_CACHE_OP_READ << 8) |
+            (PERF_COUNT_HW_CACHE_RESULT_MISS << 16),
+        PERF_COUNT_HW_CACHE_ITLB | (PERF_COUNT_HW_CACHE_OP_READ << 8) |
+            (PERF_COUNT_HW_CACHE_RESULT_MISS << 16)};
+    static const uint64_t hw[3] = {PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS,
+                                   PERF_COUNT_HW_BRANCH_MISSES};
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = i < 3 ? PERF_TYPE_HARDWARE : PERF_TYPE_HW_CACHE;
+    a.config = i < 3 ? hw[i] : cache[i];
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    a.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+}
+static void perf_read(const int *fd, struct perf_reading *r) {
+    for (int i = 0; i < NPERF; i++) {
+        uint64_t x[3] = {0, 0, 0};
+        if (fd[i] >= 0 && read(fd[i], x, sizeof x) != (ssize_t)sizeof x) x[0] = x[1] = x[2] = 0;
+        for (int k = 0; k < 3; k++) r->v[i][k] = (double)x[k];
+    }
+}
+#endif
+/* Adds the scaled difference of two readings to sum[event]. */
+static void perf_add(const struct perf_reading *a, const struct perf_reading *b, double *sum) {
+    for (int i = 0; i < NPERF; i++) {
+        double raw = b->v[i][0] - a->v[i][0], en = b->v[i][1] - a->v[i][1],
+               run = b->v[i][2] - a->v[i][2];
+        if (run > 0) sum[i] += raw * en / run;
+    }
+}
 
 static double clock_ns(clockid_t c) {
     struct timespec t;
@@ -150,20 +223,38 @@ static void step(const struct api *a, int op, int i, CUstream s, CUevent e, CUde
 
 /* Interleaved mode: thread w's PAIRS pairs of blocks of op, linked and direct in turn. */
 static void blocks(int w, int op, CUstream s, CUevent e, CUdeviceptr d, void *pinned,
-                   void *pageable, size_t bytes) {
+                   void *pageable, size_t bytes, const int *fd) {
     int n = count(op, block_len);
+    double sums[2][NPERF] = {{0}};
+    struct perf_reading r0, r1;
+    (void)fd;
     for (int b = 0; b < 2 * pairs; b++) {
         /* Pair p runs linked first when p is even: AB, BA, AB, ... */
         int p = b / 2, first = b % 2 == 0;
         const struct api *a = (p % 2 == 0) == first ? &linked : &direct;
         pthread_barrier_wait(&barrier);
+#ifdef __linux__
+        if (perf_on) perf_read(fd, &r0);
+#endif
         double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
         for (int i = 1; i <= n; i++) step(a, op, i, s, e, d, pinned, pageable, bytes);
         CHECK(a->sync(s));
+#ifdef __linux__
+        if (perf_on) {
+            perf_read(fd, &r1);
+            perf_add(&r0, &r1, sums[a == &direct]);
+        }
+#endif
         size_t at = (size_t)b * (size_t)nthreads + (size_t)w;
         blk_begin[op][at] = t0;
         blk_end[op][at] = clock_ns(CLOCK_MONOTONIC);
         blk_cpu[op][at] = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    }
+    if (perf_on) {
+        pthread_mutex_lock(&perf_lock);
+        for (int m = 0; m < 2; m++)
+            for (int i = 0; i < NPERF; i++) perf_sum[op][m][i] += sums[m][i];
+        pthread_mutex_unlock(&perf_lock);
     }
 }
 
@@ -174,6 +265,12 @@ static void *run(void *arg) {
     CUdeviceptr d;
     void *pinned;
     size_t bytes = 4096;
+    int fd[NPERF];
+    for (int i = 0; i < NPERF; i++) fd[i] = -1;
+#ifdef __linux__
+    for (int i = 0; perf_on && i < NPERF; i++)
+        if (perf_ok[i]) fd[i] = perf_open1(i);
+#endif
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
@@ -193,7 +290,7 @@ static void *run(void *arg) {
             /* Warm the direct path too. */
             for (int i = 1; i <= m; i++) step(&direct, op, i, s, e, d, pinned, pageable, bytes);
             CHECK(direct.sync(s));
-            blocks(w, op, s, e, d, pinned, pageable, bytes);
+            blocks(w, op, s, e, d, pinned, pageable, bytes, fd);
             pthread_barrier_wait(&barrier);
             continue;
         }
@@ -213,6 +310,10 @@ static void *run(void *arg) {
     CHECK(cuEventDestroy_v2(e));
     CHECK(cuStreamDestroy_v2(s));
     free(pageable);
+#ifdef __linux__
+    for (int i = 0; i < NPERF; i++)
+        if (fd[i] >= 0) close(fd[i]);
+#endif
     return NULL;
 }
 
@@ -325,6 +426,26 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    const char *pf = getenv("PERF");
+    if (pf && strcmp(pf, "1") == 0 && block_len) {
+#ifdef __linux__
+        for (int i = 0; i < NPERF; i++) {
+            int f = perf_open1(i);
+            perf_ok[i] = f >= 0;
+            if (f >= 0) {
+                close(f);
+                perf_on = 1;
+            } else {
+                fprintf(stderr, "PERF: %s not counted here (perf_event_open failed)\n",
+                        perf_names[i]);
+            }
+        }
+#else
+        fprintf(stderr, "PERF: hardware counters are read on Linux only\n");
+#endif
+    } else if (pf && *pf && strcmp(pf, "0") != 0) {
+        fprintf(stderr, "PERF=%s: 1 (with INTERLEAVE) counts hardware events; ignored\n", pf);
+    }
     CUdevice dev;
     CHECK(cuInit(0));
     nthreads = threads;
@@ -364,6 +485,17 @@ int main(int argc, char **argv) {
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     for (int op = 0; op < OPS && block_len; op++)
         if (selected[op]) print_pairs(op, threads);
+    for (int op = 0; op < OPS && perf_on; op++) {
+        if (!selected[op]) continue;
+        /* Operations per mode: pairs blocks of n on every thread. */
+        double ops_per_mode = (double)pairs * count(op, block_len) * threads;
+        for (int i = 0; i < NPERF; i++) {
+            if (!perf_ok[i]) continue;
+            double l = perf_sum[op][0][i] / ops_per_mode, d = perf_sum[op][1][i] / ops_per_mode;
+            printf("perf %s threads %d event %s linked %.2f direct %.2f added %.2f\n", names[op],
+                   threads, perf_names[i], l, d, l - d);
+        }
+    }
     for (int op = 0; op < OPS && !block_len; op++) {
         if (!selected[op]) continue;
         int n = count(op, iterations);

@@ -178,9 +178,11 @@ fn before_copy(
         if captured {
             return;
         }
-        let cache = l.ranges.get_or_insert_with(|| t.ranges_cache());
-        for (slot, &(addr, dir)) in l.next.iter_mut().zip(sides) {
-            let Some(r) = t.find_cached(cache, addr) else {
+        let Local { next, ranges, .. } = l;
+        let cache = ranges.get_or_insert_with(|| t.ranges_cache());
+        let one_sided = sides.len() == 1;
+        for (slot, &(addr, dir)) in next.iter_mut().zip(sides) {
+            let Some(r) = t.find_cached_ref(cache, addr) else {
                 continue;
             };
             let a = access(id, dir, addr, bytes, stream, r.range().lo);
@@ -190,8 +192,10 @@ fn before_copy(
             // No test of the table's pending count first: the range's own state answers a
             // loop on one buffer or an idle range at once, and the count is a line every
             // thread's first access and completion write.
-            hazards.extend(t.check_in(&r, &a));
-            *slot = Some((a, r));
+            hazards.extend(t.check_in(r, &a));
+            // A one-sided copy's range stays the cache's last until the `ok` hook (no
+            // look-up through the cache between them): no hold of its own to take and drop.
+            *slot = Some((a, (!one_sided).then(|| r.clone())));
         }
         l.armed = l.next.iter().any(Option::is_some);
     }
@@ -210,11 +214,21 @@ fn check_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstre
     unless_known_miss(a, b, |n| cold(|| before_copy(n, id, sides, bytes, stream)));
 }
 
-/// After the copy succeeded: its accesses are pending.
+/// After the copy succeeded: its accesses are pending (in the range its `pre` hook held,
+/// or the thread's cache's last one; looked up again if that is not the access's).
 fn after_copy(l: &mut Local) {
-    for slot in l.next.iter_mut() {
-        if let Some((a, r)) = slot.take() {
-            TABLE.commit_in(&r, a);
+    let Local { next, ranges, .. } = l;
+    for slot in next.iter_mut() {
+        if let Some((a, held)) = slot.take() {
+            let last = ranges.as_ref().and_then(|c| c.last());
+            match held
+                .as_ref()
+                .or(last)
+                .filter(|h| h.range().lo == a.range_lo)
+            {
+                Some(h) => TABLE.commit_in(h, a),
+                None => TABLE.commit(a),
+            };
         }
     }
 }

@@ -101,7 +101,59 @@ struct Pending {
 #[repr(align(128))]
 struct Slot {
     range: Range,
-    pending: Pad<Mutex<Pending>>,
+    pending: Pad<Guarded>,
+}
+
+/// A range's pending accesses behind their lock, with a hint of them readable without it
+/// ([`Guarded::hint`]), on the same line.
+struct Guarded {
+    /// [`NONE_PENDING`], [`SEVERAL`], or [`sid_hint`] of the one stream every pending
+    /// access is on; written under the lock whenever the accesses change.
+    hint: AtomicU64,
+    lock: Mutex<Pending>,
+}
+
+/// [`Guarded::hint`]: no access pending.
+const NONE_PENDING: u64 = 0;
+/// [`Guarded::hint`]: accesses of more than one stream pending.
+const SEVERAL: u64 = u64::MAX;
+
+/// A stream's value of [`Guarded::hint`]: a hash of it, never [`NONE_PENDING`] or
+/// [`SEVERAL`] (two streams with the same hash, about one chance in 2^64, would make
+/// [`Shared::check_in`] skip a check between them: a missed hazard, never an invented one).
+fn sid_hint(s: Sid) -> u64 {
+    let h = (s.0.rotate_left(29) ^ s.1)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_left(31);
+    h.clamp(1, u64::MAX - 1)
+}
+
+impl Guarded {
+    fn new(p: Pending) -> Guarded {
+        let g = Guarded {
+            hint: AtomicU64::new(NONE_PENDING),
+            lock: Mutex::new(Pending::default()),
+        };
+        g.publish(&p);
+        *g.lock.lock() = p;
+        g
+    }
+
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Pending> {
+        self.lock.lock()
+    }
+
+    /// Writes the hint of `p` (the accesses just left under the lock).
+    fn publish(&self, p: &Pending) {
+        let h = if p.list.is_empty() {
+            NONE_PENDING
+        } else {
+            p.single.map_or(SEVERAL, sid_hint)
+        };
+        if self.hint.load(Ordering::Relaxed) != h {
+            self.hint.store(h, Ordering::Release);
+        }
+    }
 }
 
 type RangeMap = BTreeMap<u64, Arc<Slot>>;
@@ -123,6 +175,11 @@ pub struct Ranges {
 }
 
 impl Ranges {
+    /// The range the last look-up through this cache found ([`Shared::find_cached_ref`]).
+    pub fn last(&self) -> Option<&Held> {
+        self.last.as_ref()
+    }
+
     /// Whether every address of `addrs` lies in the gap the last look-up that found
     /// nothing fell in, under the current snapshot: then [`Shared::find_cached`] finds
     /// nothing for them either, and this answers without a search (one atomic load while
@@ -346,13 +403,14 @@ impl Shared {
             pending.list = std::mem::take(&mut p.list);
             pending.single = p.single.take();
             p.dead = true;
+            old.pending.publish(&p);
         }
         let lo = r.lo;
         map.insert(
             lo,
             Arc::new(Slot {
                 range: r,
-                pending: Pad(Mutex::new(pending)),
+                pending: Pad(Guarded::new(pending)),
             }),
         );
         self.ranges.store(Arc::new(map));
@@ -371,7 +429,9 @@ impl Shared {
             let mut p = slot.pending.lock();
             p.dead = true;
             p.single = None;
-            std::mem::take(&mut p.list)
+            let list = std::mem::take(&mut p.list);
+            slot.pending.publish(&p);
+            list
         };
         let mut rel = Released {
             t: self,
@@ -400,6 +460,13 @@ impl Shared {
 
     /// [`Shared::find`] through a thread's cache of the snapshot.
     pub fn find_cached(&self, cache: &mut Ranges, addr: u64) -> Option<Held> {
+        self.find_cached_ref(cache, addr).cloned()
+    }
+
+    /// [`Shared::find_cached`] without a hold of its own: the range found is `cache`'s
+    /// [`Ranges::last`] until the next look-up through `cache`, which keeps it alive (a
+    /// copy's `pre` and `ok` hooks then take no reference count on it).
+    pub fn find_cached_ref<'c>(&self, cache: &'c mut Ranges, addr: u64) -> Option<&'c Held> {
         let map = cache.cache.load();
         if !cache.snap.as_ref().is_some_and(|s| Arc::ptr_eq(s, map)) {
             cache.snap = Some(Arc::clone(map));
@@ -407,10 +474,8 @@ impl Shared {
             cache.gap = None;
         }
         let inside = |r: &Range| addr >= r.lo && addr - r.lo < r.bytes.max(1);
-        if let Some(h) = &cache.last {
-            if inside(&h.0.range) {
-                return Some(h.clone());
-            }
+        if cache.last.as_ref().is_some_and(|h| inside(&h.0.range)) {
+            return cache.last.as_ref();
         }
         if let Some((lo, hi)) = cache.gap {
             if addr >= lo && addr < hi {
@@ -420,9 +485,8 @@ impl Shared {
         let below = map.range(..=addr).next_back();
         if let Some((_, s)) = below {
             if inside(&s.range) {
-                let h = Held(Arc::clone(s));
-                cache.last = Some(h.clone());
-                return Some(h);
+                cache.last = Some(Held(Arc::clone(s)));
+                return cache.last.as_ref();
             }
         }
         // A miss: every address from the end of the range below to the start of the next
@@ -575,8 +639,17 @@ impl Shared {
     pub fn check_in(&self, held: &Held, next: &Access) -> Vec<Hazard> {
         let mut out: Vec<Hazard> = Vec::new();
         let slot = &held.0;
+        // Without the lock while nothing, or only this stream's accesses, are pending (a
+        // loop on one buffer): the same answer as under it, but for a commit of another
+        // thread's racing this check, which the lock does not order either (the check runs
+        // before the driver call, the commit after its own).
+        let hint = slot.pending.hint.load(Ordering::Acquire);
+        let own = sid(next.key, next.tid);
+        if hint == NONE_PENDING || hint == sid_hint(own) {
+            return out;
+        }
         let p = slot.pending.lock();
-        if p.single == Some(sid(next.key, next.tid)) || p.list.is_empty() {
+        if p.single == Some(own) || p.list.is_empty() {
             return out;
         }
         for a in p.list.iter().rev() {
@@ -653,6 +726,7 @@ impl Shared {
         };
         let seq = a.seq;
         p.list.push(a);
+        slot.pending.publish(&p);
         drop(p);
         // Net one more, less what it superseded: nothing to write in a loop on one buffer.
         match superseded {
@@ -690,6 +764,7 @@ impl Shared {
                 any = true;
                 let first = p.list.first().map(|a| sid(a.key, a.tid));
                 p.single = first.filter(|&f| p.list.iter().all(|a| sid(a.key, a.tid) == f));
+                slot.pending.publish(&p);
             }
         };
         match los {

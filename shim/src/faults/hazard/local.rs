@@ -8,8 +8,8 @@ use seedance_core::hazard::Access;
 use std::cell::RefCell;
 
 /// The accesses of one copy: its host side, or both sides of a unified copy, each with the
-/// pinned range it lies in.
-pub(super) type Sides = [Option<(Access, Held)>; 2];
+/// pinned range it lies in (`None`: the thread's cache's last range, [`Ranges::last`]).
+pub(super) type Sides = [Option<(Access, Option<Held>)>; 2];
 
 /// What a thread keeps between a copy's `pre` and `ok` hooks (one thread-local access
 /// per hook).
