@@ -47,26 +47,6 @@ for r in $(seq 1 "${ROUNDS:-5}"); do
     done
   done <<<"$rows"
 done
-python3 - "$raw" <<'EOF' | tee "$out/perf-table.md"
-import statistics, sys
-from collections import defaultdict
-cells = defaultdict(list)
-for line in open(sys.argv[1]):
-    f = line.split()
-    # round R mode M perf NAME threads T event E linked L direct D added A
-    mode, op, threads, event = f[3], f[5], int(f[7]), f[9]
-    cells[(op, threads, mode, event)].append((float(f[11]), float(f[13]), float(f[15])))
-if not cells:
-    print("no hardware events were counted on this machine (perf_event_open refused)")
-    sys.exit(0)
-print("| operation | threads | mode | event | linked / op | direct / op | added / op (median, min-max over processes) |")
-print("|---|---|---|---|---|---|---|")
-for (op, threads, mode, event), v in sorted(cells.items()):
-    lk = statistics.median(x[0] for x in v)
-    dr = statistics.median(x[1] for x in v)
-    ad = [x[2] for x in v]
-    print(f"| {op} | {threads} | {mode} | {event} | {lk:.1f} | {dr:.1f} | "
-          f"{statistics.median(ad):+.1f} ({min(ad):+.1f} to {max(ad):+.1f}), n={len(v)} |")
-EOF
+python3 "$here/gpu/perf_table.py" "$raw" | tee "$out/perf-table.md"
 echo "runs failed: $failed"
 exit $((failed > 0))

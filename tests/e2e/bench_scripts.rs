@@ -57,6 +57,8 @@ fn run_script(
         "CPUS",
         "INTERLEAVE",
         "PAIRS",
+        "ROWS",
+        "PERF",
     ] {
         c.env_remove(k);
     }
@@ -321,6 +323,49 @@ fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mo
         ),
         "{table}"
     );
+}
+
+/// scripts/gpu-threads-perf.sh runs the interleaved mode with hardware counters against the
+/// fake driver: a table of events where perf_event_open works, one line where it does not
+/// (containers refuse it), and its table's parser passes its selftest either way.
+#[test]
+fn the_hardware_event_benchmark_runs_and_says_what_it_counted() {
+    let a = artifacts();
+    let fake = a.fake_dir.to_string_lossy().into_owned();
+    let Some((out, stdout)) = run_script(
+        "scripts/gpu-threads-perf.sh",
+        "scripts/gpu-threads-perf.sh builds its program with the host's cc, which cannot link \
+         the fake driver built for the emulated target",
+        &[
+            ("FAKE_DRIVER_DIR", &fake),
+            ("ROUNDS", "1"),
+            ("ROWS", "1 50 5 launch,alloc_free"),
+            ("MODES", "plain observe"),
+            ("PAIRS", "2"),
+        ],
+    ) else {
+        return;
+    };
+    assert!(stdout.contains("runs failed: 0"), "{stdout}");
+    let table = written(&out, "perf-table.md");
+    let raw = written(&out, "perf-raw.txt");
+    if raw.is_empty() {
+        assert_eq!(
+            table.trim(),
+            "no hardware events were counted on this machine (perf_event_open refused)"
+        );
+    } else {
+        // Two modes x two operations, each with the events this machine counts.
+        for row in ["| launch | 1 | observe | ", "| alloc_free | 1 | plain | "] {
+            assert!(table.contains(row), "{table}");
+        }
+    }
+    let o = Command::new("python3")
+        .arg(root().join("scripts/gpu/perf_table.py"))
+        .arg("--selftest")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
