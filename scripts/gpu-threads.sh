@@ -16,8 +16,10 @@
 # count, the modes in an order shuffled per round (seeded by SEED) with a plain run (no
 # preload) before the first and after every one: plain, M1, plain, M2, ..., plain. Modes:
 # aa (a plain run in a mode's place: the A/A control), off, observe, fix (SEEDANCE_MODE),
-# hami (LD_PRELOAD=libvgpu.so, no limits set). Each mode's run is compared with the plain runs
-# beside it (scripts/gpu/threads_stats.py: the median of the paired ratios over the rounds,
+# hami (LD_PRELOAD=libvgpu.so and CUDA_REDIRECT to it, no limits set; built this way it
+# exports none of the driver functions the loops call, and its dlsym answers them with the
+# driver's own, so these loops never reach its wrappers: docs/performance.md, "Session 11",
+# and scripts/gpu-hami-path.sh). Each mode's run is compared with the plain runs beside it (scripts/gpu/threads_stats.py: the median of the paired ratios over the rounds,
 # a 95 % interval of it, and a verdict at 1.02x), for wall time and for CPU time.
 #
 # Environment (defaults): ROUNDS (6), THREADS ("1 8 16 64"), ITERATIONS per thread and
@@ -115,7 +117,9 @@ run() {
   local env_=()
   case $3 in
     plain | aa) ;;
-    hami) env_=(LD_PRELOAD="$hami") ;;
+    # HAMi-core's dlsym looks its hooks up in the library CUDA_REDIRECT names (default
+    # /usr/local/vgpu/libvgpu.so); without it a dlsym answers the driver's own symbol.
+    hami) env_=(LD_PRELOAD="$hami" CUDA_REDIRECT="$hami") ;;
     *) env_=(LD_PRELOAD="$shim" SEEDANCE_MODE="$3") ;;
   esac
   local lines

@@ -56,6 +56,11 @@
  * Calls through the direct definitions are invisible to the shim, which forgets nothing
  * it needs for these loops (each thread keeps to its own stream and buffers).
  *
+ * LINKED=dlsym (interleaved mode): the "linked" block reaches the driver through the
+ * addresses the program's dlsym(RTLD_DEFAULT, name) gives, as a runtime that looks the
+ * driver up does, instead of the symbols it links against (the shim is on both paths).
+ * Any other value is a usage error (exit 2).
+ *
  * PERF=1 (interleaved mode, Linux): each thread also counts hardware events of its own user
  * space (perf_event_open(2), one counter per event, scaled when the kernel multiplexes
  * them) around each block, and one line per operation, mode and event gives the count per
@@ -317,6 +322,24 @@ static void *run(void *arg) {
     return NULL;
 }
 
+/* LINKED=dlsym: fills `linked` from the program's dlsym (a preloaded one answers); exits 2
+ * when a name is not found. */
+static void resolve_linked_by_dlsym(void) {
+#define BY_DLSYM(field, name)                                                               \
+    if (!(*(void **)&linked.field = dlsym(RTLD_DEFAULT, name))) {                           \
+        fprintf(stderr, "LINKED=dlsym: %s not found\n", name);                              \
+        exit(2);                                                                            \
+    }
+    BY_DLSYM(htod, "cuMemcpyHtoDAsync_v2")
+    BY_DLSYM(launch, "cuLaunchKernel")
+    BY_DLSYM(alloc, "cuMemAlloc_v2")
+    BY_DLSYM(free_, "cuMemFree_v2")
+    BY_DLSYM(record, "cuEventRecord")
+    BY_DLSYM(wait, "cuStreamWaitEvent")
+    BY_DLSYM(sync, "cuStreamSynchronize")
+#undef BY_DLSYM
+}
+
 /* Fills `direct` from libcuda.so.1's own definitions; exits 2 when one cannot be found. */
 static void resolve_direct(void) {
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
@@ -450,6 +473,12 @@ int main(int argc, char **argv) {
     CHECK(cuInit(0));
     nthreads = threads;
     if (block_len) {
+        const char *lk = getenv("LINKED");
+        if (lk && *lk && strcmp(lk, "dlsym") != 0) {
+            fprintf(stderr, "LINKED=%s: only dlsym (or unset: the linked symbols)\n", lk);
+            return 2;
+        }
+        if (lk && *lk) resolve_linked_by_dlsym();
         resolve_direct();
         for (int op = 0; op < OPS; op++) {
             size_t cells = 2 * (size_t)pairs * (size_t)threads;

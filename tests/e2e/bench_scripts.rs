@@ -59,6 +59,7 @@ fn run_script(
         "PAIRS",
         "ROWS",
         "PERF",
+        "LINKED",
     ] {
         c.env_remove(k);
     }
