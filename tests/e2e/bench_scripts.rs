@@ -326,6 +326,64 @@ fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mo
     );
 }
 
+/// threads_bench.c's LINKED=dlsym takes the "linked" block's functions from the program's
+/// dlsym, which the preloaded shim answers with its wrappers (its `dladdr` line names the
+/// shim); any other value of LINKED is refused with exit status 2.
+#[test]
+fn the_interleaved_benchmark_reaches_the_driver_through_dlsym_when_asked() {
+    if seedance_e2e::target::skip_under_emulation(
+        "threads_bench.c is built with the host's cc, which cannot link the fake driver built \
+         for the emulated target",
+    ) {
+        return;
+    }
+    let a = artifacts();
+    let dir = tempfile::tempdir().unwrap();
+    let tb = dir.path().join("tb");
+    let built = Command::new("cc")
+        .args(["-O2", "-DBENCH_FAKE_DRIVER", "-o"])
+        .arg(&tb)
+        .arg(root().join("scripts/gpu/threads_bench.c"))
+        .arg(format!("-L{}", a.fake_dir.display()))
+        .args(["-lcuda", "-lpthread", "-ldl"])
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let run = |linked: &str| {
+        Command::new(&tb)
+            .args(["1", "100"])
+            .env("LD_LIBRARY_PATH", &a.fake_dir)
+            .env("LD_PRELOAD", &a.shim)
+            .env("INTERLEAVE", "10")
+            .env("PAIRS", "1")
+            .env("OPS", "launch")
+            .env("LINKED", linked)
+            .output()
+            .unwrap()
+    };
+    let o = run("dlsym");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("interleave: linked "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        line.starts_with(&format!("interleave: linked {},", a.shim.display())),
+        "{line}"
+    );
+    let o = run("symbols");
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim(),
+        "LINKED=symbols: only dlsym (or unset: the linked symbols)"
+    );
+}
+
 /// scripts/gpu-threads-perf.sh runs the interleaved mode with hardware counters against the
 /// fake driver: a table of events where perf_event_open works, one line where it does not
 /// (containers refuse it), and its table's parser passes its selftest either way.
