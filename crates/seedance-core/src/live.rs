@@ -120,7 +120,11 @@ impl<const N: usize> LiveTable<N> {
             let s = self.slot(start, i);
             let k = s.key.load(Ordering::Relaxed);
             if k == key {
-                let v = s.value.swap(0, Ordering::AcqRel);
+                // No read-modify-write: an insert never takes a slot holding a key, so only
+                // another remove of the same key (a double free racing this one) writes here,
+                // and both then forget it.
+                let v = s.value.load(Ordering::Acquire);
+                s.value.store(0, Ordering::Release);
                 s.key.store(GONE, Ordering::Release);
                 return Some(decode(key, v));
             }
