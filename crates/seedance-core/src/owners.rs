@@ -147,7 +147,7 @@ impl AllocRing {
         let mut spins = 0u32;
         while self.reclaiming.load(Ordering::SeqCst) {
             spins = spins.wrapping_add(1);
-            if spins % 256 == 0 {
+            if spins.is_multiple_of(256) {
                 let t0 = *since.get_or_insert_with(std::time::Instant::now);
                 if t0.elapsed() >= RECLAIM_WAIT {
                     self.draining.store(false, Ordering::Release);
