@@ -17,13 +17,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 shim=$(readlink -f "${1:?usage: $0 path/to/libseedance_fix.so}")
 out=${OUT:-/tmp/seedance-hami-path}
 mkdir -p "$out"
-hb=${HAMI_BUILD:-/tmp/seedance-hami-build}
+hb=${HAMI_BUILD:-/tmp/seedance-hami-buildsh}
 ROUNDS=1 THREADS=1 ITERATIONS=100 OPS=launch MODES=hami OUT="$out/build" \
   bash "$here/gpu-threads.sh" "$shim" >"$out/build.log" 2>&1
 hami=$(find "$hb" -name libvgpu.so 2>/dev/null | head -n 1)
 [ -n "$hami" ] || { echo "FAIL: no HAMi-core build (log: $out/build.log)"; exit 1; }
 echo "driver symbols libvgpu.so exports (of cuMemAlloc_v2 cuMemFree_v2 cuLaunchKernel cuMemcpyHtoDAsync_v2 dlsym cuGetProcAddress):"
-nm -D --defined-only "$hami" | awk '{print $NF}' |
+nm -D --defined-only "$hami" | awk '{print $NF}' | sed 's/@.*//' |
   grep -xE 'cuMemAlloc_v2|cuMemFree_v2|cuLaunchKernel|cuMemcpyHtoDAsync_v2|dlsym|cuGetProcAddress(_v2)?' |
   sort | tr '\n' ' '
 echo

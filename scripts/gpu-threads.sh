@@ -10,16 +10,17 @@
 # record+wait; wall and CPU time per operation; see the file) and, when carry/hami-core holds
 # HAMi-core's source (copied there from its public repository before the run: the GPU
 # machine has no network), HAMi-core's libvgpu.so with its own CMake build (kept in
-# $HAMI_BUILD, default /tmp/seedance-hami-build, for the next call on the same machine).
+# $HAMI_BUILD, default /tmp/seedance-hami-buildsh, for the next call on the same machine).
 #
 # Design (paired, docs/performance.md "Method"): ROUNDS rounds; in each, for each thread
 # count, the modes in an order shuffled per round (seeded by SEED) with a plain run (no
 # preload) before the first and after every one: plain, M1, plain, M2, ..., plain. Modes:
 # aa (a plain run in a mode's place: the A/A control), off, observe, fix (SEEDANCE_MODE),
-# hami (LD_PRELOAD=libvgpu.so and CUDA_REDIRECT to it, no limits set; built this way it
-# exports none of the driver functions the loops call, and its dlsym answers them with the
-# driver's own, so these loops never reach its wrappers: docs/performance.md, "Session 11",
-# and scripts/gpu-hami-path.sh). Each mode's run is compared with the plain runs beside it (scripts/gpu/threads_stats.py: the median of the paired ratios over the rounds,
+# hami (LD_PRELOAD=libvgpu.so and CUDA_REDIRECT to it, no limits set; built with the
+# options of its own build.sh: the Release build measured until session 11 exported none of
+# its wrappers, so its column was the driver itself: docs/performance.md, "Session 11", and
+# scripts/gpu-hami-path.sh, which says what a build exports). Each mode's run is compared
+# with the plain runs beside it (scripts/gpu/threads_stats.py: the median of the paired ratios over the rounds,
 # a 95 % interval of it, and a verdict at 1.02x), for wall time and for CPU time.
 #
 # Environment (defaults): ROUNDS (6), THREADS ("1 8 16 64"), ITERATIONS per thread and
@@ -83,11 +84,16 @@ build_threads_bench "$work/threads_bench" || exit 1
 modes=${MODES:-aa off observe fix}
 hami=
 if [ -z "${FAKE_DRIVER_DIR:-}" ] && [ -d "$root/carry/hami-core" ]; then
-  hb=${HAMI_BUILD:-/tmp/seedance-hami-build}
+  hb=${HAMI_BUILD:-/tmp/seedance-hami-buildsh}
   hami=$(find "$hb" -name 'libvgpu.so' 2>/dev/null | head -n 1)
   if [ -z "$hami" ]; then
     mkdir -p "$hb"
-    if (cd "$hb" && cmake "$root/carry/hami-core" -DCMAKE_BUILD_TYPE=Release -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >"$out/hami-cmake.txt" 2>&1 &&
+    # The options of HAMi-core's own build.sh (its Release type compiles with
+    # -fvisibility=hidden and exports none of its wrappers, so nothing reaches them:
+    # docs/performance.md, "Session 11").
+    if (cd "$hb" && cmake "$root/carry/hami-core" -DDLSYM_HOOK_ENABLE=1 -DMULTIPROCESS_LIMIT_ENABLE=1 \
+        -DHOOK_MEMINFO_ENABLE=1 -DHOOK_NVML_ENABLE=1 -DCMAKE_BUILD_TYPE=Debug \
+        -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >"$out/hami-cmake.txt" 2>&1 &&
         make -j8 >"$out/hami-make.txt" 2>&1); then
       hami=$(find "$hb" -name 'libvgpu.so' | head -n 1)
     fi
