@@ -15,10 +15,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/gpu/common.sh"
-shim=$(readlink -f "${1:?usage: $0 path/to/libseedance_fix.so}")
-out=${OUT:-/tmp/seedance-alloc-parts}
-mkdir -p "$out"
-work=$(mktemp -d)
+gpu_prologue /tmp/seedance-alloc-parts "${1:?usage: $0 path/to/libseedance_fix.so}"
 trap 'rm -rf "$work"' EXIT
 build_threads_bench "$work/tb" || exit 1
 export OPS=alloc_free INTERLEAVE=${INTERLEAVE:-200} ALLOC_EVERY=${ALLOC_EVERY:-5} PAIRS=${PAIRS:-16}

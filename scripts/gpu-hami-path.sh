@@ -14,9 +14,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/gpu/common.sh"
-shim=$(readlink -f "${1:?usage: $0 path/to/libseedance_fix.so}")
-out=${OUT:-/tmp/seedance-hami-path}
-mkdir -p "$out"
+gpu_prologue /tmp/seedance-hami-path "${1:?usage: $0 path/to/libseedance_fix.so}"
+trap 'rm -rf "$work"' EXIT
 hb=${HAMI_BUILD:-/tmp/seedance-hami-buildsh}
 ROUNDS=1 THREADS=1 ITERATIONS=100 OPS=launch MODES=hami OUT="$out/build" \
   bash "$here/gpu-threads.sh" "$shim" >"$out/build.log" 2>&1
@@ -27,8 +26,6 @@ nm -D --defined-only "$hami" | awk '{print $NF}' | sed 's/@.*//' |
   grep -xE 'cuMemAlloc_v2|cuMemFree_v2|cuLaunchKernel|cuMemcpyHtoDAsync_v2|dlsym|cuGetProcAddress(_v2)?' |
   sort | tr '\n' ' '
 echo
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 build_threads_bench "$work/tb" || exit 1
 for linked in "" dlsym; do
   for pre in "$hami" "$shim"; do

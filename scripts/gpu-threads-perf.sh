@@ -18,10 +18,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/gpu/common.sh"
-shim=$(readlink -f "${1:?usage: $0 path/to/libseedance_fix.so}")
-out=${OUT:-/tmp/seedance-threads-perf}
-mkdir -p "$out"
-work=$(mktemp -d)
+gpu_prologue /tmp/seedance-threads-perf "${1:?usage: $0 path/to/libseedance_fix.so}"
 trap 'rm -rf "$work"' EXIT
 build_threads_bench "$work/tb" || exit 1
 export PERF=1 PAIRS=${PAIRS:-16}

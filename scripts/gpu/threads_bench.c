@@ -322,28 +322,34 @@ static void *run(void *arg) {
     return NULL;
 }
 
-/* LINKED=dlsym: fills `linked` from the program's dlsym (a preloaded one answers); exits 2
- * when a name is not found. */
-static void resolve_linked_by_dlsym(void) {
-#define BY_DLSYM(field, name)                                                               \
-    if (!(*(void **)&linked.field = dlsym(RTLD_DEFAULT, name))) {                           \
-        fprintf(stderr, "LINKED=dlsym: %s not found\n", name);                              \
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/* Fills `a` with each function `look(handle, name)` gives; exits 2, saying `what` and the
+ * name, when one is not found. */
+static void fill_api(struct api *a, dlsym_fn look, void *handle, const char *what) {
+#define FILL(field, name)                                                                   \
+    if (!(*(void **)&a->field = look(handle, name))) {                                      \
+        fprintf(stderr, "%s: %s not found\n", what, name);                                  \
         exit(2);                                                                            \
     }
-    BY_DLSYM(htod, "cuMemcpyHtoDAsync_v2")
-    BY_DLSYM(launch, "cuLaunchKernel")
-    BY_DLSYM(alloc, "cuMemAlloc_v2")
-    BY_DLSYM(free_, "cuMemFree_v2")
-    BY_DLSYM(record, "cuEventRecord")
-    BY_DLSYM(wait, "cuStreamWaitEvent")
-    BY_DLSYM(sync, "cuStreamSynchronize")
-#undef BY_DLSYM
+    FILL(htod, "cuMemcpyHtoDAsync_v2")
+    FILL(launch, "cuLaunchKernel")
+    FILL(alloc, "cuMemAlloc_v2")
+    FILL(free_, "cuMemFree_v2")
+    FILL(record, "cuEventRecord")
+    FILL(wait, "cuStreamWaitEvent")
+    FILL(sync, "cuStreamSynchronize")
+#undef FILL
+}
+
+/* LINKED=dlsym: fills `linked` from the program's dlsym (a preloaded one answers). */
+static void resolve_linked_by_dlsym(void) {
+    fill_api(&linked, dlsym, RTLD_DEFAULT, "LINKED=dlsym");
 }
 
 /* Fills `direct` from libcuda.so.1's own definitions; exits 2 when one cannot be found. */
 static void resolve_direct(void) {
     void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-    typedef void *(*dlsym_fn)(void *, const char *);
     dlsym_fn look = NULL;
     const char *versions[] = {"GLIBC_2.34", "GLIBC_2.17", "GLIBC_2.2.5"};
     for (int i = 0; libc && !look && i < 3; i++) look = (dlsym_fn)dlvsym(libc, "dlsym", versions[i]);
@@ -352,19 +358,7 @@ static void resolve_direct(void) {
         fprintf(stderr, "INTERLEAVE: glibc's dlsym or libcuda.so.1 not found\n");
         exit(2);
     }
-#define DIRECT(field, name)                                                                 \
-    if (!(*(void **)&direct.field = look(cuda, name))) {                                    \
-        fprintf(stderr, "INTERLEAVE: %s not in libcuda.so.1\n", name);                       \
-        exit(2);                                                                            \
-    }
-    DIRECT(htod, "cuMemcpyHtoDAsync_v2")
-    DIRECT(launch, "cuLaunchKernel")
-    DIRECT(alloc, "cuMemAlloc_v2")
-    DIRECT(free_, "cuMemFree_v2")
-    DIRECT(record, "cuEventRecord")
-    DIRECT(wait, "cuStreamWaitEvent")
-    DIRECT(sync, "cuStreamSynchronize")
-#undef DIRECT
+    fill_api(&direct, look, cuda, "INTERLEAVE: libcuda.so.1");
     Dl_info li, di;
     if (dladdr(*(void **)&linked.htod, &li) && dladdr(*(void **)&direct.htod, &di))
         fprintf(stderr, "interleave: linked %s, direct %s\n", li.dli_fname, di.dli_fname);

@@ -340,12 +340,16 @@ fn the_interleaved_benchmark_reaches_the_driver_through_dlsym_when_asked() {
     let a = artifacts();
     let dir = tempfile::tempdir().unwrap();
     let tb = dir.path().join("tb");
-    let built = Command::new("cc")
-        .args(["-O2", "-DBENCH_FAKE_DRIVER", "-o"])
+    // The scripts' own build of it (scripts/gpu/common.sh, build_threads_bench).
+    let built = Command::new("bash")
+        .args([
+            "-c",
+            "here=scripts; . scripts/gpu/common.sh; build_threads_bench \"$1\"",
+            "build",
+        ])
         .arg(&tb)
-        .arg(root().join("scripts/gpu/threads_bench.c"))
-        .arg(format!("-L{}", a.fake_dir.display()))
-        .args(["-lcuda", "-lpthread", "-ldl"])
+        .current_dir(root())
+        .env("FAKE_DRIVER_DIR", &a.fake_dir)
         .output()
         .unwrap();
     assert!(

@@ -829,12 +829,8 @@ pub fn file_own_ring(
     addr: u64,
     live: &dyn Fn(u64) -> bool,
 ) -> bool {
-    let mut own: Option<&'static Shard> = None;
     let scope = ();
-    if let Some(l) = crate::thread::state(&scope) {
-        own = l.work.get();
-    }
-    match own {
+    match crate::thread::state(&scope).and_then(|l| l.work.get()) {
         Some(s) => {
             index.drain([s.allocs()], live);
             note_alloc(addr)

@@ -128,15 +128,21 @@ fn sid_hint(s: Sid) -> u64 {
     h.clamp(1, u64::MAX - 1)
 }
 
+/// The hint of the accesses `p` ([`Guarded::hint`]).
+fn hint_of(p: &Pending) -> u64 {
+    if p.list.is_empty() {
+        NONE_PENDING
+    } else {
+        p.single.map_or(SEVERAL, sid_hint)
+    }
+}
+
 impl Guarded {
     fn new(p: Pending) -> Guarded {
-        let g = Guarded {
-            hint: AtomicU64::new(NONE_PENDING),
-            lock: Mutex::new(Pending::default()),
-        };
-        g.publish(&p);
-        *g.lock.lock() = p;
-        g
+        Guarded {
+            hint: AtomicU64::new(hint_of(&p)),
+            lock: Mutex::new(p),
+        }
     }
 
     fn lock(&self) -> parking_lot::MutexGuard<'_, Pending> {
@@ -145,11 +151,7 @@ impl Guarded {
 
     /// Writes the hint of `p` (the accesses just left under the lock).
     fn publish(&self, p: &Pending) {
-        let h = if p.list.is_empty() {
-            NONE_PENDING
-        } else {
-            p.single.map_or(SEVERAL, sid_hint)
-        };
+        let h = hint_of(p);
         if self.hint.load(Ordering::Relaxed) != h {
             self.hint.store(h, Ordering::Release);
         }
