@@ -96,6 +96,7 @@ impl Counters {
         match l.counters.get() {
             Some(s) => s,
             None => {
+                crate::thread::arm_release();
                 let s = self.register();
                 l.counters.set(Some(s));
                 s

@@ -9,6 +9,11 @@
 
 use std::cell::Cell;
 
+/// On one cache line (57 bytes): every hook reads it, and after the driver's own work each
+/// line it spans can be a cache miss (scripts/cachegrind-evicted.sh). No `Drop`: a
+/// thread-local with one needs a state word beside it, read on every access and on a line
+/// of its own once the value is aligned; the shards are handed back by [`Release`].
+#[repr(align(64))]
 pub(crate) struct ThreadState {
     pub(crate) counters: Cell<Option<&'static crate::counters::Shard>>,
     pub(crate) work: Cell<Option<&'static crate::work::Shard>>,
@@ -18,16 +23,26 @@ pub(crate) struct ThreadState {
     pub(crate) default_keys: [Cell<u64>; 3],
     /// The thread's id as [`tid_of`]'s query gave it, 0 until first asked.
     pub(crate) tid: Cell<u64>,
+    /// Set when [`Release`] handed the shards back (the thread's local storage is being
+    /// torn down): [`state`] answers `None` from then on.
+    torn: Cell<bool>,
 }
 
-impl Drop for ThreadState {
+/// Hands the thread's shards back (counts intact) when its local storage is torn down.
+/// Armed by [`arm_release`] when the thread takes its first shard.
+struct Release;
+
+impl Drop for Release {
     fn drop(&mut self) {
-        if let Some(s) = self.counters.take() {
-            crate::counters::release(s);
-        }
-        if let Some(s) = self.work.take() {
-            crate::work::release(s);
-        }
+        let _ = STATE.try_with(|l| {
+            l.torn.set(true);
+            if let Some(s) = l.counters.take() {
+                crate::counters::release(s);
+            }
+            if let Some(s) = l.work.take() {
+                crate::work::release(s);
+            }
+        });
     }
 }
 
@@ -39,8 +54,19 @@ thread_local! {
             ctx: Cell::new(0),
             default_keys: [Cell::new(1), Cell::new(1), Cell::new(2)],
             tid: Cell::new(0),
+            torn: Cell::new(false),
         }
     };
+    static RELEASE: Release = const { Release };
+}
+
+/// Makes sure the calling thread's shards are handed back when it exits: the first access
+/// of [`RELEASE`] registers its destructor. Called when the thread takes a shard (cold).
+/// A thread whose first shard is taken while its local storage is already being torn
+/// down keeps that shard: it stays listed with its counts, but is not reused.
+#[cold]
+pub(crate) fn arm_release() {
+    let _ = RELEASE.try_with(|_| ());
 }
 
 /// The calling thread's state, borrowed for as long as `scope`, a local of the caller (the
@@ -58,7 +84,8 @@ pub(crate) fn state(scope: &()) -> Option<&ThreadState> {
     // SAFETY: `p` is the address of the calling thread's own `ThreadState`, which stays
     // valid until this thread's local storage is torn down; that cannot happen while the
     // caller (which owns `scope`) is running on this thread, and the borrow ends with it.
-    Some(unsafe { &*p })
+    let l = unsafe { &*p };
+    (!l.torn.get()).then_some(l)
 }
 
 /// Runs `f` with the calling thread's state (see [`state`]).

@@ -228,6 +228,25 @@ pub struct EventMark {
     pub counts: Counts,
 }
 
+/// One stream key's counts in a shard, on a cache line of its own: a launch, copy or event
+/// record on the key reads and writes this one line (as parallel arrays, key and count
+/// were two lines, an event record's counts four; each is a cache miss after the driver's
+/// own work, scripts/cachegrind-evicted.sh).
+#[repr(align(64))]
+struct StreamSlot {
+    key: AtomicU64,
+    launches: AtomicU64,
+    copies: AtomicU64,
+    /// Other operations (memsets, graph launches, host functions).
+    ops: AtomicU64,
+    /// The counts at the key's last synchronisation (raised by any thread).
+    base_launches: AtomicU64,
+    base_copies: AtomicU64,
+    base_ops: AtomicU64,
+}
+
+/// A copy record, on a cache line of its own (one line written per copy).
+#[repr(align(64))]
 struct CopySlot {
     /// 0 while being written; otherwise the ring position + 1 of the record held.
     stamp: AtomicU64,
@@ -239,6 +258,8 @@ struct CopySlot {
     kind: AtomicU64,
 }
 
+/// An event record, on a cache line of its own.
+#[repr(align(64))]
 struct EventSlot {
     seq: AtomicU64,
     event: AtomicU64,
@@ -251,16 +272,8 @@ struct EventSlot {
 /// One thread's pending-work counters (see the module documentation).
 pub struct Shard {
     id: u32,
-    /// Stream slots as parallel arrays (a launch touches one key and one count).
-    keys: [AtomicU64; SLOTS],
-    launches: [AtomicU64; SLOTS],
-    copy_counts: [AtomicU64; SLOTS],
-    /// Other operations (memsets, graph launches, host functions).
-    ops: [AtomicU64; SLOTS],
-    /// Per slot, the counts at the key's last synchronisation (raised by any thread).
-    base_launches: [AtomicU64; SLOTS],
-    base_copies: [AtomicU64; SLOTS],
-    base_ops: [AtomicU64; SLOTS],
+    /// Stream slots, a cache line each ([`StreamSlot`]).
+    slots: [StreamSlot; SLOTS],
     copy_head: AtomicU64,
     copies: [CopySlot; COPIES],
     events: [EventSlot; EVENTS],
@@ -300,13 +313,17 @@ impl Shard {
     pub fn new(id: u32) -> Shard {
         Shard {
             id,
-            keys: [const { AtomicU64::new(0) }; SLOTS],
-            launches: [const { AtomicU64::new(0) }; SLOTS],
-            copy_counts: [const { AtomicU64::new(0) }; SLOTS],
-            ops: [const { AtomicU64::new(0) }; SLOTS],
-            base_launches: [const { AtomicU64::new(0) }; SLOTS],
-            base_copies: [const { AtomicU64::new(0) }; SLOTS],
-            base_ops: [const { AtomicU64::new(0) }; SLOTS],
+            slots: [const {
+                StreamSlot {
+                    key: AtomicU64::new(0),
+                    launches: AtomicU64::new(0),
+                    copies: AtomicU64::new(0),
+                    ops: AtomicU64::new(0),
+                    base_launches: AtomicU64::new(0),
+                    base_copies: AtomicU64::new(0),
+                    base_ops: AtomicU64::new(0),
+                }
+            }; SLOTS],
             copy_head: AtomicU64::new(0),
             copies: [const {
                 CopySlot {
@@ -346,7 +363,7 @@ impl Shard {
     #[inline(always)]
     fn slot(&self, key: u64) -> Option<usize> {
         let h = home(key, SLOTS);
-        if self.keys[h].load(Ordering::Relaxed) == key {
+        if self.slots[h].key.load(Ordering::Relaxed) == key {
             return Some(h);
         }
         self.slot_slow(key, h)
@@ -356,12 +373,12 @@ impl Shard {
     fn slot_slow(&self, key: u64, h: usize) -> Option<usize> {
         for i in 0..PROBE {
             let j = (h + i) & (SLOTS - 1);
-            let k = self.keys[j].load(Ordering::Relaxed);
+            let k = self.slots[j].key.load(Ordering::Relaxed);
             if k == key {
                 return Some(j);
             }
             if k == 0 {
-                self.keys[j].store(key, Ordering::Release);
+                self.slots[j].key.store(key, Ordering::Release);
                 // Release: a reader that sees the count sees the key.
                 let n = self.used.load(Ordering::Relaxed) + 1;
                 self.used.store(n, Ordering::Release);
@@ -377,7 +394,7 @@ impl Shard {
         let h = home(key, SLOTS);
         for i in 0..PROBE {
             let j = (h + i) & (SLOTS - 1);
-            match self.keys[j].load(Ordering::Acquire) {
+            match self.slots[j].key.load(Ordering::Acquire) {
                 k if k == key => return Some(j),
                 0 => return None,
                 _ => {}
@@ -391,8 +408,8 @@ impl Shard {
     #[inline(always)]
     pub fn add_launch(&self, key: u64) {
         let h = home(key, SLOTS);
-        if self.keys[h].load(Ordering::Relaxed) == key {
-            bump(&self.launches[h]);
+        if self.slots[h].key.load(Ordering::Relaxed) == key {
+            bump(&self.slots[h].launches);
         } else {
             self.add_launch_slow(key, h);
         }
@@ -401,7 +418,7 @@ impl Shard {
     #[inline(never)]
     fn add_launch_slow(&self, key: u64, h: usize) {
         if let Some(j) = self.slot_slow(key, h) {
-            bump(&self.launches[j]);
+            bump(&self.slots[j].launches);
         }
     }
 
@@ -410,7 +427,7 @@ impl Shard {
     #[inline]
     pub fn add_op(&self, key: u64) {
         if let Some(j) = self.slot(key) {
-            bump(&self.ops[j]);
+            bump(&self.slots[j].ops);
         }
     }
 
@@ -420,7 +437,7 @@ impl Shard {
         let Some(j) = self.slot(key) else {
             return false;
         };
-        let ordinal = bump(&self.copy_counts[j]);
+        let ordinal = bump(&self.slots[j].copies);
         let pos = bump(&self.copy_head);
         let c = &self.copies[((pos - 1) as usize) & (COPIES - 1)];
         // A seqlock per record: readers accept it only if the stamp is the same non-zero
@@ -460,9 +477,9 @@ impl Shard {
 
     fn counts_at(&self, j: usize) -> Counts {
         Counts {
-            launches: self.launches[j].load(Ordering::Relaxed),
-            copies: self.copy_counts[j].load(Ordering::Relaxed),
-            ops: self.ops[j].load(Ordering::Relaxed),
+            launches: self.slots[j].launches.load(Ordering::Relaxed),
+            copies: self.slots[j].copies.load(Ordering::Relaxed),
+            ops: self.slots[j].ops.load(Ordering::Relaxed),
         }
     }
 
@@ -471,9 +488,9 @@ impl Shard {
     pub fn baseline(&self, key: u64) -> Counts {
         self.find(key)
             .map(|j| Counts {
-                launches: self.base_launches[j].load(Ordering::Relaxed),
-                copies: self.base_copies[j].load(Ordering::Relaxed),
-                ops: self.base_ops[j].load(Ordering::Relaxed),
+                launches: self.slots[j].base_launches.load(Ordering::Relaxed),
+                copies: self.slots[j].base_copies.load(Ordering::Relaxed),
+                ops: self.slots[j].base_ops.load(Ordering::Relaxed),
             })
             .unwrap_or_default()
     }
@@ -494,9 +511,9 @@ impl Shard {
                 a.fetch_max(v, Ordering::Relaxed);
             }
         };
-        up(&self.base_launches[j], to.launches);
-        up(&self.base_copies[j], to.copies);
-        up(&self.base_ops[j], to.ops);
+        up(&self.slots[j].base_launches, to.launches);
+        up(&self.slots[j].base_copies, to.copies);
+        up(&self.slots[j].base_ops, to.ops);
     }
 
     /// Takes this shard's current counts on `key` as synchronised: `key`'s work submitted
@@ -514,7 +531,7 @@ impl Shard {
         }
         (0..SLOTS)
             .filter_map(|j| {
-                let k = self.keys[j].load(Ordering::Acquire);
+                let k = self.slots[j].key.load(Ordering::Acquire);
                 (k != 0).then(|| (k, self.counts_at(j)))
             })
             .collect()
@@ -683,6 +700,7 @@ fn shard_of(l: &ThreadState) -> &'static Shard {
     match l.work.get() {
         Some(s) => s,
         None => {
+            crate::thread::arm_release();
             let s = register();
             l.work.set(Some(s));
             s

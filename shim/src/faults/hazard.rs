@@ -26,11 +26,12 @@ mod copy2d;
 mod local;
 mod order;
 mod report;
+mod who;
 
 pub use copy2d::{ok_copy_2d, pre_copy_2d};
 
 use crate::hooks::ids::HookId;
-use crate::{platform, rt::config};
+use crate::rt::config;
 use libc::c_void;
 use local::{unless_known_miss, Local, NEXT};
 use once_cell::sync::Lazy;
@@ -43,6 +44,7 @@ use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
+use who::{caller, Who};
 
 static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
 
@@ -129,18 +131,11 @@ pub fn pinned_removed(lo: u64) {
 // ---------------------------------------------------------------------------------------
 // Copies.
 
-/// The calling thread's key for `stream` (as `id`'s form reads stream 0), its context and
-/// its id, in one thread-local access.
-#[inline(always)]
-fn caller(id: HookId, stream: CUstream) -> work::Caller {
-    work::caller(stream as usize, id.per_thread(), platform::thread_id)
-}
-
-fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo: u64) -> Access {
-    let per_thread = id.per_thread();
-    let c = caller(id, stream);
+fn access(who: Who, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo: u64) -> Access {
+    let per_thread = who.per_thread;
+    let c = caller(per_thread, stream);
     Access {
-        function: id.name(),
+        function: who.name,
         key: c.key,
         stream: stream as u64,
         per_thread,
@@ -158,7 +153,7 @@ fn access(id: HookId, dir: Direction, addr: u64, bytes: u64, stream: CUstream, l
 /// finds the hazards, repairs them in fix mode, and keeps the accesses for the `ok` hook.
 fn before_copy(
     n: &RefCell<Local>,
-    id: HookId,
+    who: Who,
     sides: &[(u64, Direction)],
     bytes: u64,
     stream: CUstream,
@@ -166,7 +161,7 @@ fn before_copy(
     crate::rt::guard::test_panic("hazard_copy");
     // A copy captured into a graph does not run now (the graph's launch is unknown work).
     let captured = crate::faults::capture::open() && {
-        let c = caller(id, stream);
+        let c = caller(who.per_thread, stream);
         crate::faults::capture::capturing(c.key, c.tid)
     };
     let t: &'static Shared = &TABLE;
@@ -179,13 +174,16 @@ fn before_copy(
             return;
         }
         let Local { next, ranges, .. } = l;
-        let cache = ranges.get_or_insert_with(|| t.ranges_cache());
+        let cache = ranges.get_or_insert_with(|| {
+            local::arm_release();
+            t.ranges_cache()
+        });
         let one_sided = sides.len() == 1;
         for (slot, &(addr, dir)) in next.iter_mut().zip(sides) {
             let Some(r) = t.find_cached_ref(cache, addr) else {
                 continue;
             };
-            let a = access(id, dir, addr, bytes, stream, r.range().lo);
+            let a = access(who, dir, addr, bytes, stream, r.range().lo);
             if dir == Direction::Write && crate::faults::hostguard::on() {
                 crate::faults::hostguard::release_range(addr, addr.saturating_add(bytes));
             }
@@ -211,7 +209,8 @@ fn before_copy(
 #[inline(always)]
 fn check_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstream) {
     let (a, b) = (sides[0].0, sides[sides.len() - 1].0);
-    unless_known_miss(a, b, |n| cold(|| before_copy(n, id, sides, bytes, stream)));
+    let who = Who::of(id);
+    unless_known_miss(a, b, |n| cold(|| before_copy(n, who, sides, bytes, stream)));
 }
 
 /// After the copy succeeded: its accesses are pending (in the range its `pre` hook held,
@@ -333,10 +332,12 @@ pub fn stream_destroyed(handle: u64) {
 }
 
 /// `cuStreamSynchronize(_ptsz)` succeeded, or `cuStreamQuery(_ptsz)` found the stream idle.
+#[inline(always)]
 pub fn stream_completed(id: HookId, stream: CUstream) {
     crate::faults::hostguard::completed();
+    let per_thread = id.per_thread();
     while_pending(|t| {
-        let c = caller(id, stream);
+        let c = caller(per_thread, stream);
         t.stream_completed(c.key, c.tid, c.ctx as u64)
     });
 }
@@ -355,9 +356,11 @@ pub fn context_ended(ctx: u64) {
 }
 
 /// `cuEventRecord(_ptsz)` succeeded.
+#[inline(always)]
 pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
+    let per_thread = id.per_thread();
     while_pending(|t| {
-        let c = caller(id, stream);
+        let c = caller(per_thread, stream);
         t.event_recorded(event as u64, c.key, c.tid)
     });
 }
@@ -366,10 +369,12 @@ pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
 /// recorded before any access was pending (the lifetime shards remember it: it orders
 /// nothing pending) or never seen recorded (recorded where the shim cannot see, such as an
 /// IPC event): then the pending accesses are forgotten ([`forget`]).
+#[inline(always)]
 pub fn stream_waited(id: HookId, stream: CUstream, event: CUevent) {
+    let per_thread = id.per_thread();
     while_pending(|t| {
         let ev = event as u64;
-        let c = caller(id, stream);
+        let c = caller(per_thread, stream);
         if !t.stream_waited(c.key, c.tid, ev) && work::latest_event_mark_anywhere(ev).is_none() {
             forget(t);
         }

@@ -44,7 +44,7 @@ macro_rules! ids {
 
             /// The exported symbol name (`cuMemAlloc_v2`). Inlined: with a constant id (every
             /// wrapper's) the name, and tests on it such as `ends_with("_ptsz")`, fold away.
-            #[inline]
+            #[inline(always)]
             pub fn name(self) -> &'static str {
                 match self {
                     $(HookId::$sym => stringify!($sym),)*
@@ -55,16 +55,21 @@ macro_rules! ids {
 
             /// Whether the function is a `_ptsz` form, whose stream 0 is the calling
             /// thread's per-thread default stream (cuda.h's `CUDA_API_PER_THREAD_DEFAULT_STREAM`
-            /// names). A table lookup, so it costs one load even when the id is not a
-            /// constant (comparing the name's end cost about 40 instructions there).
+            /// names). A bit of a compile-time bitset on one cache line: with a constant id
+            /// it folds away, otherwise one load (comparing the name's end cost about 40
+            /// instructions; a table of one byte per id spanned three lines, each a miss
+            /// after the driver's own work).
             #[inline(always)]
             pub fn per_thread(self) -> bool {
-                const PER_THREAD: &[bool] = &[
-                    $(ends_with_ptsz(stringify!($sym)),)*
-                    $(ends_with_ptsz(stringify!($csym)),)*
-                    $(ends_with_ptsz(stringify!($usym)),)*
+                const NAMES: &[&str] = &[
+                    $(stringify!($sym),)*
+                    $(stringify!($csym),)*
+                    $(stringify!($usym),)*
                 ];
-                PER_THREAD[self as usize]
+                const WORDS: usize = NAMES.len().div_ceil(64);
+                static BITS: PtszBits<WORDS> = PtszBits(ptsz_bits::<WORDS>(NAMES));
+                let i = self as usize;
+                (BITS.0[i / 64] >> (i % 64)) & 1 != 0
             }
         }
 
@@ -82,6 +87,24 @@ macro_rules! ids {
             $( Hook { base: $cbase, id: HookId::$csym, slot: &slots::$csym }, )*
         ];
     };
+}
+
+/// One bit per [`HookId`], set for the `_ptsz` forms; aligned so that up to 256 ids lie on
+/// one cache line.
+#[repr(align(32))]
+struct PtszBits<const W: usize>([u64; W]);
+
+/// The bitset of [`HookId::per_thread`] for `names` in id order (compile time).
+const fn ptsz_bits<const W: usize>(names: &[&str]) -> [u64; W] {
+    let mut out = [0u64; W];
+    let mut i = 0;
+    while i < names.len() {
+        if ends_with_ptsz(names[i]) {
+            out[i / 64] |= 1 << (i % 64);
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Whether `name` ends with `_ptsz` (a `const fn`: the per-thread table is built at compile

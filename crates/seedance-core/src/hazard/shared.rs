@@ -160,6 +160,9 @@ impl Guarded {
 
 type RangeMap = BTreeMap<u64, Arc<Slot>>;
 
+/// [`Ranges`]'s gap when it has none: no address lies in `[0, 0)`.
+const NO_GAP: (u64, u64) = (0, 0);
+
 /// One thread's cache of the pinned-range snapshot ([`Shared::ranges_cache`]): a look-up
 /// through it costs one atomic load while no range was made or freed.
 pub struct Ranges {
@@ -172,8 +175,10 @@ pub struct Ranges {
     last: Option<Held>,
     /// The gap between ranges `[lo, hi)` the last miss fell in: a copy from the same
     /// pageable buffer (or any address of that gap) misses without a search (the search's
-    /// cost grows with the number of ranges: one per thread in a loader).
-    gap: Option<(u64, u64)>,
+    /// cost grows with the number of ranges: one per thread in a loader). `(0, 0)`, which
+    /// holds no address, when there is none: 16 bytes, so that a thread's copy state
+    /// with this cache fits one cache line (`shim/src/faults/hazard/local.rs`).
+    gap: (u64, u64),
 }
 
 impl Ranges {
@@ -189,12 +194,11 @@ impl Ranges {
     pub fn misses(&mut self, addrs: [u64; 2]) -> bool {
         // The gap first: an address outside it (a copy from a pinned buffer) answers
         // without touching the snapshot.
-        self.gap
-            .is_some_and(|(lo, hi)| addrs.iter().all(|&a| a >= lo && a < hi))
-            && {
-                let map = self.cache.load();
-                self.snap.as_ref().is_some_and(|s| Arc::ptr_eq(s, map))
-            }
+        let (lo, hi) = self.gap;
+        addrs.iter().all(|&a| a >= lo && a < hi) && {
+            let map = self.cache.load();
+            self.snap.as_ref().is_some_and(|s| Arc::ptr_eq(s, map))
+        }
     }
 }
 
@@ -456,7 +460,7 @@ impl Shared {
             cache: arc_swap::Cache::new(&self.ranges),
             snap: None,
             last: None,
-            gap: None,
+            gap: NO_GAP,
         }
     }
 
@@ -473,16 +477,15 @@ impl Shared {
         if !cache.snap.as_ref().is_some_and(|s| Arc::ptr_eq(s, map)) {
             cache.snap = Some(Arc::clone(map));
             cache.last = None;
-            cache.gap = None;
+            cache.gap = NO_GAP;
         }
         let inside = |r: &Range| addr >= r.lo && addr - r.lo < r.bytes.max(1);
         if cache.last.as_ref().is_some_and(|h| inside(&h.0.range)) {
             return cache.last.as_ref();
         }
-        if let Some((lo, hi)) = cache.gap {
-            if addr >= lo && addr < hi {
-                return None;
-            }
+        let (lo, hi) = cache.gap;
+        if addr >= lo && addr < hi {
+            return None;
         }
         let below = map.range(..=addr).next_back();
         if let Some((_, s)) = below {
@@ -498,7 +501,7 @@ impl Shared {
             .range(addr.saturating_add(1)..)
             .next()
             .map_or(u64::MAX, |(k, _)| *k);
-        cache.gap = Some((lo, hi));
+        cache.gap = (lo, hi);
         None
     }
 

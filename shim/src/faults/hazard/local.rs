@@ -6,34 +6,77 @@
 use seedance_core::hazard::shared::{Held, Ranges};
 use seedance_core::hazard::Access;
 use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 
 /// The accesses of one copy: its host side, or both sides of a unified copy, each with the
 /// pinned range it lies in (`None`: the thread's cache's last range, [`Ranges::last`]).
 pub(super) type Sides = [Option<(Access, Option<Held>)>; 2];
 
 /// What a thread keeps between a copy's `pre` and `ok` hooks (one thread-local access
-/// per hook).
+/// per hook). In this order, after the `RefCell`'s flag and on [`Cell`]'s line: what a
+/// copy outside every pinned range reads (the flag, `ranges`, `armed`) is one cache line
+/// (checked by a test below).
+#[repr(C)]
 pub(super) struct Local {
-    /// The accesses of the copy this thread is making (a fixed pair: no allocation per
-    /// copy).
-    pub(super) next: Sides,
-    /// Whether the last `pre` hook kept accesses in `next` for the `ok` hook (a copy
-    /// that failed leaves them; the next copy's `pre` hook empties or disarms them).
-    pub(super) armed: bool,
     /// Its cache of the pinned-range snapshot, with the gap between ranges its last miss
     /// fell in: a copy from the same pageable buffer inside the ranges' bounding box passes
     /// without a look-up ([`Ranges::misses`]).
     pub(super) ranges: Option<Ranges>,
+    /// Whether the last `pre` hook kept accesses in `next` for the `ok` hook (a copy
+    /// that failed leaves them; the next copy's `pre` hook empties or disarms them).
+    pub(super) armed: bool,
+    /// The accesses of the copy this thread is making (a fixed pair: no allocation per
+    /// copy).
+    pub(super) next: Sides,
+}
+
+/// The thread's [`Local`], aligned to a cache line.
+#[repr(align(64))]
+pub(super) struct Cell(pub(super) RefCell<Local>);
+
+impl std::ops::Deref for Cell {
+    type Target = RefCell<Local>;
+    fn deref(&self) -> &RefCell<Local> {
+        &self.0
+    }
+}
+
+/// Empties the thread's [`Local`] when its local storage is torn down (what it holds are
+/// reference counts: the range snapshot, a pending copy's range). Armed by [`arm_release`]
+/// when the thread first caches the snapshot.
+struct Release;
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let _ = NEXT.try_with(|n| {
+            if let Ok(mut l) = n.try_borrow_mut() {
+                l.ranges = None;
+                l.armed = false;
+                l.next = [None, None];
+            }
+        });
+    }
 }
 
 thread_local! {
-    pub(super) static NEXT: RefCell<Local> = const {
-        RefCell::new(Local {
-            next: [None, None],
-            armed: false,
+    /// Without a destructor of its own (`ManuallyDrop`; [`Release`] empties it): a
+    /// thread-local with one has a state word beside it that every access reads.
+    pub(super) static NEXT: ManuallyDrop<Cell> = const {
+        ManuallyDrop::new(Cell(RefCell::new(Local {
             ranges: None,
-        })
+            armed: false,
+            next: [None, None],
+        })))
     };
+    static RELEASE: Release = const { Release };
+}
+
+/// Makes sure the thread's [`Local`] is emptied when it exits (the first access of
+/// [`RELEASE`] registers its destructor). A thread that first caches the snapshot while its
+/// local storage is being torn down keeps one reference to it.
+#[cold]
+pub(super) fn arm_release() {
+    let _ = RELEASE.try_with(|_| ());
 }
 
 impl Local {
@@ -62,4 +105,32 @@ pub(super) fn unless_known_miss(a: u64, b: u64, work: impl FnOnce(&RefCell<Local
             work(n);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy outside every pinned range reads the `RefCell`'s flag, `ranges` and `armed`:
+    /// all on the first cache line of [`Cell`] (64-byte aligned).
+    #[test]
+    fn what_a_miss_reads_is_on_one_line() {
+        let c = Cell(RefCell::new(Local {
+            ranges: None,
+            armed: false,
+            next: [None, None],
+        }));
+        let base = &c as *const Cell as usize;
+        assert_eq!(base % 64, 0);
+        let value = c.0.as_ptr() as usize - base;
+        // The flag lies before the value (not after `next`, lines away).
+        assert_eq!(value, std::mem::size_of::<isize>(), "RefCell's flag first");
+        let ranges_end =
+            value + std::mem::offset_of!(Local, ranges) + std::mem::size_of::<Option<Ranges>>();
+        let armed_end = value + std::mem::offset_of!(Local, armed) + 1;
+        assert!(
+            ranges_end <= 64 && armed_end <= 64,
+            "ranges end {ranges_end}, armed end {armed_end}"
+        );
+    }
 }

@@ -38,7 +38,7 @@ pub unsafe fn count_launch_kernel_ex(id: HookId, r: CUresult, config: *const CUl
 ///
 /// # Safety
 /// None: the addresses are only recorded.
-#[inline]
+#[inline(always)]
 pub unsafe fn ok_copy_htod(
     id: HookId,
     dst: CUdeviceptr,
@@ -64,7 +64,7 @@ pub unsafe fn ok_copy_htod(
 ///
 /// # Safety
 /// None: the addresses are only recorded.
-#[inline]
+#[inline(always)]
 pub unsafe fn ok_copy_dtoh(
     id: HookId,
     dst: *mut c_void,
@@ -91,7 +91,7 @@ pub unsafe fn ok_copy_dtoh(
 ///
 /// # Safety
 /// None: the addresses are only recorded.
-#[inline]
+#[inline(always)]
 pub unsafe fn ok_copy(
     id: HookId,
     dst: CUdeviceptr,

@@ -150,6 +150,7 @@ fn synchronized_stream(id: HookId, stream: CUstream) {
 ///
 /// # Safety
 /// None: the handle is only a key.
+#[inline(always)]
 pub unsafe fn ok_stream_sync(id: HookId, stream: CUstream) {
     if on() {
         crate::faults::hazard::stream_completed(id, stream);
@@ -162,6 +163,7 @@ pub unsafe fn ok_stream_sync(id: HookId, stream: CUstream) {
 ///
 /// # Safety
 /// None: the handle is only a key.
+#[inline(always)]
 pub unsafe fn ok_stream_query(id: HookId, stream: CUstream) {
     if on() {
         crate::faults::hazard::stream_completed(id, stream);
@@ -200,6 +202,7 @@ pub unsafe fn fault_event_query(id: HookId, r: CUresult, event: CUevent) -> bool
 ///
 /// # Safety
 /// None: the handles are only keys.
+#[inline(always)]
 pub unsafe fn ok_stream_wait_event(id: HookId, stream: CUstream, event: CUevent) {
     if on() {
         crate::faults::hazard::stream_waited(id, stream, event);
@@ -283,6 +286,7 @@ pub unsafe fn fault_event(id: HookId, r: CUresult, event: CUevent) -> bool {
 ///
 /// # Safety
 /// None: the handles are only keys.
+#[inline(always)]
 pub unsafe fn ok_event_record(id: HookId, event: CUevent, stream: CUstream) {
     if on() {
         work::note_event_record(event as u64, stream as usize, id.per_thread());
