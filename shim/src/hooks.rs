@@ -72,11 +72,11 @@ macro_rules! hook_table {
                 cuCtxPopCurrent_v2 / "cuCtxPopCurrent" (pctx: *mut CUcontext) ok(lifetime::contexts::ok_ctx_pop());
                 cuCtxSynchronize / "cuCtxSynchronize" () fault(lifetime::contexts::fault_ctx_synchronize(id, r)) ok(lifetime::contexts::ok_ctx_synchronize());
                 cuCtxSynchronize_v2 / "cuCtxSynchronize" (ctx: CUcontext) fault(lifetime::contexts::fault_ctx(id, r, ctx)) ok(lifetime::contexts::ok_ctx_synchronize_v2(ctx));
-                cuMemAlloc_v2 / "cuMemAlloc" (dptr: *mut CUdeviceptr, bytesize: usize) pre(alloc::pre_mem_alloc(id, bytesize)) fault(alloc::fault_mem_alloc(id, r, bytesize)) ok(alloc::ok_mem_alloc(dptr, bytesize));
                 cuMemAllocPitch_v2 / "cuMemAllocPitch" (dptr: *mut CUdeviceptr, pPitch: *mut usize, WidthInBytes: usize, Height: usize, ElementSizeBytes: c_uint) pre(alloc::pre_mem_alloc_pitch(id, WidthInBytes, Height)) fault(alloc::fault_mem_alloc_pitch(id, r, WidthInBytes, Height)) ok(alloc::ok_mem_alloc_pitch(dptr, pPitch, Height));
+                cuMemAlloc_v2 / "cuMemAlloc" (dptr: *mut CUdeviceptr, bytesize: usize) pre(alloc::pre_mem_alloc(id, bytesize)) fault(alloc::fault_mem_alloc(id, r, bytesize)) ok(alloc::ok_mem_alloc(dptr, bytesize));
+                cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr) pre(lifetime::memory::pre_mem_free(id, dptr)) fault(lifetime::memory::fault_mem_free(id, r, dptr)) ok(alloc::ok_mem_free(dptr));
                 cuMemAllocAsync / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) fault(alloc::fault_mem_alloc_async(id, r, bytesize)) ok(alloc::ok_mem_alloc(dptr, bytesize));
                 cuMemAllocAsync_ptsz / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) fault(alloc::fault_mem_alloc_async(id, r, bytesize)) ok(alloc::ok_mem_alloc(dptr, bytesize));
-                cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr) pre(lifetime::memory::pre_mem_free(id, dptr)) fault(lifetime::memory::fault_mem_free(id, r, dptr)) ok(alloc::ok_mem_free(dptr));
                 cuMemHostAlloc / "cuMemHostAlloc" (pp: *mut *mut c_void, bytesize: usize, Flags: c_uint) fault(alloc::fault_mem_host_alloc(id, r, bytesize)) ok(lifetime::memory::ok_mem_host_alloc(id, pp, bytesize));
                 cuMemAllocHost_v2 / "cuMemAllocHost" (pp: *mut *mut c_void, bytesize: usize) ok(lifetime::memory::ok_mem_host_alloc(id, pp, bytesize));
                 cuMemFreeHost / "cuMemFreeHost" (p: HostPtr) pre(lifetime::memory::pre_mem_free_host(id, p)) fault(lifetime::memory::fault_mem_free_host(id, r, p)) ok(lifetime::memory::ok_mem_free_host(p));

@@ -223,7 +223,7 @@ pub enum DriverHold {
 /// an address where the program's `dlclose` left nothing, or where another library took
 /// the range, is [`DriverHold::Gone`].
 pub fn hold_driver() -> DriverHold {
-    let anchor = crate::hooks::ids::slots::cuInit.get();
+    let anchor = crate::hooks::ids::slots::ALL.cuInit.get();
     if anchor.is_null() {
         return DriverHold::NoDriver;
     }

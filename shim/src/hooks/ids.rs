@@ -74,17 +74,31 @@ macro_rules! ids {
         }
 
         /// Real-function slots, one per hooked driver symbol.
-        #[allow(non_upper_case_globals)]
         pub mod slots {
             use super::*;
-            $( pub static $sym: Slot = Slot::new(cstr!(stringify!($sym))); )*
-            $( pub static $csym: Slot = Slot::new(cstr!(stringify!($csym))); )*
+
+            /// Every slot, in the table's order, in one line-aligned block: the slots of
+            /// hooks next to each other in the table (`cuMemAlloc_v2`, `cuMemFree_v2`)
+            /// share a cache line, which after the driver's own work is one miss for a
+            /// pair of calls instead of two (a test below checks that pair).
+            #[allow(non_snake_case)]
+            #[repr(C, align(64))]
+            pub struct All {
+                $( #[doc = concat!("`", stringify!($sym), "`.")] pub $sym: Slot, )*
+                $( #[doc = concat!("`", stringify!($csym), "`.")] pub $csym: Slot, )*
+            }
+
+            /// The process's slots.
+            pub static ALL: All = All {
+                $( $sym: Slot::new(cstr!(stringify!($sym))), )*
+                $( $csym: Slot::new(cstr!(stringify!($csym))), )*
+            };
         }
 
         /// Every hook that `dlsym` and `cuGetProcAddress` can hand out.
         pub static TABLE: &[Hook] = &[
-            $( Hook { base: $base, id: HookId::$sym, slot: &slots::$sym }, )*
-            $( Hook { base: $cbase, id: HookId::$csym, slot: &slots::$csym }, )*
+            $( Hook { base: $base, id: HookId::$sym, slot: &slots::ALL.$sym }, )*
+            $( Hook { base: $cbase, id: HookId::$csym, slot: &slots::ALL.$csym }, )*
         ];
     };
 }
@@ -130,6 +144,21 @@ hook_table!(ids);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cache line of a slot in the block.
+    fn line(slot: &Slot) -> usize {
+        slot as *const Slot as usize / 64
+    }
+
+    #[test]
+    fn an_allocation_and_its_free_read_one_line_of_slots() {
+        assert_eq!(&slots::ALL as *const slots::All as usize % 64, 0);
+        assert_eq!(
+            line(&slots::ALL.cuMemAlloc_v2),
+            line(&slots::ALL.cuMemFree_v2),
+            "reorder shim/src/hooks.rs: cuMemAlloc_v2 and cuMemFree_v2 on one line"
+        );
+    }
 
     #[test]
     fn per_thread_is_the_ptsz_suffix_for_every_id() {

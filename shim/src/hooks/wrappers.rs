@@ -147,7 +147,7 @@ macro_rules! wrappers {
             #[allow(non_snake_case)]
             pub unsafe extern "C" fn $sym($($arg: $ty),*) -> CUresult {
                 type Real = unsafe extern "C" fn($($ty),*) -> CUresult;
-                let real = slots::$sym.get();
+                let real = slots::ALL.$sym.get();
                 if real.is_null() {
                     return crate::driver::missing::missing(HookId::$sym, |_r| { $( call!(HookId::$sym, _r, $after); )? });
                 }

@@ -138,7 +138,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     cuda_version: c_int,
     flags: u64,
 ) -> CUresult {
-    let real = slots::cuGetProcAddress.get();
+    let real = slots::ALL.cuGetProcAddress.get();
     if real.is_null() {
         return crate::driver::missing::missing(HookId::cuGetProcAddress, |_| {});
     }
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     symbol_status: *mut CUdriverProcAddressQueryResult,
 ) -> CUresult {
-    let real = slots::cuGetProcAddress_v2.get();
+    let real = slots::ALL.cuGetProcAddress_v2.get();
     if real.is_null() {
         return crate::driver::missing::missing(HookId::cuGetProcAddress_v2, |_| {});
     }

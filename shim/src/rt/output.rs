@@ -142,7 +142,7 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
             shown.join(", ").replace('"', "")
         ));
         if r == CUresult::CUDA_ERROR_STUB_LIBRARY {
-            let path = platform::object_of(slots::cuInit.get())
+            let path = platform::object_of(slots::ALL.cuInit.get())
                 .and_then(|o| o.path)
                 .unwrap_or_default();
             say_once(

@@ -138,7 +138,7 @@ pub fn primary_active(dev: CUdevice) -> Result<bool, CUresult> {
 /// driver lacks it.
 pub fn primary_retain(pctx: *mut seedance_cuda::CUcontext, dev: CUdevice) -> Option<CUresult> {
     type F = unsafe extern "C" fn(*mut seedance_cuda::CUcontext, CUdevice) -> CUresult;
-    let p = slots::cuDevicePrimaryCtxRetain.get();
+    let p = slots::ALL.cuDevicePrimaryCtxRetain.get();
     if p.is_null() {
         return None;
     }
@@ -152,7 +152,7 @@ pub fn primary_retain(pctx: *mut seedance_cuda::CUcontext, dev: CUdevice) -> Opt
 /// driver lacks it.
 pub fn primary_release(dev: CUdevice) -> Option<CUresult> {
     type F = unsafe extern "C" fn(CUdevice) -> CUresult;
-    let p = slots::cuDevicePrimaryCtxRelease_v2.get();
+    let p = slots::ALL.cuDevicePrimaryCtxRelease_v2.get();
     if p.is_null() {
         return None;
     }

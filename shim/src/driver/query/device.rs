@@ -30,7 +30,7 @@ pub struct DeviceFacts {
 /// `cuDeviceGetCount` through the real driver; `None` if it fails (e.g. before `cuInit`).
 pub fn device_count() -> Option<i32> {
     type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
-    let p = slots::cuDeviceGetCount.get();
+    let p = slots::ALL.cuDeviceGetCount.get();
     if p.is_null() {
         return None;
     }
@@ -44,7 +44,7 @@ pub fn device_count() -> Option<i32> {
 /// `cuDeviceGet` through the real driver.
 pub fn device_handle(ordinal: i32) -> Option<CUdevice> {
     type F = unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult;
-    let p = slots::cuDeviceGet.get();
+    let p = slots::ALL.cuDeviceGet.get();
     if p.is_null() {
         return None;
     }
@@ -67,7 +67,7 @@ pub fn ordinal_of(handle: CUdevice) -> Option<i32> {
 pub fn driver_version() -> Option<i32> {
     let _hold = crate::rt::config::hold_fork();
     type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
-    let p = slots::cuDriverGetVersion.get();
+    let p = slots::ALL.cuDriverGetVersion.get();
     if p.is_null() {
         return None;
     }

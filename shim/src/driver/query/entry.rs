@@ -35,7 +35,7 @@ impl RealFn {
         }
         match self.addr.load(Ordering::Acquire) {
             0 => {
-                let anchor = slots::cuInit.get();
+                let anchor = slots::ALL.cuInit.get();
                 if anchor.is_null() {
                     return None;
                 }
