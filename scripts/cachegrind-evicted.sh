@@ -8,7 +8,7 @@
 #
 #   scripts/cachegrind-evicted.sh [path/to/libseedance_fix.so]    (default: a release build)
 #
-# KINDS (launch copy pinned), MODE (fix). A benchmark, not a test: exit 0 unless a run failed.
+# KINDS (launch copy pinned; also alloc and event_wait), MODE (fix). A benchmark, not a test: exit 0 unless a run failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "cachegrind-evicted: valgrind is not installed"; exit 1; }

@@ -33,6 +33,7 @@ CUresult cuStreamSynchronize(CUstream);
 CUresult cuEventCreate(CUevent *, unsigned int);
 CUresult cuEventDestroy_v2(CUevent);
 CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned int);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
 

@@ -1,7 +1,10 @@
 /* A hooked call in a loop with the caches cleared between calls (scripts/cachegrind-evicted.sh):
  *
  *   evict_loop KIND COUNT      KIND: launch, copy (pageable H2D), pinned (H2D from pinned),
- *                              alloc (cuMemAlloc_v2 + cuMemFree_v2 of 4 KiB)
+ *                              alloc (cuMemAlloc_v2 + cuMemFree_v2 of 4 KiB),
+ *                              event_wait (pinned H2D on a created stream, cuEventRecord
+ *                              and cuStreamWaitEvent of that stream, a cuStreamSynchronize
+ *                              every 64: threads_bench.c's event_wait)
  *
  * Between two calls it touches 8 MiB, standing for the microseconds of a real driver's own
  * work that evict the shim's cache lines; cachegrind's cache simulation counts what each
@@ -25,6 +28,10 @@ int main(int argc, char **argv) {
     cuMemAlloc_v2(&dp, 4096);
     cuMemHostAlloc(&pinned, 4096, 0);
     char *pageable = malloc(4096);
+    CUstream s;
+    CUevent e;
+    cuStreamCreate(&s, 1);
+    cuEventCreate(&e, 2);
     size_t big = (size_t)8 << 20;
     volatile char *junk = malloc(big);
     for (int i = 0; i < n; i++) {
@@ -37,6 +44,12 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(kind, "pinned"))
             cuMemcpyHtoDAsync_v2(dp, pinned, 4096, 0);
+        else if (!strcmp(kind, "event_wait")) {
+            cuMemcpyHtoDAsync_v2(dp, pinned, 4096, s);
+            cuEventRecord(e, s);
+            cuStreamWaitEvent(s, e, 0);
+            if (i % 64 == 63) cuStreamSynchronize(s);
+        }
         else
             cuMemcpyHtoDAsync_v2(dp, pageable, 4096, 0);
         for (size_t j = 0; j < big; j += 64) junk[j]++;
