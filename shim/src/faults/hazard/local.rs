@@ -1,7 +1,7 @@
 //! A thread's copy state between a copy's `pre` and `ok` hooks ([`Local`]): the accesses
 //! kept for the `ok` hook, whether any were, and the gap between pinned ranges its last
-//! miss fell in, reached in one thread-local access per hook (the shim is a shared object:
-//! each access is a call to `__tls_get_addr`).
+//! miss fell in, reached in one thread-local access per hook (each access reads a TLS
+//! descriptor from the GOT and the thread pointer, `.cargo/config.toml`).
 
 use seedance_core::hazard::shared::{Held, Ranges};
 use seedance_core::hazard::Access;
@@ -13,7 +13,7 @@ use std::mem::ManuallyDrop;
 pub(super) type Sides = [Option<(Access, Option<Held>)>; 2];
 
 /// What a thread keeps between a copy's `pre` and `ok` hooks (one thread-local access
-/// per hook). In this order, after the `RefCell`'s flag and on [`Cell`]'s line: what a
+/// per hook). In this order, after the `RefCell`'s flag and on [`LocalCell`]'s line: what a
 /// copy outside every pinned range reads (the flag, `ranges`, `armed`) is one cache line
 /// (checked by a test below).
 #[repr(C)]
@@ -32,9 +32,9 @@ pub(super) struct Local {
 
 /// The thread's [`Local`], aligned to a cache line.
 #[repr(align(64))]
-pub(super) struct Cell(pub(super) RefCell<Local>);
+pub(super) struct LocalCell(pub(super) RefCell<Local>);
 
-impl std::ops::Deref for Cell {
+impl std::ops::Deref for LocalCell {
     type Target = RefCell<Local>;
     fn deref(&self) -> &RefCell<Local> {
         &self.0
@@ -61,8 +61,8 @@ impl Drop for Release {
 thread_local! {
     /// Without a destructor of its own (`ManuallyDrop`; [`Release`] empties it): a
     /// thread-local with one has a state word beside it that every access reads.
-    pub(super) static NEXT: ManuallyDrop<Cell> = const {
-        ManuallyDrop::new(Cell(RefCell::new(Local {
+    pub(super) static NEXT: ManuallyDrop<LocalCell> = const {
+        ManuallyDrop::new(LocalCell(RefCell::new(Local {
             ranges: None,
             armed: false,
             next: [None, None],
@@ -112,15 +112,15 @@ mod tests {
     use super::*;
 
     /// A copy outside every pinned range reads the `RefCell`'s flag, `ranges` and `armed`:
-    /// all on the first cache line of [`Cell`] (64-byte aligned).
+    /// all on the first cache line of [`LocalCell`] (64-byte aligned).
     #[test]
     fn what_a_miss_reads_is_on_one_line() {
-        let c = Cell(RefCell::new(Local {
+        let c = LocalCell(RefCell::new(Local {
             ranges: None,
             armed: false,
             next: [None, None],
         }));
-        let base = &c as *const Cell as usize;
+        let base = &c as *const LocalCell as usize;
         assert_eq!(base % 64, 0);
         let value = c.0.as_ptr() as usize - base;
         // The flag lies before the value (not after `next`, lines away).
