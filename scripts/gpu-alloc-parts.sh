@@ -11,7 +11,11 @@
 # SEEDANCE_LIFETIME=off (no per-thread ring of allocations) or SEEDANCE_VALIDATE=off (no
 # allocation checks, no log callback). Environment: ROUNDS (10), THREADS ("16 64"), PAIRS (16),
 # INTERLEAVE (200), ALLOC_EVERY (5), OUT (/tmp/seedance-alloc-parts), FAKE_DRIVER_DIR (build
-# against a fake driver with cc instead of nvcc). Prints threads_stats.py's in-process table.
+# against a fake driver with cc instead of nvcc); BEFORE (another build of the shim, an
+# earlier commit's: adds the variants "observe,before" and "fix,before" with it preloaded);
+# VARIANTS (the labels to run, separated by spaces; default all); BLOCKS ("T:B ...": a block
+# of B iterations at T threads instead of INTERLEAVE, as for a thread count whose pairs are
+# much shorter or longer). Prints threads_stats.py's in-process table.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/gpu/common.sh"
@@ -19,9 +23,17 @@ gpu_prologue /tmp/seedance-alloc-parts "${1:?usage: $0 path/to/libseedance_fix.s
 trap 'rm -rf "$work"' EXIT
 build_threads_bench "$work/tb" || exit 1
 export OPS=alloc_free INTERLEAVE=${INTERLEAVE:-200} ALLOC_EVERY=${ALLOC_EVERY:-5} PAIRS=${PAIRS:-16}
-variants=("plain|" "observe|SEEDANCE_MODE=observe" "fix|SEEDANCE_MODE=fix" "off|SEEDANCE_MODE=off"
+all=("plain|" "observe|SEEDANCE_MODE=observe" "fix|SEEDANCE_MODE=fix" "off|SEEDANCE_MODE=off"
   "observe,lifetime=off|SEEDANCE_MODE=observe SEEDANCE_LIFETIME=off"
   "observe,validate=off|SEEDANCE_MODE=observe SEEDANCE_VALIDATE=off")
+if [ -n "${BEFORE:-}" ]; then
+  before=$(readlink -f "$BEFORE")
+  all+=("observe,before|SEEDANCE_MODE=observe" "fix,before|SEEDANCE_MODE=fix")
+fi
+variants=()
+for v in "${all[@]}"; do
+  if [ -z "${VARIANTS:-}" ] || [[ " $VARIANTS " == *" ${v%%|*} "* ]]; then variants+=("$v"); fi
+done
 raw=$out/raw.txt
 : >"$raw"
 failed=0
@@ -33,8 +45,11 @@ for r in $(seq 1 "${ROUNDS:-10}"); do
       settings=${v#*|}
       pre=()
       [ "$label" = plain ] || pre=(LD_PRELOAD="$shim")
+      [[ "$label" == *,before ]] && pre=(LD_PRELOAD="$before")
+      block=$INTERLEAVE
+      for tb in ${BLOCKS:-}; do [ "${tb%%:*}" = "$t" ] && block=${tb#*:}; done
       # shellcheck disable=SC2086
-      if ! lines=$(env "${pre[@]}" $settings "$work/tb" "$t" $((10 * INTERLEAVE)) 2>"$work/err"); then
+      if ! lines=$(env "${pre[@]}" INTERLEAVE=$block $settings "$work/tb" "$t" $((10 * block)) 2>"$work/err"); then
         echo "run failed: $label threads $t round $r: $(tail -n 1 "$work/err")"
         failed=$((failed + 1))
         continue

@@ -60,6 +60,9 @@ fn run_script(
         "ROWS",
         "PERF",
         "LINKED",
+        "BEFORE",
+        "VARIANTS",
+        "BLOCKS",
     ] {
         c.env_remove(k);
     }
@@ -322,6 +325,42 @@ fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mo
             "| operation | threads | plain (in-process A/A) | off | observe | fix | \
              observe,lifetime=off | observe,validate=off |"
         ),
+        "{table}"
+    );
+}
+
+/// BEFORE adds an earlier build's observe and fix variants, VARIANTS picks the variants run
+/// and BLOCKS sets a thread count's block length.
+#[test]
+fn the_alloc_parts_benchmark_compares_an_earlier_build_on_the_variants_asked_for() {
+    let a = artifacts();
+    let fake = a.fake_dir.to_string_lossy().into_owned();
+    let before = a.shim.to_string_lossy().into_owned();
+    let Some((out, stdout)) = run_script(
+        "scripts/gpu-alloc-parts.sh",
+        "scripts/gpu-alloc-parts.sh builds its program with the host's cc, which cannot link \
+         the fake driver built for the emulated target",
+        &[
+            ("FAKE_DRIVER_DIR", &fake),
+            ("ROUNDS", "1"),
+            ("THREADS", "1 2"),
+            ("INTERLEAVE", "50"),
+            ("BLOCKS", "1:20"),
+            ("PAIRS", "2"),
+            ("BEFORE", &before),
+            ("VARIANTS", "plain fix fix,before"),
+        ],
+    ) else {
+        return;
+    };
+    assert!(stdout.contains("runs failed: 0"), "{stdout}");
+    let raw = written(&out, "raw.txt");
+    // 1 round x 2 thread counts x 3 variants x 2 pairs.
+    assert_eq!(raw.lines().count(), 12, "{raw}");
+    assert_eq!(raw.matches(" mode fix,before ").count(), 4, "{raw}");
+    let table = written(&out, "table.md");
+    assert!(
+        table.contains("| operation | threads | plain (in-process A/A) | fix | fix,before |"),
         "{table}"
     );
 }

@@ -838,3 +838,33 @@ fn threads_synchronising_their_own_streams_leave_exact_pending_counts() {
         assert_eq!(f[0]["repaired"], mode == "fix");
     }
 }
+
+/// An allocation freed on another thread while its own thread has made no allocation since
+/// (the shim holds a thread's latest allocation in that thread's record,
+/// `seedance_core::held`): the free reaches the record, so the exit report names only the
+/// allocation that was never freed, and the allocation freed right after it was made on
+/// its own thread is never reported.
+#[test]
+fn memory_freed_on_another_thread_is_not_left_live() {
+    let base = plain("free_on_another_thread");
+    for r in [
+        fixed("free_on_another_thread"),
+        observed("free_on_another_thread"),
+    ] {
+        assert_eq!(r.stdout(), base.stdout());
+        assert_forwarded_unchanged(&base.driver_calls, &r.driver_calls);
+        assert!(r.events("lifetime_fault").is_empty());
+        let s = &r.events("exit_summary")[0];
+        let leaks = s["leaked_allocations"].as_array().unwrap();
+        assert_eq!(leaks.len(), 1, "{leaks:?}");
+        assert_eq!(leaks[0]["allocations"], 1);
+        assert_eq!(leaks[0]["bytes"], 8192);
+        assert!(
+            r.stderr().contains(
+                "1 allocation of device memory of device 0 never freed (8.0 KiB (8192 bytes))"
+            ),
+            "{}",
+            r.stderr()
+        );
+    }
+}

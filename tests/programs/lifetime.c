@@ -374,6 +374,50 @@ static void two_contexts(void) {
     SHOW("cuCtxDestroy of b", cuCtxDestroy_v2(b));
 }
 
+/* Device memory freed by a thread other than the one that allocated it, while that thread
+ * has made no allocation since (the shim holds a thread's latest allocation in the thread's
+ * own record): the free must reach that record, or the allocation is left as live. The
+ * worker then allocates 8 KiB it never frees and 512 bytes it frees itself. */
+static CUdeviceptr handed_over;
+static pthread_mutex_t hand_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hand_cond = PTHREAD_COND_INITIALIZER;
+static int hand_step;
+
+static void hand_wait(int step) {
+    pthread_mutex_lock(&hand_lock);
+    while (hand_step < step) pthread_cond_wait(&hand_cond, &hand_lock);
+    pthread_mutex_unlock(&hand_lock);
+}
+
+static void hand_to(int step) {
+    pthread_mutex_lock(&hand_lock);
+    hand_step = step;
+    pthread_cond_broadcast(&hand_cond);
+    pthread_mutex_unlock(&hand_lock);
+}
+
+static void *allocate_and_hand_over(void *arg) {
+    CUdeviceptr kept, scratch;
+    SETUP(cuCtxSetCurrent((CUcontext)arg));
+    SETUP(cuMemAlloc_v2(&handed_over, N));
+    hand_to(1);
+    hand_wait(2);
+    SETUP(cuMemAlloc_v2(&kept, 2 * N));
+    SETUP(cuMemAlloc_v2(&scratch, 512));
+    SETUP(cuMemFree_v2(scratch));
+    return NULL;
+}
+
+static void free_on_another_thread(void) {
+    CUcontext ctx = created();
+    pthread_t t;
+    if (pthread_create(&t, NULL, allocate_and_hand_over, ctx)) exit(1);
+    hand_wait(1);
+    SHOW("cuMemFree of the other thread's allocation", cuMemFree_v2(handed_over));
+    hand_to(2);
+    if (pthread_join(t, NULL)) exit(1);
+}
+
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
     if (strcmp(s, "after_deinit") == 0) {
@@ -392,6 +436,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "two_contexts") == 0) two_contexts();
     else if (strcmp(s, "free_async") == 0) free_async();
     else if (strcmp(s, "leave") == 0) leave();
+    else if (strcmp(s, "free_on_another_thread") == 0) free_on_another_thread();
     else if (strcmp(s, "memset_destroy") == 0) op_then_destroy("memset");
     else if (strcmp(s, "graph_destroy") == 0) op_then_destroy("graph");
     else if (strcmp(s, "host_func_destroy") == 0) op_then_destroy("host_func");

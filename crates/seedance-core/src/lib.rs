@@ -17,6 +17,7 @@ pub mod config;
 pub mod counters;
 pub mod fallback;
 pub mod hazard;
+pub mod held;
 pub mod hostguard;
 pub mod launch;
 pub mod libraries;

@@ -1,5 +1,7 @@
 //! The process's own live device allocations, tracked on the success path of every
-//! allocation and free, for the out-of-memory explanation.
+//! allocation and free, for the out-of-memory explanation. A thread's latest allocation
+//! is held in the thread's own shard first and enters this table only when the thread
+//! allocates again before freeing it ([`crate::held`]).
 //!
 //! A bounded open-addressing hash table of atomics ([`LiveTable`]): insert and remove take
 //! no lock, allocate nothing and make no system call; a `static` table lives in `.bss`, so

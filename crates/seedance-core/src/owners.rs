@@ -9,8 +9,11 @@
 //! Instead each allocation is filed under the context that was current on its thread when
 //! it was made, as the shim's context hooks last saw it ([`crate::work::current_context`]):
 //!
-//! * on the success path the allocating thread appends `(context, address)` to a ring in
-//!   its own shard ([`AllocRing`]: single writer, no lock, no allocation, no system call);
+//! * an allocation is first held in its thread's shard ([`crate::held`]); when the thread
+//!   allocates again before freeing it, it enters the live table and the thread appends
+//!   `(context, address)` to a ring in its own shard ([`AllocRing`]: single writer, no
+//!   lock, no allocation, no system call);
+//! * at a context's end the allocations still held are read too, beside the index;
 //! * at a context's end every ring is drained, under one lock, into an index of addresses
 //!   per context ([`Index`]); the addresses filed under the ended context (and under "no
 //!   context known", 0) are the only candidates the shim then checks with the driver;
@@ -19,8 +22,8 @@
 //!   their own, instead of one of them reading every thread's while the others wait.
 //!
 //! Frees are not recorded: an entry whose address is no longer live when its ring is
-//! drained is dropped then (an allocation freed soon after it was made costs a ring push
-//! and one look-up in the live table), and a filed address that is freed later is dropped
+//! drained is dropped then (an allocation freed before its thread's next one never reaches
+//! the ring; one freed newest-first cancels its entry: [`AllocRing::cancel_last`]), and a filed address that is freed later is dropped
 //! when its context's list has doubled since it was last compacted, so each list stays within
 //! twice its context's live allocations (at least [`COMPACT_MIN`]), and the work of
 //! compacting is paid once per entry. An address freed and handed out again in another
@@ -90,6 +93,11 @@ impl AllocRing {
         e.addr.store(addr, Ordering::Relaxed);
         self.head.store(h.wrapping_add(1), Ordering::Release);
         true
+    }
+
+    /// Entries pushed since the ring was made.
+    pub fn pushed(&self) -> u64 {
+        self.head.load(Ordering::Relaxed)
     }
 
     /// Forgets the most recent entry if it is `addr` (a free right after its allocation on

@@ -29,7 +29,9 @@
 //! with the driver (`cuStreamQuery`) before it reports or repairs anything.
 
 use crate::counters::{Counters, MAX_FUNCTIONS};
+use crate::held::{Allocation, Held};
 use crate::line::Line;
+use crate::live::LiveTable;
 use crate::owners::AllocRing;
 use crate::thread::ThreadState;
 use parking_lot::Mutex;
@@ -282,6 +284,9 @@ pub struct Shard {
     used: AtomicU64,
     /// Device allocations made by this thread, waiting to be filed by context.
     allocs: AllocRing,
+    /// This thread's latest device allocation, not yet in the live table
+    /// ([`crate::held`]).
+    held: Held,
 }
 
 #[inline(always)]
@@ -349,6 +354,7 @@ impl Shard {
             untracked: AtomicU64::new(0),
             used: AtomicU64::new(0),
             allocs: AllocRing::new(),
+            held: Held::new(),
         }
     }
 
@@ -805,45 +811,123 @@ pub fn note_event_record(event: u64, stream: usize, per_thread: bool) {
     with_local(|s, ctx| s.add_event_record(event, stream_key(stream, ctx, per_thread)));
 }
 
-/// Notes a device allocation at `addr` made by the calling thread, under its current
-/// context ([`crate::owners`]): one thread-local access and a push on its shard's ring, no
-/// lock (a full ring whose entries were all cancelled by frees is emptied without one:
-/// [`AllocRing::reclaim`]). `false` when the ring is full of allocations still to file
-/// (the caller files the ring's entries and calls again) or the thread is exiting
-/// (nothing noted: the allocation is filed under no context by the caller).
+/// What [`hold_alloc`] did with a new device allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Held in the calling thread's shard ([`crate::held`]): nothing else to do.
+    Held,
+    /// Held; the allocation held before was published into the live table and is to be
+    /// filed by the context it was made in ([`file_alloc`]).
+    Published(Allocation),
+    /// The calling thread's local storage is being torn down: nothing held, the caller
+    /// records the allocation itself.
+    NoThread,
+}
+
+/// A successful device allocation of `bytes` at `addr` by the calling thread: held in its
+/// shard under its current context ([`crate::held`]), the one held before published into
+/// `table`. One thread-local access and three stores when nothing was held (the previous
+/// allocation was freed): an allocate/free loop writes no shared cache line.
 #[inline(always)]
-pub fn note_alloc(addr: u64) -> bool {
+pub fn hold_alloc<const N: usize>(table: &LiveTable<N>, addr: u64, bytes: u64) -> Hold {
+    let scope = ();
+    match crate::thread::state(&scope) {
+        Some(l) => match shard_of(l)
+            .held
+            .hold(table, addr, bytes, l.ctx.get() as u64)
+        {
+            None => Hold::Held,
+            Some(a) => Hold::Published(a),
+        },
+        None => Hold::NoThread,
+    }
+}
+
+/// Files a published allocation at `addr`, made in `ctx`, on the calling thread's ring
+/// ([`crate::owners`]): a push, no lock (a full ring whose entries were all cancelled by
+/// frees is emptied without one: [`AllocRing::reclaim`]). `false` when the ring is full
+/// of allocations still to file (the caller files the ring's entries and calls again:
+/// [`file_own_ring`]) or the thread is exiting (the caller files it under no context).
+#[inline]
+pub fn file_alloc(ctx: u64, addr: u64) -> bool {
     let scope = ();
     match crate::thread::state(&scope) {
         Some(l) => {
             let ring = &shard_of(l).allocs;
-            let ctx = l.ctx.get() as u64;
             ring.push(ctx, addr) || (ring.reclaim() && ring.push(ctx, addr))
         }
         None => false,
     }
 }
 
-/// Notes a free of the device allocation at `addr` by the calling thread: cancels its
-/// ring's latest entry when it is that allocation ([`AllocRing::cancel_last`]).
+/// A successful free of the device allocation at `addr` by the calling thread, wherever it
+/// is recorded: this thread's held allocation (a store), else the live `table` (and this
+/// thread's ring's latest entry is cancelled when it is that allocation:
+/// [`AllocRing::cancel_last`]), else another shard's held allocation ([`take_held`],
+/// then the table once more: see [`crate::held`]).
 #[inline(always)]
-pub fn note_free(addr: u64) {
+pub fn free_alloc<const N: usize>(table: &LiveTable<N>, addr: u64) {
     let scope = ();
-    if let Some(l) = crate::thread::state(&scope) {
-        if let Some(s) = l.work.get() {
+    let own = crate::thread::state(&scope).and_then(|l| l.work.get());
+    if let Some(s) = own {
+        if s.held.release_own(addr) {
+            return;
+        }
+    }
+    if table.remove(addr).is_some() {
+        if let Some(s) = own {
             s.allocs.cancel_last(addr);
         }
+        return;
+    }
+    free_elsewhere(table, addr);
+}
+
+/// [`free_alloc`] of an address neither this thread held nor the table had: held by
+/// another thread, or published while this looked.
+#[cold]
+#[inline(never)]
+fn free_elsewhere<const N: usize>(table: &LiveTable<N>, addr: u64) {
+    if !take_held(addr) {
+        table.forget(addr);
     }
 }
 
-/// The calling thread's ring is full ([`note_alloc`] said `false`): files that ring's
+/// Takes `addr` from every shard that holds it (a free, or an allocation that died with
+/// its context): `true` when one did. No lock while at most [`LISTED`] shards exist.
+pub fn take_held(addr: u64) -> bool {
+    let mut took = false;
+    for_each_shard(|s| took |= s.held.take(addr));
+    took
+}
+
+/// The held allocation at `addr` in any shard, if one holds it.
+pub fn held_at(addr: u64) -> Option<Allocation> {
+    let mut found = None;
+    for_each_shard(|s| {
+        if found.is_none() {
+            found = s.held.peek().filter(|a| a.addr == addr);
+        }
+    });
+    found
+}
+
+/// Every shard's held allocation (cold: explanations, a context's end, the exit report).
+pub fn held_all() -> Vec<Allocation> {
+    let mut v = Vec::new();
+    for_each_shard(|s| v.extend(s.held.peek()));
+    v
+}
+
+/// The calling thread's ring is full ([`file_alloc`] said `false`): files that ring's
 /// entries into `index` (only this thread's: no other thread's ring is read, so threads
 /// whose rings fill at the same time do not queue behind one drain of every ring; a
-/// context's end drains them all), then notes `addr` on the emptied ring. `false` when
-/// `addr` could still not be noted (the thread is exiting): the caller files it itself.
+/// context's end drains them all), then files `(ctx, addr)` on the emptied ring. `false`
+/// when it could still not be filed (the thread is exiting): the caller files it itself.
 /// The caller holds the lock that makes it the only drainer.
 pub fn file_own_ring(
     index: &mut crate::owners::Index,
+    ctx: u64,
     addr: u64,
     live: &dyn Fn(u64) -> bool,
 ) -> bool {
@@ -851,7 +935,7 @@ pub fn file_own_ring(
     match crate::thread::state(&scope).and_then(|l| l.work.get()) {
         Some(s) => {
             index.drain([s.allocs()], live);
-            note_alloc(addr)
+            file_alloc(ctx, addr)
         }
         None => false,
     }
@@ -1265,18 +1349,18 @@ mod tests {
                 // Empty this thread's ring (a reused shard may hold a former thread's
                 // entries), then leave ten allocations waiting in it.
                 let mut n = 0u64;
-                while note_alloc(0xb000_0000 + n * 512) {
+                while file_alloc(0xb0, 0xb000_0000 + n * 512) {
                     n += 1;
                 }
                 let mut scratch = Index::new();
-                assert!(file_own_ring(&mut scratch, 0xb100_0000, &all));
+                assert!(file_own_ring(&mut scratch, 0xb0, 0xb100_0000, &all));
                 for i in 1..10u64 {
-                    assert!(note_alloc(0xb100_0000 + i * 512));
+                    assert!(file_alloc(0xb0, 0xb100_0000 + i * 512));
                 }
                 go.wait();
                 done.wait();
                 let mut room = 0usize;
-                while note_alloc(0xb200_0000 + room as u64 * 512) {
+                while file_alloc(0xb0, 0xb200_0000 + room as u64 * 512) {
                     room += 1;
                 }
                 room
@@ -1286,11 +1370,11 @@ mod tests {
             go.wait();
             set_current_context(0xa0);
             let mut mine = Vec::new();
-            while note_alloc(0xa000_0000 + mine.len() as u64 * 512) {
+            while file_alloc(0xa0, 0xa000_0000 + mine.len() as u64 * 512) {
                 mine.push(0xa000_0000 + mine.len() as u64 * 512);
             }
             let mut index = Index::new();
-            assert!(file_own_ring(&mut index, 0xa100_0000, &all));
+            assert!(file_own_ring(&mut index, 0xa0, 0xa100_0000, &all));
             done.wait();
             (index.take(0xa0), index.take(0xb0), mine)
         });
@@ -1308,20 +1392,56 @@ mod tests {
         );
     }
 
-    /// An allocate/free loop never fills its ring: each free cancels its entry, and a
-    /// full ring of cancelled entries is emptied without the caller filing it.
+    /// An allocate/free loop holds each allocation in its shard and frees it there: the
+    /// live table never sees it and the ring is never written.
     #[test]
-    fn an_allocate_free_loop_never_needs_its_ring_filed() {
+    fn an_allocate_free_loop_writes_neither_table_nor_ring() {
+        static T: LiveTable<64> = LiveTable::new();
+        std::thread::spawn(|| {
+            // A reused shard may hold a former thread's allocation: published by the first.
+            hold_alloc(&T, 0x6000_0000, 512);
+            free_alloc(&T, 0x6000_0000);
+            let pushed = || crate::thread::with(|l| l.work.get().unwrap().allocs().pushed());
+            let (ring, table) = (pushed(), T.entries());
+            for i in 0..(10 * crate::owners::RING as u64) {
+                let addr = 0x7000_0000 + (i % 3) * 512;
+                assert_eq!(hold_alloc(&T, addr, 512), Hold::Held);
+                assert_eq!(held_at(addr).map(|a| a.bytes), Some(512));
+                free_alloc(&T, addr);
+                assert_eq!(held_at(addr), None);
+            }
+            assert_eq!(pushed(), ring, "no ring entry");
+            assert_eq!(T.entries(), table, "no table entry");
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// Allocations freed newest first: each is published when the next is made, and its
+    /// free cancels its ring entry, so a full ring of them is emptied without filing.
+    #[test]
+    fn frees_in_reverse_order_never_need_their_ring_filed() {
+        static T: LiveTable<64> = LiveTable::new();
         std::thread::spawn(|| {
             let mut full = 0;
             for i in 0..(10 * crate::owners::RING as u64) {
-                let addr = 0x7000_0000 + (i % 3) * 512;
-                if !note_alloc(addr) {
-                    full += 1;
-                    let mut index = crate::owners::Index::new();
-                    assert!(file_own_ring(&mut index, addr, &|_| true));
+                let (a, b) = (0x8000_0000 + i * 1024, 0x8000_0000 + i * 1024 + 512);
+                assert_eq!(hold_alloc(&T, a, 512), Hold::Held);
+                match hold_alloc(&T, b, 512) {
+                    Hold::Published(p) => {
+                        assert_eq!(p.addr, a);
+                        if !file_alloc(p.ctx, p.addr) {
+                            full += 1;
+                            let mut index = crate::owners::Index::new();
+                            assert!(file_own_ring(&mut index, p.ctx, p.addr, &|_| true));
+                        }
+                    }
+                    h => panic!("{h:?}"),
                 }
-                note_free(addr);
+                assert_eq!(T.get(a).map(|e| e.bytes), Some(512));
+                free_alloc(&T, b);
+                free_alloc(&T, a);
+                assert_eq!(T.get(a), None);
             }
             // A shard another test's thread left behind may hold its entries: at most one
             // filing, for them.
@@ -1329,5 +1449,42 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A free on another thread of an allocation still held: taken from the holder's shard,
+    /// so the holder's next allocation does not publish it.
+    #[test]
+    fn a_free_on_another_thread_takes_a_held_allocation() {
+        static T: LiveTable<64> = LiveTable::new();
+        let (made, freed) = (
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+        );
+        let holder = {
+            let (made, freed) = (made.clone(), freed.clone());
+            std::thread::spawn(move || {
+                hold_alloc(&T, 0x9000_0000, 4096);
+                made.wait();
+                freed.wait();
+                hold_alloc(&T, 0x9000_1000, 4096)
+            })
+        };
+        made.wait();
+        assert_eq!(held_at(0x9000_0000).map(|a| a.bytes), Some(4096));
+        free_alloc(&T, 0x9000_0000);
+        assert_eq!(held_at(0x9000_0000), None);
+        freed.wait();
+        let h = holder.join().unwrap();
+        assert!(
+            !matches!(h, Hold::Published(a) if a.addr == 0x9000_0000),
+            "{h:?}"
+        );
+        assert_eq!(T.get(0x9000_0000), None);
+        assert_eq!(
+            held_at(0x9000_1000).map(|a| a.bytes),
+            Some(4096),
+            "still held after its thread exited"
+        );
+        assert!(take_held(0x9000_1000));
     }
 }

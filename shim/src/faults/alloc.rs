@@ -6,9 +6,10 @@
 //! request was larger than the free memory, what this process itself holds there, and which
 //! other devices have room (NVML).
 //!
-//! Success path: one insert into (or removal from) a lock-free table of live allocations
-//! ([`seedance_core::live::LiveTable`]; about 30 ns per alloc+free pair, measured with
-//! `cargo test -p seedance-core --release -- --ignored live_table_cost`). The device of each
+//! Success path: a thread's latest allocation is held in its own shard
+//! ([`seedance_core::held`]: three stores, and one on its free), and moves into a lock-free
+//! table of live allocations ([`seedance_core::live::LiveTable`]) when the thread allocates
+//! again before freeing it; a free of an allocation in the table is a removal. The device of each
 //! live address is asked of the driver (`cuPointerGetAttribute`) only when an explanation
 //! needs it; addresses the driver no longer knows (freed with their context) are dropped
 //! then. Everything else runs after a failure, or before the call with
@@ -24,6 +25,7 @@ use explain::{fault, pre, Request};
 use once_cell::sync::OnceCell;
 use seedance_core::alloc::AllocKind;
 use seedance_core::live::LiveTable;
+use seedance_core::work::{self, Hold};
 use seedance_cuda::{
     CUdeviceptr, CUmemAllocationProp, CUmemGenericAllocationHandle, CUresult,
     CU_MEM_LOCATION_TYPE_DEVICE,
@@ -39,26 +41,71 @@ static HANDLES: LiveTable<4096> = LiveTable::new();
 /// Most live addresses whose device is asked of the driver for one explanation.
 const MAX_ATTRIBUTED: usize = 4096;
 
-/// The tracked live allocation at `addr` (for the lifetime checks).
+/// The tracked live allocation at `addr`, in the table or held by a thread (for the
+/// lifetime checks; a held one is scanned for in every thread's shard when the table has
+/// it not).
 pub fn live_pointer(addr: CUdeviceptr) -> Option<seedance_core::live::Entry> {
-    POINTERS.get(addr)
+    POINTERS.get(addr).or_else(|| {
+        work::held_at(addr).map(|a| seedance_core::live::Entry {
+            key: a.addr,
+            bytes: a.bytes,
+            device: None,
+        })
+    })
 }
 
-/// Every tracked live allocation (cold: walks the whole table).
+/// Whether the live table has `addr` (not looking at held allocations: what the owner
+/// index keeps filed, every entry of which was published into the table before it was
+/// filed).
+pub fn published(addr: CUdeviceptr) -> bool {
+    POINTERS.get(addr).is_some()
+}
+
+/// Every tracked live allocation, each address once (cold: walks the whole table and every
+/// thread's held allocation).
 pub fn live_pointers() -> Vec<seedance_core::live::Entry> {
-    POINTERS.entries()
+    let mut v = POINTERS.entries();
+    let mut seen: std::collections::HashSet<u64> = v.iter().map(|e| e.key).collect();
+    v.extend(
+        work::held_all()
+            .into_iter()
+            .filter(|a| seen.insert(a.addr))
+            .map(|a| seedance_core::live::Entry {
+                key: a.addr,
+                bytes: a.bytes,
+                device: None,
+            }),
+    );
+    v
 }
 
-/// Forgets an allocation the driver released implicitly (with its context).
+/// Forgets an allocation the driver released implicitly (with its context), in the table
+/// and wherever a thread holds it.
 pub fn forget_pointer(addr: CUdeviceptr) {
     POINTERS.forget(addr);
+    work::take_held(addr);
 }
 
-/// Records a new live allocation; an address the driver hands out again is no longer dead.
+/// Records a new live allocation (held by the calling thread: [`work::hold_alloc`]); an
+/// address the driver hands out again is no longer dead.
 #[inline(always)]
 fn record(addr: CUdeviceptr, bytes: u64) {
-    POINTERS.insert(addr, bytes, None);
+    match work::hold_alloc(&POINTERS, addr, bytes) {
+        Hold::Held => {}
+        Hold::Published(a) => crate::faults::lifetime::memory::file_published(a.ctx, a.addr),
+        Hold::NoThread => unheld(addr, bytes),
+    }
     crate::faults::lifetime::memory::note_device_alloc(addr);
+}
+
+/// An allocation made while the thread's local storage is torn down: straight into the
+/// table, filed under no context.
+#[cold]
+#[inline(never)]
+fn unheld(addr: CUdeviceptr, bytes: u64) {
+    if POINTERS.insert(addr, bytes, None) {
+        crate::faults::lifetime::memory::file_published(0, addr);
+    }
 }
 
 /// NVML, opened at the first explanation that needs it; `None` without NVML, or when it
@@ -74,7 +121,7 @@ pub fn nvml() -> Option<&'static Nvml> {
 /// handles. Cold: a driver query per address.
 pub fn live_by_device() -> std::collections::BTreeMap<i32, (u64, u64)> {
     let mut out: std::collections::BTreeMap<i32, (u64, u64)> = std::collections::BTreeMap::new();
-    for e in POINTERS.entries().into_iter().take(MAX_ATTRIBUTED) {
+    for e in live_pointers().into_iter().take(MAX_ATTRIBUTED) {
         if let Ok(d) = query::pointer_device(e.key) {
             let g = out.entry(d).or_default();
             g.0 += 1;
@@ -278,8 +325,7 @@ pub unsafe fn ok_mem_create(
 /// None beyond the wrapper's: the address is only a key.
 #[inline(always)]
 pub unsafe fn ok_mem_free(dptr: CUdeviceptr) {
-    POINTERS.forget(dptr);
-    crate::faults::lifetime::memory::note_device_free(dptr);
+    work::free_alloc(&POINTERS, dptr);
 }
 
 /// After a successful `cuMemRelease`: forgets the handle.

@@ -132,6 +132,19 @@ fn owned_allocations_that_died(handle: u64) -> Vec<(u64, u64)> {
             Err(_) => died.push((addr, e.bytes)),
         }
     }
+    // Allocations still held by their threads ([`seedance_core::held`]) were never filed:
+    // those made in this context (or in none known) are asked of the driver too. One
+    // alive stays held, to be filed when its thread publishes it.
+    for a in work::held_all() {
+        if (a.ctx == handle || a.ctx == 0)
+            && !matches!(
+                query::pointer_context(a.addr),
+                Ok(_) | Err(CUresult::CUDA_ERROR_NOT_FOUND)
+            )
+        {
+            died.push((a.addr, a.bytes));
+        }
+    }
     if !refile.is_empty() {
         let mut index = OWNERS.lock();
         for (c, addr) in refile {

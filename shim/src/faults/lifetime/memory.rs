@@ -5,9 +5,10 @@ use super::report::{report, Finding};
 use super::*;
 use crate::faults::alloc;
 
-/// Whether the shim still tracks `addr` as a live allocation (the index's compaction test).
+/// Whether the shim still tracks `addr` as a live allocation in its table (the index's
+/// compaction test: [`alloc::published`]).
 pub(super) fn still_live(addr: u64) -> bool {
-    alloc::live_pointer(addr).is_some()
+    alloc::published(addr)
 }
 
 /// A new device allocation at `addr`: if the driver handed out an address that died with
@@ -18,17 +19,14 @@ pub fn note_device_alloc(addr: CUdeviceptr) {
     if any_dead() {
         revived(addr);
     }
-    if on() && !work::note_alloc(addr) {
-        ring_full(addr);
-    }
 }
 
-/// A successful free of device memory at `addr`: an allocation freed right after it was
-/// made on this thread is taken back from its ring (no look-up when the ring is filed).
-#[inline(always)]
-pub fn note_device_free(addr: CUdeviceptr) {
-    if on() {
-        work::note_free(addr);
+/// An allocation at `addr` made in context `ctx` entered the live table (published by its
+/// thread's next allocation: [`seedance_core::held`]): filed on the thread's ring.
+#[inline]
+pub fn file_published(ctx: u64, addr: CUdeviceptr) {
+    if on() && !work::file_alloc(ctx, addr) {
+        ring_full(ctx, addr);
     }
 }
 
@@ -37,11 +35,11 @@ pub fn note_device_free(addr: CUdeviceptr) {
 /// this allocation.
 #[cold]
 #[inline(never)]
-fn ring_full(addr: CUdeviceptr) {
+fn ring_full(ctx: u64, addr: CUdeviceptr) {
     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let mut index = OWNERS.lock();
-        if !work::file_own_ring(&mut index, addr, &still_live) {
-            index.file(0, addr, &still_live);
+        if !work::file_own_ring(&mut index, ctx, addr, &still_live) {
+            index.file(ctx, addr, &still_live);
         }
     }));
 }

@@ -1,0 +1,264 @@
+//! A thread's latest device allocation, held in the thread's own shard until the thread
+//! allocates again, so that an allocation freed before that (an allocate/free loop, a
+//! scratch buffer) never reaches the shared live-allocation table ([`crate::live`]) or the
+//! allocation ring ([`crate::owners`]): on the H200, any work between one allocation call
+//! and the next costs the driver's serialised allocator several times its own length in
+//! throughput from 8 threads on (docs/performance.md, "Session 13").
+//!
+//! [`Held`] is one cache line with three words: the address (the claim), its size and the
+//! context it was made in. Who may write it:
+//!
+//! * the owning thread, which holds a new allocation ([`Held::hold`]) and releases its own
+//!   held allocation on a free ([`Held::release_own`]): plain loads and stores;
+//! * any thread, which takes a held address it frees, or one that died with its context
+//!   ([`Held::take`]): a compare-and-swap from the address to 0.
+//!
+//! The claim decides who owns an allocation's fate. The owner *publishes* a held
+//! allocation (when it allocates again) by inserting it into the table first and then
+//! swapping the claim to 0: if that fails, another thread took it (a free or a context's
+//! end) and the owner removes its insert again. A free on another thread removes the
+//! address from the table; when the table had it not, it takes the claim wherever it is
+//! held; when no shard held it, it removes from the table once more, which then finds an
+//! insert whose claim was published before the take looked (the claim's release/acquire
+//! order). So an allocation freed on any thread is never left in the table as live.
+//!
+//! Readers that only look ([`Held::peek`]: explanations, the exit report) read the three
+//! words and check the claim again; an address handed out, published, freed and handed out
+//! again between their two reads can pair with its former size (a size off in one
+//! explanation, never a fault invented).
+
+use crate::live::LiveTable;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One thread's held allocation (see the module documentation). `addr` 0: none.
+#[repr(align(64))]
+pub struct Held {
+    addr: AtomicU64,
+    bytes: AtomicU64,
+    ctx: AtomicU64,
+}
+
+/// A held allocation as a reader saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// The device address.
+    pub addr: u64,
+    /// Size in bytes, as the allocation call asked.
+    pub bytes: u64,
+    /// The context current on the allocating thread, as the shim's context hooks last saw
+    /// it; 0 for none or unknown.
+    pub ctx: u64,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Held {
+    /// Nothing held.
+    pub const fn new() -> Held {
+        Held {
+            addr: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            ctx: AtomicU64::new(0),
+        }
+    }
+
+    /// Owner thread only: holds the allocation `addr` of `bytes`, made in `ctx`. The one
+    /// held before, if no other thread took it, is published into `table` first and
+    /// returned (the caller files it by context). Address 0 or a size of 0 is not held.
+    #[inline(always)]
+    pub fn hold<const N: usize>(
+        &self,
+        table: &LiveTable<N>,
+        addr: u64,
+        bytes: u64,
+        ctx: u64,
+    ) -> Option<Allocation> {
+        let old = self.addr.load(Ordering::Relaxed);
+        let published = if old != 0 {
+            self.publish(table, old)
+        } else {
+            None
+        };
+        if addr != 0 && bytes != 0 {
+            self.bytes.store(bytes, Ordering::Relaxed);
+            self.ctx.store(ctx, Ordering::Relaxed);
+            // Release: a reader that sees the address sees its size and context.
+            self.addr.store(addr, Ordering::Release);
+        }
+        published
+    }
+
+    /// Owner thread: moves the held `old` into `table` (see the module documentation).
+    #[cold]
+    #[inline(never)]
+    fn publish<const N: usize>(&self, table: &LiveTable<N>, old: u64) -> Option<Allocation> {
+        // Only the owner writes the size and context, so its own reads are exact.
+        let a = Allocation {
+            addr: old,
+            bytes: self.bytes.load(Ordering::Relaxed),
+            ctx: self.ctx.load(Ordering::Relaxed),
+        };
+        let inserted = table.insert(old, a.bytes, None);
+        match self
+            .addr
+            .compare_exchange(old, 0, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            Ok(_) => Some(a),
+            Err(_) => {
+                // Taken by a free or a context's end on another thread: not live.
+                if inserted {
+                    table.forget(old);
+                }
+                None
+            }
+        }
+    }
+
+    /// Owner thread only: a free of `addr`. `true` when it was the held allocation, which
+    /// is then forgotten (it never reached the table); `false` otherwise.
+    #[inline(always)]
+    pub fn release_own(&self, addr: u64) -> bool {
+        if addr != 0 && self.addr.load(Ordering::Relaxed) == addr {
+            // A plain store: another thread may only have set it to 0 meanwhile (its own
+            // free or a context's end), and 0 is what this writes.
+            self.addr.store(0, Ordering::Release);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Any thread: takes `addr` if this shard holds it (a free, or the allocation died
+    /// with its context). `true` when it did.
+    #[inline]
+    pub fn take(&self, addr: u64) -> bool {
+        addr != 0
+            && self.addr.load(Ordering::Relaxed) == addr
+            && self
+                .addr
+                .compare_exchange(addr, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    /// Any thread: the held allocation, if any (see the module documentation for what a
+    /// race can pair).
+    pub fn peek(&self) -> Option<Allocation> {
+        let addr = self.addr.load(Ordering::Acquire);
+        if addr == 0 {
+            return None;
+        }
+        let a = Allocation {
+            addr,
+            bytes: self.bytes.load(Ordering::Relaxed),
+            ctx: self.ctx.load(Ordering::Relaxed),
+        };
+        std::sync::atomic::fence(Ordering::Acquire);
+        (self.addr.load(Ordering::Relaxed) == addr).then_some(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_allocation_is_published_by_the_next_one() {
+        let t: LiveTable<64> = LiveTable::new();
+        let h = Held::new();
+        assert_eq!(h.hold(&t, 0x1000, 512, 7), None);
+        assert_eq!(t.entries(), vec![], "held, not in the table");
+        assert_eq!(
+            h.peek(),
+            Some(Allocation {
+                addr: 0x1000,
+                bytes: 512,
+                ctx: 7
+            })
+        );
+        assert_eq!(
+            h.hold(&t, 0x2000, 100, 8),
+            Some(Allocation {
+                addr: 0x1000,
+                bytes: 512,
+                ctx: 7
+            })
+        );
+        assert_eq!(t.get(0x1000).map(|e| e.bytes), Some(512));
+        assert_eq!(t.get(0x2000), None);
+        assert!(h.release_own(0x2000));
+        assert!(!h.release_own(0x2000));
+        assert_eq!(h.peek(), None);
+        assert_eq!(
+            h.hold(&t, 0x3000, 1, 0),
+            None,
+            "a freed one is not published"
+        );
+        assert_eq!(t.entries().len(), 1);
+    }
+
+    #[test]
+    fn a_taken_allocation_is_not_published() {
+        let t: LiveTable<64> = LiveTable::new();
+        let h = Held::new();
+        h.hold(&t, 0x1000, 512, 0);
+        assert!(!h.take(0x2000));
+        assert!(h.take(0x1000));
+        assert!(!h.take(0x1000));
+        assert_eq!(h.hold(&t, 0x2000, 512, 0), None);
+        assert_eq!(t.get(0x1000), None);
+        assert_eq!(h.hold(&t, 0, 512, 0).map(|a| a.addr), Some(0x2000));
+        assert_eq!(h.peek(), None, "address 0 is not held");
+    }
+
+    /// Allocations made on one thread and freed on others, while their owner keeps
+    /// allocating: each free runs the whole protocol a free on another thread runs (table,
+    /// then every claim, then the table again), and no freed address is left live.
+    #[test]
+    fn frees_on_other_threads_leave_nothing_live() {
+        static T: LiveTable<8192> = LiveTable::new();
+        static H: Held = Held::new();
+        fn free_elsewhere(addr: u64) {
+            if T.remove(addr).is_none() && !H.take(addr) {
+                T.forget(addr);
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(64);
+        let freer = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while let Ok(a) = rx.recv() {
+                free_elsewhere(a);
+                n += 1;
+            }
+            n
+        });
+        let mut kept = Vec::new();
+        for i in 1..=100_000u64 {
+            let addr = i << 9;
+            H.hold(&T, addr, 512, 0);
+            if i % 3 == 0 {
+                kept.push(addr);
+            } else {
+                tx.send(addr).unwrap();
+            }
+            // Keep the table from filling with kept allocations.
+            if kept.len() > 1000 {
+                for a in kept.drain(..) {
+                    free_elsewhere(a);
+                }
+            }
+        }
+        drop(tx);
+        assert_eq!(freer.join().unwrap(), 100_000 - 33_333);
+        let mut live: Vec<u64> = T.entries().iter().map(|e| e.key).collect();
+        live.extend(H.peek().map(|a| a.addr));
+        live.sort_unstable();
+        let mut want = kept;
+        want.sort_unstable();
+        assert_eq!(live, want);
+        assert_eq!(T.untracked(), 0);
+    }
+}
