@@ -67,8 +67,9 @@ impl Held {
     }
 
     /// Owner thread only: holds the allocation `addr` of `bytes`, made in `ctx`. The one
-    /// held before, if no other thread took it, is published into `table` first and
-    /// returned (the caller files it by context). Address 0 or a size of 0 is not held.
+    /// held before, if no other thread took it and it is not `addr` itself, is published
+    /// into `table` first and returned (the caller files it by context). Address 0 or a
+    /// size of 0 is not held.
     #[inline(always)]
     pub fn hold<const N: usize>(
         &self,
@@ -78,7 +79,9 @@ impl Held {
         ctx: u64,
     ) -> Option<Allocation> {
         let old = self.addr.load(Ordering::Relaxed);
-        let published = if old != 0 {
+        // The driver handing out the held address again means the held allocation is gone
+        // (released with its context): replaced, not published.
+        let published = if old != 0 && old != addr {
             self.publish(table, old)
         } else {
             None
@@ -198,6 +201,18 @@ mod tests {
             "a freed one is not published"
         );
         assert_eq!(t.entries().len(), 1);
+    }
+
+    #[test]
+    fn the_held_address_handed_out_again_replaces_it() {
+        let t: LiveTable<64> = LiveTable::new();
+        let h = Held::new();
+        h.hold(&t, 0x1000, 512, 7);
+        assert_eq!(h.hold(&t, 0x1000, 4096, 8), None);
+        assert_eq!(t.entries(), vec![], "no stale entry in the table");
+        assert_eq!(h.peek().map(|a| (a.bytes, a.ctx)), Some((4096, 8)));
+        assert!(h.release_own(0x1000));
+        assert_eq!(t.get(0x1000), None);
     }
 
     #[test]
