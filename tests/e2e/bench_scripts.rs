@@ -292,25 +292,33 @@ fn the_interleaved_benchmark_compares_the_shims_wrappers_with_the_drivers_own_de
     assert!(ratio > 2.0 && fix.contains("over"), "{row}");
 }
 
-#[test]
-fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mode() {
-    let a = artifacts();
-    let fake = a.fake_dir.to_string_lossy().into_owned();
-    let Some((out, stdout)) = run_script(
+/// scripts/gpu-alloc-parts.sh against the fake driver, one round of two pairs per process
+/// with blocks of 50, and `settings` beside: its output directory, once it reported no
+/// failed run (`None` where it cannot run, as [`run_script`]).
+fn alloc_parts(settings: &[(&str, &str)]) -> Option<tempfile::TempDir> {
+    let fake = artifacts().fake_dir.to_string_lossy().into_owned();
+    let mut all = vec![
+        ("FAKE_DRIVER_DIR", fake.as_str()),
+        ("ROUNDS", "1"),
+        ("INTERLEAVE", "50"),
+        ("PAIRS", "2"),
+    ];
+    all.extend_from_slice(settings);
+    let (out, stdout) = run_script(
         "scripts/gpu-alloc-parts.sh",
         "scripts/gpu-alloc-parts.sh builds its program with the host's cc, which cannot link \
          the fake driver built for the emulated target",
-        &[
-            ("FAKE_DRIVER_DIR", &fake),
-            ("ROUNDS", "1"),
-            ("THREADS", "2"),
-            ("INTERLEAVE", "50"),
-            ("PAIRS", "2"),
-        ],
-    ) else {
+        &all,
+    )?;
+    assert!(stdout.contains("runs failed: 0"), "{stdout}");
+    Some(out)
+}
+
+#[test]
+fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mode() {
+    let Some(out) = alloc_parts(&[("THREADS", "2")]) else {
         return;
     };
-    assert!(stdout.contains("runs failed: 0"), "{stdout}");
     let raw = written(&out, "raw.txt");
     // 1 round x 1 thread count x 6 variants x 2 pairs, alloc + free only.
     assert_eq!(raw.lines().count(), 12, "{raw}");
@@ -333,27 +341,15 @@ fn the_alloc_parts_benchmark_runs_each_variant_of_the_shim_in_the_interleaved_mo
 /// and BLOCKS sets a thread count's block length.
 #[test]
 fn the_alloc_parts_benchmark_compares_an_earlier_build_on_the_variants_asked_for() {
-    let a = artifacts();
-    let fake = a.fake_dir.to_string_lossy().into_owned();
-    let before = a.shim.to_string_lossy().into_owned();
-    let Some((out, stdout)) = run_script(
-        "scripts/gpu-alloc-parts.sh",
-        "scripts/gpu-alloc-parts.sh builds its program with the host's cc, which cannot link \
-         the fake driver built for the emulated target",
-        &[
-            ("FAKE_DRIVER_DIR", &fake),
-            ("ROUNDS", "1"),
-            ("THREADS", "1 2"),
-            ("INTERLEAVE", "50"),
-            ("BLOCKS", "1:20"),
-            ("PAIRS", "2"),
-            ("BEFORE", &before),
-            ("VARIANTS", "plain fix fix,before"),
-        ],
-    ) else {
+    let before = artifacts().shim.to_string_lossy().into_owned();
+    let Some(out) = alloc_parts(&[
+        ("THREADS", "1 2"),
+        ("BLOCKS", "1:20"),
+        ("BEFORE", &before),
+        ("VARIANTS", "plain fix fix,before"),
+    ]) else {
         return;
     };
-    assert!(stdout.contains("runs failed: 0"), "{stdout}");
     let raw = written(&out, "raw.txt");
     // 1 round x 2 thread counts x 3 variants x 2 pairs.
     assert_eq!(raw.lines().count(), 12, "{raw}");

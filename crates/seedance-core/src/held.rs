@@ -50,6 +50,17 @@ pub struct Allocation {
     pub ctx: u64,
 }
 
+impl From<Allocation> for crate::live::Entry {
+    /// The live-table entry of a held allocation (its device is not known at insert time).
+    fn from(a: Allocation) -> Self {
+        crate::live::Entry {
+            key: a.addr,
+            bytes: a.bytes,
+            device: None,
+        }
+    }
+}
+
 impl Default for Held {
     fn default() -> Self {
         Self::new()

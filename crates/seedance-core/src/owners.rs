@@ -13,18 +13,19 @@
 //!   allocates again before freeing it, it enters the live table and the thread appends
 //!   `(context, address)` to a ring in its own shard ([`AllocRing`]: single writer, no
 //!   lock, no allocation, no system call);
-//! * at a context's end the allocations still held are read too, beside the index;
 //! * at a context's end every ring is drained, under one lock, into an index of addresses
 //!   per context ([`Index`]); the addresses filed under the ended context (and under "no
-//!   context known", 0) are the only candidates the shim then checks with the driver;
+//!   context known", 0), and the allocations still held that were made in it, are the only
+//!   candidates the shim then checks with the driver;
 //! * a ring that fills is drained by its own thread, under the same lock, alone
 //!   ([`crate::work::file_own_ring`]): threads whose rings fill together each read 8 KiB of
 //!   their own, instead of one of them reading every thread's while the others wait.
 //!
 //! Frees are not recorded: an entry whose address is no longer live when its ring is
 //! drained is dropped then (an allocation freed before its thread's next one never reaches
-//! the ring; one freed newest-first cancels its entry: [`AllocRing::cancel_last`]), and a filed address that is freed later is dropped
-//! when its context's list has doubled since it was last compacted, so each list stays within
+//! the ring; one freed newest-first cancels its entry: [`AllocRing::cancel_last`]), and a
+//! filed address that is freed later is dropped when its context's list has doubled since
+//! it was last compacted, so each list stays within
 //! twice its context's live allocations (at least [`COMPACT_MIN`]), and the work of
 //! compacting is paid once per entry. An address freed and handed out again in another
 //! context can sit in both lists; the driver's answer at the end decides.

@@ -45,13 +45,9 @@ const MAX_ATTRIBUTED: usize = 4096;
 /// lifetime checks; a held one is scanned for in every thread's shard when the table has
 /// it not).
 pub fn live_pointer(addr: CUdeviceptr) -> Option<seedance_core::live::Entry> {
-    POINTERS.get(addr).or_else(|| {
-        work::held_at(addr).map(|a| seedance_core::live::Entry {
-            key: a.addr,
-            bytes: a.bytes,
-            device: None,
-        })
-    })
+    POINTERS
+        .get(addr)
+        .or_else(|| work::held_at(addr).map(Into::into))
 }
 
 /// Whether the live table has `addr` (not looking at held allocations: what the owner
@@ -70,11 +66,7 @@ pub fn live_pointers() -> Vec<seedance_core::live::Entry> {
         work::held_all()
             .into_iter()
             .filter(|a| seen.insert(a.addr))
-            .map(|a| seedance_core::live::Entry {
-                key: a.addr,
-                bytes: a.bytes,
-                device: None,
-            }),
+            .map(seedance_core::live::Entry::from),
     );
     v
 }
