@@ -15,7 +15,10 @@
 # earlier commit's: adds the variants "observe,before" and "fix,before" with it preloaded);
 # VARIANTS (the labels to run, separated by spaces; default all); BLOCKS ("T:B ...": a block
 # of B iterations at T threads instead of INTERLEAVE, as for a thread count whose pairs are
-# much shorter or longer). Prints threads_stats.py's in-process table.
+# much shorter or longer); GAPS ("K ..."): adds a variant "plain,gap=K" per K, no preload,
+# whose linked blocks spin K empty-loop iterations after each driver call (threads_bench.c's
+# GAP_SPIN): what a given CPU time between a thread's calls costs in wall time, with no shim.
+# Prints threads_stats.py's in-process table.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/gpu/common.sh"
@@ -30,6 +33,7 @@ if [ -n "${BEFORE:-}" ]; then
   before=$(readlink -f "$BEFORE")
   all+=("observe,before|SEEDANCE_MODE=observe" "fix,before|SEEDANCE_MODE=fix")
 fi
+for g in ${GAPS:-}; do all+=("plain,gap=$g|GAP_SPIN=$g"); done
 variants=()
 for v in "${all[@]}"; do
   if [ -z "${VARIANTS:-}" ] || [[ " $VARIANTS " == *" ${v%%|*} "* ]]; then variants+=("$v"); fi
@@ -44,7 +48,7 @@ for r in $(seq 1 "${ROUNDS:-10}"); do
       label=${v%%|*}
       settings=${v#*|}
       pre=()
-      [ "$label" = plain ] || pre=(LD_PRELOAD="$shim")
+      [[ "$label" == plain* ]] || pre=(LD_PRELOAD="$shim")
       [[ "$label" == *,before ]] && pre=(LD_PRELOAD="$before")
       block=$INTERLEAVE
       for tb in ${BLOCKS:-}; do [ "${tb%%:*}" = "$t" ] && block=${tb#*:}; done

@@ -56,6 +56,12 @@
  * Calls through the direct definitions are invisible to the shim, which forgets nothing
  * it needs for these loops (each thread keeps to its own stream and buffers).
  *
+ * GAP_SPIN=K (interleaved mode, alloc_free): the "linked" block also runs K iterations of an
+ * empty loop (a volatile counter) right after each cuMemAlloc_v2 and cuMemFree_v2 returns,
+ * as a wrapper's work after the driver call would. Without a preload this measures how much
+ * wall time a given CPU time between a thread's two driver calls costs (the CPU time added
+ * is in the pair lines). Not a number of iterations: usage error (exit 2).
+ *
  * LINKED=dlsym (interleaved mode): the "linked" block reaches the driver through the
  * addresses the program's dlsym(RTLD_DEFAULT, name) gives, as a runtime that looks the
  * driver up does, instead of the symbols it links against (the shim is on both paths).
@@ -127,6 +133,13 @@ static struct api linked = {cuMemcpyHtoDAsync_v2, cuLaunchKernel, cuMemAlloc_v2,
                             cuEventRecord, cuStreamWaitEvent, cuStreamSynchronize};
 static struct api direct;
 static int block_len, pairs = 20, nthreads;
+/* GAP_SPIN: empty-loop iterations after each driver call of a linked alloc_free block. */
+static int gap_spin;
+
+static void spin(int k) {
+    for (volatile int j = 0; j < k; j++) {
+    }
+}
 /* Per op, block and thread (interleaved mode): start, end and CPU time. */
 static double *blk_begin[OPS], *blk_end[OPS], *blk_cpu[OPS];
 
@@ -214,7 +227,9 @@ static void step(const struct api *a, int op, int i, CUstream s, CUevent e, CUde
     case ALLOC: {
         CUdeviceptr p;
         CHECK(a->alloc(&p, bytes));
+        if (a == &linked) spin(gap_spin);
         CHECK(a->free_(p));
+        if (a == &linked) spin(gap_spin);
         break;
     }
     case EVENT:
@@ -416,6 +431,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ALLOC_EVERY=%s: not a positive number of iterations\n", every);
         return 2;
     }
+    const char *gap = getenv("GAP_SPIN");
+    char *gap_end = NULL;
+    long gap_v = gap ? strtol(gap, &gap_end, 10) : 0;
+    if (gap && (!*gap || *gap_end || gap_v < 0 || gap_v > 1000000000L)) {
+        fprintf(stderr, "GAP_SPIN=%s: not a number of iterations\n", gap);
+        return 2;
+    }
+    gap_spin = (int)gap_v;
     const char *ops = getenv("OPS");
     if (!ops || !*ops) {
         for (int op = 0; op < OPS; op++) selected[op] = 1;

@@ -361,6 +361,44 @@ fn the_alloc_parts_benchmark_compares_an_earlier_build_on_the_variants_asked_for
     );
 }
 
+/// GAPS adds a "plain,gap=K" variant per K: no preload, and threads_bench.c's GAP_SPIN
+/// makes its linked blocks spin after each driver call, which shows as CPU time the linked
+/// block has and the direct one has not, in every pair. A GAP_SPIN that is not a number of
+/// iterations is refused with exit status 2.
+#[test]
+fn the_alloc_parts_benchmark_measures_a_gap_between_driver_calls_without_the_shim() {
+    let Some(out) = alloc_parts(&[
+        ("THREADS", "1"),
+        ("VARIANTS", "plain plain,gap=20000"),
+        ("GAPS", "20000"),
+    ]) else {
+        return;
+    };
+    let raw = written(&out, "raw.txt");
+    // 1 round x 1 thread count x 2 variants x 2 pairs.
+    assert_eq!(raw.lines().count(), 4, "{raw}");
+    let field = |l: &str, name: &str| -> f64 {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let i = w.iter().position(|x| *x == name).unwrap();
+        w[i + 1].parse().unwrap()
+    };
+    let gap: Vec<&str> = raw
+        .lines()
+        .filter(|l| l.contains(" mode plain,gap=20000 "))
+        .collect();
+    assert_eq!(gap.len(), 2, "{raw}");
+    for l in gap {
+        // 20,000 iterations of a volatile loop take microseconds per call; the fake driver's
+        // alloc + free pair takes well under one.
+        assert!(field(l, "lc") > field(l, "dc") + 1000.0, "{l}");
+    }
+    let table = written(&out, "table.md");
+    assert!(
+        table.contains("| operation | threads | plain (in-process A/A) | plain,gap=20000 |"),
+        "{table}"
+    );
+}
+
 /// threads_bench.c's LINKED=dlsym takes the "linked" block's functions from the program's
 /// dlsym, which the preloaded shim answers with its wrappers (its `dladdr` line names the
 /// shim); any other value of LINKED is refused with exit status 2.
@@ -414,6 +452,17 @@ fn the_interleaved_benchmark_reaches_the_driver_through_dlsym_when_asked() {
     assert!(
         line.starts_with(&format!("interleave: linked {},", a.shim.display())),
         "{line}"
+    );
+    let o = Command::new(&tb)
+        .args(["1", "100"])
+        .env("LD_LIBRARY_PATH", &a.fake_dir)
+        .env("GAP_SPIN", "some")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim(),
+        "GAP_SPIN=some: not a number of iterations"
     );
     let o = run("symbols");
     assert_eq!(o.status.code(), Some(2));

@@ -84,10 +84,18 @@ pub fn forget_pointer(addr: CUdeviceptr) {
 fn record(addr: CUdeviceptr, bytes: u64) {
     match work::hold_alloc(&POINTERS, addr, bytes) {
         Hold::Held => {}
-        Hold::Published(a) => crate::faults::lifetime::memory::file_published(a.ctx, a.addr),
+        Hold::Published(a) => file_previous(a),
         Hold::NoThread => unheld(addr, bytes),
     }
     crate::faults::lifetime::memory::note_device_alloc(addr);
+}
+
+/// The thread's previous allocation `a` entered the live table: filed on its ring. Out of
+/// line, so that an allocation that publishes nothing (after a free) saves only the
+/// registers it uses.
+#[inline(never)]
+fn file_previous(a: seedance_core::held::Allocation) {
+    crate::faults::lifetime::memory::file_published(a.ctx, a.addr);
 }
 
 /// An allocation made while the thread's local storage is torn down: straight into the

@@ -168,37 +168,58 @@ macro_rules! wrappers {
                 )?
                 // SAFETY: arguments are passed through unchanged under the same contract
                 // (but for a `source` clause's argument: the same bytes, in another buffer).
-                let mut r = unsafe { f($($arg),*) };
+                let r = unsafe { f($($arg),*) };
                 $(
                     hostguard::submitted(r);
                     let $sarg = program_source;
                 )?
                 if config::active() {
-                    count_call!(HookId::$sym, r, ($($count)?));
                     if r.0 != 0 {
-                        if r == CUresult::CUDA_ERROR_DEINITIALIZED {
-                            lifetime::exit::after_deinit(HookId::$sym);
-                        }
-                        let repaired: Option<CUresult> = device_fault!(
-                            HookId::$sym, r, ($($dev $kind)?),
-                            // SAFETY: same arguments, the device argument replaced by another
-                            // valid ordinal or handle of the same driver.
-                            unsafe { f($($arg),*) }
-                        );
-                        match repaired {
-                            Some(r2) => r = r2,
-                            None => fault_check!(HookId::$sym, r, ($($fault)?), {
-                                if !stream_fault!(HookId::$sym, r, ($($st)?)) {
-                                    output::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
-                                }
-                            }),
-                        }
+                        // SAFETY: the program's own arguments and the driver function.
+                        return unsafe { failed($($arg,)* f, r) };
+                    }
+                    count_call!(HookId::$sym, r, ($($count)?));
+                    ok_note!(HookId::$sym, r, ($($ok)?));
+                    $( lifetime::launches::note_stream_op(HookId::$sym, $st); )?
+                    $( call!(HookId::$sym, r, $after); )?
+                }
+                return r;
+
+                /// After a failed call: counts it, then repairs, explains or reports it,
+                /// then runs the clauses a success runs if a repair succeeded. Out of line,
+                /// so that the success path saves only the registers it uses.
+                ///
+                /// # Safety
+                /// The wrapper's arguments (the program's own values) and the driver
+                /// function it called.
+                #[cold]
+                #[inline(never)]
+                #[allow(unused_variables)] // `f`: only a `device(..)` clause repeats the call
+                #[allow(clippy::too_many_arguments)] // the driver function's, plus two
+                unsafe fn failed($($arg: $ty,)* f: Real, mut r: CUresult) -> CUresult {
+                    count_call!(HookId::$sym, r, ($($count)?));
+                    if r == CUresult::CUDA_ERROR_DEINITIALIZED {
+                        lifetime::exit::after_deinit(HookId::$sym);
+                    }
+                    let repaired: Option<CUresult> = device_fault!(
+                        HookId::$sym, r, ($($dev $kind)?),
+                        // SAFETY: same arguments, the device argument replaced by another
+                        // valid ordinal or handle of the same driver.
+                        unsafe { f($($arg),*) }
+                    );
+                    match repaired {
+                        Some(r2) => r = r2,
+                        None => fault_check!(HookId::$sym, r, ($($fault)?), {
+                            if !stream_fault!(HookId::$sym, r, ($($st)?)) {
+                                output::failed(HookId::$sym, r, &[$((stringify!($arg), ArgVal::from($arg))),*])
+                            }
+                        }),
                     }
                     ok_note!(HookId::$sym, r, ($($ok)?));
                     $( if r.0 == 0 { lifetime::launches::note_stream_op(HookId::$sym, $st); } )?
                     $( call!(HookId::$sym, r, $after); )?
+                    r
                 }
-                r
             }
         )*
     };
