@@ -22,6 +22,12 @@
 //! insert whose claim was published before the take looked (the claim's release/acquire
 //! order). So an allocation freed on any thread is never left in the table as live.
 //!
+//! The line also counts its owner's successful allocation and free calls of the functions
+//! whose hooks ask for that ([`Held::count`]: `cuMemAlloc_v2` and `cuMemFree_v2` in the
+//! shim), instead of in the call counters ([`crate::counters`]): the line an allocation or
+//! free writes anyway, so their success path writes one line fewer. The counts stay with
+//! the shard when its thread exits, as the call counters do.
+//!
 //! Readers that only look ([`Held::peek`]: explanations, the exit report) read the three
 //! words and check the claim again; an address handed out, published, freed and handed out
 //! again between their two reads can pair with its former size (a size off in one
@@ -36,6 +42,17 @@ pub struct Held {
     addr: AtomicU64,
     bytes: AtomicU64,
     ctx: AtomicU64,
+    /// Calls counted on this line, by [`Counted`] (only the owner writes them).
+    counts: [AtomicU64; 2],
+}
+
+/// What [`Held::count`] counts: the index of its count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// A successful allocation call.
+    Alloc = 0,
+    /// A successful free call.
+    Free = 1,
 }
 
 /// A held allocation as a reader saw it.
@@ -74,7 +91,25 @@ impl Held {
             addr: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             ctx: AtomicU64::new(0),
+            counts: [const { AtomicU64::new(0) }; 2],
         }
+    }
+
+    /// Owner thread only: counts one call of kind `c` (a plain load and store: the owner is
+    /// the only writer).
+    #[inline(always)]
+    pub fn count(&self, c: Counted) {
+        let a = &self.counts[c as usize];
+        a.store(a.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Any thread: the calls counted so far, `[allocations, frees]` (exact once the owner
+    /// is quiet).
+    pub fn counted(&self) -> [u64; 2] {
+        [
+            self.counts[0].load(Ordering::Relaxed),
+            self.counts[1].load(Ordering::Relaxed),
+        ]
     }
 
     /// Owner thread only: holds the allocation `addr` of `bytes`, made in `ctx`. The one

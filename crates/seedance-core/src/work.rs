@@ -29,7 +29,7 @@
 //! with the driver (`cuStreamQuery`) before it reports or repairs anything.
 
 use crate::counters::{Counters, MAX_FUNCTIONS};
-use crate::held::{Allocation, Held};
+use crate::held::{Allocation, Counted, Held};
 use crate::line::Line;
 use crate::live::LiveTable;
 use crate::owners::AllocRing;
@@ -827,20 +827,42 @@ pub enum Hold {
 /// A successful device allocation of `bytes` at `addr` by the calling thread: held in its
 /// shard under its current context ([`crate::held`]), the one held before published into
 /// `table`. One thread-local access and three stores when nothing was held (the previous
-/// allocation was freed): an allocate/free loop writes no shared cache line.
+/// allocation was freed): an allocate/free loop writes no shared cache line. With `count`,
+/// the call is also counted on that line ([`Held::count`]); not with [`Hold::NoThread`]
+/// (the caller counts it then).
 #[inline(always)]
-pub fn hold_alloc<const N: usize>(table: &LiveTable<N>, addr: u64, bytes: u64) -> Hold {
+pub fn hold_alloc<const N: usize>(
+    table: &LiveTable<N>,
+    addr: u64,
+    bytes: u64,
+    count: bool,
+) -> Hold {
     let scope = ();
     match crate::thread::state(&scope) {
-        Some(l) => match shard_of(l)
-            .held
-            .hold(table, addr, bytes, l.ctx.get() as u64)
-        {
-            None => Hold::Held,
-            Some(a) => Hold::Published(a),
-        },
+        Some(l) => {
+            let held = &shard_of(l).held;
+            if count {
+                held.count(Counted::Alloc);
+            }
+            match held.hold(table, addr, bytes, l.ctx.get() as u64) {
+                None => Hold::Held,
+                Some(a) => Hold::Published(a),
+            }
+        }
         None => Hold::NoThread,
     }
+}
+
+/// The calls counted on every shard's held-allocation line ([`Held::count`]), `[allocations,
+/// frees]`, over every thread that ever ran (exact once the counting threads are quiet).
+pub fn held_counts() -> [u64; 2] {
+    let mut n = [0u64; 2];
+    for_each_shard(|s| {
+        let c = s.held.counted();
+        n[0] += c[0];
+        n[1] += c[1];
+    });
+    n
 }
 
 /// Files a published allocation at `addr`, made in `ctx`, on the calling thread's ring
@@ -864,23 +886,29 @@ pub fn file_alloc(ctx: u64, addr: u64) -> bool {
 /// is recorded: this thread's held allocation (a store), else the live `table` (and this
 /// thread's ring's latest entry is cancelled when it is that allocation:
 /// [`AllocRing::cancel_last`]), else another shard's held allocation ([`take_held`],
-/// then the table once more: see [`crate::held`]).
+/// then the table once more: see [`crate::held`]). With `count`, the call is also counted
+/// on this thread's held-allocation line ([`Held::count`]) when the thread has a shard:
+/// `true` when it was counted there (`false`: the caller counts it).
 #[inline(always)]
-pub fn free_alloc<const N: usize>(table: &LiveTable<N>, addr: u64) {
+pub fn free_alloc<const N: usize>(table: &LiveTable<N>, addr: u64, count: bool) -> bool {
     let scope = ();
     let own = crate::thread::state(&scope).and_then(|l| l.work.get());
     if let Some(s) = own {
+        if count {
+            s.held.count(Counted::Free);
+        }
         if s.held.release_own(addr) {
-            return;
+            return count;
         }
     }
     if table.remove(addr).is_some() {
         if let Some(s) = own {
             s.allocs.cancel_last(addr);
         }
-        return;
+    } else {
+        free_elsewhere(table, addr);
     }
-    free_elsewhere(table, addr);
+    count && own.is_some()
 }
 
 /// [`free_alloc`] of an address neither this thread held nor the table had: held by
@@ -1399,15 +1427,15 @@ mod tests {
         static T: LiveTable<64> = LiveTable::new();
         std::thread::spawn(|| {
             // A reused shard may hold a former thread's allocation: published by the first.
-            hold_alloc(&T, 0x6000_0000, 512);
-            free_alloc(&T, 0x6000_0000);
+            hold_alloc(&T, 0x6000_0000, 512, false);
+            free_alloc(&T, 0x6000_0000, false);
             let pushed = || crate::thread::with(|l| l.work.get().unwrap().allocs().pushed());
             let (ring, table) = (pushed(), T.entries());
             for i in 0..(10 * crate::owners::RING as u64) {
                 let addr = 0x7000_0000 + (i % 3) * 512;
-                assert_eq!(hold_alloc(&T, addr, 512), Hold::Held);
+                assert_eq!(hold_alloc(&T, addr, 512, false), Hold::Held);
                 assert_eq!(held_at(addr).map(|a| a.bytes), Some(512));
-                free_alloc(&T, addr);
+                free_alloc(&T, addr, false);
                 assert_eq!(held_at(addr), None);
             }
             assert_eq!(pushed(), ring, "no ring entry");
@@ -1415,6 +1443,40 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// Counted allocations and frees are counted on the thread's held-allocation line, the
+    /// uncounted ones not, and the counts stay when the thread exits. A free on a thread
+    /// with no shard yet is left to the caller to count.
+    #[test]
+    fn counted_allocations_and_frees_are_totalled_over_threads_that_exited() {
+        static T: LiveTable<64> = LiveTable::new();
+        // Other tests' threads count nothing: every other call here passes `false`.
+        let before = held_counts();
+        let workers: Vec<_> = (0..4u64)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..1000u64 {
+                        let addr = 0xa000_0000 + t * 0x100_0000 + (i % 7) * 512;
+                        hold_alloc(&T, addr, 512, true);
+                        assert!(free_alloc(&T, addr, true));
+                        hold_alloc(&T, addr, 512, false);
+                        assert!(!free_alloc(&T, addr, false));
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        let after = held_counts();
+        assert_eq!([after[0] - before[0], after[1] - before[1]], [4000, 4000]);
+        // A thread that never allocated has no shard to count on.
+        let counted = std::thread::spawn(|| free_alloc(&T, 0xb000_0000, true))
+            .join()
+            .unwrap();
+        assert!(!counted);
+        assert_eq!(held_counts()[1] - before[1], 4000);
     }
 
     /// Allocations freed newest first: each is published when the next is made, and its
@@ -1426,8 +1488,8 @@ mod tests {
             let mut full = 0;
             for i in 0..(10 * crate::owners::RING as u64) {
                 let (a, b) = (0x8000_0000 + i * 1024, 0x8000_0000 + i * 1024 + 512);
-                assert_eq!(hold_alloc(&T, a, 512), Hold::Held);
-                match hold_alloc(&T, b, 512) {
+                assert_eq!(hold_alloc(&T, a, 512, false), Hold::Held);
+                match hold_alloc(&T, b, 512, false) {
                     Hold::Published(p) => {
                         assert_eq!(p.addr, a);
                         if !file_alloc(p.ctx, p.addr) {
@@ -1439,8 +1501,8 @@ mod tests {
                     h => panic!("{h:?}"),
                 }
                 assert_eq!(T.get(a).map(|e| e.bytes), Some(512));
-                free_alloc(&T, b);
-                free_alloc(&T, a);
+                free_alloc(&T, b, false);
+                free_alloc(&T, a, false);
                 assert_eq!(T.get(a), None);
             }
             // A shard another test's thread left behind may hold its entries: at most one
@@ -1463,15 +1525,15 @@ mod tests {
         let holder = {
             let (made, freed) = (made.clone(), freed.clone());
             std::thread::spawn(move || {
-                hold_alloc(&T, 0x9000_0000, 4096);
+                hold_alloc(&T, 0x9000_0000, 4096, false);
                 made.wait();
                 freed.wait();
-                hold_alloc(&T, 0x9000_1000, 4096)
+                hold_alloc(&T, 0x9000_1000, 4096, false)
             })
         };
         made.wait();
         assert_eq!(held_at(0x9000_0000).map(|a| a.bytes), Some(4096));
-        free_alloc(&T, 0x9000_0000);
+        free_alloc(&T, 0x9000_0000, false);
         assert_eq!(held_at(0x9000_0000), None);
         freed.wait();
         let h = holder.join().unwrap();

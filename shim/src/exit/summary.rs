@@ -24,7 +24,14 @@ pub fn current() -> Option<ExitSummary> {
 /// records.
 pub fn build(dropped: u64) -> Option<ExitSummary> {
     let st = output::collected()?;
-    let counts = Counters::global().snapshot();
+    let mut counts = Counters::global().snapshot();
+    // Successful allocations and frees are counted on each thread's held-allocation line.
+    for (id, n) in crate::faults::alloc::HELD_COUNTED
+        .iter()
+        .zip(seedance_core::work::held_counts())
+    {
+        counts[*id as usize].calls += n;
+    }
     let mut functions: BTreeMap<String, FunctionStats> = BTreeMap::new();
     for id in HookId::ALL {
         let c = counts[*id as usize];

@@ -78,14 +78,37 @@ pub fn forget_pointer(addr: CUdeviceptr) {
     work::take_held(addr);
 }
 
-/// Records a new live allocation (held by the calling thread: [`work::hold_alloc`]); an
-/// address the driver hands out again is no longer dead.
+/// The functions whose successful calls are counted on the calling thread's
+/// held-allocation line (`seedance_core::held`, `[allocations, frees]`) instead of in the
+/// call counters: their `count` clause ([`count_failure`]) counts only failures, their `ok`
+/// clause ([`ok_mem_alloc_counted`], [`ok_mem_free_counted`]) the successes. The exit
+/// summary adds [`work::held_counts`] to these ids.
+pub const HELD_COUNTED: [HookId; 2] = [HookId::cuMemAlloc_v2, HookId::cuMemFree_v2];
+
+/// The `count` clause of [`HELD_COUNTED`]'s functions: a failure is counted as every call
+/// is; a success is left to the `ok` clause (no other clause repairs a failed allocation or
+/// free into a success, so each call is counted once).
 #[inline(always)]
-fn record(addr: CUdeviceptr, bytes: u64) {
-    match work::hold_alloc(&POINTERS, addr, bytes) {
+pub fn count_failure(id: HookId, r: CUresult) {
+    if r.0 != 0 {
+        crate::rt::output::count(id, r);
+    }
+}
+
+/// Records a new live allocation (held by the calling thread: [`work::hold_alloc`]); an
+/// address the driver hands out again is no longer dead. `counted`: the call is
+/// `cuMemAlloc_v2`'s, counted here ([`HELD_COUNTED`]).
+#[inline(always)]
+fn record(addr: CUdeviceptr, bytes: u64, counted: bool) {
+    match work::hold_alloc(&POINTERS, addr, bytes, counted) {
         Hold::Held => {}
         Hold::Published(a) => file_previous(a),
-        Hold::NoThread => unheld(addr, bytes),
+        Hold::NoThread => {
+            if counted {
+                crate::rt::output::count(HELD_COUNTED[0], CUresult::CUDA_SUCCESS);
+            }
+            unheld(addr, bytes)
+        }
     }
     crate::faults::lifetime::memory::note_device_alloc(addr);
 }
@@ -179,15 +202,26 @@ pub unsafe fn fault_mem_alloc(id: HookId, r: CUresult, bytesize: usize) -> bool 
     fault(id, r, Request::new(AllocKind::Device, bytesize as u64))
 }
 
-/// After a successful `cuMemAlloc_v2`, `cuMemAllocAsync(_ptsz)` or `cuMemAllocManaged`:
-/// records the live allocation.
+/// After a successful `cuMemAllocAsync(_ptsz)` or `cuMemAllocManaged`: records the live
+/// allocation.
 ///
 /// # Safety
 /// `dptr` is null or the out-pointer the driver just wrote.
 #[inline(always)]
 pub unsafe fn ok_mem_alloc(dptr: *mut CUdeviceptr, bytesize: usize) {
     // SAFETY: the driver wrote *dptr on success.
-    record(unsafe { written(dptr) }, bytesize as u64);
+    record(unsafe { written(dptr) }, bytesize as u64, false);
+}
+
+/// After a successful `cuMemAlloc_v2`: records the live allocation and counts the call
+/// ([`HELD_COUNTED`]).
+///
+/// # Safety
+/// `dptr` is null or the out-pointer the driver just wrote.
+#[inline(always)]
+pub unsafe fn ok_mem_alloc_counted(dptr: *mut CUdeviceptr, bytesize: usize) {
+    // SAFETY: the driver wrote *dptr on success.
+    record(unsafe { written(dptr) }, bytesize as u64, true);
 }
 
 fn pitch_bytes(width: usize, height: usize) -> u64 {
@@ -229,7 +263,7 @@ pub unsafe fn fault_mem_alloc_pitch(id: HookId, r: CUresult, width: usize, heigh
 pub unsafe fn ok_mem_alloc_pitch(dptr: *mut CUdeviceptr, p_pitch: *mut usize, height: usize) {
     // SAFETY: the driver wrote both on success.
     let (p, pitch) = unsafe { (written(dptr), written(p_pitch)) };
-    record(p, pitch_bytes(pitch, height));
+    record(p, pitch_bytes(pitch, height), false);
 }
 
 /// After a failed `cuMemAllocAsync(_ptsz)`.
@@ -319,13 +353,25 @@ pub unsafe fn ok_mem_create(
     HANDLES.insert(h, size as u64, device);
 }
 
-/// After a successful `cuMemFree_v2` or `cuMemFreeAsync(_ptsz)`: forgets the allocation.
+/// After a successful `cuMemFreeAsync(_ptsz)`: forgets the allocation.
 ///
 /// # Safety
 /// None beyond the wrapper's: the address is only a key.
 #[inline(always)]
 pub unsafe fn ok_mem_free(dptr: CUdeviceptr) {
-    work::free_alloc(&POINTERS, dptr);
+    work::free_alloc(&POINTERS, dptr, false);
+}
+
+/// After a successful `cuMemFree_v2`: forgets the allocation and counts the call
+/// ([`HELD_COUNTED`]).
+///
+/// # Safety
+/// None beyond the wrapper's: the address is only a key.
+#[inline(always)]
+pub unsafe fn ok_mem_free_counted(dptr: CUdeviceptr) {
+    if !work::free_alloc(&POINTERS, dptr, true) {
+        crate::rt::output::count(HELD_COUNTED[1], CUresult::CUDA_SUCCESS);
+    }
 }
 
 /// After a successful `cuMemRelease`: forgets the handle.
