@@ -116,7 +116,6 @@ impl Held {
     /// held before, if no other thread took it and it is not `addr` itself, is published
     /// into `table` first and returned (the caller files it by context). Address 0 or a
     /// size of 0 is not held.
-    #[inline(always)]
     pub fn hold<const N: usize>(
         &self,
         table: &LiveTable<N>,
@@ -124,21 +123,49 @@ impl Held {
         bytes: u64,
         ctx: u64,
     ) -> Option<Allocation> {
+        let mut published = None;
+        self.hold_then(table, addr, bytes, ctx, |a| published = Some(a));
+        published
+    }
+
+    /// [`Held::hold`], with the published allocation handed to `file` on the (cold) path
+    /// that publishes it, so that a caller inlining this never keeps an [`Allocation`] in
+    /// its own stack frame.
+    #[inline(always)]
+    pub fn hold_then<const N: usize, F: FnOnce(Allocation)>(
+        &self,
+        table: &LiveTable<N>,
+        addr: u64,
+        bytes: u64,
+        ctx: u64,
+        file: F,
+    ) {
         let old = self.addr.load(Ordering::Relaxed);
         // The driver handing out the held address again means the held allocation is gone
         // (released with its context): replaced, not published.
-        let published = if old != 0 && old != addr {
-            self.publish(table, old)
-        } else {
-            None
-        };
+        if old != 0 && old != addr {
+            self.publish_then(table, old, file);
+        }
         if addr != 0 && bytes != 0 {
             self.bytes.store(bytes, Ordering::Relaxed);
             self.ctx.store(ctx, Ordering::Relaxed);
             // Release: a reader that sees the address sees its size and context.
             self.addr.store(addr, Ordering::Release);
         }
-        published
+    }
+
+    /// Owner thread: [`Held::publish`], then `file` with what it published.
+    #[cold]
+    #[inline(never)]
+    fn publish_then<const N: usize, F: FnOnce(Allocation)>(
+        &self,
+        table: &LiveTable<N>,
+        old: u64,
+        file: F,
+    ) {
+        if let Some(a) = self.publish(table, old) {
+            file(a);
+        }
     }
 
     /// Owner thread: moves the held `old` into `table` (see the module documentation).

@@ -830,13 +830,30 @@ pub enum Hold {
 /// allocation was freed): an allocate/free loop writes no shared cache line. With `count`,
 /// the call is also counted on that line ([`Held::count`]); not with [`Hold::NoThread`]
 /// (the caller counts it then).
-#[inline(always)]
 pub fn hold_alloc<const N: usize>(
     table: &LiveTable<N>,
     addr: u64,
     bytes: u64,
     count: bool,
 ) -> Hold {
+    let mut published = None;
+    if !hold_alloc_then(table, addr, bytes, count, |a| published = Some(a)) {
+        return Hold::NoThread;
+    }
+    published.map_or(Hold::Held, Hold::Published)
+}
+
+/// [`hold_alloc`], with the allocation it publishes handed to `file` on the (cold) path
+/// that publishes it ([`Held::hold_then`]): `false` where [`hold_alloc`] gives
+/// [`Hold::NoThread`]. The hot path of every `cuMemAlloc_v2`.
+#[inline(always)]
+pub fn hold_alloc_then<const N: usize, F: FnOnce(Allocation)>(
+    table: &LiveTable<N>,
+    addr: u64,
+    bytes: u64,
+    count: bool,
+    file: F,
+) -> bool {
     let scope = ();
     match crate::thread::state(&scope) {
         Some(l) => {
@@ -844,12 +861,10 @@ pub fn hold_alloc<const N: usize>(
             if count {
                 held.count(Counted::Alloc);
             }
-            match held.hold(table, addr, bytes, l.ctx.get() as u64) {
-                None => Hold::Held,
-                Some(a) => Hold::Published(a),
-            }
+            held.hold_then(table, addr, bytes, l.ctx.get() as u64, file);
+            true
         }
-        None => Hold::NoThread,
+        None => false,
     }
 }
 

@@ -25,7 +25,7 @@ use explain::{fault, pre, Request};
 use once_cell::sync::OnceCell;
 use seedance_core::alloc::AllocKind;
 use seedance_core::live::LiveTable;
-use seedance_core::work::{self, Hold};
+use seedance_core::work;
 use seedance_cuda::{
     CUdeviceptr, CUmemAllocationProp, CUmemGenericAllocationHandle, CUresult,
     CU_MEM_LOCATION_TYPE_DEVICE,
@@ -100,22 +100,18 @@ pub fn count_failure(id: HookId, r: CUresult) {
 /// `cuMemAlloc_v2`'s, counted here ([`HELD_COUNTED`]).
 #[inline(always)]
 fn record(addr: CUdeviceptr, bytes: u64, counted: bool) {
-    match work::hold_alloc(&POINTERS, addr, bytes, counted) {
-        Hold::Held => {}
-        Hold::Published(a) => file_previous(a),
-        Hold::NoThread => {
-            if counted {
-                crate::rt::output::count(HELD_COUNTED[0], CUresult::CUDA_SUCCESS);
-            }
-            unheld(addr, bytes)
+    if !work::hold_alloc_then(&POINTERS, addr, bytes, counted, file_previous) {
+        if counted {
+            crate::rt::output::count(HELD_COUNTED[0], CUresult::CUDA_SUCCESS);
         }
+        unheld(addr, bytes)
     }
     crate::faults::lifetime::memory::note_device_alloc(addr);
 }
 
 /// The thread's previous allocation `a` entered the live table: filed on its ring. Out of
-/// line, so that an allocation that publishes nothing (after a free) saves only the
-/// registers it uses.
+/// line (called from the path that publishes), so that an allocation that publishes
+/// nothing (after a free) saves only the registers it uses.
 #[inline(never)]
 fn file_previous(a: seedance_core::held::Allocation) {
     crate::faults::lifetime::memory::file_published(a.ctx, a.addr);
