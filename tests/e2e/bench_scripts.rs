@@ -399,6 +399,36 @@ fn the_alloc_parts_benchmark_measures_a_gap_between_driver_calls_without_the_shi
     );
 }
 
+/// scripts/gpu-held-counts.sh against the fake driver: the exit summary counts every
+/// cuMemAlloc_v2 and cuMemFree_v2 of four threads that exit (counted on their held-allocation
+/// lines), exactly, and the same with BEFORE's build.
+#[test]
+fn the_held_counts_check_finds_every_allocation_and_free_of_exited_threads() {
+    let a = artifacts();
+    let fake = a.fake_dir.to_string_lossy().into_owned();
+    let before = a.shim.to_string_lossy().into_owned();
+    let Some((_out, stdout)) = run_script(
+        "scripts/gpu-held-counts.sh",
+        "scripts/gpu-held-counts.sh builds its program with the host's cc, which cannot link \
+         the fake driver built for the emulated target",
+        &[("FAKE_DRIVER_DIR", &fake), ("BEFORE", &before)],
+    ) else {
+        return;
+    };
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("threads_bench "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for l in lines {
+        assert!(
+            l.ends_with(": cuMemAlloc_v2 2044/0 cuMemFree_v2 2044/0"),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("failed: 0"), "{stdout}");
+}
+
 /// threads_bench.c's LINKED=dlsym takes the "linked" block's functions from the program's
 /// dlsym, which the preloaded shim answers with its wrappers (its `dladdr` line names the
 /// shim); any other value of LINKED is refused with exit status 2.
