@@ -63,6 +63,8 @@ fn run_script(
         "BEFORE",
         "VARIANTS",
         "BLOCKS",
+        "GAPS",
+        "GAP_SPIN",
     ] {
         c.env_remove(k);
     }

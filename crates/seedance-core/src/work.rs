@@ -811,43 +811,17 @@ pub fn note_event_record(event: u64, stream: usize, per_thread: bool) {
     with_local(|s, ctx| s.add_event_record(event, stream_key(stream, ctx, per_thread)));
 }
 
-/// What [`hold_alloc`] did with a new device allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hold {
-    /// Held in the calling thread's shard ([`crate::held`]): nothing else to do.
-    Held,
-    /// Held; the allocation held before was published into the live table and is to be
-    /// filed by the context it was made in ([`file_alloc`]).
-    Published(Allocation),
-    /// The calling thread's local storage is being torn down: nothing held, the caller
-    /// records the allocation itself.
-    NoThread,
-}
-
 /// A successful device allocation of `bytes` at `addr` by the calling thread: held in its
-/// shard under its current context ([`crate::held`]), the one held before published into
-/// `table`. One thread-local access and three stores when nothing was held (the previous
-/// allocation was freed): an allocate/free loop writes no shared cache line. With `count`,
-/// the call is also counted on that line ([`Held::count`]); not with [`Hold::NoThread`]
-/// (the caller counts it then).
-pub fn hold_alloc<const N: usize>(
-    table: &LiveTable<N>,
-    addr: u64,
-    bytes: u64,
-    count: bool,
-) -> Hold {
-    let mut published = None;
-    if !hold_alloc_then(table, addr, bytes, count, |a| published = Some(a)) {
-        return Hold::NoThread;
-    }
-    published.map_or(Hold::Held, Hold::Published)
-}
-
-/// [`hold_alloc`], with the allocation it publishes handed to `file` on the (cold) path
-/// that publishes it ([`Held::hold_then`]): `false` where [`hold_alloc`] gives
-/// [`Hold::NoThread`]. The hot path of every `cuMemAlloc_v2`.
+/// shard under its current context ([`crate::held`]). The one held before is published into
+/// `table` and handed to `file`, to be filed by the context it was made in ([`file_alloc`]),
+/// on the (cold) path that publishes it ([`Held::hold_then`]). One thread-local access and
+/// three stores when nothing was held (the previous allocation was freed): an allocate/free
+/// loop writes no shared cache line. With `count`, the call is also counted on that line
+/// ([`Held::count`]). `false` when the calling thread's local storage is being torn down:
+/// nothing held or counted, the caller records (and counts) the allocation itself. The hot
+/// path of every `cuMemAlloc_v2`.
 #[inline(always)]
-pub fn hold_alloc_then<const N: usize, F: FnOnce(Allocation)>(
+pub fn hold_alloc<const N: usize, F: FnOnce(Allocation)>(
     table: &LiveTable<N>,
     addr: u64,
     bytes: u64,
@@ -1435,6 +1409,26 @@ mod tests {
         );
     }
 
+    /// What [`hold`] did with a new device allocation.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Hold {
+        /// Held in the calling thread's shard: nothing else to do.
+        Held,
+        /// Held; the allocation held before was published into the live table.
+        Published(Allocation),
+        /// The calling thread's local storage is being torn down: nothing held.
+        NoThread,
+    }
+
+    /// [`hold_alloc`], with what it did as a value.
+    fn hold<const N: usize>(table: &LiveTable<N>, addr: u64, bytes: u64, count: bool) -> Hold {
+        let mut published = None;
+        if !hold_alloc(table, addr, bytes, count, |a| published = Some(a)) {
+            return Hold::NoThread;
+        }
+        published.map_or(Hold::Held, Hold::Published)
+    }
+
     /// An allocate/free loop holds each allocation in its shard and frees it there: the
     /// live table never sees it and the ring is never written.
     #[test]
@@ -1442,13 +1436,13 @@ mod tests {
         static T: LiveTable<64> = LiveTable::new();
         std::thread::spawn(|| {
             // A reused shard may hold a former thread's allocation: published by the first.
-            hold_alloc(&T, 0x6000_0000, 512, false);
+            hold(&T, 0x6000_0000, 512, false);
             free_alloc(&T, 0x6000_0000, false);
             let pushed = || crate::thread::with(|l| l.work.get().unwrap().allocs().pushed());
             let (ring, table) = (pushed(), T.entries());
             for i in 0..(10 * crate::owners::RING as u64) {
                 let addr = 0x7000_0000 + (i % 3) * 512;
-                assert_eq!(hold_alloc(&T, addr, 512, false), Hold::Held);
+                assert_eq!(hold(&T, addr, 512, false), Hold::Held);
                 assert_eq!(held_at(addr).map(|a| a.bytes), Some(512));
                 free_alloc(&T, addr, false);
                 assert_eq!(held_at(addr), None);
@@ -1473,9 +1467,9 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..1000u64 {
                         let addr = 0xa000_0000 + t * 0x100_0000 + (i % 7) * 512;
-                        hold_alloc(&T, addr, 512, true);
+                        hold(&T, addr, 512, true);
                         assert!(free_alloc(&T, addr, true));
-                        hold_alloc(&T, addr, 512, false);
+                        hold(&T, addr, 512, false);
                         assert!(!free_alloc(&T, addr, false));
                     }
                 })
@@ -1503,8 +1497,8 @@ mod tests {
             let mut full = 0;
             for i in 0..(10 * crate::owners::RING as u64) {
                 let (a, b) = (0x8000_0000 + i * 1024, 0x8000_0000 + i * 1024 + 512);
-                assert_eq!(hold_alloc(&T, a, 512, false), Hold::Held);
-                match hold_alloc(&T, b, 512, false) {
+                assert_eq!(hold(&T, a, 512, false), Hold::Held);
+                match hold(&T, b, 512, false) {
                     Hold::Published(p) => {
                         assert_eq!(p.addr, a);
                         if !file_alloc(p.ctx, p.addr) {
@@ -1540,10 +1534,10 @@ mod tests {
         let holder = {
             let (made, freed) = (made.clone(), freed.clone());
             std::thread::spawn(move || {
-                hold_alloc(&T, 0x9000_0000, 4096, false);
+                hold(&T, 0x9000_0000, 4096, false);
                 made.wait();
                 freed.wait();
-                hold_alloc(&T, 0x9000_1000, 4096, false)
+                hold(&T, 0x9000_1000, 4096, false)
             })
         };
         made.wait();

@@ -24,6 +24,7 @@ use crate::rt::config;
 use explain::{fault, pre, Request};
 use once_cell::sync::OnceCell;
 use seedance_core::alloc::AllocKind;
+use seedance_core::held::Counted;
 use seedance_core::live::LiveTable;
 use seedance_core::work;
 use seedance_cuda::{
@@ -79,7 +80,7 @@ pub fn forget_pointer(addr: CUdeviceptr) {
 }
 
 /// The functions whose successful calls are counted on the calling thread's
-/// held-allocation line (`seedance_core::held`, `[allocations, frees]`) instead of in the
+/// held-allocation line (`seedance_core::held`, in the order of [`Counted`]) instead of in the
 /// call counters: their `count` clause ([`count_failure`]) counts only failures, their `ok`
 /// clause ([`ok_mem_alloc_counted`], [`ok_mem_free_counted`]) the successes. The exit
 /// summary adds [`work::held_counts`] to these ids.
@@ -100,9 +101,12 @@ pub fn count_failure(id: HookId, r: CUresult) {
 /// `cuMemAlloc_v2`'s, counted here ([`HELD_COUNTED`]).
 #[inline(always)]
 fn record(addr: CUdeviceptr, bytes: u64, counted: bool) {
-    if !work::hold_alloc_then(&POINTERS, addr, bytes, counted, file_previous) {
+    if !work::hold_alloc(&POINTERS, addr, bytes, counted, file_previous) {
         if counted {
-            crate::rt::output::count(HELD_COUNTED[0], CUresult::CUDA_SUCCESS);
+            crate::rt::output::count(
+                HELD_COUNTED[Counted::Alloc as usize],
+                CUresult::CUDA_SUCCESS,
+            );
         }
         unheld(addr, bytes)
     }
@@ -366,7 +370,7 @@ pub unsafe fn ok_mem_free(dptr: CUdeviceptr) {
 #[inline(always)]
 pub unsafe fn ok_mem_free_counted(dptr: CUdeviceptr) {
     if !work::free_alloc(&POINTERS, dptr, true) {
-        crate::rt::output::count(HELD_COUNTED[1], CUresult::CUDA_SUCCESS);
+        crate::rt::output::count(HELD_COUNTED[Counted::Free as usize], CUresult::CUDA_SUCCESS);
     }
 }
 

@@ -182,11 +182,24 @@ macro_rules! wrappers {
                         return unsafe { failed($($arg,)* f, r) };
                     }
                     count_call!(HookId::$sym, r, ($($count)?));
-                    ok_note!(HookId::$sym, r, ($($ok)?));
-                    $( lifetime::launches::note_stream_op(HookId::$sym, $st); )?
-                    $( call!(HookId::$sym, r, $after); )?
+                    // SAFETY: the program's own arguments, which the driver just accepted.
+                    unsafe { settled($($arg,)* r) };
                 }
                 return r;
+
+                /// The clauses after a counted call, failed or not: an `ok` clause and a
+                /// stream operation's note after a success, an `after` clause always.
+                ///
+                /// # Safety
+                /// The wrapper's arguments (the program's own values) and the driver's result.
+                #[inline(always)]
+                #[allow(unused_variables)] // the arguments no clause of this line names
+                #[allow(clippy::too_many_arguments)] // the driver function's, plus one
+                unsafe fn settled($($arg: $ty,)* r: CUresult) {
+                    ok_note!(HookId::$sym, r, ($($ok)?));
+                    $( if r.0 == 0 { lifetime::launches::note_stream_op(HookId::$sym, $st); } )?
+                    $( call!(HookId::$sym, r, $after); )?
+                }
 
                 /// After a failed call: counts it, then repairs, explains or reports it,
                 /// then runs the clauses a success runs if a repair succeeded. Out of line,
@@ -218,9 +231,8 @@ macro_rules! wrappers {
                             }
                         }),
                     }
-                    ok_note!(HookId::$sym, r, ($($ok)?));
-                    $( if r.0 == 0 { lifetime::launches::note_stream_op(HookId::$sym, $st); } )?
-                    $( call!(HookId::$sym, r, $after); )?
+                    // SAFETY: the program's own arguments; the driver's (or the repair's) result.
+                    unsafe { settled($($arg,)* r) };
                     r
                 }
             }
