@@ -589,3 +589,76 @@ fn the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call() {
     assert!((131072.0..131100.0).contains(&plain), "{stdout}");
     assert!(shim - plain > 10.0, "{stdout}");
 }
+
+#[test]
+fn the_line_count_names_the_lines_an_allocation_and_its_free_touch() {
+    if seedance_e2e::target::skip_under_emulation(
+        "scripts/lines-touched.sh measures the host's release build of the shim, which the \
+         emulated target's run does not test",
+    ) {
+        return;
+    }
+    let Some(_) = optional_tool(
+        "bench_scripts::the_line_count_names_the_lines_an_allocation_and_its_free_touch",
+        &["valgrind"],
+        "SEEDANCE_REQUIRE_VALGRIND",
+    ) else {
+        return;
+    };
+    let o = Command::new("bash")
+        .arg(root().join("scripts/lines-touched.sh"))
+        .arg(seedance_e2e::release_shim())
+        .current_dir(root())
+        .env("KINDS", "alloc")
+        .env("MODES", "off fix")
+        .env("N", "100")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // One section per mode: "## alloc, MODE", then "instructions X", "shim code lines N",
+    // "other code lines N", "data lines N" with one line each, "stack lines N".
+    let section = |mode: &str| -> &str {
+        let head = format!("## alloc, {mode}\n");
+        let start = stdout.find(&head).unwrap_or_else(|| panic!("{stdout}")) + head.len();
+        let rest = &stdout[start..];
+        &rest[..rest.find("## ").unwrap_or(rest.len())]
+    };
+    let number = |text: &str, key: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("{key}: {text}"));
+        line[key.len()..].trim().parse().unwrap()
+    };
+    let (off, fix) = (section("off"), section("fix"));
+    // `off` forwards: a few dozen instructions, the configuration word's line and the
+    // real-function slots' line, nothing of the thread's.
+    assert!(number(off, "instructions") > 20.0, "{off}");
+    assert!(
+        number(fix, "instructions") > number(off, "instructions"),
+        "{stdout}"
+    );
+    assert!(number(off, "data lines") >= 1.0, "{off}");
+    assert!(
+        number(fix, "data lines") > number(off, "data lines"),
+        "{stdout}"
+    );
+    // The held allocation is reached through the thread's state: a function of
+    // seedance_core touches a line that is neither the shim's image nor the stack.
+    assert!(
+        fix.lines()
+            .any(|l| l.starts_with("  heap or TLS: ") && l.contains("seedance_core::")),
+        "{fix}"
+    );
+    let o = Command::new("python3")
+        .arg(root().join("scripts/lines_touched.py"))
+        .arg("--selftest")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

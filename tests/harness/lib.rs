@@ -45,6 +45,32 @@ pub fn artifacts() -> &'static Artifacts {
     A.get_or_init(build)
 }
 
+/// The shim's release build for the host (`target/release/libseedance_fix.so` under the
+/// tests' target directory), built once, whatever profile the tests run in: for the
+/// benchmarks whose counts mean something only with the release profile's inlining and LTO
+/// (and which under valgrind take minutes with a debug build's start-up).
+pub fn release_shim() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo)
+            .current_dir(workspace_root())
+            .args(["build", "--release", "-p", "seedance-fix"])
+            .output()
+            .expect("run cargo build");
+        assert!(
+            out.status.success(),
+            "cargo build --release of the shim failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // target/<profile> -> target/release (CARGO_TARGET_DIR, inherited, is the same).
+        target_dir()
+            .parent()
+            .unwrap()
+            .join("release/libseedance_fix.so")
+    })
+}
+
 fn build() -> Artifacts {
     let host_profile_dir = target_dir();
     let release = host_profile_dir.file_name().is_some_and(|n| n == "release");
