@@ -643,7 +643,8 @@ fn layer(rel: &str) -> Option<(u8, &'static str)> {
 }
 
 /// Rank the layer rule gives each layer: a file may reference files of its own rank or lower.
-/// rt, driver and the ids share one: the slots the ids name are `driver::real::Slot`.
+/// rt, driver and the ids share one: the ids hold the slots, which the driver layer fills,
+/// beside the runtime's hot words (`rt::hot`).
 fn rank(layer: u8) -> u8 {
     match layer {
         1 | 2 => 1,

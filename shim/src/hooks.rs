@@ -51,6 +51,9 @@ macro_rules! hook_table {
     ($expand:ident) => {
         $expand! {
             wrapped {
+                // First: their slots share the hot words' line (`crate::rt::hot`).
+                cuMemAlloc_v2 / "cuMemAlloc" (dptr: *mut CUdeviceptr, bytesize: usize) pre(alloc::pre_mem_alloc(id, bytesize)) fault(alloc::fault_mem_alloc(id, r, bytesize)) ok(alloc::ok_mem_alloc_counted(dptr, bytesize)) count(alloc::count_failure(id, r));
+                cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr) pre(lifetime::memory::pre_mem_free(id, dptr)) fault(lifetime::memory::fault_mem_free(id, r, dptr)) ok(alloc::ok_mem_free_counted(dptr)) count(alloc::count_failure(id, r));
                 cuInit / "cuInit" (flags: c_uint) after(record::after_init(r));
                 cuDriverGetVersion / "cuDriverGetVersion" (driverVersion: *mut c_int);
                 cuDeviceGet / "cuDeviceGet" (device: *mut CUdevice, ordinal: c_int) device(ordinal: Ordinal) count(devices::count_device_get(id, r, ordinal));
@@ -73,8 +76,6 @@ macro_rules! hook_table {
                 cuCtxSynchronize / "cuCtxSynchronize" () fault(lifetime::contexts::fault_ctx_synchronize(id, r)) ok(lifetime::contexts::ok_ctx_synchronize());
                 cuCtxSynchronize_v2 / "cuCtxSynchronize" (ctx: CUcontext) fault(lifetime::contexts::fault_ctx(id, r, ctx)) ok(lifetime::contexts::ok_ctx_synchronize_v2(ctx));
                 cuMemAllocPitch_v2 / "cuMemAllocPitch" (dptr: *mut CUdeviceptr, pPitch: *mut usize, WidthInBytes: usize, Height: usize, ElementSizeBytes: c_uint) pre(alloc::pre_mem_alloc_pitch(id, WidthInBytes, Height)) fault(alloc::fault_mem_alloc_pitch(id, r, WidthInBytes, Height)) ok(alloc::ok_mem_alloc_pitch(dptr, pPitch, Height));
-                cuMemAlloc_v2 / "cuMemAlloc" (dptr: *mut CUdeviceptr, bytesize: usize) pre(alloc::pre_mem_alloc(id, bytesize)) fault(alloc::fault_mem_alloc(id, r, bytesize)) ok(alloc::ok_mem_alloc_counted(dptr, bytesize)) count(alloc::count_failure(id, r));
-                cuMemFree_v2 / "cuMemFree" (dptr: CUdeviceptr) pre(lifetime::memory::pre_mem_free(id, dptr)) fault(lifetime::memory::fault_mem_free(id, r, dptr)) ok(alloc::ok_mem_free_counted(dptr)) count(alloc::count_failure(id, r));
                 cuMemAllocAsync / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) fault(alloc::fault_mem_alloc_async(id, r, bytesize)) ok(alloc::ok_mem_alloc(dptr, bytesize));
                 cuMemAllocAsync_ptsz / "cuMemAllocAsync" (dptr: *mut CUdeviceptr, bytesize: usize, hStream: CUstream) fault(alloc::fault_mem_alloc_async(id, r, bytesize)) ok(alloc::ok_mem_alloc(dptr, bytesize));
                 cuMemHostAlloc / "cuMemHostAlloc" (pp: *mut *mut c_void, bytesize: usize, Flags: c_uint) fault(alloc::fault_mem_host_alloc(id, r, bytesize)) ok(lifetime::memory::ok_mem_host_alloc(id, pp, bytesize));

@@ -13,27 +13,16 @@
 //! libcuda: under cudart and PyTorch libcuda is `RTLD_LOCAL` and invisible to it
 //! (docs/design.md, fact 4).
 
+use crate::hooks::ids::Slot;
 use crate::platform;
 use libc::c_void;
 use once_cell::sync::OnceCell;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::Ordering;
 
-/// The real address of one hooked symbol.
-pub struct Slot {
-    ptr: AtomicPtr<c_void>,
-    name: &'static CStr,
-}
-
+// `Slot` (hooks/ids.rs, the bottom layer) gets its resolution here, where libcuda is
+// opened: the ids hold the slots, this layer fills them.
 impl Slot {
-    /// An empty slot for the exported symbol `name`.
-    pub const fn new(name: &'static CStr) -> Slot {
-        Slot {
-            ptr: AtomicPtr::new(std::ptr::null_mut()),
-            name,
-        }
-    }
-
     /// The real function, resolving it from libcuda on first use; null if it cannot be found.
     #[inline(always)]
     pub fn get(&self) -> *mut c_void {
@@ -48,7 +37,7 @@ impl Slot {
     fn resolve(&self) -> *mut c_void {
         let lib = libcuda();
         if !lib.is_null() {
-            self.offer(platform::lookup(lib, self.name));
+            self.offer(platform::lookup(lib, self.name()));
         }
         self.ptr.load(Ordering::Acquire)
     }
@@ -74,11 +63,6 @@ impl Slot {
         if !old.is_null() && old != p {
             GENERATION.fetch_add(1, Ordering::AcqRel);
         }
-    }
-
-    /// The exported symbol name of this slot.
-    pub fn name(&self) -> &'static CStr {
-        self.name
     }
 }
 

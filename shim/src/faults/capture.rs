@@ -16,15 +16,15 @@ use crate::hooks::ids::HookId;
 use parking_lot::Mutex;
 use seedance_core::work;
 use seedance_cuda::{CUresult, CUstream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Stream keys being captured now ([`work::key_for`]), with the thread that began each.
 static CAPTURING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
 /// How many captures are open (one relaxed load for [`open`]).
 /// With the other hot words ([`crate::rt::hot`]): every copy from pinned memory reads it.
 #[inline(always)]
-pub(crate) fn captures_open() -> &'static AtomicUsize {
-    &crate::rt::hot::HOT.0.captures_open
+pub(crate) fn captures_open() -> &'static AtomicU32 {
+    &crate::rt::hot::hot().captures_open
 }
 /// Most captures tracked at once; a begin beyond is not tracked (its copies are checked as
 /// running work, its end changes nothing).

@@ -53,13 +53,13 @@ static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
 /// With the other hot words ([`crate::rt::hot`]): every copy reads them ([`maybe_pinned`]).
 #[inline(always)]
 pub(crate) fn box_lo() -> &'static AtomicU64 {
-    &crate::rt::hot::HOT.0.box_lo
+    &crate::rt::hot::hot().box_lo
 }
 
 /// The box's end, beside [`box_lo`].
 #[inline(always)]
 pub(crate) fn box_hi() -> &'static AtomicU64 {
-    &crate::rt::hot::HOT.0.box_hi
+    &crate::rt::hot::hot().box_hi
 }
 
 /// Whether lifetime tracking is on: the same switch as `crate::faults::lifetime::on` (one

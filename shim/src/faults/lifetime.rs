@@ -72,7 +72,7 @@ static TRACKER: Lazy<Mutex<Tracker>> =
 /// With the other hot words ([`crate::rt::hot`]).
 #[inline(always)]
 pub(crate) fn dead_handles() -> &'static AtomicUsize {
-    &crate::rt::hot::HOT.0.dead_handles
+    &crate::rt::hot::hot().dead_handles
 }
 
 /// Whether some stream or event handle died with its context: one load.

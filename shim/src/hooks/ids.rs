@@ -2,10 +2,47 @@
 //! each real driver address ([`slots`]), and [`TABLE`], what the `dlsym` and
 //! `cuGetProcAddress` overrides look up. Generated from [`hook_table!`](super) (the clauses
 //! and argument types are only read by the wrappers); every module may use it, it uses none
-//! of the shim's but [`crate::driver::real::Slot`].
+//! of the shim's but the hot words that share the slots' first line ([`crate::rt::hot::Hot`]);
+//! the driver layer resolves the slots (`crate::driver::real`).
 
-use crate::driver::real::Slot;
+use libc::c_void;
 use std::ffi::CStr;
+use std::sync::atomic::AtomicPtr;
+
+/// The real address of one hooked symbol: 16 bytes (the address and a thin pointer to the
+/// name), so that the two slots beside the hot words share their line
+/// ([`slots`]). Filled by the driver layer (`crate::driver::real`: `get`, `offer`, `set`).
+pub struct Slot {
+    /// The real address (null until resolved: `crate::driver::real`, `Slot::get`).
+    pub(crate) ptr: AtomicPtr<c_void>,
+    name: Name,
+}
+
+/// A symbol name as a thin pointer to its NUL-terminated bytes (a `&CStr` is 16 bytes).
+struct Name(*const libc::c_char);
+
+// SAFETY: the pointer is only ever that of a `&'static CStr` (`Slot::new`): immutable bytes
+// that live for the whole process, which any thread may read.
+unsafe impl Sync for Name {}
+// SAFETY: as for `Sync`: a pointer to immutable static bytes.
+unsafe impl Send for Name {}
+
+impl Slot {
+    /// An empty slot for the exported symbol `name`.
+    pub const fn new(name: &'static CStr) -> Slot {
+        Slot {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+            name: Name(name.as_ptr()),
+        }
+    }
+
+    /// The exported symbol name of this slot.
+    pub fn name(&self) -> &'static CStr {
+        // SAFETY: `Slot::new` took the pointer from a `&'static CStr`: NUL-terminated bytes
+        // that live for the whole process.
+        unsafe { CStr::from_ptr(self.name.0) }
+    }
+}
 
 /// One entry of the hook table.
 pub struct Hook {
@@ -77,19 +114,24 @@ macro_rules! ids {
         pub mod slots {
             use super::*;
 
-            /// Every slot, in the table's order, in one line-aligned block: the slots of
-            /// hooks next to each other in the table (`cuMemAlloc_v2`, `cuMemFree_v2`)
-            /// share a cache line, which after the driver's own work is one miss for a
-            /// pair of calls instead of two (a test below checks that pair).
+            /// The hot words, then every slot in the table's order, in one block aligned
+            /// to a line pair: the slots of hooks next to each other in the table share a
+            /// cache line, and the table's first two, `cuMemAlloc_v2` and `cuMemFree_v2`,
+            /// share the hot words' (`crate::rt::hot`), which after the driver's own work
+            /// is one miss for the switches and the driver's function instead of two (a
+            /// test below checks that line).
             #[allow(non_snake_case)]
-            #[repr(C, align(64))]
+            #[repr(C, align(128))]
             pub struct All {
+                /// The hot words (`crate::rt::hot::hot`).
+                pub hot: crate::rt::hot::Hot,
                 $( #[doc = concat!("`", stringify!($sym), "`.")] pub $sym: Slot, )*
                 $( #[doc = concat!("`", stringify!($csym), "`.")] pub $csym: Slot, )*
             }
 
             /// The process's slots.
             pub static ALL: All = All {
+                hot: crate::rt::hot::Hot::new(),
                 $( $sym: Slot::new(cstr!(stringify!($sym))), )*
                 $( $csym: Slot::new(cstr!(stringify!($csym))), )*
             };
@@ -151,13 +193,22 @@ mod tests {
     }
 
     #[test]
-    fn an_allocation_and_its_free_read_one_line_of_slots() {
-        assert_eq!(&slots::ALL as *const slots::All as usize % 64, 0);
-        assert_eq!(
-            line(&slots::ALL.cuMemAlloc_v2),
-            line(&slots::ALL.cuMemFree_v2),
-            "reorder shim/src/hooks.rs: cuMemAlloc_v2 and cuMemFree_v2 on one line"
-        );
+    fn an_allocation_and_its_free_read_the_hot_words_and_their_slots_on_one_line() {
+        assert_eq!(&slots::ALL as *const slots::All as usize % 128, 0);
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
+        assert_eq!(std::mem::size_of::<crate::rt::hot::Hot>(), 32);
+        let hot = crate::rt::hot::hot() as *const _ as usize / 64;
+        for (name, slot) in [
+            ("cuMemAlloc_v2", &slots::ALL.cuMemAlloc_v2),
+            ("cuMemFree_v2", &slots::ALL.cuMemFree_v2),
+        ] {
+            assert_eq!(
+                line(slot),
+                hot,
+                "{name}: keep cuMemAlloc_v2 and cuMemFree_v2 first in shim/src/hooks.rs"
+            );
+            assert_eq!(slot.name().to_str().unwrap(), name);
+        }
     }
 
     #[test]

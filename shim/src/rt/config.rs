@@ -46,7 +46,7 @@ pub mod sw {
 /// With the other hot words ([`crate::rt::hot`]): every hooked call reads it.
 #[inline(always)]
 pub(crate) fn word() -> &'static AtomicU32 {
-    &crate::rt::hot::HOT.0.word
+    &crate::rt::hot::hot().word
 }
 
 /// The configuration word (reading the configuration first if that has not happened).
