@@ -64,11 +64,13 @@ def locate(objs, addr):
 
 def scan(trace, objs, shim):
     """(instructions by shim offset, code lines {(object, line)}: count, data accesses by
-    line address {line: Counter(shim offset of the accessing instruction)})."""
-    shim_obj = next(((b, s) for n, b, s in objs if n.endswith(shim)), None)
-    if shim_obj is None:
+    line address {line: Counter(shim offset of the accessing instruction)}). `shim` None:
+    a run without the shim (only the code lines mean something)."""
+    shim_obj = next(((b, s) for n, b, s in objs if shim and n.endswith(shim)), None)
+    if shim_obj is None and shim is not None:
         sys.exit(f"lines_touched: {shim} is not among the loaded objects")
-    lo, hi = shim_obj[0], shim_obj[0] + shim_obj[1]
+    # Without the shim (`shim` None: a plain run) every instruction is another object's.
+    lo, hi = (shim_obj[0], shim_obj[0] + shim_obj[1]) if shim_obj else (0, 0)
     instr = collections.Counter()
     code = collections.Counter()
     data = collections.defaultdict(collections.Counter)
@@ -129,7 +131,8 @@ def report(shim_path, n, runs, plain=None):
     if plain:
         (ps_tr, ps_ld), (pl_tr, pl_ld) = plain
         # Without the shim there is no shim image: every code line counts.
-        p_code = per_call(scan_code(ps_tr, objects(ps_ld)), scan_code(pl_tr, objects(pl_ld)), n)
+        p_code = per_call(scan(ps_tr, objects(ps_ld), None)[1],
+                          scan(pl_tr, objects(pl_ld), None)[1], n)
         other = sorted(k for k in code if k[0] != shim and k not in p_code)
         print(f"other code lines {len(other)}" +
               "".join(f"\n  {name.rsplit('/', 1)[-1]} +{line * LINE:#x}" for name, line in other))
@@ -142,16 +145,6 @@ def report(shim_path, n, runs, plain=None):
         funcs = sorted({off_syms.get(o, hex(o)) for o in lines[line]})
         print(f"  {where}: {'; '.join(f[:80] for f in funcs[:3])}")
     print(f"stack lines {len(stack)}")
-
-
-def scan_code(trace, objs):
-    code = collections.Counter()
-    for line in open(trace, errors="replace"):
-        if line.startswith("I"):
-            addr = int(line[3:].split(",")[0], 16)
-            name, off = locate(objs, addr)
-            code[(name or UNLISTED, off // LINE)] += 1
-    return code
 
 
 def selftest():

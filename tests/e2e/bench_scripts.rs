@@ -30,6 +30,16 @@ fn run_script(
     why_not_emulated: &str,
     settings: &[(&str, &str)],
 ) -> Option<(tempfile::TempDir, String)> {
+    run_script_on(&artifacts().shim, script, why_not_emulated, settings)
+}
+
+/// [`run_script`] on the shim build at `shim`.
+fn run_script_on(
+    shim: &Path,
+    script: &str,
+    why_not_emulated: &str,
+    settings: &[(&str, &str)],
+) -> Option<(tempfile::TempDir, String)> {
     optional_tool("bench_scripts", &["python3"], "SEEDANCE_REQUIRE_PYTHON")?;
     if seedance_e2e::target::skip_under_emulation(why_not_emulated) {
         return None;
@@ -37,7 +47,7 @@ fn run_script(
     let out = tempfile::tempdir().unwrap();
     let mut c = Command::new("bash");
     c.arg(root().join(script))
-        .arg(&artifacts().shim)
+        .arg(shim)
         .current_dir(root())
         .env("OUT", out.path())
         .env("CI", "true");
@@ -65,6 +75,9 @@ fn run_script(
         "BLOCKS",
         "GAPS",
         "GAP_SPIN",
+        "KINDS",
+        "MODE",
+        "N",
     ] {
         c.env_remove(k);
     }
@@ -549,12 +562,6 @@ fn the_hardware_event_benchmark_runs_and_says_what_it_counted() {
 
 #[test]
 fn the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call() {
-    if seedance_e2e::target::skip_under_emulation(
-        "scripts/cachegrind-evicted.sh builds the null driver with the host's cc, which cannot \
-         load the shim built for the emulated target",
-    ) {
-        return;
-    }
     let Some(_) = optional_tool(
         "bench_scripts::the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call",
         &["valgrind"],
@@ -562,20 +569,14 @@ fn the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call() {
     ) else {
         return;
     };
-    let o = Command::new("bash")
-        .arg(root().join("scripts/cachegrind-evicted.sh"))
-        .arg(&artifacts().shim)
-        .current_dir(root())
-        .env("KINDS", "pinned")
-        .env_remove("MODE")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let Some((_, stdout)) = run_script(
+        "scripts/cachegrind-evicted.sh",
+        "scripts/cachegrind-evicted.sh builds the null driver with the host's cc, which cannot \
+         load the shim built for the emulated target",
+        &[("KINDS", "pinned")],
+    ) else {
+        return;
+    };
     // "pinned plain|shim D1r LLr D1w LLw": the loop's own 8 MiB is 131072 line misses per
     // call either way; the shim's race check on a pinned copy adds dozens more.
     let ll_read = |run: &str| -> f64 {
@@ -592,12 +593,6 @@ fn the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call() {
 
 #[test]
 fn the_line_count_names_the_lines_an_allocation_and_its_free_touch() {
-    if seedance_e2e::target::skip_under_emulation(
-        "scripts/lines-touched.sh measures the host's release build of the shim, which the \
-         emulated target's run does not test",
-    ) {
-        return;
-    }
     let Some(_) = optional_tool(
         "bench_scripts::the_line_count_names_the_lines_an_allocation_and_its_free_touch",
         &["valgrind"],
@@ -605,21 +600,20 @@ fn the_line_count_names_the_lines_an_allocation_and_its_free_touch() {
     ) else {
         return;
     };
-    let o = Command::new("bash")
-        .arg(root().join("scripts/lines-touched.sh"))
-        .arg(seedance_e2e::release_shim())
-        .current_dir(root())
-        .env("KINDS", "alloc")
-        .env("MODES", "off fix")
-        .env("N", "100")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    // Checked before the release build is made (run_script_on checks it again).
+    const NOT_EMULATED: &str = "scripts/lines-touched.sh measures the host's release build \
+         of the shim, which the emulated target's run does not test";
+    if seedance_e2e::target::skip_under_emulation(NOT_EMULATED) {
+        return;
+    }
+    let Some((_, stdout)) = run_script_on(
+        seedance_e2e::release_shim(),
+        "scripts/lines-touched.sh",
+        NOT_EMULATED,
+        &[("KINDS", "alloc"), ("MODES", "off fix"), ("N", "100")],
+    ) else {
+        return;
+    };
     // One section per mode: "## alloc, MODE", then "instructions X", "shim code lines N",
     // "other code lines N", "data lines N" with one line each, "stack lines N".
     let section = |mode: &str| -> &str {

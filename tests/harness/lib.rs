@@ -52,17 +52,9 @@ pub fn artifacts() -> &'static Artifacts {
 pub fn release_shim() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = Command::new(cargo)
-            .current_dir(workspace_root())
-            .args(["build", "--release", "-p", "seedance-fix"])
-            .output()
-            .expect("run cargo build");
-        assert!(
-            out.status.success(),
-            "cargo build --release of the shim failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut cmd = cargo_build();
+        cmd.args(["--release", "-p", "seedance-fix"]);
+        run_cargo(cmd, "cargo build --release of the shim");
         // target/<profile> -> target/release (CARGO_TARGET_DIR, inherited, is the same).
         target_dir()
             .parent()
@@ -71,31 +63,35 @@ pub fn release_shim() -> &'static Path {
     })
 }
 
+/// `cargo build` (the cargo running the tests) in the workspace root; arguments to add.
+fn cargo_build() -> Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root()).arg("build");
+    cmd
+}
+
+/// Runs `cmd`, panicking with its stderr under `what` if it fails.
+fn run_cargo(mut cmd: Command, what: &str) {
+    let out = cmd.output().expect("run cargo build");
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn build() -> Artifacts {
     let host_profile_dir = target_dir();
     let release = host_profile_dir.file_name().is_some_and(|n| n == "release");
     let profile_dir = target::profile_dir(&host_profile_dir);
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root()).args([
-        "build",
-        "-p",
-        "seedance-fix",
-        "-p",
-        "fake-cuda",
-        "-p",
-        "fake-nvml",
-    ]);
+    let mut cmd = cargo_build();
+    cmd.args(["-p", "seedance-fix", "-p", "fake-cuda", "-p", "fake-nvml"]);
     cmd.args(target::cargo_args());
     if release {
         cmd.arg("--release");
     }
-    let out = cmd.output().expect("run cargo build");
-    assert!(
-        out.status.success(),
-        "cargo build of the shim and fake driver failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_cargo(cmd, "cargo build of the shim and fake driver");
     let keep = tempfile::tempdir().unwrap();
     let fake_dir = keep.path().join("driver");
     let bin_dir = keep.path().join("bin");

@@ -24,8 +24,6 @@ struct Name(*const libc::c_char);
 // SAFETY: the pointer is only ever that of a `&'static CStr` (`Slot::new`): immutable bytes
 // that live for the whole process, which any thread may read.
 unsafe impl Sync for Name {}
-// SAFETY: as for `Sync`: a pointer to immutable static bytes.
-unsafe impl Send for Name {}
 
 impl Slot {
     /// An empty slot for the exported symbol `name`.
