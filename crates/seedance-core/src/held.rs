@@ -5,8 +5,9 @@
 //! and the next costs the driver's serialised allocator several times its own length in
 //! throughput from 8 threads on (docs/performance.md, "Session 13").
 //!
-//! [`Held`] is one cache line with three words: the address (the claim), its size and the
-//! context it was made in. Who may write it:
+//! [`Held`] is five words (40 bytes): the address (the claim), its size, the context it was
+//! made in and two counts. Its home is one line, either a shard's or one found by thread
+//! pointer ([`crate::held_lines`]). Who may write it:
 //!
 //! * the owning thread, which holds a new allocation ([`Held::hold`]) and releases its own
 //!   held allocation on a free ([`Held::release_own`]): plain loads and stores;
@@ -36,8 +37,8 @@
 use crate::live::LiveTable;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One thread's held allocation (see the module documentation). `addr` 0: none.
-#[repr(align(64))]
+/// One thread's held allocation (see the module documentation). `addr` 0: none. Not
+/// aligned itself: its holder puts it on a line of its own.
 pub struct Held {
     addr: AtomicU64,
     bytes: AtomicU64,

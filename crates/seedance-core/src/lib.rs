@@ -18,6 +18,7 @@ pub mod counters;
 pub mod fallback;
 pub mod hazard;
 pub mod held;
+pub mod held_lines;
 pub mod hostguard;
 pub mod launch;
 pub mod libraries;

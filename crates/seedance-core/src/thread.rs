@@ -9,7 +9,7 @@
 
 use std::cell::Cell;
 
-/// On one cache line (57 bytes): every hook reads it, and after the driver's own work each
+/// On one cache line (61 bytes): every hook reads it, and after the driver's own work each
 /// line it spans can be a cache miss (scripts/cachegrind-evicted.sh). No `Drop`: a
 /// thread-local with one needs a state word beside it, read on every access and on a line
 /// of its own once the value is aligned; the shards are handed back by [`Release`].
@@ -23,6 +23,9 @@ pub(crate) struct ThreadState {
     pub(crate) default_keys: [Cell<u64>; 3],
     /// The thread's id as [`tid_of`]'s query gave it, 0 until first asked.
     pub(crate) tid: Cell<u64>,
+    /// The held-allocation line the thread claimed ([`crate::held_lines`]): 0 before it
+    /// tried, the entry's index + 1, or `u32::MAX` when it holds in its shard.
+    pub(crate) line: Cell<u32>,
     /// Set when [`Release`] handed the shards back (the thread's local storage is being
     /// torn down): [`state`] answers `None` from then on.
     torn: Cell<bool>,
@@ -36,6 +39,7 @@ impl Drop for Release {
     fn drop(&mut self) {
         let _ = STATE.try_with(|l| {
             l.torn.set(true);
+            crate::work::release_line(l);
             if let Some(s) = l.counters.take() {
                 crate::counters::release(s);
             }
@@ -54,19 +58,21 @@ thread_local! {
             ctx: Cell::new(0),
             default_keys: [Cell::new(1), Cell::new(1), Cell::new(2)],
             tid: Cell::new(0),
+            line: Cell::new(0),
             torn: Cell::new(false),
         }
     };
     static RELEASE: Release = const { Release };
 }
 
-/// Makes sure the calling thread's shards are handed back when it exits: the first access
-/// of [`RELEASE`] registers its destructor. Called when the thread takes a shard (cold).
-/// A thread whose first shard is taken while its local storage is already being torn
-/// down keeps that shard: it stays listed with its counts, but is not reused.
+/// Makes sure the calling thread's shards (and held-allocation line) are handed back when
+/// it exits: the first access of [`RELEASE`] registers its destructor. Called when the
+/// thread takes a shard or claims a line (cold); `false` when the destructor could not be
+/// registered. A thread whose first shard is taken while its local storage is already
+/// being torn down keeps that shard: it stays listed with its counts, but is not reused.
 #[cold]
-pub(crate) fn arm_release() {
-    let _ = RELEASE.try_with(|_| ());
+pub(crate) fn arm_release() -> bool {
+    RELEASE.try_with(|_| ()).is_ok()
 }
 
 /// The calling thread's state, borrowed for as long as `scope`, a local of the caller (the

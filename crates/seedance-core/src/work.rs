@@ -30,6 +30,8 @@
 
 use crate::counters::{Counters, MAX_FUNCTIONS};
 use crate::held::{Allocation, Counted, Held};
+use crate::held_lines::{Entry, Lines};
+use crate::line::Line as OwnLines;
 use crate::line::Line;
 use crate::live::LiveTable;
 use crate::owners::AllocRing;
@@ -285,8 +287,8 @@ pub struct Shard {
     /// Device allocations made by this thread, waiting to be filed by context.
     allocs: AllocRing,
     /// This thread's latest device allocation, not yet in the live table
-    /// ([`crate::held`]).
-    held: Held,
+    /// ([`crate::held`]), for a thread without a line of [`LINES`].
+    held: OwnLines<Held>,
 }
 
 #[inline(always)]
@@ -354,7 +356,7 @@ impl Shard {
             untracked: AtomicU64::new(0),
             used: AtomicU64::new(0),
             allocs: AllocRing::new(),
-            held: Held::new(),
+            held: OwnLines::new(Held::new()),
         }
     }
 
@@ -727,6 +729,9 @@ fn with_local(f: impl FnOnce(&'static Shard, usize)) {
 pub fn set_current_context(ctx: usize) {
     let _ = crate::thread::with(|l| {
         l.ctx.set(ctx);
+        if let Some(e) = own_line(l) {
+            e.set_context(ctx as u64);
+        }
         for (s, k) in l.default_keys.iter().enumerate() {
             k.set(stream_key(s, ctx, false));
         }
@@ -811,17 +816,47 @@ pub fn note_event_record(event: u64, stream: usize, per_thread: bool) {
     with_local(|s, ctx| s.add_event_record(event, stream_key(stream, ctx, per_thread)));
 }
 
-/// A successful device allocation of `bytes` at `addr` by the calling thread: held in its
-/// shard under its current context ([`crate::held`]). The one held before is published into
-/// `table` and handed to `file`, to be filed by the context it was made in ([`file_alloc`]),
-/// on the (cold) path that publishes it ([`Held::hold_then`]). One thread-local access and
-/// three stores when nothing was held (the previous allocation was freed): an allocate/free
-/// loop writes no shared cache line. With `count`, the call is also counted on that line
-/// ([`Held::count`]). `false` when the calling thread's local storage is being torn down:
-/// nothing held or counted, the caller records (and counts) the allocation itself. The hot
-/// path of every `cuMemAlloc_v2`.
+/// The held-allocation lines found by thread pointer ([`crate::held_lines`]): a thread that
+/// claimed one holds its latest allocation there instead of in its shard.
+static LINES: Lines = Lines::new();
+
+/// A thread state's `line` once the thread holds in its shard for good: the entry its thread
+/// pointer hashes to was another thread's, or it has exited.
+const NO_LINE: u32 = u32::MAX;
+
+/// A successful device allocation of `bytes` at `addr` by the calling thread, whose thread
+/// pointer is `tp` (0 where none is read): held on its line under its current context
+/// ([`crate::held`]). The one held before is published into `table` and handed to `file`,
+/// to be filed by the context it was made in ([`file_alloc`]), on the (cold) path that
+/// publishes it ([`Held::hold_then`]). With `count`, the call is also counted on that line
+/// ([`Held::count`]). The hot path of every `cuMemAlloc_v2`: one load of the line found by
+/// `tp` ([`Lines::own`]) and three stores when nothing was held (the previous allocation was
+/// freed), no thread-local access; a thread without a line of its own holds in its shard
+/// ([`hold_in_shard`]). `false` when the calling thread's local storage is being torn down:
+/// nothing held or counted, the caller records (and counts) the allocation itself.
 #[inline(always)]
 pub fn hold_alloc<const N: usize, F: FnOnce(Allocation)>(
+    tp: usize,
+    table: &LiveTable<N>,
+    addr: u64,
+    bytes: u64,
+    count: bool,
+    file: F,
+) -> bool {
+    match LINES.own(tp) {
+        Some(e) => {
+            e.hold_then(table, addr, bytes, count, file);
+            true
+        }
+        None => hold_in_shard(tp, table, addr, bytes, count, file),
+    }
+}
+
+/// [`hold_alloc`] for a thread without a line: it claims the one `tp` hashes to (once) and
+/// holds there, or holds in its shard when that line is another thread's.
+#[inline(never)]
+fn hold_in_shard<const N: usize, F: FnOnce(Allocation)>(
+    tp: usize,
     table: &LiveTable<N>,
     addr: u64,
     bytes: u64,
@@ -831,23 +866,63 @@ pub fn hold_alloc<const N: usize, F: FnOnce(Allocation)>(
     let scope = ();
     match crate::thread::state(&scope) {
         Some(l) => {
-            let held = &shard_of(l).held;
-            if count {
-                held.count(Counted::Alloc);
+            let s = shard_of(l);
+            if let Some(e) = claim_line(l, tp) {
+                e.hold_then(table, addr, bytes, count, file);
+                return true;
             }
-            held.hold_then(table, addr, bytes, l.ctx.get() as u64, file);
+            if count {
+                s.held.count(Counted::Alloc);
+            }
+            s.held
+                .hold_then(table, addr, bytes, l.ctx.get() as u64, file);
             true
         }
         None => false,
     }
 }
 
-/// The calls counted on every shard's held-allocation line ([`Held::count`]), `[allocations,
+/// The calling thread's first try for a line: the entry `tp` hashes to, claimed once the
+/// thread's exit is sure to release it (its release armed), or `None` (tried before, owned
+/// by another thread, or no thread pointer).
+#[cold]
+fn claim_line(l: &ThreadState, tp: usize) -> Option<&'static Entry> {
+    if l.line.get() != 0 || !crate::thread::arm_release() {
+        return None;
+    }
+    let claimed = LINES.claim(tp, l.ctx.get() as u64);
+    l.line.set(claimed.map_or(NO_LINE, |i| i as u32 + 1));
+    claimed.map(|i| LINES.at(i))
+}
+
+/// The thread state's claimed line, if any.
+fn own_line(l: &ThreadState) -> Option<&'static Entry> {
+    match l.line.get() {
+        0 | NO_LINE => None,
+        i => Some(LINES.at(i as usize - 1)),
+    }
+}
+
+/// Gives the exiting thread's line up (its held allocation and counts stay there).
+pub(crate) fn release_line(l: &ThreadState) {
+    if own_line(l).is_some() {
+        LINES.release(l.line.get() as usize - 1);
+    }
+    l.line.set(NO_LINE);
+}
+
+/// Calls `f` on every held-allocation line: every shard's, then every claimed entry's.
+fn for_each_held(mut f: impl FnMut(&Held)) {
+    for_each_shard(|s| f(&s.held));
+    LINES.for_each(|e| f(e.held()));
+}
+
+/// The calls counted on every held-allocation line ([`Held::count`]), `[allocations,
 /// frees]`, over every thread that ever ran (exact once the counting threads are quiet).
 pub fn held_counts() -> [u64; 2] {
     let mut n = [0u64; 2];
-    for_each_shard(|s| {
-        let c = s.held.counted();
+    for_each_held(|h| {
+        let c = h.counted();
         n[0] += c[0];
         n[1] += c[1];
     });
@@ -871,15 +946,50 @@ pub fn file_alloc(ctx: u64, addr: u64) -> bool {
     }
 }
 
-/// A successful free of the device allocation at `addr` by the calling thread, wherever it
-/// is recorded: this thread's held allocation (a store), else the live `table` (and this
-/// thread's ring's latest entry is cancelled when it is that allocation:
-/// [`AllocRing::cancel_last`]), else another shard's held allocation ([`take_held`],
-/// then the table once more: see [`crate::held`]). With `count`, the call is also counted
-/// on this thread's held-allocation line ([`Held::count`]) when the thread has a shard:
-/// `true` when it was counted there (`false`: the caller counts it).
+/// A successful free of the device allocation at `addr` by the calling thread, whose thread
+/// pointer is `tp`, wherever it is recorded: this thread's held allocation (a store), else
+/// the live `table` (and this thread's ring's latest entry is cancelled when it is that
+/// allocation: [`AllocRing::cancel_last`]), else another thread's held allocation
+/// ([`take_held`], then the table once more: see [`crate::held`]). With `count`, the call is
+/// also counted on this thread's held-allocation line ([`Held::count`]) when the thread has
+/// one: `true` when it was counted there (`false`: the caller counts it). The hot path of
+/// every `cuMemFree_v2`: one load of the line found by `tp`, a load and a store to free the
+/// allocation held there.
 #[inline(always)]
-pub fn free_alloc<const N: usize>(table: &LiveTable<N>, addr: u64, count: bool) -> bool {
+pub fn free_alloc<const N: usize>(tp: usize, table: &LiveTable<N>, addr: u64, count: bool) -> bool {
+    match LINES.own(tp) {
+        Some(e) => {
+            if count {
+                e.held().count(Counted::Free);
+            }
+            if !e.held().release_own(addr) {
+                free_unheld(table, addr);
+            }
+            count
+        }
+        None => free_from_shard(table, addr, count),
+    }
+}
+
+/// [`free_alloc`] of an address the calling thread does not hold: removed from the table
+/// (cancelling this thread's latest ring entry when it is that allocation), else taken
+/// from wherever it is held.
+#[inline(never)]
+fn free_unheld<const N: usize>(table: &LiveTable<N>, addr: u64) {
+    if table.remove(addr).is_some() {
+        let scope = ();
+        if let Some(s) = crate::thread::state(&scope).and_then(|l| l.work.get()) {
+            s.allocs.cancel_last(addr);
+        }
+    } else {
+        free_elsewhere(table, addr);
+    }
+}
+
+/// [`free_alloc`] for a thread without a line: its shard's held allocation, else as
+/// [`free_unheld`].
+#[inline(never)]
+fn free_from_shard<const N: usize>(table: &LiveTable<N>, addr: u64, count: bool) -> bool {
     let scope = ();
     let own = crate::thread::state(&scope).and_then(|l| l.work.get());
     if let Some(s) = own {
@@ -910,20 +1020,21 @@ fn free_elsewhere<const N: usize>(table: &LiveTable<N>, addr: u64) {
     }
 }
 
-/// Takes `addr` from every shard that holds it (a free, or an allocation that died with
-/// its context): `true` when one did. No lock while at most [`LISTED`] shards exist.
+/// Takes `addr` from every held-allocation line that holds it (a free, or an allocation
+/// that died with its context): `true` when one did. No lock while at most [`LISTED`]
+/// shards exist.
 pub fn take_held(addr: u64) -> bool {
     let mut took = false;
-    for_each_shard(|s| took |= s.held.take(addr));
+    for_each_held(|h| took |= h.take(addr));
     took
 }
 
 /// The held allocation at `addr` in any shard, if one holds it.
 pub fn held_at(addr: u64) -> Option<Allocation> {
     let mut found = None;
-    for_each_shard(|s| {
+    for_each_held(|h| {
         if found.is_none() {
-            found = s.held.peek().filter(|a| a.addr == addr);
+            found = h.peek().filter(|a| a.addr == addr);
         }
     });
     found
@@ -932,7 +1043,7 @@ pub fn held_at(addr: u64) -> Option<Allocation> {
 /// Every shard's held allocation (cold: explanations, a context's end, the exit report).
 pub fn held_all() -> Vec<Allocation> {
     let mut v = Vec::new();
-    for_each_shard(|s| v.extend(s.held.peek()));
+    for_each_held(|h| v.extend(h.peek()));
     v
 }
 
@@ -1420,38 +1531,115 @@ mod tests {
         NoThread,
     }
 
-    /// [`hold_alloc`], with what it did as a value.
+    /// A thread pointer for the calling test thread: the address of one of its
+    /// thread-locals, unique among live threads as the shim's thread pointer is (the shim
+    /// reads the thread register instead; the core has no code that may).
+    fn tp() -> usize {
+        thread_local! {
+            static K: u8 = const { 0 };
+        }
+        K.with(|k| k as *const u8 as usize)
+    }
+
+    /// [`hold_alloc`] with the calling thread's [`tp`], with what it did as a value.
     fn hold<const N: usize>(table: &LiveTable<N>, addr: u64, bytes: u64, count: bool) -> Hold {
+        hold_as(tp(), table, addr, bytes, count)
+    }
+
+    /// [`hold_alloc`] as a thread with thread pointer `tp` (0: none, so the shard's line).
+    fn hold_as<const N: usize>(
+        tp: usize,
+        table: &LiveTable<N>,
+        addr: u64,
+        bytes: u64,
+        count: bool,
+    ) -> Hold {
         let mut published = None;
-        if !hold_alloc(table, addr, bytes, count, |a| published = Some(a)) {
+        if !hold_alloc(tp, table, addr, bytes, count, |a| published = Some(a)) {
             return Hold::NoThread;
         }
         published.map_or(Hold::Held, Hold::Published)
     }
 
-    /// An allocate/free loop holds each allocation in its shard and frees it there: the
-    /// live table never sees it and the ring is never written.
+    /// An allocate/free loop holds each allocation on the thread's line (found by thread
+    /// pointer, or its shard's without one) and frees it there: the live table never sees
+    /// it and the ring is never written.
     #[test]
     fn an_allocate_free_loop_writes_neither_table_nor_ring() {
         static T: LiveTable<64> = LiveTable::new();
-        std::thread::spawn(|| {
-            // A reused shard may hold a former thread's allocation: published by the first.
-            hold(&T, 0x6000_0000, 512, false);
-            free_alloc(&T, 0x6000_0000, false);
-            let pushed = || crate::thread::with(|l| l.work.get().unwrap().allocs().pushed());
-            let (ring, table) = (pushed(), T.entries());
-            for i in 0..(10 * crate::owners::RING as u64) {
-                let addr = 0x7000_0000 + (i % 3) * 512;
-                assert_eq!(hold(&T, addr, 512, false), Hold::Held);
-                assert_eq!(held_at(addr).map(|a| a.bytes), Some(512));
-                free_alloc(&T, addr, false);
-                assert_eq!(held_at(addr), None);
-            }
-            assert_eq!(pushed(), ring, "no ring entry");
-            assert_eq!(T.entries(), table, "no table entry");
+        for with_tp in [true, false] {
+            std::thread::spawn(move || {
+                let me = if with_tp { tp() } else { 0 };
+                // A reused line may hold a former thread's allocation: published by the first.
+                hold_as(me, &T, 0x6000_0000, 512, false);
+                free_alloc(me, &T, 0x6000_0000, false);
+                let pushed = || crate::thread::with(|l| l.work.get().unwrap().allocs().pushed());
+                let (ring, table) = (pushed(), T.entries());
+                for i in 0..(10 * crate::owners::RING as u64) {
+                    let addr = 0x7000_0000 + (i % 3) * 512;
+                    assert_eq!(hold_as(me, &T, addr, 512, false), Hold::Held);
+                    assert_eq!(held_at(addr).map(|a| a.bytes), Some(512));
+                    free_alloc(me, &T, addr, false);
+                    assert_eq!(held_at(addr), None);
+                }
+                assert_eq!(pushed(), ring, "no ring entry");
+                assert_eq!(T.entries(), table, "no table entry");
+                let on_line = crate::thread::with(|l| own_line(l).is_some()).unwrap();
+                assert_eq!(on_line, with_tp, "a thread pointer claims a line");
+            })
+            .join()
+            .unwrap();
+        }
+    }
+
+    /// Two threads whose thread pointers hash to one entry: the first claims it, the second
+    /// holds in its shard, and both free their allocations where they hold them.
+    #[test]
+    fn a_thread_whose_entry_is_taken_holds_in_its_shard() {
+        static T: LiveTable<64> = LiveTable::new();
+        use crate::held_lines::home;
+        // Thread pointers no test thread has (below any thread-local's address), on an
+        // entry no other test's thread claimed.
+        let a = (1..)
+            .map(|k| 0x10_0000usize + k * 64)
+            .find(|&t| !LINES.ever_claimed(home(t)))
+            .unwrap();
+        let b = (1..)
+            .map(|k| a + k * 64)
+            .find(|&t| home(t) == home(a))
+            .unwrap();
+        let (claimed, done) = (
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+            std::sync::Arc::new(std::sync::Barrier::new(2)),
+        );
+        let first = {
+            let (claimed, done) = (claimed.clone(), done.clone());
+            std::thread::spawn(move || {
+                assert_eq!(hold_as(a, &T, 0x5100_0000, 64, true), Hold::Held);
+                claimed.wait();
+                done.wait();
+                assert!(free_alloc(a, &T, 0x5100_0000, true));
+                crate::thread::with(|l| own_line(l).is_some()).unwrap()
+            })
+        };
+        claimed.wait();
+        let second = std::thread::spawn(move || {
+            assert_eq!(hold_as(b, &T, 0x5200_0000, 64, true), Hold::Held);
+            let in_shard = crate::thread::with(|l| {
+                l.line.get() == NO_LINE && l.work.get().unwrap().held.peek().is_some()
+            })
+            .unwrap();
+            assert!(free_alloc(b, &T, 0x5200_0000, true));
+            in_shard
         })
         .join()
         .unwrap();
+        done.wait();
+        assert!(first.join().unwrap(), "the first claimed the entry");
+        assert!(second, "the second held in its shard");
+        assert_eq!(held_at(0x5100_0000), None);
+        assert_eq!(held_at(0x5200_0000), None);
+        assert_eq!(T.entries(), vec![]);
     }
 
     /// Counted allocations and frees are counted on the thread's held-allocation line, the
@@ -1468,9 +1656,9 @@ mod tests {
                     for i in 0..1000u64 {
                         let addr = 0xa000_0000 + t * 0x100_0000 + (i % 7) * 512;
                         hold(&T, addr, 512, true);
-                        assert!(free_alloc(&T, addr, true));
+                        assert!(free_alloc(tp(), &T, addr, true));
                         hold(&T, addr, 512, false);
-                        assert!(!free_alloc(&T, addr, false));
+                        assert!(!free_alloc(tp(), &T, addr, false));
                     }
                 })
             })
@@ -1481,7 +1669,7 @@ mod tests {
         let after = held_counts();
         assert_eq!([after[0] - before[0], after[1] - before[1]], [4000, 4000]);
         // A thread that never allocated has no shard to count on.
-        let counted = std::thread::spawn(|| free_alloc(&T, 0xb000_0000, true))
+        let counted = std::thread::spawn(|| free_alloc(tp(), &T, 0xb000_0000, true))
             .join()
             .unwrap();
         assert!(!counted);
@@ -1510,8 +1698,8 @@ mod tests {
                     h => panic!("{h:?}"),
                 }
                 assert_eq!(T.get(a).map(|e| e.bytes), Some(512));
-                free_alloc(&T, b, false);
-                free_alloc(&T, a, false);
+                free_alloc(tp(), &T, b, false);
+                free_alloc(tp(), &T, a, false);
                 assert_eq!(T.get(a), None);
             }
             // A shard another test's thread left behind may hold its entries: at most one
@@ -1542,7 +1730,7 @@ mod tests {
         };
         made.wait();
         assert_eq!(held_at(0x9000_0000).map(|a| a.bytes), Some(4096));
-        free_alloc(&T, 0x9000_0000, false);
+        free_alloc(tp(), &T, 0x9000_0000, false);
         assert_eq!(held_at(0x9000_0000), None);
         freed.wait();
         let h = holder.join().unwrap();

@@ -101,7 +101,8 @@ pub fn count_failure(id: HookId, r: CUresult) {
 /// `cuMemAlloc_v2`'s, counted here ([`HELD_COUNTED`]).
 #[inline(always)]
 fn record(addr: CUdeviceptr, bytes: u64, counted: bool) {
-    if !work::hold_alloc(&POINTERS, addr, bytes, counted, file_previous) {
+    let tp = crate::platform::thread_pointer();
+    if !work::hold_alloc(tp, &POINTERS, addr, bytes, counted, file_previous) {
         if counted {
             crate::rt::output::count(
                 HELD_COUNTED[Counted::Alloc as usize],
@@ -359,7 +360,7 @@ pub unsafe fn ok_mem_create(
 /// None beyond the wrapper's: the address is only a key.
 #[inline(always)]
 pub unsafe fn ok_mem_free(dptr: CUdeviceptr) {
-    work::free_alloc(&POINTERS, dptr, false);
+    work::free_alloc(crate::platform::thread_pointer(), &POINTERS, dptr, false);
 }
 
 /// After a successful `cuMemFree_v2`: forgets the allocation and counts the call
@@ -369,7 +370,7 @@ pub unsafe fn ok_mem_free(dptr: CUdeviceptr) {
 /// None beyond the wrapper's: the address is only a key.
 #[inline(always)]
 pub unsafe fn ok_mem_free_counted(dptr: CUdeviceptr) {
-    if !work::free_alloc(&POINTERS, dptr, true) {
+    if !work::free_alloc(crate::platform::thread_pointer(), &POINTERS, dptr, true) {
         crate::rt::output::count(HELD_COUNTED[Counted::Free as usize], CUresult::CUDA_SUCCESS);
     }
 }

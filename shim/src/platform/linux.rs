@@ -324,6 +324,40 @@ pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
     acc.found
 }
 
+/// The calling thread's thread pointer: an address unique among the process's live threads
+/// (its thread control block), read from the thread register with one instruction and no
+/// thread-local access (`seedance_core::held_lines`). x86-64: the first word of the control
+/// block, which the x86-64 ELF TLS ABI defines as its own address (`fs:0`); aarch64:
+/// `tpidr_el0`. 0 on other architectures (no entry is found by it).
+#[inline(always)]
+pub fn thread_pointer() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let tp: usize;
+        // SAFETY: a read of the calling thread's own control block's first word, which the
+        // C library sets up before any code of the thread runs and never moves; nothing is
+        // written.
+        unsafe {
+            std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, preserves_flags, readonly, pure))
+        };
+        tp
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let tp: usize;
+        // SAFETY: reads the thread register, which user code may read at any time; no memory
+        // is touched.
+        unsafe {
+            std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags, pure))
+        };
+        tp
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        0
+    }
+}
+
 /// Kernel thread id of the calling thread (cached per thread).
 pub fn thread_id() -> u64 {
     thread_local! {

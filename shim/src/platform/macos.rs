@@ -250,6 +250,14 @@ pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
     found
 }
 
+/// The calling thread's thread pointer, as `seedance_core::held_lines` finds a thread's
+/// held-allocation line by: not read on macOS (0, which owns no line: every allocation takes
+/// the thread-local path).
+#[inline(always)]
+pub fn thread_pointer() -> usize {
+    0
+}
+
 /// System-wide thread id of the calling thread (`pthread_threadid_np`, cached per thread).
 pub fn thread_id() -> u64 {
     fn query() -> u64 {
