@@ -93,10 +93,15 @@ impl Entry {
     }
 }
 
-/// The table of entries, with a bitmap of those ever claimed (readers visit only those).
+/// The table of entries, with two bitmaps: the entries ever claimed (their counts are
+/// summed over all of them) and the entries that may hold an allocation (owned, or given up
+/// while holding one), which the readers of held allocations visit. A process whose threads
+/// come and go with new thread pointers claims many entries over its life, while the
+/// entries a free on another thread looks through stay about as many as its threads alive.
 pub struct Lines {
     entries: [Entry; ENTRIES],
     claimed: [AtomicU64; ENTRIES / 64],
+    holding: [AtomicU64; ENTRIES / 64],
 }
 
 impl Default for Lines {
@@ -118,6 +123,7 @@ impl Lines {
         Lines {
             entries: [const { Entry::new() }; ENTRIES],
             claimed: [const { AtomicU64::new(0) }; ENTRIES / 64],
+            holding: [const { AtomicU64::new(0) }; ENTRIES / 64],
         }
     }
 
@@ -146,7 +152,10 @@ impl Lines {
             .compare_exchange(0, tp, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
         e.set_context(ctx);
+        // Release: a reader that sees a bit sees the claim (and, through the program's own
+        // ordering, any allocation the owner then holds and hands to another thread).
         self.claimed[i / 64].fetch_or(1 << (i % 64), Ordering::Release);
+        self.holding[i / 64].fetch_or(1 << (i % 64), Ordering::Release);
         Some(i)
     }
 
@@ -156,8 +165,13 @@ impl Lines {
     }
 
     /// Owner thread only: gives entry `i` up (its thread is exiting). The held allocation
-    /// and the counts stay on the line.
+    /// and the counts stay on the line; an entry that holds nothing leaves the readers'
+    /// bitmap first, while its owner still keeps any other thread from claiming it (a claim
+    /// after this sets the bit again).
     pub fn release(&self, i: usize) {
+        if self.entries[i].held.peek().is_none() {
+            self.holding[i / 64].fetch_and(!(1 << (i % 64)), Ordering::Relaxed);
+        }
         // Release: the next owner's claim sees this owner's writes.
         self.entries[i].owner.store(0, Ordering::Release);
     }
@@ -168,13 +182,23 @@ impl Lines {
         self.claimed[i / 64].load(Ordering::Acquire) & (1 << (i % 64)) != 0
     }
 
-    /// Calls `f` on every entry ever claimed, in index order.
-    pub fn for_each(&self, mut f: impl FnMut(&Entry)) {
-        for (w, bits) in self.claimed.iter().enumerate() {
+    /// Calls `f` on every entry ever claimed, in index order (the counts' readers).
+    pub fn for_each(&self, f: impl FnMut(&Entry)) {
+        Self::visit(&self.entries, &self.claimed, f)
+    }
+
+    /// Calls `f` on every entry that may hold an allocation (owned, or given up while
+    /// holding one), in index order: the readers of held allocations.
+    pub fn for_each_holding(&self, f: impl FnMut(&Entry)) {
+        Self::visit(&self.entries, &self.holding, f)
+    }
+
+    fn visit(entries: &[Entry; ENTRIES], map: &[AtomicU64], mut f: impl FnMut(&Entry)) {
+        for (w, bits) in map.iter().enumerate() {
             let mut b = bits.load(Ordering::Acquire);
             while b != 0 {
                 let i = w * 64 + b.trailing_zeros() as usize;
-                f(&self.entries[i]);
+                f(&entries[i]);
                 b &= b - 1;
             }
         }
@@ -259,6 +283,25 @@ mod tests {
             .map(|&i| l.at(i) as *const Entry as usize)
             .collect();
         assert_eq!(seen, want);
+        let t: LiveTable<64> = LiveTable::new();
+        l.at(idx[0]).hold_then(&t, 0x1000, 64, true, |_| {});
+        for &i in &idx {
+            l.release(i);
+        }
+        let mut holding = Vec::new();
+        l.for_each_holding(|e| holding.push(e as *const Entry as usize));
+        assert_eq!(
+            holding,
+            vec![l.at(idx[0]) as *const Entry as usize],
+            "given up holding nothing: not visited for allocations"
+        );
+        let mut counted = 0;
+        l.for_each(|_| counted += 1);
+        assert_eq!(counted, 3, "still visited for counts");
+        l.claim(tps[2], 0).unwrap();
+        let mut n = 0;
+        l.for_each_holding(|_| n += 1);
+        assert_eq!(n, 2, "claimed again");
     }
 
     #[test]

@@ -911,21 +911,24 @@ pub(crate) fn release_line(l: &ThreadState) {
     l.line.set(NO_LINE);
 }
 
-/// Calls `f` on every held-allocation line: every shard's, then every claimed entry's.
+/// Calls `f` on every held-allocation line that may hold an allocation: every shard's,
+/// then every entry owned or given up holding one ([`Lines::for_each_holding`]).
 fn for_each_held(mut f: impl FnMut(&Held)) {
     for_each_shard(|s| f(&s.held));
-    LINES.for_each(|e| f(e.held()));
+    LINES.for_each_holding(|e| f(e.held()));
 }
 
 /// The calls counted on every held-allocation line ([`Held::count`]), `[allocations,
 /// frees]`, over every thread that ever ran (exact once the counting threads are quiet).
 pub fn held_counts() -> [u64; 2] {
     let mut n = [0u64; 2];
-    for_each_held(|h| {
+    let mut add = |h: &Held| {
         let c = h.counted();
         n[0] += c[0];
         n[1] += c[1];
-    });
+    };
+    for_each_shard(|s| add(&s.held));
+    LINES.for_each(|e| add(e.held()));
     n
 }
 
