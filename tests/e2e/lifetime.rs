@@ -839,6 +839,33 @@ fn threads_synchronising_their_own_streams_leave_exact_pending_counts() {
     }
 }
 
+/// Allocations whose threads exited before another thread freed them (32 threads, 24 of
+/// them one after another, so that later ones get earlier ones' thread pointers and the
+/// shim's lines found by them, `seedance_core::held_lines`), then 8 more threads that
+/// allocate and free their own: each free finds its allocation wherever the exited thread
+/// left it (the one never freed stays on the line of the last thread), so exactly the one
+/// never freed is reported, none of the freed ones is published again by a later thread, and
+/// the exit summary counts every allocation and free.
+#[test]
+fn memory_freed_after_its_thread_exited_is_not_left_live() {
+    let base = plain("freed_after_their_threads_exit");
+    assert_eq!(base.stdout(), "frees failed: 0\n");
+    for r in [
+        fixed("freed_after_their_threads_exit"),
+        observed("freed_after_their_threads_exit"),
+    ] {
+        assert_eq!(r.stdout(), base.stdout());
+        assert!(r.events("lifetime_fault").is_empty());
+        let s = &r.events("exit_summary")[0];
+        let leaks = s["leaked_allocations"].as_array().unwrap();
+        assert_eq!(leaks.len(), 1, "{leaks:?}");
+        assert_eq!(leaks[0]["allocations"], 1);
+        assert_eq!(leaks[0]["bytes"], 4096);
+        assert_eq!(r.summary_count("cuMemAlloc_v2"), (40, 0));
+        assert_eq!(r.summary_count("cuMemFree_v2"), (39, 0));
+    }
+}
+
 /// An allocation freed on another thread while its own thread has made no allocation since
 /// (the shim holds a thread's latest allocation in that thread's record,
 /// `seedance_core::held`): the free reaches the record, so the exit report names only the

@@ -418,6 +418,51 @@ static void free_on_another_thread(void) {
     if (pthread_join(t, NULL)) exit(1);
 }
 
+/* Threads that come and go, each leaving its one allocation to the main thread: 24 one
+ * after another (the C library reuses a joined thread's stack, so a later thread can get an
+ * earlier one's thread pointer and the shim's line for it), then 8 at once. Each makes one
+ * 4 KiB allocation in the shared context and exits; the main thread then frees every one but
+ * the last. Then 8 more threads at once each allocate and free 512 bytes of their own (where
+ * they find an earlier thread's line, what it left there is published first). */
+#define COME_AND_GO 32
+static CUdeviceptr left_behind[COME_AND_GO];
+static CUcontext come_and_go_ctx;
+
+static void *allocate_and_exit(void *slot) {
+    SETUP(cuCtxSetCurrent(come_and_go_ctx));
+    SETUP(cuMemAlloc_v2((CUdeviceptr *)slot, 4096));
+    return NULL;
+}
+
+static void *allocate_free_and_exit(void *unused) {
+    CUdeviceptr scratch;
+    (void)unused;
+    SETUP(cuCtxSetCurrent(come_and_go_ctx));
+    SETUP(cuMemAlloc_v2(&scratch, 512));
+    SETUP(cuMemFree_v2(scratch));
+    return NULL;
+}
+
+static void freed_after_their_threads_exit(void) {
+    come_and_go_ctx = created();
+    pthread_t t[8];
+    for (int i = 0; i < 24; i++) {
+        if (pthread_create(&t[0], NULL, allocate_and_exit, &left_behind[i])) exit(1);
+        if (pthread_join(t[0], NULL)) exit(1);
+    }
+    for (int i = 0; i < 8; i++)
+        if (pthread_create(&t[i], NULL, allocate_and_exit, &left_behind[24 + i])) exit(1);
+    for (int i = 0; i < 8; i++)
+        if (pthread_join(t[i], NULL)) exit(1);
+    int failed = 0;
+    for (int i = 0; i < COME_AND_GO - 1; i++) failed += cuMemFree_v2(left_behind[i]) != 0;
+    printf("frees failed: %d\n", failed);
+    for (int i = 0; i < 8; i++)
+        if (pthread_create(&t[i], NULL, allocate_free_and_exit, NULL)) exit(1);
+    for (int i = 0; i < 8; i++)
+        if (pthread_join(t[i], NULL)) exit(1);
+}
+
 int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
     if (strcmp(s, "after_deinit") == 0) {
@@ -437,6 +482,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "free_async") == 0) free_async();
     else if (strcmp(s, "leave") == 0) leave();
     else if (strcmp(s, "free_on_another_thread") == 0) free_on_another_thread();
+    else if (strcmp(s, "freed_after_their_threads_exit") == 0) freed_after_their_threads_exit();
     else if (strcmp(s, "memset_destroy") == 0) op_then_destroy("memset");
     else if (strcmp(s, "graph_destroy") == 0) op_then_destroy("graph");
     else if (strcmp(s, "host_func_destroy") == 0) op_then_destroy("host_func");
