@@ -420,47 +420,65 @@ static void free_on_another_thread(void) {
 
 /* Threads that come and go, each leaving its one allocation to the main thread: 24 one
  * after another (the C library reuses a joined thread's stack, so a later thread can get an
- * earlier one's thread pointer and the shim's line for it), then 8 at once. Each makes one
- * 4 KiB allocation in the shared context and exits; the main thread then frees every one but
- * the last. Then 8 more threads at once each allocate and free 512 bytes of their own (where
- * they find an earlier thread's line, what it left there is published first). */
+ * earlier one's thread pointer and the shim's line for it), then 8 alive at once. Each makes
+ * one 4 KiB allocation in the shared context and exits; the main thread then frees every one
+ * but the last. Then 8 more threads alive at once each allocate and free 512 bytes of their
+ * own (where they find an earlier thread's line, what it left there is published first).
+ * Threads alive at once take turns (hand_wait/hand_to), so the driver sees one order of
+ * calls in every run. */
 #define COME_AND_GO 32
 static CUdeviceptr left_behind[COME_AND_GO];
 static CUcontext come_and_go_ctx;
 
-static void *allocate_and_exit(void *slot) {
+struct turn {
+    CUdeviceptr *slot; /* where to leave the allocation; NULL: allocate and free 512 bytes */
+    int step;          /* the hand step this thread's calls wait for */
+    int last;          /* the step every thread of its group waits for before it exits */
+};
+
+static void *take_turn(void *arg) {
+    struct turn *t = arg;
+    hand_wait(t->step);
     SETUP(cuCtxSetCurrent(come_and_go_ctx));
-    SETUP(cuMemAlloc_v2((CUdeviceptr *)slot, 4096));
+    if (t->slot) {
+        SETUP(cuMemAlloc_v2(t->slot, 4096));
+    } else {
+        CUdeviceptr scratch;
+        SETUP(cuMemAlloc_v2(&scratch, 512));
+        SETUP(cuMemFree_v2(scratch));
+    }
+    hand_to(t->step + 1);
+    hand_wait(t->last);
     return NULL;
 }
 
-static void *allocate_free_and_exit(void *unused) {
-    CUdeviceptr scratch;
-    (void)unused;
-    SETUP(cuCtxSetCurrent(come_and_go_ctx));
-    SETUP(cuMemAlloc_v2(&scratch, 512));
-    SETUP(cuMemFree_v2(scratch));
-    return NULL;
+/* Runs `n` threads of `turns`, whose steps follow from hand step `base`. */
+static void threads_taking_turns(struct turn *turns, int n, int base, int at_once) {
+    pthread_t t[8];
+    for (int i = 0; i < n; i++) {
+        turns[i].step = base + i;
+        turns[i].last = at_once ? base + n : base + i + 1;
+        if (!at_once || i == 0) hand_to(base + i);
+        if (pthread_create(&t[at_once ? i : 0], NULL, take_turn, &turns[i])) exit(1);
+        if (!at_once && pthread_join(t[0], NULL)) exit(1);
+    }
+    if (at_once)
+        for (int i = 0; i < n; i++)
+            if (pthread_join(t[i], NULL)) exit(1);
 }
 
 static void freed_after_their_threads_exit(void) {
+    struct turn one_by_one[24], at_once[8], scratch[8];
     come_and_go_ctx = created();
-    pthread_t t[8];
-    for (int i = 0; i < 24; i++) {
-        if (pthread_create(&t[0], NULL, allocate_and_exit, &left_behind[i])) exit(1);
-        if (pthread_join(t[0], NULL)) exit(1);
-    }
-    for (int i = 0; i < 8; i++)
-        if (pthread_create(&t[i], NULL, allocate_and_exit, &left_behind[24 + i])) exit(1);
-    for (int i = 0; i < 8; i++)
-        if (pthread_join(t[i], NULL)) exit(1);
+    for (int i = 0; i < 24; i++) one_by_one[i].slot = &left_behind[i];
+    for (int i = 0; i < 8; i++) at_once[i].slot = &left_behind[24 + i];
+    for (int i = 0; i < 8; i++) scratch[i].slot = NULL;
+    threads_taking_turns(one_by_one, 24, 1, 0);
+    threads_taking_turns(at_once, 8, 100, 1);
     int failed = 0;
     for (int i = 0; i < COME_AND_GO - 1; i++) failed += cuMemFree_v2(left_behind[i]) != 0;
     printf("frees failed: %d\n", failed);
-    for (int i = 0; i < 8; i++)
-        if (pthread_create(&t[i], NULL, allocate_free_and_exit, NULL)) exit(1);
-    for (int i = 0; i < 8; i++)
-        if (pthread_join(t[i], NULL)) exit(1);
+    threads_taking_turns(scratch, 8, 200, 1);
 }
 
 int main(int argc, char **argv) {
