@@ -839,6 +839,15 @@ fn threads_synchronising_their_own_streams_leave_exact_pending_counts() {
     }
 }
 
+/// The exit summary lists exactly one leaked allocation, of `bytes`.
+fn assert_one_leak(r: &Finished, bytes: u64) {
+    let s = &r.events("exit_summary")[0];
+    let leaks = s["leaked_allocations"].as_array().unwrap();
+    assert_eq!(leaks.len(), 1, "{leaks:?}");
+    assert_eq!(leaks[0]["allocations"], 1);
+    assert_eq!(leaks[0]["bytes"], bytes);
+}
+
 /// Allocations whose threads exited before another thread freed them (32 threads, 24 of
 /// them one after another, so that later ones get earlier ones' thread pointers and the
 /// shim's lines found by them, `seedance_core::held_lines`), then 8 more threads that
@@ -856,11 +865,7 @@ fn memory_freed_after_its_thread_exited_is_not_left_live() {
     ] {
         assert_eq!(r.stdout(), base.stdout());
         assert!(r.events("lifetime_fault").is_empty());
-        let s = &r.events("exit_summary")[0];
-        let leaks = s["leaked_allocations"].as_array().unwrap();
-        assert_eq!(leaks.len(), 1, "{leaks:?}");
-        assert_eq!(leaks[0]["allocations"], 1);
-        assert_eq!(leaks[0]["bytes"], 4096);
+        assert_one_leak(&r, 4096);
         assert_eq!(r.summary_count("cuMemAlloc_v2"), (40, 0));
         assert_eq!(r.summary_count("cuMemFree_v2"), (39, 0));
     }
@@ -881,11 +886,7 @@ fn memory_freed_on_another_thread_is_not_left_live() {
         assert_eq!(r.stdout(), base.stdout());
         assert_forwarded_unchanged(&base.driver_calls, &r.driver_calls);
         assert!(r.events("lifetime_fault").is_empty());
-        let s = &r.events("exit_summary")[0];
-        let leaks = s["leaked_allocations"].as_array().unwrap();
-        assert_eq!(leaks.len(), 1, "{leaks:?}");
-        assert_eq!(leaks[0]["allocations"], 1);
-        assert_eq!(leaks[0]["bytes"], 8192);
+        assert_one_leak(&r, 8192);
         assert!(
             r.stderr().contains(
                 "1 allocation of device memory of device 0 never freed (8.0 KiB (8192 bytes))"

@@ -155,6 +155,24 @@ impl Held {
         }
     }
 
+    /// Owner thread only: [`Held::count`] of the allocation when `count`, then
+    /// [`Held::hold_then`] (what every home of a held line does on an allocation).
+    #[inline(always)]
+    pub fn count_and_hold_then<const N: usize, F: FnOnce(Allocation)>(
+        &self,
+        table: &LiveTable<N>,
+        addr: u64,
+        bytes: u64,
+        ctx: u64,
+        count: bool,
+        file: F,
+    ) {
+        if count {
+            self.count(Counted::Alloc);
+        }
+        self.hold_then(table, addr, bytes, ctx, file);
+    }
+
     /// Owner thread: [`Held::publish`], then `file` with what it published.
     #[cold]
     #[inline(never)]

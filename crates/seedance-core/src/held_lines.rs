@@ -33,7 +33,7 @@
 //! gone, so an owner tag names at most one living thread. The table is never freed: its
 //! lines stay where readers may look.
 
-use crate::held::{Allocation, Counted, Held};
+use crate::held::{Allocation, Held};
 use crate::live::LiveTable;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -69,7 +69,7 @@ impl Entry {
     }
 
     /// Owner thread only: holds the allocation `addr` of `bytes` in the owner's current
-    /// context ([`Held::hold_then`]).
+    /// context, counted when `count` ([`Held::count_and_hold_then`]).
     #[inline(always)]
     pub fn hold_then<const N: usize, F: FnOnce(Allocation)>(
         &self,
@@ -79,11 +79,9 @@ impl Entry {
         count: bool,
         file: F,
     ) {
-        if count {
-            self.held.count(Counted::Alloc);
-        }
         let ctx = self.ctx.load(Ordering::Relaxed);
-        self.held.hold_then(table, addr, bytes, ctx, file);
+        self.held
+            .count_and_hold_then(table, addr, bytes, ctx, count, file);
     }
 
     /// Owner thread only: its current context is now `ctx`.

@@ -31,7 +31,6 @@
 use crate::counters::{Counters, MAX_FUNCTIONS};
 use crate::held::{Allocation, Counted, Held};
 use crate::held_lines::{Entry, Lines};
-use crate::line::Line as OwnLines;
 use crate::line::Line;
 use crate::live::LiveTable;
 use crate::owners::AllocRing;
@@ -288,7 +287,7 @@ pub struct Shard {
     allocs: AllocRing,
     /// This thread's latest device allocation, not yet in the live table
     /// ([`crate::held`]), for a thread without a line of [`LINES`].
-    held: OwnLines<Held>,
+    held: Line<Held>,
 }
 
 #[inline(always)]
@@ -356,7 +355,7 @@ impl Shard {
             untracked: AtomicU64::new(0),
             used: AtomicU64::new(0),
             allocs: AllocRing::new(),
-            held: OwnLines::new(Held::new()),
+            held: Line::new(Held::new()),
         }
     }
 
@@ -871,11 +870,8 @@ fn hold_in_shard<const N: usize, F: FnOnce(Allocation)>(
                 e.hold_then(table, addr, bytes, count, file);
                 return true;
             }
-            if count {
-                s.held.count(Counted::Alloc);
-            }
             s.held
-                .hold_then(table, addr, bytes, l.ctx.get() as u64, file);
+                .count_and_hold_then(table, addr, bytes, l.ctx.get() as u64, count, file);
             true
         }
         None => false,
@@ -895,18 +891,23 @@ fn claim_line(l: &ThreadState, tp: usize) -> Option<&'static Entry> {
     claimed.map(|i| LINES.at(i))
 }
 
-/// The thread state's claimed line, if any.
-fn own_line(l: &ThreadState) -> Option<&'static Entry> {
+/// The index of the thread state's claimed line, if any.
+fn line_index(l: &ThreadState) -> Option<usize> {
     match l.line.get() {
         0 | NO_LINE => None,
-        i => Some(LINES.at(i as usize - 1)),
+        i => Some(i as usize - 1),
     }
+}
+
+/// The thread state's claimed line, if any.
+fn own_line(l: &ThreadState) -> Option<&'static Entry> {
+    line_index(l).map(|i| LINES.at(i))
 }
 
 /// Gives the exiting thread's line up (its held allocation and counts stay there).
 pub(crate) fn release_line(l: &ThreadState) {
-    if own_line(l).is_some() {
-        LINES.release(l.line.get() as usize - 1);
+    if let Some(i) = line_index(l) {
+        LINES.release(i);
     }
     l.line.set(NO_LINE);
 }
@@ -1003,13 +1004,7 @@ fn free_from_shard<const N: usize>(table: &LiveTable<N>, addr: u64, count: bool)
             return count;
         }
     }
-    if table.remove(addr).is_some() {
-        if let Some(s) = own {
-            s.allocs.cancel_last(addr);
-        }
-    } else {
-        free_elsewhere(table, addr);
-    }
+    free_unheld(table, addr);
     count && own.is_some()
 }
 
