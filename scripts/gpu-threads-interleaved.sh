@@ -11,7 +11,9 @@
 # HAMi-core build), PAIRS (16), ROUNDS (12 at most per thread count), BUDGET_S (470: split
 # over the thread counts, roughly as their rounds' lengths), OUT (default
 # /tmp/seedance-threads-interleaved), FAKE_DRIVER_DIR as gpu-threads.sh, and ROWS (the
-# rows "threads block alloc_every share%" to run, one per line, default the four above). Writes
+# rows "threads block alloc_every share%" to run, one per line, default the four above);
+# OPS and PLAIN_BETWEEN pass through to gpu-threads.sh (PLAIN_BETWEEN=no: one plain
+# process per round and thread count instead of one beside every mode's). Writes
 # $OUT/tT/ (gpu-threads.sh's files), $OUT/tT.log and $OUT/table.md. Exit status: the first
 # failing gpu-threads.sh call's.
 set -u

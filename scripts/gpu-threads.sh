@@ -38,7 +38,12 @@
 # process also compares, inside itself, blocks of INTERLEAVE iterations through the shim's
 # wrappers with blocks through the driver's own definitions, PAIRS pairs per operation:
 # threads_bench.c's interleaved mode, the table threads_stats.py prints first; ITERATIONS
-# then only sets the warm-up).
+# then only sets the warm-up), PLAIN_BETWEEN (yes: the plain runs between the modes; no,
+# with INTERLEAVE only: one plain run per round and thread count, then the modes one after
+# another. Each process's in-process ratio needs no plain neighbour, so this gives about
+# twice the processes of each mode in the same time; the process-level table then pairs
+# every mode with the round's one plain run. Another value is warned about and taken as
+# yes).
 #
 # Writes $OUT/threads-raw.txt (one line per run and operation, the format threads_stats.py
 # reads; the raw files of several calls, such as one per thread count, can be given to it
@@ -59,6 +64,20 @@ export SCHED=${SCHED:-blocking}
 [ -n "${ALLOC_EVERY:-}" ] && export ALLOC_EVERY
 [ -n "${INTERLEAVE:-}" ] && export INTERLEAVE
 [ -n "${PAIRS:-}" ] && export PAIRS
+between=${PLAIN_BETWEEN:-yes}
+case $between in
+  yes) ;;
+  no)
+    if [ -z "${INTERLEAVE:-}" ]; then
+      echo "warning: PLAIN_BETWEEN=no needs INTERLEAVE (the paired schedule compares processes); plain runs stay between the modes"
+      between=yes
+    fi
+    ;;
+  *)
+    echo "warning: PLAIN_BETWEEN=$between: not yes or no; plain runs stay between the modes"
+    between=yes
+    ;;
+esac
 pin=()
 if [ -n "${CPUS:-}" ]; then
   if taskset -c "$CPUS" true 2>/dev/null; then
@@ -67,7 +86,7 @@ if [ -n "${CPUS:-}" ]; then
     echo "warning: CPUS=$CPUS: taskset -c refused it (or taskset is missing); runs are not pinned"
   fi
 fi
-settings="rounds: $rounds; threads: $threads; iterations per thread: $iterations; warm-up: ${WARMUP:-default}; sched: $SCHED; seed: $seed; budget: ${budget} s; ops: ${OPS:-all}; alloc every: ${ALLOC_EVERY:-50}; interleave: ${INTERLEAVE:-no}${INTERLEAVE:+ x ${PAIRS:-20} pairs}; cpus: ${pin[*]:-all}"
+settings="rounds: $rounds; threads: $threads; iterations per thread: $iterations; warm-up: ${WARMUP:-default}; sched: $SCHED; seed: $seed; budget: ${budget} s; ops: ${OPS:-all}; alloc every: ${ALLOC_EVERY:-50}; interleave: ${INTERLEAVE:-no}${INTERLEAVE:+ x ${PAIRS:-20} pairs}; plain between modes: $between; cpus: ${pin[*]:-all}"
 
 if [ -n "${FAKE_DRIVER_DIR:-}" ]; then
   shim=$(readlink -f "${1:-target/release/libseedance_fix.so}")
@@ -151,9 +170,14 @@ for r in $(seq 1 "$rounds"); do
     pos=0
     run "$r" $pos plain "$t"
     for m in $order; do
-      run "$r" $((pos + 1)) "$m" "$t"
-      run "$r" $((pos + 2)) plain "$t"
-      pos=$((pos + 2))
+      if [ "$between" = yes ]; then
+        run "$r" $((pos + 1)) "$m" "$t"
+        run "$r" $((pos + 2)) plain "$t"
+        pos=$((pos + 2))
+      else
+        pos=$((pos + 1))
+        run "$r" $pos "$m" "$t"
+      fi
     done
   done
   last=$((SECONDS - t0))

@@ -67,6 +67,7 @@ fn run_script_on(
         "CPUS",
         "INTERLEAVE",
         "PAIRS",
+        "PLAIN_BETWEEN",
         "ROWS",
         "PERF",
         "LINKED",
@@ -258,6 +259,90 @@ fn the_benchmark_runs_only_the_operations_asked_for_with_their_iterations_on_the
         "{log}"
     );
     assert_eq!(log.contains("warning: CPUS=0"), !taskset, "{log}");
+}
+
+/// The processes of one round and thread count of an interleaved run's raw file, as
+/// (pos, mode) in order (each process prints PAIRS lines per operation).
+fn interleaved_schedule(raw: &str, round: u32, threads: u32) -> Vec<(u32, String)> {
+    let mut seen: Vec<(u32, String)> = raw
+        .lines()
+        .filter(|l| l.starts_with(&format!("round {round} ")))
+        .filter(|l| l.contains(&format!(" threads {threads} ")))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[3].parse().unwrap(), f[5].to_string())
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    seen
+}
+
+#[test]
+fn the_interleaved_schedule_runs_one_plain_process_per_round_when_asked() {
+    let a = artifacts();
+    let fake = a.fake_dir.to_string_lossy().into_owned();
+    let run = |between: &str| {
+        run_script(
+            "scripts/gpu-threads.sh",
+            "scripts/gpu-threads.sh builds its program with the host's cc, which cannot link \
+             the fake driver built for the emulated target",
+            &[
+                ("FAKE_DRIVER_DIR", &fake),
+                ("ROUNDS", "2"),
+                ("THREADS", "2"),
+                ("ITERATIONS", "100"),
+                ("MODES", "observe fix"),
+                ("OPS", "launch"),
+                ("INTERLEAVE", "20"),
+                ("PAIRS", "2"),
+                ("PLAIN_BETWEEN", between),
+            ],
+        )
+    };
+    let Some((out, stdout)) = run("no") else {
+        return;
+    };
+    assert!(stdout.contains("runs failed: 0"), "{stdout}");
+    let raw = written(&out, "threads-raw.txt");
+    // 2 rounds x 3 processes (plain, then the two modes) x 2 pairs of one operation.
+    assert_eq!(raw.lines().count(), 2 * 3 * 2, "{raw}");
+    for r in [1, 2] {
+        let s = interleaved_schedule(&raw, r, 2);
+        assert_eq!(s.len(), 3, "{raw}");
+        assert_eq!(s[0], (0, "plain".to_string()), "{raw}");
+        let mut modes: Vec<(u32, &str)> = s[1..].iter().map(|(p, m)| (*p, m.as_str())).collect();
+        modes.sort_by_key(|&(_, m)| m);
+        assert_eq!(
+            modes.iter().map(|&(_, m)| m).collect::<Vec<_>>(),
+            ["fix", "observe"]
+        );
+        let mut pos: Vec<u32> = modes.iter().map(|&(p, _)| p).collect();
+        pos.sort_unstable();
+        assert_eq!(pos, [1, 2], "{raw}");
+    }
+    let table = written(&out, "threads-table.md");
+    assert!(
+        table.contains("| operation | threads | plain (in-process A/A) | observe | fix |"),
+        "{table}"
+    );
+    // A value that is neither yes nor no is said, and the plain runs stay between.
+    let Some((out, stdout)) = run("sometimes") else {
+        return;
+    };
+    assert!(
+        stdout.contains(
+            "warning: PLAIN_BETWEEN=sometimes: not yes or no; plain runs stay between the modes"
+        ),
+        "{stdout}"
+    );
+    let raw = written(&out, "threads-raw.txt");
+    for r in [1, 2] {
+        let s = interleaved_schedule(&raw, r, 2);
+        let modes: Vec<&str> = s.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(modes.len(), 5, "{raw}");
+        assert!(modes.iter().step_by(2).all(|m| *m == "plain"), "{modes:?}");
+    }
 }
 
 #[test]
