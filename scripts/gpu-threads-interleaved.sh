@@ -14,8 +14,10 @@
 # rows "threads block alloc_every share%" to run, one per line, default the four above);
 # OPS and PLAIN_BETWEEN pass through to gpu-threads.sh (PLAIN_BETWEEN=no: one plain
 # process per round and thread count instead of one beside every mode's). Writes
-# $OUT/tT/ (gpu-threads.sh's files), $OUT/tT.log and $OUT/table.md. Exit status: the first
-# failing gpu-threads.sh call's.
+# $OUT/tT/ (gpu-threads.sh's files), $OUT/tT.log, $OUT/table.md and $OUT/raw.txt (every
+# thread count's raw lines in one file, which threads_stats.py reads as it reads the
+# several: one file to keep where only a few files come back from a run, and to pool with
+# other calls' raw.txt). Exit status: the first failing gpu-threads.sh call's.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-/tmp/seedance-threads-interleaved}
@@ -41,5 +43,6 @@ while read -r t block every share; do
   grep -E '^(rounds|run failed|FAIL|hami-core|warning)' "$out/t$t.log"
   raws+=("$out/t$t/threads-raw.txt")
 done <<<"$rows"
-python3 "$here/gpu/threads_stats.py" "${raws[@]}" | tee "$out/table.md"
+cat "${raws[@]}" >"$out/raw.txt"
+python3 "$here/gpu/threads_stats.py" "$out/raw.txt" | tee "$out/table.md"
 exit $status

@@ -254,7 +254,7 @@ fn the_benchmark_runs_only_the_operations_asked_for_with_their_iterations_on_the
     };
     assert!(
         log.contains(&format!(
-            "ops: event_wait,alloc_free; alloc every: 10; interleave: no; {cpus}"
+            "ops: event_wait,alloc_free; alloc every: 10; interleave: no; plain between modes: yes; {cpus}"
         )),
         "{log}"
     );
@@ -343,6 +343,43 @@ fn the_interleaved_schedule_runs_one_plain_process_per_round_when_asked() {
         assert_eq!(modes.len(), 5, "{raw}");
         assert!(modes.iter().step_by(2).all(|m| *m == "plain"), "{modes:?}");
     }
+}
+
+#[test]
+fn the_thread_table_keeps_every_thread_counts_raw_lines_in_one_file() {
+    let a = artifacts();
+    let fake = a.fake_dir.to_string_lossy().into_owned();
+    let Some((out, stdout)) = run_script(
+        "scripts/gpu-threads-interleaved.sh",
+        "scripts/gpu-threads.sh builds its program with the host's cc, which cannot link the \
+         fake driver built for the emulated target",
+        &[
+            ("FAKE_DRIVER_DIR", &fake),
+            ("ROWS", "1 20 5 50\n2 20 5 50"),
+            ("ROUNDS", "1"),
+            ("MODES", "fix"),
+            ("OPS", "launch"),
+            ("PAIRS", "2"),
+            ("PLAIN_BETWEEN", "no"),
+        ],
+    ) else {
+        return;
+    };
+    let raw = written(&out, "raw.txt");
+    // Per thread count: 2 processes (plain, fix) x 2 pairs of one operation, in the order
+    // of the rows.
+    let each = [
+        written(&out, "t1/threads-raw.txt"),
+        written(&out, "t2/threads-raw.txt"),
+    ];
+    assert_eq!(raw, each.concat(), "{raw}");
+    assert_eq!(raw.lines().count(), 2 * 2 * 2, "{raw}");
+    let table = written(&out, "table.md");
+    for t in [1, 2] {
+        assert!(table.contains(&format!("| launch | {t} | ")), "{table}");
+    }
+    assert!(table.contains("processes per cell: 1-1"), "{table}");
+    assert!(stdout.contains(&table), "{stdout}");
 }
 
 #[test]
