@@ -131,6 +131,16 @@ impl Access {
             && (!matches!(key_kind(self.key), KeyKind::PerThread(_)) || self.tid == other.tid)
     }
 
+    /// Whether this access, committed after `x`, supersedes it: the same stream, the same
+    /// direction, and all of `x`'s bytes (stream order makes `x` complete before it, so
+    /// nothing can race `x` that would not race this one).
+    fn supersedes(&self, x: &Access) -> bool {
+        x.same_stream(self)
+            && x.dir == self.dir
+            && self.addr <= x.addr
+            && x.addr.saturating_add(x.bytes) <= self.addr.saturating_add(self.bytes)
+    }
+
     /// `stream 0x5eed50000100`, `the legacy default stream`, `the per-thread default stream`.
     pub fn describe_stream(&self) -> String {
         describe_key(self.key)
@@ -352,12 +362,7 @@ impl Table {
     pub fn commit(&mut self, mut a: Access) -> u64 {
         a.seq = self.next_seq;
         self.next_seq += 1;
-        self.pending.retain(|p| {
-            !(p.same_stream(&a)
-                && p.dir == a.dir
-                && a.addr <= p.addr
-                && p.addr.saturating_add(p.bytes) <= a.addr.saturating_add(a.bytes))
-        });
+        self.pending.retain(|p| !a.supersedes(p));
         if self.pending.len() >= MAX_PENDING {
             self.pending.remove(0);
             self.forgotten += 1;

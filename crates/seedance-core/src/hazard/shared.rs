@@ -12,7 +12,11 @@
 //!   model makes (an access against a wait's or a record's "up to", a wait's moment
 //!   against a record) is between points of one stream. A stream's state goes when its
 //!   last access completes; its next state starts above every number handed out so far
-//!   ([`Shared::fresh`]), so each stream's clock only moves forward.
+//!   ([`Shared::fresh`]), so each stream's clock only moves forward. The clock is an
+//!   atomic that a range whose accesses are all on that stream also holds: a copy that
+//!   supersedes the range's one pending access (the loop on one buffer) takes its number
+//!   under the range's lock alone, since the stream's state cannot go while that access
+//!   is pending.
 //! * Event records: [`SHARDS`] maps by event handle.
 //! * Orderings between different streams (`cuStreamWaitEvent` on another stream's record,
 //!   the shim's repair): one list behind a mutex, taken only when such an ordering exists
@@ -90,6 +94,10 @@ struct Pending {
     list: Vec<Access>,
     /// While every access of the range is on one stream: that stream.
     single: Option<Sid>,
+    /// The clock of `single`'s state, where the commit that made it single knew it: a
+    /// copy that supersedes the range's one access takes its number from it without the
+    /// stream shard's lock ([`Shared::commit_in`]). `None` when not known.
+    clock: Option<Arc<Clock>>,
     /// The range was freed: copies that still hold it record nothing.
     dead: bool,
 }
@@ -219,11 +227,61 @@ impl std::fmt::Debug for Held {
     }
 }
 
+/// A stream state's clock: the next number it hands out. Numbers come in blocks of
+/// [`BLOCK`] that start at a multiple of it ([`Shared::fresh`]); a block's last [`MARGIN`]
+/// numbers are never handed out, so a tick that races a move to a fresh block (one
+/// without the shard's lock, [`Clock::try_tick`]) cannot hand out a number of the next
+/// block.
+struct Clock {
+    next: AtomicU64,
+    /// Cleared under the shard's lock when the stream's state goes (its last access
+    /// completed): a range that still names this clock then takes the locked path.
+    live: AtomicBool,
+}
+
+/// Numbers at the end of each block that no stream hands out (far more than threads can
+/// take between a tick that finds itself in them and the move to a fresh block).
+const MARGIN: u64 = 1 << 20;
+
+impl Clock {
+    fn starting(at: u64) -> Arc<Clock> {
+        Arc::new(Clock {
+            next: AtomicU64::new(at),
+            live: AtomicBool::new(true),
+        })
+    }
+
+    /// The next number, under the stream shard's lock: moves to a fresh block near the
+    /// end of this one.
+    fn tick(&self, fresh: impl FnOnce() -> u64) -> u64 {
+        let t = self.next.fetch_add(1, Ordering::Relaxed);
+        if t % BLOCK < BLOCK - MARGIN {
+            return t;
+        }
+        let c = fresh();
+        self.next.store(c + 1, Ordering::Relaxed);
+        c
+    }
+
+    /// The next number without the shard's lock, by a caller that holds a range's lock
+    /// with an access of this stream pending in it (so the state cannot go meanwhile);
+    /// `None` near the block's end or once the state went (the caller takes the locked
+    /// path; the number taken is left unused, a gap on the clock).
+    fn try_tick(&self) -> Option<u64> {
+        let t = self.next.fetch_add(1, Ordering::Relaxed);
+        (t % BLOCK < BLOCK - MARGIN && self.live.load(Ordering::Relaxed)).then_some(t)
+    }
+
+    /// The clock now: above every number handed out.
+    fn now(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
+    }
+}
+
 struct Stream {
-    /// The next number on this stream's clock.
-    clock: u64,
-    /// Where the current block of numbers ends.
-    end: u64,
+    /// Its clock, shared with the ranges whose accesses are all on this stream
+    /// ([`Pending::clock`]).
+    clock: Arc<Clock>,
     /// Accesses pending on this stream, all ranges together.
     pending: usize,
     /// First bytes of the ranges that may hold them.
@@ -234,13 +292,7 @@ struct Stream {
 
 impl Stream {
     fn tick(&mut self, fresh: impl FnOnce() -> u64) -> u64 {
-        if self.clock + 1 >= self.end {
-            self.clock = fresh();
-            self.end = self.clock + BLOCK;
-        }
-        let t = self.clock;
-        self.clock += 1;
-        t
+        self.clock.tick(fresh)
     }
 }
 
@@ -367,7 +419,7 @@ impl Shared {
 
     /// `s`'s clock now (every access queued on it so far is below it).
     fn now(&self, s: Sid) -> Option<u64> {
-        self.streams(s).lock().get(&s).map(|st| st.clock)
+        self.streams(s).lock().get(&s).map(|st| st.clock.now())
     }
 
     /// `n` accesses of stream `s` completed or were dropped.
@@ -377,6 +429,7 @@ impl Shared {
             let mut m = self.streams(s).lock();
             match m.get_mut(&s) {
                 Some(st) if st.pending <= n => {
+                    st.clock.live.store(false, Ordering::Relaxed);
                     m.remove(&s);
                     true
                 }
@@ -408,6 +461,7 @@ impl Shared {
             let mut p = old.pending.lock();
             pending.list = std::mem::take(&mut p.list);
             pending.single = p.single.take();
+            pending.clock = p.clock.take();
             p.dead = true;
             old.pending.publish(&p);
         }
@@ -435,6 +489,7 @@ impl Shared {
             let mut p = slot.pending.lock();
             p.dead = true;
             p.single = None;
+            p.clock = None;
             let list = std::mem::take(&mut p.list);
             slot.pending.publish(&p);
             list
@@ -693,42 +748,52 @@ impl Shared {
         if p.dead {
             return 0;
         }
-        let before = p.list.len();
-        p.list.retain(|x| {
-            !(x.same_stream(&a)
-                && x.dir == a.dir
-                && a.addr <= x.addr
-                && x.addr.saturating_add(x.bytes) <= a.addr.saturating_add(a.bytes))
-        });
-        let superseded = before - p.list.len();
-        let dropped = (p.list.len() >= MAX_PENDING).then(|| p.list.remove(0));
-        let mut m = self.streams(s).lock();
-        if let (1, Some(st)) = (superseded, m.get_mut(&s)) {
-            // The loop on one buffer: the stream's count and ranges stay as they are.
-            a.seq = st.tick(|| self.fresh());
-        } else {
-            let st = m.entry(s).or_insert_with(|| {
-                let clock = self.fresh();
-                Stream {
-                    clock,
-                    end: clock + BLOCK,
-                    pending: 0,
-                    ranges: Vec::new(),
-                    destroyed: false,
-                }
-            });
-            a.seq = st.tick(|| self.fresh());
-            st.pending = (st.pending + 1).saturating_sub(superseded);
-            if !st.ranges.contains(&a.range_lo) {
-                st.ranges.push(a.range_lo);
+        // The loop on one buffer: the range's one access, on this stream, is superseded.
+        // The number comes from the stream's clock without the shard's lock; the list's
+        // length, the hint, the stream's count and ranges and the table's count stay as
+        // they are (what the locked path below does for it too).
+        if p.single == Some(s) && p.list.len() == 1 && a.supersedes(&p.list[0]) {
+            if let Some(t) = p.clock.as_ref().and_then(|c| c.try_tick()) {
+                a.seq = t;
+                p.list[0] = a;
+                return t;
             }
         }
-        drop(m);
-        p.single = match p.single {
+        let before = p.list.len();
+        p.list.retain(|x| !a.supersedes(x));
+        let superseded = before - p.list.len();
+        let dropped = (p.list.len() >= MAX_PENDING).then(|| p.list.remove(0));
+        let single = match p.single {
             _ if p.list.is_empty() => Some(s),
             Some(x) if x == s => Some(x),
             _ => None,
         };
+        let mut m = self.streams(s).lock();
+        let st = match (superseded, m.get_mut(&s)) {
+            // The loop on one buffer: the stream's count and ranges stay as they are.
+            (1, Some(st)) => st,
+            _ => {
+                let st = m.entry(s).or_insert_with(|| Stream {
+                    clock: Clock::starting(self.fresh()),
+                    pending: 0,
+                    ranges: Vec::new(),
+                    destroyed: false,
+                });
+                st.pending = (st.pending + 1).saturating_sub(superseded);
+                if !st.ranges.contains(&a.range_lo) {
+                    st.ranges.push(a.range_lo);
+                }
+                st
+            }
+        };
+        a.seq = st.tick(|| self.fresh());
+        if single.is_none() {
+            p.clock = None;
+        } else if !p.clock.as_ref().is_some_and(|c| Arc::ptr_eq(c, &st.clock)) {
+            p.clock = Some(Arc::clone(&st.clock));
+        }
+        drop(m);
+        p.single = single;
         let seq = a.seq;
         p.list.push(a);
         slot.pending.publish(&p);
@@ -768,7 +833,11 @@ impl Shared {
             if p.list.len() != before {
                 any = true;
                 let first = p.list.first().map(|a| sid(a.key, a.tid));
-                p.single = first.filter(|&f| p.list.iter().all(|a| sid(a.key, a.tid) == f));
+                let single = first.filter(|&f| p.list.iter().all(|a| sid(a.key, a.tid) == f));
+                if single != p.single || single.is_none() {
+                    p.clock = None;
+                }
+                p.single = single;
                 slot.pending.publish(&p);
             }
         };
@@ -1251,6 +1320,58 @@ mod tests {
         // With nothing pending, a new record still finds room.
         s.event_recorded(0xe1, key(2), 1);
         assert!(s.knows_event(0xe1));
+    }
+
+    /// The loop on one buffer: a copy that supersedes the one access pending in its range,
+    /// on its own stream, takes its number without the stream shard's lock (here held by
+    /// the test while the copy commits), one above the access it replaces.
+    #[test]
+    fn a_copy_superseding_its_streams_one_access_takes_no_stream_lock() {
+        let s = Shared::new();
+        s.pinned_added(range(0));
+        let first = s.commit(access(1, 1, false, 0, 0, SIZE));
+        let held = s.find(LO[0]).unwrap();
+        let guard = s.streams(sid(key(1), 1)).lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let seq = s.commit_in(&held, access(1, 1, false, 0, 0, SIZE));
+                tx.send(seq).unwrap();
+            });
+            let got = rx.recv_timeout(std::time::Duration::from_secs(30));
+            drop(guard);
+            assert_eq!(
+                got,
+                Ok(first + 1),
+                "the commit waited for the stream shard's lock"
+            );
+        });
+        let pending = s.pending();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].seq, first + 1);
+        assert!(!s.is_idle());
+        // What completes the stream completes the access that took the unlocked path.
+        s.stream_completed(key(1), 1, CTX);
+        assert!(s.pending().is_empty() && s.is_idle());
+        assert_eq!(s.entries(), 1, "the range alone");
+    }
+
+    /// A clock never hands out the last [`MARGIN`] numbers of a block: the unlocked tick
+    /// declines them, the locked one moves to a fresh block, and numbers only grow.
+    #[test]
+    fn a_clock_moves_to_a_fresh_block_before_the_margin() {
+        let c = Clock::starting(3 * BLOCK);
+        assert_eq!(c.try_tick(), Some(3 * BLOCK));
+        let last = 4 * BLOCK - MARGIN - 1;
+        c.next.store(last, Ordering::Relaxed);
+        assert_eq!(c.try_tick(), Some(last));
+        assert_eq!(c.try_tick(), None, "inside the margin");
+        assert_eq!(c.tick(|| 9 * BLOCK), 9 * BLOCK);
+        assert_eq!(c.now(), 9 * BLOCK + 1);
+        assert_eq!(c.try_tick(), Some(9 * BLOCK + 1));
+        assert_eq!(c.tick(|| unreachable!("inside the block")), 9 * BLOCK + 2);
+        c.live.store(false, Ordering::Relaxed);
+        assert_eq!(c.try_tick(), None, "the stream's state went");
     }
 
     #[test]
