@@ -1374,6 +1374,53 @@ mod tests {
         assert_eq!(c.try_tick(), None, "the stream's state went");
     }
 
+    /// Threads copying one buffer on one stream (each copy superseding the one before,
+    /// mostly on the unlocked path) while another thread completes the stream and events
+    /// are recorded and completed on it: the table ends exact, with no stream state left
+    /// behind and the last access still found by a racing write.
+    #[test]
+    fn threads_sharing_a_stream_and_a_buffer_leave_an_exact_table() {
+        let s = Shared::new();
+        s.pinned_added(range(0));
+        let h = key(1);
+        std::thread::scope(|scope| {
+            for t in 0..4u64 {
+                let s = &s;
+                scope.spawn(move || {
+                    for i in 0..10_000u64 {
+                        let a = access(1, t, false, 0, 0, SIZE);
+                        assert!(s.check(&a).is_empty());
+                        s.commit(a);
+                        if i % 97 == 0 {
+                            s.event_recorded(0xe0 + t, h, t);
+                        }
+                        if i % 101 == 0 {
+                            s.event_completed(0xe0 + t);
+                        }
+                    }
+                });
+            }
+            let s = &s;
+            scope.spawn(move || {
+                for _ in 0..5_000 {
+                    s.stream_completed(h, 9, CTX);
+                    std::thread::yield_now();
+                }
+            });
+        });
+        s.commit(access(1, 1, false, 0, 0, SIZE));
+        assert_eq!(s.pending().len(), 1);
+        let write = access(2, 1, true, 0, 0, SIZE);
+        assert_eq!(s.check(&write).len(), 1, "the write races the pending read");
+        s.stream_completed(h, 1, CTX);
+        assert!(s.check(&write).is_empty());
+        assert!(s.is_idle() && s.pending().is_empty());
+        for t in 0..4 {
+            s.event_destroyed(0xe0 + t);
+        }
+        assert_eq!(s.entries(), 1, "the range alone: no stream state left");
+    }
+
     #[test]
     fn threads_on_their_own_streams_and_ranges_are_exact() {
         let s = Arc::new(Shared::new());
