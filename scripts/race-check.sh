@@ -17,7 +17,13 @@
 #   before its own thread state exists;
 # * the fake driver is the normal, uninstrumented one.
 #
-# RACE_CHECK_LOADS overrides the stress loads ("threads:calls ..."); RACE_CHECK_DIR the work
+# * tests/programs/pinned_threads.c, built the same way, runs the race table's paths: each
+#   thread copies from its own pinned buffer on its own stream with event records and
+#   waits, and makes a race of its own every RACE rounds (fix mode orders each one); the run
+#   must give the exact call total and every race ordered.
+#
+# RACE_CHECK_LOADS overrides the stress loads ("threads:calls ..."), RACE_CHECK_PINNED the
+# pinned-copy loads ("threads:rounds:race ..."); RACE_CHECK_DIR the work
 # directory (default target/race-check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +34,7 @@ rm -rf "$work"
 mkdir -p "$work/drv" "$work/sym"
 work=$(cd "$work" && pwd)
 loads=${RACE_CHECK_LOADS:-"4:2000 8:20000 32:5000"}
+pinned_loads=${RACE_CHECK_PINNED:-"8:5000:100 12:2000:50"}
 # Every 10 calls a thread also allocates and frees another thread's allocation (stress.c's
 # STRESS_ALLOC_EVERY): allocations held per thread and taken across threads.
 alloc_every=10
@@ -48,6 +55,8 @@ cp target/debug/libcuda.so "$work/drv/libcuda.so"
 cc -g -O1 -o "$work/stress_tsan" tests/programs/stress.c -L"$work/drv" -lcuda \
   -Wl,--whole-archive "$rt" -Wl,--no-whole-archive -rdynamic -lpthread -ldl -lm -lstdc++
 cc -g -O1 -o "$work/stress" tests/programs/stress.c -L"$work/drv" -lcuda -lpthread
+cc -g -O1 -o "$work/pinned_tsan" tests/programs/pinned_threads.c -Itests/programs -L"$work/drv" -lcuda \
+  -Wl,--whole-archive "$rt" -Wl,--no-whole-archive -rdynamic -lpthread -ldl -lm -lstdc++
 cc -shared -fPIC -O1 -o "$work/libdlsym_gate.so" tests/tsan/dlsym_gate.c -ldl
 symbolize=symbolize=0
 if [ -x /usr/bin/llvm-symbolizer ] && cc -static -O1 -o "$work/sym/llvm-symbolizer" tests/tsan/symbolizer.c 2>/dev/null; then
@@ -90,6 +99,38 @@ for load in $loads; do
   fi
 done
 
+# pinned_ok_calls T N RACE: pinned_threads.c's successful calls (a copy, a record and a wait
+# per round, a synchronize every 64th, and a query every 128th, a racing copy every RACE).
+pinned_ok_calls() {
+  local t=$1 n=$2 race=$3
+  echo $((t * (3 * n + n / 64 + n / 128 + n / race)))
+}
+for load in $pinned_loads; do
+  IFS=: read -r t n race <<<"$load"
+  name=pinned-${t}x$n
+  mkdir -p "$work/$name"
+  rm -f "$work/$name"/tsan.*
+  set +e
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$work/drv" FAKE_CUDA_DEVICE_COUNT=2 SEEDANCE_QUIET=1 \
+    LD_PRELOAD="$work/libdlsym_gate.so:$shim" \
+    TSAN_OPTIONS="suppressions=$root/tests/tsan/tsan.supp $symbolize print_suppressions=1 log_path=$work/$name/tsan exitcode=66" \
+    "$work/pinned_tsan" "$t" "$n" "$race" >"$work/$name/stdout" 2>"$work/$name/stderr"
+  rc=$?
+  set -e
+  reports=$(cat "$work/$name"/tsan.* 2>/dev/null | grep -c 'WARNING: ThreadSanitizer' || true)
+  suppressed=$({ cat "$work/$name"/tsan.* 2>/dev/null || true; } | awk '/Matched [0-9]+ suppressions/{m=1; next} m && /^ *[0-9]+ /{s+=$1} END{print s+0}')
+  total_suppressed=$((total_suppressed + suppressed))
+  want="ok_calls=$(pinned_ok_calls "$t" "$n" "$race") intact=$((t * (n / race)))"
+  got=$(cat "$work/$name/stdout")
+  line="$name (a race every $race): exit $rc, $reports TSan reports, $suppressed suppressed; $got"
+  if [ "$rc" -ne 0 ] || [ "$reports" -ne 0 ] || [ "$got" != "$want" ]; then
+    say "FAIL $line (want $want; reports in $work/$name/tsan.*)"
+    fail=1
+  else
+    say "ok   $line"
+  fi
+done
+
 # Control: the same small run without the suppressions must show the known false positives,
 # or the detector was not live (e.g. the shim was not loaded, or not instrumented). They come
 # from interleavings, so a run may show none: up to three tries.
@@ -126,4 +167,4 @@ if [ "$fail" -ne 0 ]; then
   say "FAIL: ThreadSanitizer reported races or a stress run went wrong (see above)"
   exit 1
 fi
-say "PASS: ThreadSanitizer found no race in the shim under the stress loads $loads ($total_suppressed reports suppressed as false positives from uninstrumented std and the fake driver: tests/tsan/tsan.supp)"
+say "PASS: ThreadSanitizer found no race in the shim under the stress loads $loads and the pinned-copy loads $pinned_loads ($total_suppressed reports suppressed as false positives from uninstrumented std and the fake driver: tests/tsan/tsan.supp)"
