@@ -111,22 +111,30 @@ fn threads_benchmark_statistics_selftest() {
     );
 }
 
-#[test]
-fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
-    let a = artifacts();
-    let fake = a.fake_dir.to_string_lossy().into_owned();
-    // The script builds threads_bench.c with this machine's cc, as it runs on the GPU
-    // machine: it links against a fake driver of the host's architecture only.
-    let Some((out, stdout)) = run_script(
-        "scripts/gpu-threads.sh",
+/// [`run_script`] of a script that runs scripts/gpu-threads.sh against the fake driver
+/// (`FAKE_DRIVER_DIR` added to `settings`). The script builds threads_bench.c with this
+/// machine's cc, as it runs on the GPU machine, so it links against a fake driver of the
+/// host's architecture only (`None` under emulation).
+fn run_on_fake_driver(
+    script: &str,
+    settings: &[(&str, &str)],
+) -> Option<(tempfile::TempDir, String)> {
+    let fake = artifacts().fake_dir.to_string_lossy().into_owned();
+    let mut all = vec![("FAKE_DRIVER_DIR", fake.as_str())];
+    all.extend_from_slice(settings);
+    run_script(
+        script,
         "scripts/gpu-threads.sh builds its program with the host's cc, which cannot link the \
          fake driver built for the emulated target",
-        &[
-            ("FAKE_DRIVER_DIR", &fake),
-            ("ROUNDS", "2"),
-            ("THREADS", "1 3"),
-            ("ITERATIONS", "200"),
-        ],
+        &all,
+    )
+}
+
+#[test]
+fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
+    let Some((out, stdout)) = run_on_fake_driver(
+        "scripts/gpu-threads.sh",
+        &[("ROUNDS", "2"), ("THREADS", "1 3"), ("ITERATIONS", "200")],
     ) else {
         return;
     };
@@ -280,15 +288,10 @@ fn interleaved_schedule(raw: &str, round: u32, threads: u32) -> Vec<(u32, String
 
 #[test]
 fn the_interleaved_schedule_runs_one_plain_process_per_round_when_asked() {
-    let a = artifacts();
-    let fake = a.fake_dir.to_string_lossy().into_owned();
     let run = |between: &str| {
-        run_script(
+        run_on_fake_driver(
             "scripts/gpu-threads.sh",
-            "scripts/gpu-threads.sh builds its program with the host's cc, which cannot link \
-             the fake driver built for the emulated target",
             &[
-                ("FAKE_DRIVER_DIR", &fake),
                 ("ROUNDS", "2"),
                 ("THREADS", "2"),
                 ("ITERATIONS", "100"),
@@ -347,14 +350,9 @@ fn the_interleaved_schedule_runs_one_plain_process_per_round_when_asked() {
 
 #[test]
 fn the_thread_table_keeps_every_thread_counts_raw_lines_in_one_file() {
-    let a = artifacts();
-    let fake = a.fake_dir.to_string_lossy().into_owned();
-    let Some((out, stdout)) = run_script(
+    let Some((out, stdout)) = run_on_fake_driver(
         "scripts/gpu-threads-interleaved.sh",
-        "scripts/gpu-threads.sh builds its program with the host's cc, which cannot link the \
-         fake driver built for the emulated target",
         &[
-            ("FAKE_DRIVER_DIR", &fake),
             ("ROWS", "1 20 5 50\n2 20 5 50"),
             ("ROUNDS", "1"),
             ("MODES", "fix"),
