@@ -216,7 +216,12 @@ fn check_copy(id: HookId, sides: &[(u64, Direction)], bytes: u64, stream: CUstre
 /// After the copy succeeded: its accesses are pending (in the range its `pre` hook held,
 /// or the thread's cache's last one; looked up again if that is not the access's).
 fn after_copy(l: &mut Local) {
-    let Local { next, ranges, .. } = l;
+    let Local {
+        next,
+        ranges,
+        clock,
+        ..
+    } = l;
     for slot in next.iter_mut() {
         if let Some((a, held)) = slot.take() {
             let last = ranges.as_ref().and_then(|c| c.last());
@@ -225,8 +230,8 @@ fn after_copy(l: &mut Local) {
                 .or(last)
                 .filter(|h| h.range().lo == a.range_lo)
             {
-                Some(h) => TABLE.commit_in(h, a),
-                None => TABLE.commit(a),
+                Some(h) => TABLE.commit_in_noting(h, a, clock),
+                None => TABLE.commit_noting(a, clock),
             };
         }
     }
@@ -361,7 +366,10 @@ pub fn event_recorded(id: HookId, event: CUevent, stream: CUstream) {
     let per_thread = id.per_thread();
     while_pending(|t| {
         let c = caller(per_thread, stream);
-        t.event_recorded(event as u64, c.key, c.tid)
+        local::with_last_clock(|last| match last {
+            Some(last) => t.event_recorded_after(event as u64, c.key, c.tid, last),
+            None => t.event_recorded(event as u64, c.key, c.tid),
+        })
     });
 }
 

@@ -263,8 +263,11 @@ impl Clock {
         c
     }
 
-    /// The next number without the shard's lock, by a caller that holds a range's lock
-    /// with an access of this stream pending in it (so the state cannot go meanwhile);
+    /// The next number without the shard's lock: by a caller that holds a range's lock
+    /// with an access of this stream pending in it (so the state cannot go meanwhile), or
+    /// by an event record through the thread's [`LastClock`] (a state that goes after the
+    /// `live` load leaves the number above every access of its own and below every
+    /// access of the next state's: what a record made just before the end would hold);
     /// `None` near the block's end or once the state went (the caller takes the locked
     /// path; the number taken is left unused, a gap on the clock).
     fn try_tick(&self) -> Option<u64> {
@@ -275,6 +278,42 @@ impl Clock {
     /// The clock now: above every number handed out.
     fn now(&self) -> u64 {
         self.next.load(Ordering::Relaxed)
+    }
+}
+
+/// The clock of the stream a thread's last copy was committed on, kept by that thread
+/// ([`Shared::commit_in_noting`]) for its next event record on the same stream
+/// ([`Shared::event_recorded_after`]): the record then takes its number from the clock
+/// without the stream shard's lock or its hash look-up, while the clock's state lives.
+///
+/// A clock whose state went is never used: a state made again for the stream has a clock
+/// of its own, and a copy ordered before the record that made it was committed after the
+/// old state's end, which the record then sees (the old clock's `live` is cleared before
+/// that end, under the shard's lock the new state's first commit takes).
+#[derive(Default)]
+pub struct LastClock(Option<(Sid, Arc<Clock>)>);
+
+impl LastClock {
+    /// None known (a thread's first copy notes one).
+    pub const fn new() -> LastClock {
+        LastClock(None)
+    }
+
+    /// `c` is `s`'s clock (a clock belongs to one stream: the same clock is the same
+    /// stream).
+    #[inline(always)]
+    fn note(&mut self, s: Sid, c: &Arc<Clock>) {
+        if !self.0.as_ref().is_some_and(|(_, k)| Arc::ptr_eq(k, c)) {
+            self.0 = Some((s, Arc::clone(c)));
+        }
+    }
+
+    /// A number on `s`'s clock, if this is `s`'s live clock ([`Clock::try_tick`]).
+    fn tick(&self, s: Sid) -> Option<u64> {
+        match &self.0 {
+            Some((x, c)) if *x == s => c.try_tick(),
+            _ => None,
+        }
     }
 }
 
@@ -747,7 +786,22 @@ impl Shared {
     }
 
     /// [`Shared::commit`] in the range `held` ([`Shared::find`]).
-    pub fn commit_in(&self, held: &Held, mut a: Access) -> u64 {
+    pub fn commit_in(&self, held: &Held, a: Access) -> u64 {
+        self.commit_in_noting(held, a, &mut LastClock::new())
+    }
+
+    /// [`Shared::commit`], noting the clock of the access's stream in the calling
+    /// thread's `last` ([`Shared::event_recorded_after`]).
+    pub fn commit_noting(&self, a: Access, last: &mut LastClock) -> u64 {
+        match self.slot(a.range_lo) {
+            Some(slot) => self.commit_in_noting(&Held(slot), a, last),
+            None => 0,
+        }
+    }
+
+    /// [`Shared::commit_in`], noting the clock of the access's stream in the calling
+    /// thread's `last`.
+    pub fn commit_in_noting(&self, held: &Held, mut a: Access, last: &mut LastClock) -> u64 {
         let slot = &held.0;
         let s = sid(a.key, a.tid);
         let mut p = slot.pending.lock();
@@ -759,10 +813,13 @@ impl Shared {
         // length, the hint, the stream's count and ranges and the table's count stay as
         // they are (what the locked path below does for it too).
         if p.single == Some(s) && p.list.len() == 1 && a.supersedes(&p.list[0]) {
-            if let Some(t) = p.clock.as_ref().and_then(|c| c.try_tick()) {
-                a.seq = t;
-                p.list[0] = a;
-                return t;
+            if let Some(c) = p.clock.as_ref() {
+                if let Some(t) = c.try_tick() {
+                    last.note(s, c);
+                    a.seq = t;
+                    p.list[0] = a;
+                    return t;
+                }
             }
         }
         let before = p.list.len();
@@ -793,6 +850,7 @@ impl Shared {
             }
         };
         a.seq = st.tick(|| self.fresh());
+        last.note(s, &st.clock);
         if single.is_none() {
             p.clock = None;
         } else if !p.clock.as_ref().is_some_and(|c| Arc::ptr_eq(c, &st.clock)) {
@@ -950,8 +1008,15 @@ impl Shared {
 
     /// `cuEventRecord(event, stream)` on thread `tid`.
     pub fn event_recorded(&self, event: u64, key: u64, tid: u64) {
+        self.event_recorded_after(event, key, tid, &LastClock::new());
+    }
+
+    /// [`Shared::event_recorded`] by the thread whose [`LastClock`] is `last`: a record on
+    /// the stream of that thread's last copy takes its number from the stream's clock
+    /// without the stream shard's lock, while the clock's state lives.
+    pub fn event_recorded_after(&self, event: u64, key: u64, tid: u64, last: &LastClock) {
         let s = sid(key, tid);
-        let upto = self.tick(s);
+        let upto = last.tick(s).unwrap_or_else(|| self.tick(s));
         let mut m = self.events(event).lock();
         // A record of an event recorded before (the loop's case) replaces its mark in place.
         if let Some(mark) = m.get_mut(&event) {
@@ -1181,18 +1246,20 @@ mod tests {
                 s.pinned_added(range(i));
             }
             let mut recorded = HashSet::new();
+            // Each thread's clock of its last copy's stream, as the shim keeps it.
+            let mut lasts: HashMap<u64, LastClock> = HashMap::new();
             for (n, op) in ops.into_iter().enumerate() {
                 match op {
                     Op::Copy(k, tid, w, r, off, bytes) => {
                         let a = access(k, tid, w, r, off, bytes);
                         prop_assert_eq!(verdict(t.check(&a)), verdict(s.check(&a)), "step {}", n);
                         t.commit(a.clone());
-                        s.commit(a);
+                        s.commit_noting(a, lasts.entry(tid).or_default());
                     }
                     Op::Record(e, k, tid) => {
                         recorded.insert(e);
                         t.event_recorded(e, key(k), tid);
-                        s.event_recorded(e, key(k), tid);
+                        s.event_recorded_after(e, key(k), tid, lasts.entry(tid).or_default());
                     }
                     Op::Wait(k, tid, e) => {
                         let shim = |known: bool| if known { 0 } else if recorded.contains(&e) { 1 } else { 2 };
@@ -1452,6 +1519,50 @@ mod tests {
         assert_eq!(s.entries(), 1, "the range alone");
     }
 
+    /// An event record on the stream of its thread's last copy takes its number from the
+    /// clock that thread noted, without the stream shard's lock (here held by the test
+    /// while the record runs): one above the copy's, so a wait on it covers the copy.
+    /// Once the stream's state went, the noted clock is not used: a record after a copy
+    /// on another thread (a new state) covers that copy.
+    #[test]
+    fn a_record_after_its_threads_copy_takes_no_stream_lock() {
+        let s = Shared::new();
+        s.pinned_added(range(0));
+        let mut last = LastClock::new();
+        let seq = s.commit_noting(access(1, 1, false, 0, 0, SIZE), &mut last);
+        let guard = s.streams(sid(key(1), 1)).lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                s.event_recorded_after(0xe0, key(1), 1, &last);
+                tx.send(()).unwrap();
+            });
+            let got = rx.recv_timeout(std::time::Duration::from_secs(30));
+            drop(guard);
+            assert_eq!(got, Ok(()), "the record waited for the stream shard's lock");
+        });
+        let mark = s.events(0xe0).lock().get(&0xe0).copied().unwrap();
+        assert_eq!(mark.upto, seq + 1);
+        // The event's completion completes the copy.
+        s.event_completed(0xe0);
+        assert!(s.pending().is_empty() && s.is_idle());
+        // The state went with it; another thread's copy on the stream makes a new one.
+        let other = s.commit(access(1, 2, false, 0, 0, SIZE));
+        assert!(
+            other > seq + 1,
+            "a new state's clock starts above the old one's"
+        );
+        s.event_recorded_after(0xe1, key(1), 1, &last);
+        let mark = s.events(0xe1).lock().get(&0xe1).copied().unwrap();
+        assert!(
+            mark.upto > other,
+            "the old clock was not used: {} <= {other}",
+            mark.upto
+        );
+        s.event_completed(0xe1);
+        assert!(s.pending().is_empty() && s.is_idle());
+    }
+
     /// A clock never hands out the last [`MARGIN`] numbers of a block: the unlocked tick
     /// declines them, the locked one moves to a fresh block, and numbers only grow.
     #[test]
@@ -1483,12 +1594,15 @@ mod tests {
             for t in 0..4u64 {
                 let s = &s;
                 scope.spawn(move || {
+                    // Records through the thread's noted clock while another thread
+                    // completes the stream (its states going and made again).
+                    let mut last = LastClock::new();
                     for i in 0..10_000u64 {
                         let a = access(1, t, false, 0, 0, SIZE);
                         assert!(s.check(&a).is_empty());
-                        s.commit(a);
+                        s.commit_noting(a, &mut last);
                         if i % 97 == 0 {
-                            s.event_recorded(0xe0 + t, h, t);
+                            s.event_recorded_after(0xe0 + t, h, t, &last);
                         }
                         if i % 101 == 0 {
                             s.event_completed(0xe0 + t);

@@ -3,7 +3,7 @@
 //! miss fell in, reached in one thread-local access per hook (each access reads a TLS
 //! descriptor from the GOT and the thread pointer, `.cargo/config.toml`).
 
-use seedance_core::hazard::shared::{Held, Ranges};
+use seedance_core::hazard::shared::{Held, LastClock, Ranges};
 use seedance_core::hazard::Access;
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
@@ -28,6 +28,9 @@ pub(super) struct Local {
     /// The accesses of the copy this thread is making (a fixed pair: no allocation per
     /// copy).
     pub(super) next: Sides,
+    /// The clock of the stream this thread's last copy was committed on, for its next
+    /// event record on that stream ([`seedance_core::hazard::shared::Shared::event_recorded_after`]).
+    pub(super) clock: LastClock,
 }
 
 /// The thread's [`Local`], aligned to a cache line.
@@ -53,6 +56,7 @@ impl Drop for Release {
                 l.ranges = None;
                 l.armed = false;
                 l.next = [None, None];
+                l.clock = LastClock::new();
             }
         });
     }
@@ -66,6 +70,7 @@ thread_local! {
             ranges: None,
             armed: false,
             next: [None, None],
+            clock: LastClock::new(),
         })))
     };
     static RELEASE: Release = const { Release };
@@ -107,6 +112,21 @@ pub(super) fn unless_known_miss(a: u64, b: u64, work: impl FnOnce(&RefCell<Local
     });
 }
 
+/// Runs `f` with the calling thread's [`LastClock`] (`None` while its copy state is in use
+/// or its local storage is gone: the record then takes the locked path).
+#[inline(always)]
+pub(super) fn with_last_clock(f: impl FnOnce(Option<&LastClock>)) {
+    let mut f = Some(f);
+    let _ = NEXT.try_with(|n| {
+        if let Some(f) = f.take() {
+            f(n.try_borrow().ok().as_ref().map(|l| &l.clock));
+        }
+    });
+    if let Some(f) = f {
+        f(None);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +139,7 @@ mod tests {
             ranges: None,
             armed: false,
             next: [None, None],
+            clock: LastClock::new(),
         }));
         let base = &c as *const LocalCell as usize;
         assert_eq!(base % 64, 0);
