@@ -148,10 +148,17 @@ def summarize(ratios, ci="order", limit=1.02):
     return out
 
 
-def fmt(c):
+def bound(x, limit):
+    """An interval's end to three decimals, or to four where three would print the limit
+    itself for an end that is not the limit (1.0202 would read 1.020, and the verdict
+    "undecided" beside it would look wrong)."""
+    return f"{x:.4f}" if f"{x:.3f}" == f"{limit:.3f}" and x != limit else f"{x:.3f}"
+
+
+def fmt(c, limit=1.02):
     med, lo, hi, n, covered, v = c
     mark = "" if covered else f", n={n}: under 95 %"
-    return f"{med:.3f}x [{lo:.3f}-{hi:.3f}] {v}{mark}"
+    return f"{med:.3f}x [{bound(lo, limit)}-{bound(hi, limit)}] {v}{mark}"
 
 
 def tables(runs, ci="order", limit=1.02):
@@ -172,7 +179,7 @@ def tables(runs, ci="order", limit=1.02):
             cells = [f"{statistics.median(xs):.0f} ({q[0]:.0f}-{q[2]:.0f})"]
             for m in modes:
                 c = s.get((op, t, m), {}).get(metric)
-                cells.append(fmt(c) if c else "-")
+                cells.append(fmt(c, limit) if c else "-")
             out.append(f"| {op} | {t} | " + " | ".join(cells) + " |")
         out.append("")
     floor = [max(c["wall"][2] - c["wall"][0], c["wall"][0] - c["wall"][1])
@@ -292,7 +299,8 @@ def interleaved_tables(pairs, ci="order", limit=1.02):
                     continue
                 med, lo, hi, n, covered, v, add, npairs = c
                 mark = "" if covered else f", n={n}: under 95 %"
-                cells.append(f"{med:.3f}x [{lo:.3f}-{hi:.3f}] {v}{mark}; {add:+.0f} ns")
+                cells.append(f"{med:.3f}x [{bound(lo, limit)}-{bound(hi, limit)}] {v}{mark}; "
+                             f"{add:+.0f} ns")
             out.append(f"| {op} | {t} | " + " | ".join(cells) + " |")
         out.append("")
     procs = sorted({len(r) for r in pairs.values()})
@@ -387,6 +395,17 @@ def selftest():
     assert cell[("x", 2, "plain", "cpu")][5] == "within", text
     assert "| x | 2 | 1.000x [1.000-1.000] within; +0 ns | 1.050x" in text, text
     assert parse(lines) == {}, "pair lines are not runs"
+    # An interval's end that three decimals would print as the limit gets a fourth, so the
+    # verdict beside it reads true; other ends keep three.
+    assert bound(1.0202, 1.02) == "1.0202" and bound(1.0199, 1.02) == "1.0199", "bound"
+    assert bound(1.02, 1.02) == "1.020" and bound(1.0149, 1.02) == "1.015", "bound"
+    lines = []
+    for r in range(1, 7):
+        for pos, (m, e) in enumerate((("plain", 1.0), ("fix", 1.0198 + 0.0001 * r))):
+            lines.append(f"round {r} pos {pos} mode {m} pairop x threads 2 index 0 "
+                         f"lw {1000 * e} dw 1000 lc 500 dc 500")
+    text, _ = interleaved_tables(parse_pairs(lines))
+    assert "[1.0199-1.0204] undecided" in text, text
     # Too few rounds: said in the cell.
     text, _ = tables(parse(synthetic(rounds=4)))
     assert "n=4: under 95 %" in text, text
