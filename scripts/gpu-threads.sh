@@ -28,7 +28,8 @@
 # (blocking: see threads_bench.c), MODES ("aa off observe fix", and hami when built), SEED
 # (1), INTERVAL (order, or bootstrap: threads_stats.py --ci; not named CI, which CI services
 # set to "true"), BUDGET_S (540: no round starts that the last one's length says would end
-# past it, so one call stays inside a 10-minute command), FAKE_DRIVER_DIR (a directory
+# past it, so one call stays inside a 10-minute command; a run that ROUNDS ends
+# with over half of it left says so on its `rounds:` line), FAKE_DRIVER_DIR (a directory
 # holding the fake driver's libcuda.so, crates/fake-cuda: builds with cc against it instead
 # of nvcc and the GPU, no HAMi-core, for testing the script without a GPU), OPS (the
 # operations to run, default all) and ALLOC_EVERY (iterations per alloc_free pair, 50):
@@ -184,7 +185,14 @@ for r in $(seq 1 "$rounds"); do
   done_rounds=$r
   echo "round $r: ${last} s (order of the last thread count: $order)"
 done
-echo "rounds: $done_rounds of $rounds in $((SECONDS - start)) s"
+used=$((SECONDS - start))
+if [ "$done_rounds" -eq "$rounds" ] && [ $((2 * used)) -lt "$budget" ]; then
+  # ROUNDS, not the budget, ended the run: said, since a run meant to fill its budget
+  # (more processes per cell) would otherwise end early without a word.
+  echo "rounds: $done_rounds of $rounds in $used s; ROUNDS=$rounds ended the run with $((budget - used)) s of BUDGET_S=$budget unused (set ROUNDS higher to use it)"
+else
+  echo "rounds: $done_rounds of $rounds in $used s"
+fi
 
 python3 "$here/gpu/threads_stats.py" --ci "${INTERVAL:-order}" "$raw" > "$out/threads-table.md" \
   || { echo "FAIL: threads_stats.py (INTERVAL=${INTERVAL:-order})"; exit 1; }

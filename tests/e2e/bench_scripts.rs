@@ -178,6 +178,43 @@ fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
     assert!(table.contains("n=2: under 95 %"), "{table}");
 }
 
+/// A run that ROUNDS ends with most of BUDGET_S left says so on its `rounds:` line (the
+/// line scripts/gpu-threads-interleaved.sh passes on); a run the budget ends does not.
+#[test]
+fn the_benchmark_says_when_rounds_and_not_the_budget_ended_it() {
+    let run = |budget: &str| {
+        run_on_fake_driver(
+            "scripts/gpu-threads.sh",
+            &[
+                ("ROUNDS", "1"),
+                ("THREADS", "1"),
+                ("ITERATIONS", "50"),
+                ("MODES", "fix"),
+                ("OPS", "launch"),
+                ("BUDGET_S", budget),
+            ],
+        )
+    };
+    let Some((_, filled)) = run("0") else {
+        return;
+    };
+    let line = |stdout: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with("rounds: 1 of 1 in "))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no rounds line: {stdout}"))
+    };
+    assert!(!line(&filled).contains("unused"), "{filled}");
+    let (_, short) = run("100000").unwrap();
+    let said = line(&short);
+    assert!(
+        said.contains("; ROUNDS=1 ended the run with ")
+            && said.ends_with(" s of BUDGET_S=100000 unused (set ROUNDS higher to use it)"),
+        "{said}"
+    );
+}
+
 #[test]
 fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanoseconds() {
     let Some((out, _)) = run_script(
