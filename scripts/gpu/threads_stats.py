@@ -297,10 +297,8 @@ def interleaved_tables(pairs, ci="order", limit=1.02):
                 if c is None:
                     cells.append("-")
                     continue
-                med, lo, hi, n, covered, v, add, npairs = c
-                mark = "" if covered else f", n={n}: under 95 %"
-                cells.append(f"{med:.3f}x [{bound(lo, limit)}-{bound(hi, limit)}] {v}{mark}; "
-                             f"{add:+.0f} ns")
+                # The summary's six fields, then the median ns added.
+                cells.append(f"{fmt(c[:6], limit)}; {c[6]:+.0f} ns")
             out.append(f"| {op} | {t} | " + " | ".join(cells) + " |")
         out.append("")
     procs = sorted({len(r) for r in pairs.values()})
