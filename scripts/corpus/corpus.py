@@ -333,10 +333,10 @@ def report(work, out):
         summary.append(f"cuda-samples: {len(rows) + len(build_failed)} selected, {built} built, {ran} run in all three modes, "
                        f"{same} same outcome, {len(bad)} not the same, {len(not_run)} not run, "
                        f"{len(build_failed)} build failed, {len(skipped_manifest)} left out by samples.txt")
-        for n, v, notes in details[:12]:
-            summary.append(f"  {n} [{v}]: " + " | ".join(notes)[:400])
-        if len(details) > 12:
-            summary.append(f"  ... {len(details) - 12} more in results.txt")
+        for n, v, notes in details[:10]:
+            summary.append(f"  {n} [{v}]: " + " | ".join(notes)[:300])
+        if len(details) > 10:
+            summary.append(f"  ... {len(details) - 10} more in results.txt")
         for s in build_failed[:6]:
             summary.append(f"  build failed: {s[:160]}")
         if len(build_failed) > 6:
@@ -360,7 +360,7 @@ def report(work, out):
             lines += [f"  {name}: {n}" for n in notes]
         table = fmt_table(rows, cols + ["verdict"])
         full += ["", "== frameworks (each: exit 0, the same stdout in all three modes, no shim line)"] + table + lines
-        summary += ["frameworks:"] + ["  " + t for t in table] + lines[:12]
+        summary += ["frameworks:"] + ["  " + t for t in table] + [ln[:250] for ln in lines[:8]]
 
     if "rules" in groups:
         rows, lines = [], []
@@ -381,7 +381,7 @@ def report(work, out):
             lines += [f"  {unit} {mode} says: {ln[:300]}" for ln in run.lines[:2]]
         table = fmt_table(rows, ["case", "plain", "exit", "lines", "expected", "verdict"])
         full += ["", "== rules (cases.txt)"] + table + lines
-        summary += ["rules:"] + ["  " + t for t in table] + lines[:14]
+        summary += ["rules:"] + ["  " + t for t in table] + [ln[:250] for ln in lines[:10]]
 
     summary.append(f"RESULT: {'PASS' if failures == 0 else 'FAIL'} ({failures} expectations not met)")
     os.makedirs(out, exist_ok=True)

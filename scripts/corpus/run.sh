@@ -110,6 +110,7 @@ if [ -n "${DRY_RUN:-}" ]; then
 fi
 
 ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+[ "$ngpus" -ge 1 ] || ngpus=1 # no nvidia-smi: the samples' own checks decide
 export CORPUS_NGPUS=$ngpus
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
