@@ -32,11 +32,11 @@ rule_modes() {
     awk -F'|' -v u="$1" 'NF >= 4 {gsub(/ /, "", $1); gsub(/ /, "", $2); gsub(/ /, "", $3); if ($1 "." $2 == u) print $3}' | awk '!seen[$0]++'
 }
 
-# sample_fields NAME: s_dir, s_srcs, s_flags, s_args, s_gpus from samples.txt.
+# sample_fields NAME: s_dir, s_srcs, s_flags, s_args, s_gpus, s_extra from samples.txt.
 sample_fields() {
   local line
   line=$(grep -v '^#' "$CORPUS_HERE/samples.txt" | awk -F'|' -v n="$1" '$1 == n' | head -n 1)
-  IFS='|' read -r _ s_dir s_srcs s_flags s_args s_gpus <<<"$line"
+  IFS='|' read -r _ s_dir s_srcs s_flags s_args s_gpus s_extra <<<"$line"
   [ "$s_flags" = "-" ] && s_flags=
   [ "$s_args" = "-" ] && s_args=
   s_gpus=${s_gpus:-1}
@@ -55,6 +55,15 @@ sample_build_cmd() {
   echo "nvcc -arch=sm_90 -O2 -std=c++17 --extended-lambda -rdc=true -Wno-deprecated-gpu-targets" \
     "-I$CORPUS_SRC/Common -I. $s_srcs $flags -lcudadevrt -Xlinker -rpath -Xlinker $cuda/lib64" \
     "-o $CORPUS_WORK/bin/$name"
+}
+
+# sample_extra_cmd NAME: the nvcc command line that builds the kernel file sample NAME loads at
+# run time (samples.txt's seventh field), or nothing.
+sample_extra_cmd() {
+  sample_fields "$1"
+  [ -n "${s_extra:-}" ] || return 0
+  local kind=${s_extra%%:*} rest=${s_extra#*:}
+  echo "nvcc -arch=sm_90 -O2 -Wno-deprecated-gpu-targets -I$CORPUS_SRC/Common -I. -$kind -o ${rest#*:} ${rest%%:*}"
 }
 
 rule_build_cmd() {
@@ -122,8 +131,11 @@ unit_main() {
       fi
       sample_fields "$name"
       cmd=$(sample_build_cmd "$name")
-      # shellcheck disable=SC2086 # the command line is split into words on purpose
-      (cd "$CORPUS_SRC/Samples/$s_dir" && timeout -k 5 "$(build_limit)" $cmd) >"$CORPUS_WORK/build/$name.log" 2>&1
+      local extra
+      extra=$(sample_extra_cmd "$name")
+      # shellcheck disable=SC2086 # the command lines are split into words on purpose
+      (cd "$CORPUS_SRC/Samples/$s_dir" && { [ -z "$extra" ] || timeout -k 5 "$(build_limit)" $extra; } &&
+        timeout -k 5 "$(build_limit)" $cmd) >"$CORPUS_WORK/build/$name.log" 2>&1
       echo $? >"$CORPUS_WORK/build/$name.rc"
       ;;
     build-rule)

@@ -89,6 +89,7 @@ dry_run() {
   for n in "${samples[@]}"; do
     sample_fields "$n"
     echo "  $n (GPUs $s_gpus)"
+    [ -n "${s_extra:-}" ] && echo "    kernel file (in Samples/$s_dir): $(sample_extra_cmd "$n")"
     echo "    build (in Samples/$s_dir): $(sample_build_cmd "$n")"
     echo "    run   (in Samples/$s_dir): [plain|observe|fix] timeout ${SAMPLE_TIMEOUT}s bin/$n $s_args"
   done
