@@ -309,6 +309,9 @@ def report(work, out):
                 skipped_manifest.append(f"{name}: {f[3]}")
                 continue
             rc = read(os.path.join(work, "build", name + ".rc")).strip()
+            if rc == "" and read(os.path.join(work, "build", name + ".log")).startswith("not started"):
+                not_run.append(f"{name}: not built: BUDGET_S was reached before its build started")
+                continue
             if rc != "0":
                 log = read(os.path.join(work, "build", name + ".log"))
                 err = next((ln for ln in log.splitlines() if re.search(r"error|Error|undefined reference|not found", ln)),
@@ -325,6 +328,7 @@ def report(work, out):
             elif verdict != "same" or notes:
                 details.append((name, verdict, notes))
         ran = sum(1 for v in verdicts.values() if v != "not run")
+        unbuilt = len(not_run) - sum(1 for v in verdicts.values() if v == "not run")
         same = sum(1 for v in verdicts.values() if v == "same")
         bad = [n for n, v in verdicts.items() if v not in ("same", "not run")]
         failures += len(bad)
@@ -333,7 +337,7 @@ def report(work, out):
         full += ["build failed:"] + ["  " + s for s in build_failed]
         full += ["not run:"] + ["  " + s for s in not_run]
         full += ["details:"] + [f"  {n} [{v}]: " + " | ".join(notes) for n, v, notes in details]
-        summary.append(f"cuda-samples: {len(rows) + len(build_failed)} selected, {built} built, {ran} run in all three modes, "
+        summary.append(f"cuda-samples: {len(rows) + len(build_failed) + unbuilt} selected, {built} built, {ran} run in all three modes, "
                        f"{same} same outcome, {len(bad)} not the same, {len(not_run)} not run, "
                        f"{len(build_failed)} build failed, {len(skipped_manifest)} left out by samples.txt")
         for n, v, notes in details[:10]:
