@@ -113,6 +113,16 @@ fi
 ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 [ "$ngpus" -ge 1 ] || ngpus=1 # no nvidia-smi: the samples' own checks decide
 export CORPUS_NGPUS=$ngpus
+
+# 1. Builds (background) and the framework programs (they need no build) at the same time.
+{
+  printf 'build-rule %s\n' "${rule_programs[@]}"
+  printf 'build-sample %s\n' "${samples[@]}"
+} | grep -v ' $' | xargs -P "$jobs" -L 1 bash "$here/run.sh" --unit &
+build_pid=$!
+printf 'framework %s\n' "${frameworks[@]}" | grep -v ' $' | xargs -P "$fw_jobs" -L 1 bash "$here/run.sh" --unit &
+fw_pid=$!
+# What ran, recorded while the first builds go (the module imports take seconds).
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | paste -sd';') ($ngpus)"
@@ -126,17 +136,8 @@ export CORPUS_NGPUS=$ngpus
   echo "groups: $CORPUS_GROUPS; ${#samples[@]} samples, ${#frameworks[@]} framework programs, ${#rule_units[@]} rules units"
   echo "budget: ${budget}s; builds $jobs, runs $run_jobs + frameworks $fw_jobs at a time; timeouts ${SAMPLE_TIMEOUT}s / ${FW_TIMEOUT}s"
 } | tee "$out/environment.txt"
-
-# 1. Builds (background) and the framework programs (they need no build) at the same time.
-{
-  printf 'build-rule %s\n' "${rule_programs[@]}"
-  printf 'build-sample %s\n' "${samples[@]}"
-} | grep -v ' $' | xargs -P "$jobs" -L 1 bash "$here/run.sh" --unit &
-build_pid=$!
-printf 'framework %s\n' "${frameworks[@]}" | grep -v ' $' | xargs -P "$fw_jobs" -L 1 bash "$here/run.sh" --unit &
-fw_pid=$!
 wait "$build_pid"
-echo "builds done after $(($(date +%s) - start)) s: $(grep -lx 0 "$CORPUS_WORK"/build/*.rc 2>/dev/null | wc -l) built"
+echo "builds done after $(($(date +%s) - start)) s: $(grep -lx 0 "$CORPUS_WORK"/build/*.rc 2>/dev/null | wc -l) programs built (samples and rules)"
 
 # 2. The rules cases, then the samples, RUN_JOBS at a time.
 {

@@ -35,6 +35,7 @@
 mod alloc;
 mod bench_scripts;
 mod cancel;
+mod corpus_script;
 mod devices;
 mod early;
 mod failures;
