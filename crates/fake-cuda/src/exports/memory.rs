@@ -487,7 +487,8 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
 }
 
 /// `cuMemHostUnregister(void *p)`: `HOST_MEMORY_NOT_REGISTERED` (713) unless `p` starts a
-/// registration. Queued copies that read or write the range are not waited for.
+/// registration. Queued copies that read or write the range run first, as driver 580
+/// waits for them (`FAKE_CUDA_RELEASE_NO_WAIT=1`: not).
 ///
 /// # Safety
 ///
@@ -503,7 +504,9 @@ pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
 
 /// `cuMemFreeHost(void *p)`: frees a `cuMemHostAlloc` block: it is filled with
 /// [`POISON`] at once and never released, so copies still queued that read it get the
-/// poison (as a real DMA engine would read freed memory). Queued copies are not waited for.
+/// poison (as a real DMA engine would read freed memory). Queued copies that read or write
+/// the block run first, as driver 580 waits for them (`FAKE_CUDA_RELEASE_NO_WAIT=1`: not,
+/// and those copies read the poison).
 /// Any other pointer fails like `cuMemFree`: 201/709 without a live current context, else
 /// `INVALID_VALUE`.
 ///

@@ -256,42 +256,72 @@ fn dead_handle(
     s
 }
 
-/// A free or unregister of host memory that copies not yet finished still read or write
-/// (`what` names the call's effect: "freeing", "unregistering").
+/// A free or unregister of host memory that returned while copies that read or write it
+/// were still running (`what` names the call's effect: "freeing", "unregistering"): the
+/// driver released the memory under them.
 pub fn explain_pinned_in_use(
     what: &str,
     range: (u64, u64),
     pinned: Option<&Pinned>,
     streams: &[StreamWork],
-    repaired: bool,
 ) -> String {
     let (lo, bytes) = range;
     let made = pinned
         .map(|p| format!(", made by {}", p.created.describe()))
         .unwrap_or_default();
     let list: Vec<String> = streams.iter().map(StreamWork::describe).collect();
-    let mut s = format!(
-        "{what} pinned host memory {lo:#x} ({}{made}) while asynchronous copies that read or \
-         write it have not finished ({}); ",
+    format!(
+        "{what} pinned host memory {lo:#x} ({}{made}) returned while asynchronous copies that \
+         read or write it were still running ({}; the driver reported the streams busy after \
+         the call): the copies may read freed or reused memory (corrupted data) or write into \
+         memory that belongs to something else; synchronise the stream (or record an event \
+         after the copy and synchronise it) before freeing or reusing the buffer",
         show(bytes),
         list.join("; ")
-    );
-    if repaired {
-        s.push_str(
-            "fix: the shim waited for those streams first (cuStreamSynchronize), so the copies \
-             completed with the data intact; ",
-        );
+    )
+}
+
+/// A free or unregister of host memory that the driver delayed until the copies that read
+/// or write it had finished (`function` is the call, `what` its effect: "freeing",
+/// "unregistering"; `blocked` how long the call took): the data is intact, but the call
+/// was a hidden synchronisation of those streams.
+pub fn explain_pinned_release_waited(
+    function: &str,
+    what: &str,
+    range: (u64, u64),
+    pinned: Option<&Pinned>,
+    streams: &[StreamWork],
+    blocked: std::time::Duration,
+) -> String {
+    let (lo, bytes) = range;
+    let made = pinned
+        .map(|p| format!(", made by {}", p.created.describe()))
+        .unwrap_or_default();
+    let list: Vec<String> = streams.iter().map(StreamWork::describe).collect();
+    format!(
+        "{what} pinned host memory {lo:#x} ({}{made}) while asynchronous copies that read or \
+         write it had not finished ({}): {function} waited {} for them before releasing the \
+         memory (the streams were idle when it returned), so the copies completed with the \
+         data intact, but the call stalled this thread until the streams' earlier work was \
+         done (a hidden synchronisation); to keep the thread running, synchronise the stream \
+         (or record an event after the copy and synchronise it) where the wait suits the \
+         program, or free the buffer later",
+        show(bytes),
+        list.join("; "),
+        duration(blocked)
+    )
+}
+
+/// A call's duration as a person reads it: `850 us`, `12.3 ms`, `1.02 s`.
+fn duration(d: std::time::Duration) -> String {
+    let us = d.as_micros();
+    if us < 1_000 {
+        format!("{us} us")
+    } else if us < 1_000_000 {
+        format!("{:.1} ms", us as f64 / 1e3)
     } else {
-        s.push_str(
-            "the copies may read freed or reused memory (corrupted data) or write into memory \
-             that belongs to something else; ",
-        );
+        format!("{:.2} s", us as f64 / 1e6)
     }
-    s.push_str(
-        "synchronise the stream (or record an event after the copy and synchronise it) before \
-         freeing or reusing the buffer",
-    );
-    s
 }
 
 /// A stream-ordered free of device memory that copies on other streams still use.

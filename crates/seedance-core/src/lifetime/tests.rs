@@ -240,11 +240,30 @@ fn explanations() {
         ctx: None,
         created: s,
     };
-    let text = explain_pinned_in_use("freeing", (0x9000, 4096), Some(&p), &work[..1], true);
+    let text = explain_pinned_in_use("freeing", (0x9000, 4096), Some(&p), &work[..1]);
     assert!(text.starts_with(
         "freeing pinned host memory 0x9000 (4.0 KiB (4096 bytes), made by cuStreamCreate"
     ));
-    assert!(text.contains("fix: the shim waited for those streams first"));
+    assert!(text
+        .contains("returned while asynchronous copies that read or write it were still running"));
+    assert!(text.contains("the copies may read freed or reused memory"));
+    let waited = |ms| {
+        explain_pinned_release_waited(
+            "cuMemFreeHost",
+            "freeing",
+            (0x9000, 4096),
+            Some(&p),
+            &work[..1],
+            std::time::Duration::from_millis(ms),
+        )
+    };
+    let text = waited(1017);
+    assert!(text.starts_with("freeing pinned host memory 0x9000 (4.0 KiB (4096 bytes), made by"));
+    assert!(text.contains(": cuMemFreeHost waited 1.02 s for them before releasing the memory"));
+    assert!(text.contains("the copies completed with the data intact"));
+    assert!(!text.contains("corrupt"));
+    assert!(waited(12).contains("waited 12.0 ms for them"));
+    assert!(waited(0).contains("waited 0 us for them"));
     assert!(explain_device_in_use(0x7000, Some(512), &work[..1], false)
         .starts_with("freeing device memory 0x7000 (512 bytes) on one stream"));
 }
