@@ -4,6 +4,7 @@
 pub mod alloc;
 pub mod capture;
 pub mod devices;
+pub mod forked;
 pub mod hazard;
 #[cfg(target_os = "linux")]
 pub mod hostguard;

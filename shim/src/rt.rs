@@ -7,6 +7,7 @@ pub mod args;
 pub mod config;
 pub mod guard;
 pub mod hot;
+pub mod lineage;
 pub mod names;
 pub mod output;
 pub mod probes;

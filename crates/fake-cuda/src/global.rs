@@ -6,6 +6,13 @@
 //! panic into `CUDA_ERROR_UNKNOWN` instead of unwinding into C, and records the call
 //! ([`crate::log`]). A poisoned mutex is recovered with `into_inner`.
 //!
+//! A child `fork()`ed after a successful `cuInit` gets `CUDA_ERROR_NOT_INITIALIZED` (3) from
+//! `cuInit` and from every call that needs the driver, as the real driver does (driver
+//! 580.159, H200: docs/design.md, fact 16): the first successful `cuInit` registers a
+//! `pthread_atfork` child handler that marks the copy ([`forked_after_init`]). The child
+//! still takes the driver's lock first, so a child forked while another thread held it
+//! waits, as before (the deadlock the shim's fork gate prevents stays visible).
+//!
 //! With `FAKE_CUDA_DEINIT_AT_EXIT=1` the first successful `cuInit` registers an `atexit`
 //! handler that deinitialises the driver, as the real one does at process exit: atexit
 //! handlers registered before that `cuInit`, and library destructors, then get
@@ -13,6 +20,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use seedance_cuda::CUresult;
@@ -34,6 +42,8 @@ enum Init {
 }
 
 static DRIVER: Mutex<Init> = Mutex::new(Init::Pending);
+/// Set in a child forked after a successful `cuInit` (and inherited by its own children).
+static FORKED_AFTER_INIT: AtomicBool = AtomicBool::new(false);
 static STUB: OnceLock<bool> = OnceLock::new();
 
 thread_local! {
@@ -85,6 +95,17 @@ extern "C" fn deinitialize() {
     *lock() = Init::Deinitialized;
 }
 
+/// `pthread_atfork` child handler, registered by the first successful `cuInit`.
+extern "C" fn mark_forked_child() {
+    FORKED_AFTER_INIT.store(true, Ordering::Relaxed);
+}
+
+/// Whether this process is a child forked after its parent initialised the driver: then
+/// every call that needs the driver, `cuInit` included, returns `CUDA_ERROR_NOT_INITIALIZED`.
+pub fn forked_after_init() -> bool {
+    FORKED_AFTER_INIT.load(Ordering::Relaxed)
+}
+
 /// Whether `FAKE_CUDA_STUB` turned stub mode on (read once).
 pub fn stub() -> bool {
     *STUB.get_or_init(|| {
@@ -103,6 +124,9 @@ pub fn init(flags: u32) -> Result<(), CUresult> {
         return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
     }
     let mut g = lock();
+    if forked_after_init() {
+        return Err(CUresult::CUDA_ERROR_NOT_INITIALIZED);
+    }
     match &*g {
         Init::Ready(_) => Ok(()),
         Init::Failed(e) => Err(*e),
@@ -113,6 +137,11 @@ pub fn init(flags: u32) -> Result<(), CUresult> {
                 Err(e) => (Init::Failed(e), Err(e)),
             };
             *g = state;
+            if r.is_ok() {
+                // SAFETY: the handler only stores to an atomic, which is async-signal-safe
+                // and valid in the child; this library is not unloaded while a process forks.
+                unsafe { libc::pthread_atfork(None, None, Some(mark_forked_child)) };
+            }
             if r.is_ok() && deinit_at_exit() {
                 // SAFETY: `deinitialize` is a valid handler for the life of the process (this
                 // library is not unloaded while the process exits).
@@ -148,9 +177,11 @@ pub fn call(
     r
 }
 
-/// Runs `f` on the initialised driver without recording a call; `None` before `cuInit`.
+/// Runs `f` on the initialised driver without recording a call; `None` before `cuInit`
+/// (and in a child forked after it).
 pub fn with_driver<T>(f: impl FnOnce(&Driver) -> T) -> Option<T> {
     match &*lock() {
+        Init::Ready(_) if forked_after_init() => None,
         Init::Ready(d) => Some(f(d)),
         _ => None,
     }
@@ -163,6 +194,7 @@ pub fn call_driver(
     body: impl FnOnce(&mut Driver) -> Result<(), CUresult>,
 ) -> CUresult {
     call(name, args, || match &mut *lock() {
+        Init::Ready(_) if forked_after_init() => Err(CUresult::CUDA_ERROR_NOT_INITIALIZED),
         Init::Ready(d) => body(d),
         Init::Deinitialized => Err(CUresult::CUDA_ERROR_DEINITIALIZED),
         _ => Err(CUresult::CUDA_ERROR_NOT_INITIALIZED),

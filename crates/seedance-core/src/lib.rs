@@ -16,6 +16,7 @@ pub mod bytes;
 pub mod config;
 pub mod counters;
 pub mod fallback;
+pub mod fork;
 pub mod hazard;
 pub mod held;
 pub mod held_lines;

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod direct;
 pub mod metrics;
 pub mod schema;
 pub mod writer;

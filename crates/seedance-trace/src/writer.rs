@@ -101,7 +101,7 @@ impl std::error::Error for WriterError {}
 pub struct TraceFile {
     /// Where the file was created.
     pub path: PathBuf,
-    file: File,
+    pub(crate) file: File,
 }
 
 impl TraceFile {

@@ -9,8 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Runs after every `cuInit` (the `after` hook of its wrapper, also when no driver could be
 /// loaded: `crate::driver::missing`): the session record, then, after the first success,
-/// the driver-message callback ([`driverlog::register`]).
+/// the driver-message callback ([`driverlog::register`]). A success is noted for the
+/// children this process may fork ([`crate::rt::lineage`]).
 pub fn after_init(r: CUresult) {
+    if r.0 == 0 {
+        crate::rt::lineage::note_initialised();
+    }
     on_init(r);
     driverlog::register(r);
 }

@@ -184,6 +184,10 @@ macro_rules! wrappers {
                     count_call!(HookId::$sym, r, ($($count)?));
                     // SAFETY: the program's own arguments, which the driver just accepted.
                     unsafe { settled($($arg,)* r) };
+                } else if r.0 == 3 && config::forked() {
+                    // CUDA_ERROR_NOT_INITIALIZED in a forked child: explained once when the
+                    // parent had initialised CUDA before the fork.
+                    crate::faults::forked::failed(HookId::$sym, r);
                 }
                 return r;
 

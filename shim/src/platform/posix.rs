@@ -119,3 +119,23 @@ pub fn on_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern 
     // shim is never unloaded).
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
 }
+
+/// Writes `bytes` to standard error with `write(2)` directly, not through the Rust
+/// standard library's `Stderr`, whose lock another thread may have held when the process
+/// forked (for a forked child, where that thread is gone). Short writes are continued;
+/// an error gives up (the line is lost, the program goes on).
+pub fn write_stderr_raw(mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: a valid buffer of `bytes.len()` bytes; fd 2 is the program's stderr,
+        // where every line of the shim goes.
+        let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
+        if n > 0 {
+            bytes = &bytes[n as usize..];
+        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {
+            continue;
+        } else {
+            return;
+        }
+    }
+}

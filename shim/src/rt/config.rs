@@ -155,6 +155,12 @@ pub fn get() -> &'static Config {
     })
 }
 
+/// The configuration if it has been read, without waiting for it: for a forked child,
+/// where a thread that was reading it at the fork is gone.
+pub fn read_already() -> Option<&'static Config> {
+    CONFIG.get()
+}
+
 /// Whether `SEEDANCE_QUIET` is in force, without reading the configuration (clear until it
 /// is read): for the panic hook, which must never wait for the configuration's cell.
 fn quiet_now() -> bool {
@@ -165,11 +171,14 @@ fn quiet_now() -> bool {
 /// its threads: the trace writer's thread is gone, and a lock another thread held at the
 /// fork stays held forever. So the child switches to forwarding only (as `SEEDANCE_MODE=off`:
 /// no counting, no pre-checks, no lifetime tracking, no trace, no lock taken) and writes no
-/// trace of its own; the parent's trace is untouched. Every switch is a bit of one word, so
+/// trace of its own; the parent's trace is untouched. (One exception: in a child forked
+/// after initialisation, the first call that fails with `CUDA_ERROR_NOT_INITIALIZED` is
+/// explained, `crate::faults::forked`.) Every switch is a bit of one word, so
 /// this one store turns them all off. A child that calls `exec` starts afresh from its
 /// environment.
 extern "C" fn forked_child() {
     word().store(sw::READ | sw::FORKED, Ordering::Relaxed);
+    crate::rt::lineage::in_child();
     // The child has only the forking thread: no query is running in it.
     FORK_GATE.store(0, Ordering::Release);
     let _ = CLOSED_GATE.try_with(|c| c.set(false));
@@ -241,6 +250,7 @@ pub fn hold_fork() -> ForkHold {
 /// `pthread_atfork` prepare handler: closes the gate, then waits until the shim's queries in
 /// flight are done (each at most [`FORK_WAIT`]).
 extern "C" fn fork_prepare() {
+    crate::rt::lineage::before_fork();
     let started = std::time::Instant::now();
     loop {
         let g = FORK_GATE.load(Ordering::Acquire);
