@@ -296,3 +296,46 @@ fn execd_children_follow_their_environment() {
         assert_eq!(r.summary_count("cuDeviceGet"), (1, 0), "{how}");
     }
 }
+
+/// The analyzer reads the forked child's trace beside the parent's: one error problem,
+/// `lifetime_fault/forked_after_init`, with the shim's explanation (the pids, the cause, the
+/// fix); the child, whose trace never has an exit summary, is not reported as killed.
+#[test]
+fn the_analyzer_shows_the_forked_childs_failure() {
+    let mut running = Run::new("fork_child", true)
+        .env("SEEDANCE_MODE", "observe")
+        .spawn();
+    let r = running.finish();
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.stderr());
+    let (parent, child) = parent_and_child(&r);
+    let report = crate::signals::analyze(&running.traces());
+    assert_eq!(report["input"]["files_read"], 2);
+    assert_eq!(report["input"]["malformed_lines"], 0);
+    assert_eq!(report["input"]["records_by_kind"]["lifetime_fault"], 1);
+    assert_eq!(report["overview"]["processes"], 2);
+    let problems = report["problems"].as_array().unwrap();
+    let keys: Vec<&str> = problems
+        .iter()
+        .map(|p| p["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["lifetime_fault/forked_after_init"], "{problems:#?}");
+    let p = &problems[0];
+    assert_eq!(p["severity"], "error");
+    assert_eq!(
+        p["title"],
+        "lifetime fault: CUDA used in a child forked after the parent initialised it \
+         (forked_after_init) in 1 process on 1 host; no mode can repair it"
+    );
+    let explanation = p["explanations"][0].as_str().unwrap();
+    assert!(
+        explanation.starts_with(&format!(
+            "this process (pid {child}) was forked from pid {parent} after pid {parent} \
+             initialised CUDA; "
+        )),
+        "{explanation}"
+    );
+    assert!(p["remediation"][0]
+        .as_str()
+        .unwrap()
+        .contains("spawn or forkserver"));
+}

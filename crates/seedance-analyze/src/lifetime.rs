@@ -31,6 +31,7 @@ fn kind_words(kind: &str) -> String {
             "asynchronous copies racing on pinned host memory from unordered streams".into()
         }
         "host_write_race" => "host writes into the source of a pending pinned copy".into(),
+        "forked_after_init" => "CUDA used in a child forked after the parent initialised it".into(),
         other => other.replace('_', " "),
     }
 }
@@ -89,13 +90,20 @@ fn remediation(kind: &str, all_repaired: bool) -> Vec<String> {
              completed (cuStreamSynchronize, or an event recorded after the copy and \
              synchronised), or stage into another buffer: the copy may send the new bytes."
             .into(),
+        "forked_after_init" => "The driver cannot be used in a process forked after its \
+             parent initialised CUDA: every call there returns CUDA_ERROR_NOT_INITIALIZED (3), \
+             cuInit included. Start worker processes with the spawn or forkserver method \
+             (multiprocessing.set_start_method(\"spawn\"), torch.multiprocessing, a \
+             DataLoader's multiprocessing_context=\"spawn\"), or initialise CUDA only in \
+             the children, after the fork. No mode of the shim can repair it."
+            .into(),
         _ => "A lifetime fault kind this analyzer does not know: the explanation above is \
              the shim's own."
             .into(),
     });
     // The fix mode does not synchronise before a pinned free or unregister (the driver
     // waits itself on driver 580; the shim judges what it did afterwards).
-    if !all_repaired && kind != "pinned_memory_in_use" {
+    if !all_repaired && kind != "pinned_memory_in_use" && kind != "forked_after_init" {
         v.push(if kind == "pinned_copy_race" {
             "Until the program is fixed, run it under seedance-fix in fix mode \
              (SEEDANCE_MODE=fix) so that the shim orders the second copy after the first."
@@ -176,8 +184,11 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         let nprocs = a.procs.len() as u64;
         let by_driver = handled_by_driver(kind);
         let all_repaired = a.repaired == nprocs || by_driver;
+        let unrepairable = kind == "forked_after_init";
         let outcome = if by_driver {
             "handled by the driver (no repair needed)".to_string()
+        } else if unrepairable {
+            "no mode can repair it".to_string()
         } else {
             repair_outcome(
                 all_repaired,
@@ -195,7 +206,7 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 .collect::<Vec<_>>()
                 .join(", ")
         )];
-        if !all_repaired && !by_driver {
+        if !all_repaired && !by_driver && !unrepairable {
             context.push(format!(
                 "not repaired in {} {}; their mode: {}",
                 nprocs - a.repaired,
@@ -404,6 +415,9 @@ mod tests {
     /// gets the ordering repair without the guard.
     #[test]
     fn unrepaired_host_writes_are_sent_to_the_snapshot() {
+        let f = remediation("forked_after_init", false).join("\n");
+        assert!(f.contains("spawn or forkserver"), "{f}");
+        assert!(!f.contains("SEEDANCE_MODE=fix"), "{f}");
         let w = remediation("host_write_race", false).join("\n");
         assert!(w.contains("fix mode with SEEDANCE_HOST_GUARD=on"), "{w}");
         assert!(w.contains("shim's snapshot"), "{w}");
