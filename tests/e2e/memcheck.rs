@@ -354,6 +354,10 @@ fn stderr_normalized_for_thread_ids_and_host_addresses() {
         "memory <host> (made on thread <tid>), device 0x700000000000, context 0x5eedc0000100"
     );
     assert_eq!(
+        normalize("this process (pid 4321) was forked from pid 4320 after"),
+        "this process (pid <pid>) was forked from pid <pid> after"
+    );
+    assert_eq!(
         normalize("cuMemFreeHost waited 286.9 ms for them; waited for"),
         "cuMemFreeHost waited <time> for them; waited for"
     );
@@ -361,10 +365,19 @@ fn stderr_normalized_for_thread_ids_and_host_addresses() {
 
 /// What the trace says about a run, without times, pids and addresses: the exit summary's
 /// counts, repairs and fallbacks, and every event name (sorted).
+/// A forked child's trace (`fork_child`: a `forked_after_init` fault, written by the child)
+/// is counted apart, by its events.
 fn trace_digest(r: &Finished) -> Result<(Value, Vec<String>), String> {
-    let starts = r.events("session_start").len();
+    let children: Vec<&Value> = r
+        .events("lifetime_fault")
+        .into_iter()
+        .filter(|e| e["kind"] == "forked_after_init")
+        .map(|e| &e["pid"])
+        .collect();
+    let own = |e: &&Value| !children.contains(&&e["pid"]);
+    let starts = r.events("session_start").into_iter().filter(own).count();
     let summaries = r.events("exit_summary");
-    if r.trace_files != 1 || starts != 1 || summaries.len() != 1 {
+    if r.trace_files != 1 + children.len() || starts != 1 || summaries.len() != 1 {
         return Err(format!(
             "expected one trace with one session_start and one exit_summary, got {} files, \
              {starts} session_start, {} exit_summary (was the shim loaded?)",
@@ -383,20 +396,36 @@ fn trace_digest(r: &Finished) -> Result<(Value, Vec<String>), String> {
     let mut events: Vec<String> = r
         .records
         .iter()
-        .map(|e| e["event"].as_str().unwrap_or("?").to_string())
+        .map(|e| {
+            let event = e["event"].as_str().unwrap_or("?");
+            if own(&e) {
+                event.to_string()
+            } else {
+                format!("child {event}")
+            }
+        })
         .collect();
     events.sort();
     Ok((digest, events))
 }
 
 /// The shim's stderr lines with what differs between two runs of the same program replaced:
-/// thread ids (`thread 1234`), host addresses (`0x55d0c2a1b2c0`; the fake driver's
+/// thread ids (`thread 1234`), process ids (`pid 1234`), host addresses (`0x55d0c2a1b2c0`; the fake driver's
 /// device addresses, `0x7000..`, and handles, `0x5eed..`, are kept) and how long a call
 /// blocked (`waited 45 us`).
 fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while !rest.is_empty() {
+        // Process ids (a forked child's explanation names its own and its parent's).
+        if let Some(after) = rest.strip_prefix("pid ") {
+            let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            if digits > 0 {
+                out.push_str("pid <pid>");
+                rest = &after[digits..];
+                continue;
+            }
+        }
         if let Some(after) = rest.strip_prefix("thread ") {
             let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
             if digits > 0 {
