@@ -10,7 +10,8 @@
 # between cuInit and fork (0, 100, 1000, 5000 and 20000 us) without the shim, then with it in
 # observe and fix. Checks, PASS or FAIL each: every run's line (the child's codes, the
 # parent's, the child's exit status) is the one the same delay gives without the shim; no
-# child is ended by the 20 s alarm; the shim writes nothing on stderr.
+# child is ended by the 20 s alarm; the shim's only stderr line is the child's fork
+# explanation, once per run (the child's calls get CUDA_ERROR_NOT_INITIALIZED: fact 16).
 # Logs to $OUT (default /tmp/seedance-fork). Exit status: failed checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,9 +43,16 @@ for delay in 0 100 1000 5000 20000; do
     check $? "delay $delay us, $mode: the same lines as without the shim"
     ! grep -q "exit=142" "$out/$mode-$delay.txt"
     check $? "delay $delay us, $mode: no child ended by the alarm"
-    [ ! -s "$out/$mode-$delay.err" ]
-    check $? "delay $delay us, $mode: nothing on stderr"
+    # The child, forked after cuInit, gets 3 and hears why at its first call, once: one line
+    # per run and nothing else (docs/design.md, fact 16).
+    n=$(grep -c '^seedance: cuDeviceGetCount: CUDA_ERROR_NOT_INITIALIZED (3): this process (pid [0-9]*) was forked from pid [0-9]* after pid [0-9]* initialised CUDA; ' "$out/$mode-$delay.err")
+    [ "$n" = 10 ] && [ "$(wc -l <"$out/$mode-$delay.err")" = 10 ]
+    check $? "delay $delay us, $mode: one fork explanation per run (cuDeviceGetCount), nothing else on stderr"
   done
+  n=$(grep -l '"forked_after_init"' "$work/traces"/*.jsonl 2>/dev/null | wc -l)
+  [ "$n" = 20 ]
+  check $? "delay $delay us: a trace of its own for each child (20 with forked_after_init, found $n)"
+  rm -rf "$work/traces"
 done
 echo "failed checks: $failed"
 exit "$failed"

@@ -67,7 +67,21 @@ sample_extra_cmd() {
 }
 
 rule_build_cmd() {
+  if [ -f "$CORPUS_HERE/rules/$1.py" ]; then
+    # A Python rules program is not built: copied beside the built ones, run with python3.
+    echo "cp $CORPUS_HERE/rules/$1.py $CORPUS_WORK/bin/rule_$1.py"
+    return
+  fi
   echo "nvcc -arch=sm_90 -O2 -o $CORPUS_WORK/bin/rule_$1 $CORPUS_HERE/rules/$1.cu -lcuda"
+}
+
+# rule_cmd PROGRAM: the command that runs rules program PROGRAM (its variant follows).
+rule_cmd() {
+  if [ -f "$CORPUS_WORK/bin/rule_$1.py" ]; then
+    echo "${CORPUS_PYTHON:-python3} $CORPUS_WORK/bin/rule_$1.py"
+  else
+    echo "$CORPUS_WORK/bin/rule_$1"
+  fi
 }
 
 budget_left() { [ "$(date +%s)" -lt "$CORPUS_DEADLINE" ]; }
@@ -182,8 +196,9 @@ unit_main() {
       fi
       for mode in plain $(rule_modes "$name"); do
         mkdir -p "$CORPUS_WORK/runs/rules/$name/$mode"
+        # shellcheck disable=SC2046 # the command is split into words on purpose
         run_mode rules "$name" "$mode" "$CORPUS_WORK/runs/rules/$name/$mode" "$SAMPLE_TIMEOUT" \
-          "$CORPUS_WORK/bin/rule_$program" "$variant"
+          $(rule_cmd "$program") "$variant"
       done
       ;;
     *)

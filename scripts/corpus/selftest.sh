@@ -52,6 +52,16 @@ case "$n" in
     fi
     echo "variant=$1 device copy intact, pinned buffer as copied" ;;
   rule_free_pending) echo "variant=$1 device copy intact" ;;
+  rule_fork_child | rule_fork_cupy.py | rule_fork_cuda_python.py)
+    if [ "$1" = after_init ]; then
+      echo "child init=3 child error= child cuInit -> 3"
+      if [ -n "${SEEDANCE_MODE:-}" ]; then
+        echo "seedance: cuInit: CUDA_ERROR_NOT_INITIALIZED (3): this process (pid 12) was forked from pid $$" >&2
+        trace '{"v":5,"event":"lifetime_fault","kind":"forked_after_init"}'
+      fi
+    else
+      echo "child bytes differing: 0 child sum=1 child allocated"
+    fi ;;
   rule_ctx_exit)
     echo "variant=$1 value=0x5eed"
     [ "$1" = alive ] && [ "${SEEDANCE_MODE:-}" = fix ] && echo "seedance: a context was left alive" >&2 ;;
@@ -65,7 +75,17 @@ cat >"$tmp/bin/nvidia-smi" <<'EOF'
 #!/bin/bash
 case "$*" in -L) echo "GPU 0: Fake GPU (UUID: GPU-0)" ;; *) echo "Fake GPU, 580.0" ;; esac
 EOF
-chmod +x "$tmp/bin/nvcc" "$tmp/bin/nvidia-smi"
+# The Python rules programs (run.sh's CORPUS_PYTHON): played by a program the fake nvcc
+# "builds" under the Python file's name.
+cat >"$tmp/bin/fakepy" <<'EOF'
+#!/bin/bash
+play="$(dirname "$0")/../play/$(basename "$1")"
+shift
+mkdir -p "$(dirname "$play")"
+[ -x "$play" ] || nvcc -o "$play" >/dev/null
+exec "$play" "$@"
+EOF
+chmod +x "$tmp/bin/nvcc" "$tmp/bin/nvidia-smi" "$tmp/bin/fakepy"
 echo 'void corpus_selftest(void) {}' >"$tmp/empty.c"
 cc -shared -fPIC -o "$tmp/libempty.so" "$tmp/empty.c" || exit 1
 samples="deviceQuery asyncAPI vectorAdd simpleAssert clock matrixMul simpleP2P fp16ScalarProduct"
@@ -74,6 +94,7 @@ for s in $samples; do
 done
 
 PATH="$tmp/bin:$PATH" OUT="$tmp/out" CORPUS_DIR="$tmp/corpus" SAMPLES="$samples" CORPUS_GROUPS=samples,rules \
+  CORPUS_PYTHON="$tmp/bin/fakepy" \
   SAMPLE_TIMEOUT=3 bash "$here/run.sh" "$tmp/libempty.so" >"$tmp/run.txt" 2>&1
 rc=$?
 s=$tmp/out/results.txt
@@ -93,6 +114,9 @@ check "GPU count" "simpleP2P: needs 2 GPUs, 1 present" "$s"
 check "rules race reported" "legacy_stream.nonblocking observe +0 +0 +1 .*PASS" "$s"
 check "rules silent" "ctx_exit.alive observe +0 +0 +0 .*PASS" "$s"
 check "rules line where silence is expected" "ctx_exit.alive fix +0 +0 +1 .*FAIL" "$s"
+check "rules fork explained (C)" "fork_child.after_init observe +0 +0 +1 .*PASS" "$s"
+check "rules fork explained (Python)" "fork_cuda_python.after_init fix +0 +0 +1 .*PASS" "$s"
+check "rules fork before init silent (Python)" "fork_cupy.before_init observe +0 +0 +0 .*PASS" "$s"
 check "result line" "^RESULT: FAIL \(3 expectations not met\)" "$s"
 check "logs packed" "." <(tar tzf "$tmp/out/logs.tar.gz" | grep -x 'runs/samples/asyncAPI/observe/stderr')
 n=$(find "$tmp/out" -type f | wc -l)
