@@ -124,6 +124,15 @@ fn a_forked_child_hears_the_explanation_once() {
         );
         assert_eq!(r.trace_files, 2, "{mode}");
     }
+    // SEEDANCE_QUIET silences the line; the child's trace is still written.
+    let r = Run::new("fork_child", true)
+        .env("SEEDANCE_QUIET", "1")
+        .arg("many")
+        .finish();
+    assert_eq!(r.stdout(), expected);
+    assert_eq!(r.stderr(), "");
+    assert_eq!(r.trace_files, 2);
+    assert_eq!(r.events("lifetime_fault").len(), 1);
 }
 
 /// A child forked before the parent's `cuInit` (after the shim read its configuration: the
