@@ -6,7 +6,8 @@
 //! * `modes`: `SEEDANCE_MODE`, bad values, the library-path override and the stub library.
 //! * `failures`: what a failed call leaves in the trace and on stderr.
 //! * `metrics`: the Prometheus metrics file.
-//! * `process`: fork (the child only forwards) and exit paths.
+//! * `process`: fork (the child only forwards; a child forked after initialisation hears why
+//!   its calls fail, once) and exit paths.
 //! * `devices`: device ordinals explained and repaired (fallback to the next device).
 //! * `launch`: launches over a device or kernel limit, or without a usable context, explained.
 //! * `alloc`: zero, wrapped and off-granularity sizes and out-of-memory, explained.

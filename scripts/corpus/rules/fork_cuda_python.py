@@ -5,7 +5,7 @@
   fork_cuda_python.py after_init   faulty: the parent initialises the driver (cuInit, its
                                    primary context, an allocation), then os.fork()s; the
                                    child calls cuInit, cuDeviceGet, cuMemAlloc,
-                                   cuCtxSynchronize, cuDriverGetVersion and cuGetErrorName and
+                                   cuDeviceGetCount, cuDriverGetVersion and cuGetErrorName and
                                    prints each result (3, CUDA_ERROR_NOT_INITIALIZED, on driver
                                    580 for the first four). With the shim: one line naming the
                                    first call, both pids, the cause and the fix ("forked from
@@ -39,7 +39,6 @@ def use_driver(tag):
     check(driver.cuCtxSetCurrent(ctx))
     (ptr,) = check(driver.cuMemAlloc(1 << 20))
     check(driver.cuMemsetD8(ptr, 0x5E, 1 << 20))
-    check(driver.cuCtxSynchronize())
     check(driver.cuMemFree(ptr))
     print(f"{tag} allocated, set and freed 1 MiB: yes", flush=True)
 
@@ -49,7 +48,7 @@ def failing_child():
         ("cuInit", driver.cuInit(0)),
         ("cuDeviceGet", driver.cuDeviceGet(0)),
         ("cuMemAlloc", driver.cuMemAlloc(4096)),
-        ("cuCtxSynchronize", driver.cuCtxSynchronize()),
+        ("cuDeviceGetCount", driver.cuDeviceGetCount()),
         ("cuDriverGetVersion", driver.cuDriverGetVersion()),
         ("cuGetErrorName", driver.cuGetErrorName(driver.CUresult.CUDA_ERROR_INVALID_VALUE)),
     ]
