@@ -308,7 +308,8 @@ fn execd_children_follow_their_environment() {
 
 /// The analyzer reads the forked child's trace beside the parent's: one error problem,
 /// `lifetime_fault/forked_after_init`, with the shim's explanation (the pids, the cause, the
-/// fix); the child, whose trace never has an exit summary, is not reported as killed.
+/// fix); the child, whose trace never has an exit summary, is not reported as killed (its
+/// status is `forked_child`).
 #[test]
 fn the_analyzer_shows_the_forked_childs_failure() {
     let mut running = Run::new("fork_child", true)
@@ -322,6 +323,19 @@ fn the_analyzer_shows_the_forked_childs_failure() {
     assert_eq!(report["input"]["malformed_lines"], 0);
     assert_eq!(report["input"]["records_by_kind"]["lifetime_fault"], 1);
     assert_eq!(report["overview"]["processes"], 2);
+    // The child's trace never has an exit summary; it is not reported as killed.
+    assert_eq!(report["overview"]["processes_without_exit_summary"], 0);
+    let status = |pid: u64| {
+        report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap()["status"]
+            .clone()
+    };
+    assert_eq!(status(parent), "exited");
+    assert_eq!(status(child), "forked_child");
     let problems = report["problems"].as_array().unwrap();
     let keys: Vec<&str> = problems
         .iter()

@@ -117,6 +117,8 @@ fn process_reports(procs: &[Proc]) -> Vec<ProcessReport> {
                 file: a.file.clone(),
                 status: if a.exit.is_some() {
                     ProcessStatus::Exited
+                } else if a.forked_child() {
+                    ProcessStatus::ForkedChild
                 } else {
                     ProcessStatus::NoExitSummary
                 },
@@ -354,7 +356,7 @@ fn host_reports(procs: &[Proc]) -> Vec<HostReport> {
                 )
             });
         e.0.processes += 1;
-        if p.agg.exit.is_none() {
+        if p.agg.exit.is_none() && !p.agg.forked_child() {
             e.0.processes_without_exit_summary += 1;
         }
         e.0.calls.sat_add(p.calls.unwrap_or(0));
@@ -410,11 +412,12 @@ fn overview(
             .or_default() += 1;
     }
     let exited = procs.iter().filter(|p| p.agg.exit.is_some()).count() as u64;
+    let forked = procs.iter().filter(|p| p.agg.forked_child()).count() as u64;
     Overview {
         hosts: hosts.len() as u64,
         processes: procs.len() as u64,
         processes_exited: exited,
-        processes_without_exit_summary: procs.len() as u64 - exited,
+        processes_without_exit_summary: procs.len() as u64 - exited - forked,
         processes_without_session_start: procs.iter().filter(|p| p.agg.session.is_none()).count()
             as u64,
         devices: devices.len() as u64,

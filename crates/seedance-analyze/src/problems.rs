@@ -133,7 +133,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
     let no_exit: Vec<&Proc> = sorted
         .iter()
         .copied()
-        .filter(|p| p.agg.exit.is_none() && !forked_child(p))
+        .filter(|p| p.agg.exit.is_none() && !p.agg.forked_child())
         .collect();
     if !no_exit.is_empty() {
         let hosts = hosts_of(&no_exit);
@@ -410,14 +410,4 @@ fn runtime_newer_than_driver<'a>(sorted: &[&'a Proc<'a>], out: &mut Vec<Problem>
         p.key = format!("runtime_newer_than_driver/{host}/{runtime}/{driver}");
         out.push(p);
     }
-}
-
-/// A trace the shim wrote for a child forked after its parent initialised CUDA (a
-/// `forked_after_init` lifetime fault): such a child only forwards, and its trace never has
-/// an exit summary (it is written at once, at its first failing call), so none is missing.
-fn forked_child(p: &Proc) -> bool {
-    p.agg
-        .lifetime_faults
-        .keys()
-        .any(|(kind, _)| kind == "forked_after_init")
 }

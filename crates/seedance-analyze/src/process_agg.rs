@@ -284,6 +284,17 @@ pub struct ProcessAgg {
 }
 
 impl ProcessAgg {
+    /// A trace the shim wrote for a child forked after its parent initialised CUDA (a
+    /// `forked_after_init` lifetime fault): written at once at the child's first failing
+    /// call, it never has an exit summary, and none is missing.
+    pub(crate) fn forked_child(&self) -> bool {
+        self.exit.is_none()
+            && self
+                .lifetime_faults
+                .keys()
+                .any(|(kind, _)| kind == "forked_after_init")
+    }
+
     pub(crate) fn new(file: &str, pid: u32) -> ProcessAgg {
         ProcessAgg {
             file: file.to_string(),

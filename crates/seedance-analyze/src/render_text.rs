@@ -370,6 +370,9 @@ pub fn render(r: &Report) -> String {
             (ProcessStatus::NoExitSummary, false) => {
                 "no exit summary, no session start".to_string()
             }
+            (ProcessStatus::ForkedChild, _) => {
+                "forked after CUDA was initialised (traced at its first failing call)".to_string()
+            }
         };
         t.row(vec![
             p.hostname

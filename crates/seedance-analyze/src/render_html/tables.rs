@@ -115,6 +115,9 @@ pub(super) fn processes_table(h: &mut String, r: &Report) {
     for p in r.processes.iter().take(TABLE_PROCESSES) {
         let status = match p.status {
             ProcessStatus::Exited => "exited".to_string(),
+            ProcessStatus::ForkedChild => {
+                "forked after CUDA was initialised (traced at its first failing call)".to_string()
+            }
             ProcessStatus::NoExitSummary => {
                 "<span class=\"status-killed\">no exit summary (killed or still running)</span>"
                     .to_string()

@@ -64,6 +64,10 @@ pub enum ProcessStatus {
     Exited,
     /// No exit summary: killed or still running.
     NoExitSummary,
+    /// A child forked after its parent initialised CUDA, traced at its first failing call
+    /// (a `forked_after_init` lifetime fault): such a trace never has an exit summary, and
+    /// the child's calls are not counted.
+    ForkedChild,
 }
 
 /// A device as one process saw it.

@@ -277,6 +277,7 @@ struct Host {
 enum Status {
     Exited,
     NoExitSummary,
+    ForkedChild,
 }
 
 #[derive(Deserialize)]
