@@ -63,6 +63,7 @@ cg_headers_cmd() {
   sample_has "$1" cg-headers || return 0
   local inc f links=
   inc=${CUDA_HOME:-$(cuda_home)}/include
+  [ -d "$inc" ] || inc=${CUDA_HOME:-$(cuda_home)}/targets/x86_64-linux/include
   for f in cooperative_groups.h cooperative_groups cccl/nv cccl/cuda; do
     [ -e "$inc/$f" ] && links+=" $inc/$f"
   done

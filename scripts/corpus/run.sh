@@ -133,7 +133,7 @@ fw_pid=$!
   echo "shim: $CORPUS_SHIM ($(sha256sum "$CORPUS_SHIM" | cut -c1-16))"
   echo "cuda-samples: $(cat "$CORPUS_SRC/COMMIT" 2>/dev/null || echo absent)"
   echo "python: $(python3 -c 'import sys; print(sys.version.split()[0])' 2>&1)"
-  for m in torch jax cupy numba; do
+  for m in torch jax cupy numba numpy; do
     echo "$m: $(python3 -c "import $m; print($m.__version__)" 2>/dev/null || echo absent)"
   done
   echo "groups: $CORPUS_GROUPS; ${#samples[@]} samples, ${#frameworks[@]} framework programs, ${#rule_units[@]} rules units"
