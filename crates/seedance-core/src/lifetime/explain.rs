@@ -1,6 +1,6 @@
 //! Texts for lifetime faults: a destroy or reset with work still pending, a handle used
 //! after its context ended, pinned or device memory freed under pending work, and the exit
-//! paragraph. Pure functions of tracker data, tested without a driver.
+//! line. Pure functions of tracker data, tested without a driver.
 
 use super::{Context, EndKind, Pinned, Site};
 use crate::alloc::show;
@@ -356,7 +356,7 @@ pub struct ExitFindings {
 /// runtime keeps its primary contexts (and their streams) until its own teardown, which
 /// comes after the driver's (measured on an H200, driver 580.159), so a healthy runtime
 /// program always exits that way. It stays in the trace.
-pub fn exit_paragraph(f: &ExitFindings, ctx: impl Fn(u32) -> Option<Context>) -> Option<String> {
+pub fn exit_line(f: &ExitFindings, ctx: impl Fn(u32) -> Option<Context>) -> Option<String> {
     // Work whose context the driver could not name counts as the runtime's when every live
     // context is a retained primary context.
     let only_primaries = !f.live.is_empty() && f.live.iter().all(|c| c.primary);

@@ -278,7 +278,7 @@ fn exit_line_is_only_for_work_still_queued_outside_the_runtime() {
         after_deinit: BTreeMap::new(),
     };
     let lookup = |id: u32| t.context(id).cloned();
-    assert_eq!(exit_paragraph(&f, lookup), None);
+    assert_eq!(exit_line(&f, lookup), None);
     // Memory the driver could not attribute counts as the runtime's too, and so does
     // pinned memory allocated in the retained primary context (a caching allocator's).
     f.leaks.push(Leak {
@@ -293,7 +293,7 @@ fn exit_line_is_only_for_work_still_queued_outside_the_runtime() {
         allocations: 2,
         bytes: 2 << 20,
     });
-    assert_eq!(exit_paragraph(&f, lookup), None);
+    assert_eq!(exit_line(&f, lookup), None);
     f.leaks.truncate(1);
     f.after_deinit.insert("cuMemFree_v2".into(), 2);
     let s = site(&mut t, "cuCtxCreate_v2");
@@ -308,7 +308,7 @@ fn exit_line_is_only_for_work_still_queued_outside_the_runtime() {
     let lookup = |id: u32| t.context(id).cloned();
     // A context never destroyed, its memory and calls after deinitialisation are left to
     // the driver at exit: the trace's, not stderr's.
-    assert_eq!(exit_paragraph(&f, lookup), None);
+    assert_eq!(exit_line(&f, lookup), None);
     f.unsynchronized.push((
         Some(c),
         StreamWork {
@@ -322,7 +322,7 @@ fn exit_line_is_only_for_work_still_queued_outside_the_runtime() {
             created: None,
         },
     ));
-    let text = exit_paragraph(&f, lookup).unwrap();
+    let text = exit_line(&f, lookup).unwrap();
     assert_eq!(
         text,
         format!(

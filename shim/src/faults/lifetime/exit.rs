@@ -146,7 +146,7 @@ fn build_exit_report() -> ExitReport {
         unsynchronized: unsynced.clone(),
         after_deinit: after_deinit.clone(),
     };
-    if let Some(text) = exit_paragraph(&findings, |id| t.context(id).cloned()) {
+    if let Some(text) = exit_line(&findings, |id| t.context(id).cloned()) {
         stderr::say(&text);
     }
     let ctx_hex = |id: Option<u32>| id.and_then(|i| t.context(i)).map(|c| hex(c.handle));
