@@ -31,8 +31,10 @@ pub fn shutdown() {
     if config::forked() {
         return;
     }
-    // The lifetime report (and its one stderr paragraph) comes first: it is printed
-    // whether or not a trace is written.
+    // Failures still waiting for a retry are given up: their lines come first.
+    crate::rt::deferred::give_up_all();
+    // The lifetime report (and its one stderr line) comes next: it is printed whether or
+    // not a trace is written.
     let _ = crate::faults::lifetime::exit::exit_report();
     let Some(summary) = summary::build(0) else {
         return;

@@ -5,6 +5,9 @@
 //! * `unused`: a program that never touches CUDA sees nothing of the shim; exit ordering.
 //! * `modes`: `SEEDANCE_MODE`, bad values, the library-path override and the stub library.
 //! * `failures`: what a failed call leaves in the trace and on stderr.
+//! * `recovered`: failures the program recovers from (a retry after making a context
+//!   current, a fallback to another handle type): counted, silent; the same failures
+//!   without the recovery: explained as before.
 //! * `metrics`: the Prometheus metrics file.
 //! * `process`: fork (the child only forwards) and exit paths.
 //! * `devices`: device ordinals explained and repaired (fallback to the next device).
@@ -49,6 +52,7 @@ mod metrics;
 mod modes;
 mod nvml_hang;
 mod process;
+mod recovered;
 mod reentrancy;
 mod reopen;
 mod rtld_next;

@@ -142,6 +142,7 @@ fn build() -> Artifacts {
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
+    cc("recovered", &["recovered.c", &l, "-lcuda", "-lpthread"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc("stray", &["stray.c", &l, "-lcuda"]);
     cc("hazards", &["hazards.c", &l, "-lcuda", "-lpthread", "-ldl"]);

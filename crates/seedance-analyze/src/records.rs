@@ -601,4 +601,7 @@ pub struct FunctionCounts {
     pub errors: u64,
     /// Errors by CUresult name (or number).
     pub errors_by_result: BTreeMap<String, u64>,
+    /// Of those, the failures the program recovered from (schema 5 traces of shims that
+    /// defer them; absent otherwise).
+    pub recovered_by_result: BTreeMap<String, u64>,
 }

@@ -22,7 +22,7 @@
 //! context handle is alive again. Each recorded call gets a [`Site`]: the function, the
 //! thread, the time and a process-wide sequence number of lifetime calls.
 //!
-//! The explanations (`explain_*`) and the exit paragraph are built in [`explain`] so they
+//! The explanations (`explain_*`) and the exit line are built in [`explain`] so they
 //! can be tested without a driver; they are re-exported here.
 
 use crate::work::{key_kind, CopyRecord, Counts, KeyKind, Shard};

@@ -312,6 +312,7 @@ mod tests {
                 calls: 3,
                 errors: 1,
                 errors_by_result: BTreeMap::from([("CUDA_ERROR_INVALID_DEVICE".into(), 1)]),
+                ..FunctionStats::default()
             },
         );
         s.functions.insert(

@@ -715,6 +715,13 @@ pub struct FunctionStats {
     pub errors: u64,
     /// Errors by CUresult name (or the number, for codes the table lacks).
     pub errors_by_result: BTreeMap<String, u64>,
+    /// Of those, the failures the program recovered from, by the same keys: the same entry
+    /// point succeeded on the same thread right after (a retry, with the same or other
+    /// arguments; docs/configuration.md, "Failures the program recovers from"). Their
+    /// `call_failed` records stay in the trace; the analyzer counts them as info. Absent
+    /// when there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recovered_by_result: BTreeMap<String, u64>,
 }
 
 #[cfg(test)]

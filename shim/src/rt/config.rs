@@ -38,6 +38,10 @@ pub mod sw {
     /// host-to-device copies from pinned memory are digested at submission and compared at
     /// completion, and in `fix` mode sent from a snapshot (`shim/src/faults/hostguard.rs`).
     pub const HOST_GUARD: u32 = 1 << 9;
+    /// Some thread has a failure whose stderr line waits for what the program does next
+    /// (`crate::rt::deferred`): a successful call looks at its thread's pending failure.
+    /// Set and cleared while running, by that module only.
+    pub const DEFERRED: u32 = 1 << 10;
 }
 
 /// The configuration word: every switch a wrapper reads ([`sw`]), in one atomic, so that
@@ -74,7 +78,8 @@ pub fn switches_now() -> u32 {
     word().load(Ordering::Relaxed)
 }
 
-/// Sets `bit` (only [`sw::ANY_DEAD`] changes after start-up). Not in a forked child.
+/// Sets `bit` (only [`sw::ANY_DEAD`] changes after start-up, and [`sw::DEFERRED`], which
+/// `crate::rt::deferred` sets and clears itself). Not in a forked child.
 pub fn set_switch(bit: u32) {
     let _ = word().fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
         (w & sw::FORKED == 0).then_some(w | bit)

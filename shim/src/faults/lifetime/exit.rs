@@ -69,8 +69,9 @@ pub struct ExitReport {
 /// The exit report, computed once.
 static EXIT: once_cell::sync::OnceCell<ExitReport> = once_cell::sync::OnceCell::new();
 
-/// The exit report (computed once, at the end of the process): prints the one paragraph
-/// when something is found. `None` when lifetime tracking is off.
+/// The exit report (computed once, at the end of the process): prints the one stderr line
+/// when work is still queued on a stream (everything else it finds goes only to the trace).
+/// `None` when lifetime tracking is off.
 pub fn exit_report() -> Option<&'static ExitReport> {
     if !on() {
         return None;
@@ -145,7 +146,7 @@ fn build_exit_report() -> ExitReport {
         unsynchronized: unsynced.clone(),
         after_deinit: after_deinit.clone(),
     };
-    if let Some(text) = exit_paragraph(&findings, |id| t.context(id).cloned()) {
+    if let Some(text) = exit_line(&findings, |id| t.context(id).cloned()) {
         stderr::say(&text);
     }
     let ctx_hex = |id: Option<u32>| id.and_then(|i| t.context(i)).map(|c| hex(c.handle));
