@@ -6,6 +6,7 @@
 //! * `modes`: `SEEDANCE_MODE`, bad values, the library-path override and the stub library.
 //! * `failures`: what a failed call leaves in the trace and on stderr.
 //! * `metrics`: the Prometheus metrics file.
+//! * `files`: the program's descriptors are its own (closed and reused ones, descriptor 2).
 //! * `process`: fork (the child only forwards) and exit paths.
 //! * `devices`: device ordinals explained and repaired (fallback to the next device).
 //! * `launch`: launches over a device or kernel limit, or without a usable context, explained.
@@ -38,6 +39,7 @@ mod cancel;
 mod devices;
 mod early;
 mod failures;
+mod files;
 mod hazards;
 mod host_guard;
 mod launch;

@@ -140,6 +140,7 @@ fn build() -> Artifacts {
         &["sync_threads.c", &l, "-lcuda", "-lpthread"],
     );
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
+    cc("daemon_fds", &["daemon_fds.c", &l, "-lcuda"]);
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);

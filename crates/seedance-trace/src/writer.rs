@@ -60,6 +60,21 @@ pub enum WriterError {
         /// Its nearest existing ancestor.
         below: PathBuf,
     },
+    /// The directory (or one of its parents) is a symbolic link whose target does not
+    /// exist: nothing is created at the link's target.
+    DanglingLink {
+        /// The symbolic link.
+        link: PathBuf,
+        /// What it points to.
+        target: PathBuf,
+    },
+}
+
+/// A path as messages show it: at most 200 bytes, control characters escaped
+/// (`seedance_core::text::clip`): the trace directory is the user's value, and a newline in
+/// it must not start a `seedance:` line of its own.
+pub fn shown(p: &Path) -> String {
+    seedance_core::text::clip(&p.to_string_lossy())
 }
 
 impl fmt::Display for WriterError {
@@ -68,9 +83,16 @@ impl fmt::Display for WriterError {
             WriterError::UnsafeDirectory(p) => write!(
                 f,
                 "{} is world-writable without the sticky bit; refusing to write a trace there",
-                p.display()
+                shown(p)
             ),
-            WriterError::Io(p, e) => write!(f, "cannot create {}: {e}", p.display()),
+            WriterError::Io(p, e) => write!(f, "cannot create {}: {e}", shown(p)),
+            WriterError::DanglingLink { link, target } => write!(
+                f,
+                "{} is a symbolic link to {}, which does not exist; create that directory or \
+                 point SEEDANCE_TRACE_DIR at an existing one",
+                shown(link),
+                shown(target)
+            ),
             WriterError::CreateDir {
                 dir,
                 below,
@@ -80,16 +102,16 @@ impl fmt::Display for WriterError {
                 f,
                 "{} does not exist; tried to create it (mode 0700) below {}, but creating {} \
                  failed: {error}",
-                dir.display(),
-                below.display(),
-                failed.display()
+                shown(dir),
+                shown(below),
+                shown(failed)
             ),
             WriterError::UnsafeAncestor { dir, below } => write!(
                 f,
                 "{} does not exist and {} is world-writable without the sticky bit; refusing \
                  to create a trace directory there",
-                dir.display(),
-                below.display()
+                shown(dir),
+                shown(below)
             ),
         }
     }
@@ -213,6 +235,14 @@ pub fn ensure_dir(dir: &Path) -> Result<(), WriterError> {
         match std::fs::DirBuilder::new().mode(0o700).create(p) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            // "Missing" because it is a symbolic link to nothing: say so, rather than the
+            // creation's "File exists".
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dangling(p).is_some() => {
+                return Err(WriterError::DanglingLink {
+                    link: p.clone(),
+                    target: dangling(p).unwrap_or_default(),
+                })
+            }
             Err(error) => {
                 return Err(WriterError::CreateDir {
                     dir: dir.to_path_buf(),
@@ -224,6 +254,15 @@ pub fn ensure_dir(dir: &Path) -> Result<(), WriterError> {
         }
     }
     Ok(())
+}
+
+/// The target of `p` when `p` is a symbolic link whose target does not exist.
+fn dangling(p: &Path) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(p).ok()?;
+    if !meta.file_type().is_symlink() || std::fs::metadata(p).is_ok() {
+        return None;
+    }
+    std::fs::read_link(p).ok()
 }
 
 #[cfg(target_os = "linux")]
@@ -270,11 +309,82 @@ pub type WriteErrorHook = Box<dyn FnOnce(&io::Error) + Send + 'static>;
 /// [`TraceWriter::close`] can wait until every queued line is on disk, and after a failed
 /// write counts lines as lost instead of writing them.
 struct CountingFile {
-    file: File,
+    file: Owned,
     lines: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
     broken: bool,
     on_error: Option<WriteErrorHook>,
+}
+
+/// The trace file's descriptor, checked before every use: the program may close any
+/// descriptor (a daemon closes every one from 3 up) and get the same number back for a
+/// file of its own. Before each write the descriptor's device and inode (`fstat`) are
+/// compared with the file's; when they differ, or the descriptor is closed, the number is
+/// forgotten without being closed (it is the program's now) and the file is opened again
+/// by its path (append, `O_NOFOLLOW`), kept only if it is the same file. When that is
+/// impossible (removed, replaced, no descriptor left) nothing more is written. The same
+/// check comes before the descriptor is closed at the end. Between the check and the
+/// write the program could still close and reuse the descriptor (two system calls, not
+/// one); the window is that of one `write`.
+struct Owned {
+    file: Option<File>,
+    path: PathBuf,
+    /// `(st_dev, st_ino)` of the file when it was created.
+    id: (u64, u64),
+}
+
+fn identity(f: &File) -> Option<(u64, u64)> {
+    f.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl Owned {
+    fn new(file: File, path: PathBuf) -> Owned {
+        let id = identity(&file).unwrap_or((u64::MAX, u64::MAX));
+        Owned {
+            file: Some(file),
+            path,
+            id,
+        }
+    }
+
+    /// The file, opened again if its descriptor no longer refers to it; `Err` when it
+    /// cannot be had (nothing more is then written).
+    fn checked(&mut self) -> io::Result<&mut File> {
+        let ours = self
+            .file
+            .as_ref()
+            .is_some_and(|f| identity(f) == Some(self.id));
+        if !ours {
+            if let Some(f) = self.file.take() {
+                // The descriptor is the program's now (or closed): never close it.
+                let _ = std::os::unix::io::IntoRawFd::into_raw_fd(f);
+            }
+            let f = OpenOptions::new()
+                .append(true)
+                .custom_flags(libc_o_nofollow())
+                .open(&self.path)?;
+            if identity(&f) != Some(self.id) {
+                return Err(io::Error::other(format!(
+                    "{} is no longer the trace file this process created",
+                    shown(&self.path)
+                )));
+            }
+            self.file = Some(f);
+        }
+        self.file
+            .as_mut()
+            .ok_or_else(|| io::Error::other("no trace file"))
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(f) = self.file.take() {
+            if identity(&f) != Some(self.id) {
+                let _ = std::os::unix::io::IntoRawFd::into_raw_fd(f);
+            }
+        }
+    }
 }
 
 fn newlines(buf: &[u8]) -> u64 {
@@ -286,7 +396,7 @@ impl Write for CountingFile {
     /// none of it: never an error, so the worker thread goes on draining the queue.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if !self.broken {
-            match self.file.write_all(buf) {
+            match self.file.checked().and_then(|f| f.write_all(buf)) {
                 Ok(()) => {
                     self.lines.fetch_add(newlines(buf), Ordering::Release);
                     return Ok(buf.len());
@@ -307,7 +417,10 @@ impl Write for CountingFile {
         if self.broken {
             return Ok(());
         }
-        self.file.flush()
+        match self.file.file.as_mut() {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -335,7 +448,7 @@ impl TraceWriter {
             .buffered_lines_limit(QUEUE_LINES)
             .thread_name("seedance-trace")
             .finish(CountingFile {
-                file: file.file,
+                file: Owned::new(file.file, file.path),
                 lines: Arc::clone(&written),
                 failed: Arc::clone(&write_failed),
                 broken: false,
@@ -550,6 +663,24 @@ mod tests {
             )),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_dangling_symlink_as_the_directory_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        let link = root.path().join("traces");
+        std::os::unix::fs::symlink(root.path().join("gone"), &link).unwrap();
+        let err = TraceFile::create(&link, "h", 1, 2).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} is a symbolic link to {}, which does not exist; create that directory or \
+                 point SEEDANCE_TRACE_DIR at an existing one",
+                link.display(),
+                root.path().join("gone").display()
+            )
+        );
+        assert!(!root.path().join("gone").exists());
     }
 
     /// /dev/full refuses every write with ENOSPC, as a full disk does: the hook hears it
