@@ -141,6 +141,10 @@ fn build() -> Artifacts {
     );
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
     cc("daemon_fds", &["daemon_fds.c", &l, "-lcuda"]);
+    cc(
+        "guard_threads",
+        &["guard_threads.c", &l, "-lcuda", "-lpthread"],
+    );
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
