@@ -4,6 +4,7 @@
 //! * `rtld_next`: a library's `dlsym(RTLD_NEXT, ..)` still finds its own next symbol.
 //! * `unused`: a program that never touches CUDA sees nothing of the shim; exit ordering.
 //! * `modes`: `SEEDANCE_MODE`, bad values, the library-path override and the stub library.
+//! * `echoes`: what the shim repeats of a setting's value: clipped to 200 bytes, escaped.
 //! * `failures`: what a failed call leaves in the trace and on stderr.
 //! * `metrics`: the Prometheus metrics file.
 //! * `files`: the program's descriptors are its own (closed and reused ones, descriptor 2).
@@ -38,6 +39,7 @@ mod bench_scripts;
 mod cancel;
 mod devices;
 mod early;
+mod echoes;
 mod failures;
 mod files;
 mod hazards;
