@@ -99,8 +99,14 @@ fn more(out: &mut String, total: usize, what: &str) {
     }
 }
 
-/// Renders the report for the terminal.
+/// Renders the report for the terminal; every control character of the trace's strings
+/// escaped (`crate::escape`).
 pub fn render(r: &Report) -> String {
+    let escaped = crate::escape::strings(r);
+    crate::escape::terminal(&render_escaped(escaped.as_ref().unwrap_or(r)))
+}
+
+fn render_escaped(r: &Report) -> String {
     let mut out = String::new();
     let o = &r.overview;
     out.push_str("SUMMARY\n");
