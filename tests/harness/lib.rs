@@ -142,6 +142,7 @@ fn build() -> Artifacts {
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
     cc("daemon_fds", &["daemon_fds.c", &l, "-lcuda"]);
     cc("ctx_churn", &["ctx_churn.c", &l, "-lcuda"]);
+    cc("trace_limit", &["trace_limit.c", &l, "-lcuda"]);
     cc(
         "guard_threads",
         &["guard_threads.c", &l, "-lcuda", "-lpthread"],

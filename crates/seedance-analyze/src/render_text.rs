@@ -132,10 +132,23 @@ fn render_escaped(r: &Report) -> String {
         ));
     }
     if o.processes_without_exit_summary > 0 {
-        out.push_str(&format!(
-            "  {} without an exit summary (killed or still running)\n",
-            plural_n(o.processes_without_exit_summary, "process", "processes")
-        ));
+        let cut = r
+            .processes
+            .iter()
+            .filter(|p| p.status == ProcessStatus::TraceCut)
+            .count() as u64;
+        if cut == 0 {
+            out.push_str(&format!(
+                "  {} without an exit summary (killed or still running)\n",
+                plural_n(o.processes_without_exit_summary, "process", "processes")
+            ));
+        } else {
+            out.push_str(&format!(
+                "  {} without an exit summary ({cut} with a trace cut by a refused write: disk \
+                 full or file size limit; the others killed or still running)\n",
+                plural_n(o.processes_without_exit_summary, "process", "processes")
+            ));
+        }
     }
 
     out.push_str("\nPROBLEMS\n");
@@ -375,6 +388,9 @@ fn render_escaped(r: &Report) -> String {
             }
             (ProcessStatus::NoExitSummary, false) => {
                 "no exit summary, no session start".to_string()
+            }
+            (ProcessStatus::TraceCut, _) => {
+                "trace cut by a refused write (disk full or file size limit)".to_string()
             }
         };
         t.row(vec![

@@ -15,7 +15,7 @@
 //! its missing parents, mode 0700, but only below an existing directory that passes the same
 //! rule ([`ensure_dir`]).
 
-use crate::schema::{Event, Record, SCHEMA_VERSION};
+use crate::schema::{Event, Record, TraceCut, SCHEMA_VERSION};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -293,7 +293,7 @@ pub struct TraceWriter {
     limit_reported: std::sync::atomic::AtomicBool,
     dropped: ErrorCounter,
     serialize_errors: AtomicU64,
-    seq: AtomicU64,
+    seq: Arc<AtomicU64>,
     pid: u32,
     guard: Mutex<Option<WorkerGuard>>,
     /// Lines the writer thread has written to the file.
@@ -314,6 +314,46 @@ struct CountingFile {
     failed: Arc<AtomicU64>,
     broken: bool,
     on_error: Option<WriteErrorHook>,
+    /// Bytes of whole lines in the file: where a cut write is truncated back to.
+    whole: u64,
+    /// The sequence numbers of the records, for the `trace_cut` record's.
+    seq: Arc<AtomicU64>,
+}
+
+impl CountingFile {
+    /// After a refused write: the file is cut back to its last whole line (a write the
+    /// disk took only in part leaves its allocated room there), and a `trace_cut` record
+    /// saying why is written where it fits. Both are best effort: a file that takes
+    /// nothing more keeps its cut line, which the analyzer skips and counts.
+    fn mark_cut(&mut self, e: &io::Error) {
+        use std::io::Seek;
+        let whole = self.whole;
+        let Some(f) = self.file.file.as_mut() else {
+            return;
+        };
+        if f.set_len(whole).is_err() || f.seek(io::SeekFrom::Start(whole)).is_err() {
+            return;
+        }
+        let record = Record {
+            v: SCHEMA_VERSION,
+            // The next number, not taken: nothing is written after this record, and close
+            // waits only for the records it counts.
+            seq: self.seq.load(Ordering::Relaxed),
+            ts_ns: now_ns(),
+            pid: std::process::id(),
+            tid: 0,
+            event: Event::TraceCut(TraceCut {
+                error: e.to_string(),
+                os_error: e.raw_os_error(),
+            }),
+        };
+        if let Ok(mut line) = serde_json::to_vec(&record) {
+            line.push(b'\n');
+            if f.write_all(&line).is_err() {
+                let _ = f.set_len(whole);
+            }
+        }
+    }
 }
 
 /// The trace file's descriptor, checked before every use: the program may close any
@@ -399,10 +439,12 @@ impl Write for CountingFile {
             match self.file.checked().and_then(|f| f.write_all(buf)) {
                 Ok(()) => {
                     self.lines.fetch_add(newlines(buf), Ordering::Release);
+                    self.whole += buf.len() as u64;
                     return Ok(buf.len());
                 }
                 Err(e) => {
                     self.broken = true;
+                    self.mark_cut(&e);
                     if let Some(hook) = self.on_error.take() {
                         hook(&e);
                     }
@@ -443,6 +485,7 @@ impl TraceWriter {
     ) -> TraceWriter {
         let written = Arc::new(AtomicU64::new(0));
         let write_failed = Arc::new(AtomicU64::new(0));
+        let seq = Arc::new(AtomicU64::new(0));
         let (sink, guard) = NonBlockingBuilder::default()
             .lossy(true)
             .buffered_lines_limit(QUEUE_LINES)
@@ -453,6 +496,8 @@ impl TraceWriter {
                 failed: Arc::clone(&write_failed),
                 broken: false,
                 on_error: Some(on_error),
+                whole: 0,
+                seq: Arc::clone(&seq),
             });
         let dropped = sink.error_counter();
         TraceWriter {
@@ -464,7 +509,7 @@ impl TraceWriter {
             dropped,
             written,
             serialize_errors: AtomicU64::new(0),
-            seq: AtomicU64::new(0),
+            seq,
             pid: std::process::id(),
             guard: Mutex::new(Some(guard)),
             write_failed,
