@@ -451,9 +451,7 @@ impl Tracker {
         site: Site,
     ) -> Option<u32> {
         if let Some(&id) = self.live.get(&handle) {
-            let Some(c) = self.contexts.get_mut(&id) else {
-                return None;
-            };
+            let c = self.contexts.get_mut(&id)?;
             if c.primary {
                 c.retained = c.retained.saturating_add(1);
                 return Some(id);

@@ -300,6 +300,10 @@ pub fn completed() {
     }
 }
 
+/// A slot taken from the table: whether its completion is known, and the first changed
+/// chunk (address, bytes) its judgement found.
+type Judged = (Slot, bool, Option<(u64, u64)>);
+
 /// Judges every watched copy that completed. The judgement (the driver's answer, then the
 /// comparison of the program's bytes) is made under the table's lock, per copy: a thread
 /// whose synchronisation finds its own copy already taken by another thread's waits for
@@ -307,7 +311,7 @@ pub fn completed() {
 /// never be compared against the copy it already saw complete. Reports are made after the
 /// lock is released.
 fn poll() {
-    let finished: Vec<(Slot, bool, Option<(u64, u64)>)> = {
+    let finished: Vec<Judged> = {
         let mut t = TABLE.lock();
         let mut out = Vec::new();
         let mut i = 0;
