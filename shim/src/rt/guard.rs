@@ -42,7 +42,8 @@ pub fn install_panic_hook(quiet: fn() -> bool) {
                 .location()
                 .map(|l| format!(" at {}:{}", l.file(), l.line()))
                 .unwrap_or_default();
-            crate::rt::stderr::write_line(&format!(
+            let _cancel = NoCancel::new();
+            crate::rt::fd2::write_line(&format!(
                 "internal error ({msg}{at}); the call kept the driver's result and the \
                  program goes on; later internal errors are not shown. Please report it"
             ));
