@@ -3,9 +3,11 @@
 //! `CUDA_VISIBLE_DEVICES` or a `SEEDANCE_*` variable can be as long as the kernel allows one
 //! environment string (128 KiB, `MAX_ARG_STRLEN`); a warning shows at most [`MAX_SHOWN`]
 //! bytes of it, and a setting with many bad entries warns about at most
-//! [`MAX_WARNINGS_PER_SETTING`] of them. Control characters (a newline, a carriage return,
-//! an escape) are shown as escapes (`\n`, `\r`, `\u{1b}`): an echoed value never starts a
-//! line of its own or moves the terminal's cursor ([`escape_controls`]).
+//! [`MAX_WARNINGS_PER_SETTING`] of them. On a terminal, control characters (a newline, a
+//! carriage return, an escape) are shown as escapes (`\n`, `\r`, `\u{1b}`): the shim's
+//! stderr lines pass through [`escape_controls`] (an echoed value never starts a line of
+//! its own or moves the cursor); [`quoted`] escapes them itself. [`clip`] keeps them: its
+//! result also goes into trace fields, which JSON escapes.
 
 /// Most bytes of a value a message or trace field repeats.
 pub const MAX_SHOWN: usize = 200;
@@ -31,21 +33,16 @@ pub fn escape_controls(value: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `value` itself when at most [`MAX_SHOWN`] bytes, else its first [`MAX_SHOWN`] bytes (cut
-/// at a character boundary) followed by `... (N bytes)`, N being the whole value's length;
-/// control characters of the part shown are escaped ([`escape_controls`]).
+/// at a character boundary) followed by `... (N bytes)`, N being the whole value's length.
 pub fn clip(value: &str) -> String {
     if value.len() <= MAX_SHOWN {
-        return escape_controls(value).into_owned();
+        return value.to_string();
     }
     let mut end = MAX_SHOWN;
     while !value.is_char_boundary(end) {
         end -= 1;
     }
-    format!(
-        "{}... ({} bytes)",
-        escape_controls(&value[..end]),
-        value.len()
-    )
+    format!("{}... ({} bytes)", &value[..end], value.len())
 }
 
 /// [`clip`]ped and quoted as Rust's `{:?}` quotes a string: `"turbo"`, or
@@ -124,20 +121,19 @@ mod tests {
     #[test]
     fn control_characters_are_escaped() {
         assert_eq!(
-            clip("a\nseedance: b\r\u{1b}[2J"),
+            escape_controls("a\nseedance: b\r\u{1b}[2J"),
             "a\\nseedance: b\\r\\u{1b}[2J"
         );
         assert_eq!(quoted("a\nb"), "\"a\\nb\"");
         let long = format!("\n{}", "x".repeat(300));
-        assert!(clip(&long).starts_with("\\nxxx"), "{}", clip(&long));
-        assert!(!clip(&long).contains('\n'));
+        assert!(escape_controls(&clip(&long)).starts_with("\\nxxx"));
     }
 
     proptest! {
         #[test]
         fn clip_is_bounded_and_never_panics(s in ".{0,600}") {
-            prop_assert!(!clip(&s).chars().any(char::is_control));
-            prop_assert!(clip(&s).len() <= 6 * MAX_SHOWN + 32);
+            prop_assert!(!escape_controls(&s).chars().any(char::is_control));
+            prop_assert!(clip(&s).len() <= MAX_SHOWN + 32);
             prop_assert!(quoted(&s).len() <= 6 * MAX_SHOWN + 32);
         }
     }

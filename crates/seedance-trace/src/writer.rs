@@ -70,11 +70,12 @@ pub enum WriterError {
     },
 }
 
-/// A path as messages show it: at most 200 bytes, control characters escaped
-/// (`seedance_core::text::clip`): the trace directory is the user's value, and a newline in
-/// it must not start a `seedance:` line of its own.
+/// A path as messages show it: at most 200 bytes (`seedance_core::text::clip`), control
+/// characters escaped (`seedance_core::text::escape_controls`): the trace directory is the
+/// user's value, and a newline in it must not start a `seedance:` line of its own.
 pub fn shown(p: &Path) -> String {
-    seedance_core::text::clip(&p.to_string_lossy())
+    seedance_core::text::escape_controls(&seedance_core::text::clip(&p.to_string_lossy()))
+        .into_owned()
 }
 
 impl fmt::Display for WriterError {
