@@ -4,11 +4,13 @@
 //! * `rtld_next`: a library's `dlsym(RTLD_NEXT, ..)` still finds its own next symbol.
 //! * `unused`: a program that never touches CUDA sees nothing of the shim; exit ordering.
 //! * `modes`: `SEEDANCE_MODE`, bad values, the library-path override and the stub library.
+//! * `echoes`: what the shim repeats of a setting's value: clipped to 200 bytes, escaped.
 //! * `failures`: what a failed call leaves in the trace and on stderr.
 //! * `recovered`: failures the program recovers from (a retry after making a context
 //!   current, a fallback to another handle type): counted, silent; the same failures
 //!   without the recovery: explained as before.
 //! * `metrics`: the Prometheus metrics file.
+//! * `files`: the program's descriptors are its own (closed and reused ones, descriptor 2).
 //! * `process`: fork (the child only forwards) and exit paths.
 //! * `devices`: device ordinals explained and repaired (fallback to the next device).
 //! * `launch`: launches over a device or kernel limit, or without a usable context, explained.
@@ -41,7 +43,9 @@ mod cancel;
 mod corpus_script;
 mod devices;
 mod early;
+mod echoes;
 mod failures;
+mod files;
 mod hazards;
 mod host_guard;
 mod launch;

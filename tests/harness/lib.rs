@@ -140,6 +140,13 @@ fn build() -> Artifacts {
         &["sync_threads.c", &l, "-lcuda", "-lpthread"],
     );
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
+    cc("daemon_fds", &["daemon_fds.c", &l, "-lcuda"]);
+    cc("ctx_churn", &["ctx_churn.c", &l, "-lcuda"]);
+    cc("trace_limit", &["trace_limit.c", &l, "-lcuda"]);
+    cc(
+        "guard_threads",
+        &["guard_threads.c", &l, "-lcuda", "-lpthread"],
+    );
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc("recovered", &["recovered.c", &l, "-lcuda", "-lpthread"]);

@@ -119,3 +119,43 @@ pub fn on_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern 
     // shim is never unloaded).
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
 }
+
+/// What a file descriptor refers to: the device and inode of its open file (`fstat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdIdentity {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+/// The identity of descriptor `fd`, `None` when it is not open.
+pub fn fd_identity(fd: c_int) -> Option<FdIdentity> {
+    // SAFETY: stat is plain data; zeroed is a valid initial value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat only writes st; a closed fd gives EBADF.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some(FdIdentity {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+    })
+}
+
+/// Writes all of `buf` to `fd` (retrying after a signal or a short write); gives up on any
+/// other error.
+pub fn write_fd(fd: c_int, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: buf is a valid slice for its length; write only reads it.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n > 0 {
+            buf = &buf[n as usize..];
+        } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {
+            continue;
+        } else {
+            return;
+        }
+    }
+}

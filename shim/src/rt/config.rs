@@ -123,6 +123,7 @@ pub fn get() -> &'static Config {
         // steer the shim: every SEEDANCE_* variable is ignored (no trace, no library path
         // override), as the dynamic loader itself ignores LD_LIBRARY_PATH there.
         crate::rt::guard::install_panic_hook(quiet_now);
+        crate::rt::fd2::remember();
         let raw = if platform::secure_execution() {
             RawConfig::default()
         } else if let Some(env) = platform::environment_before_libc_init() {
@@ -135,7 +136,7 @@ pub fn get() -> &'static Config {
         let (cfg, warnings) = Config::from_raw(&raw);
         let _cancel = crate::rt::guard::NoCancel::new();
         for w in &warnings {
-            eprintln!("seedance: {w}");
+            crate::rt::fd2::write_line(w);
         }
         let (selectors, warnings) = cfg
             .exclude_devices
@@ -143,13 +144,13 @@ pub fn get() -> &'static Config {
             .map(seedance_topology::explain::parse_exclusions)
             .unwrap_or_default();
         for w in &warnings {
-            eprintln!("seedance: {w}");
+            crate::rt::fd2::write_line(w);
         }
         let _ = EXCLUSIONS.set(selectors);
         if cfg.host_guard && !cfg!(target_os = "linux") && !cfg.quiet {
             // The guard reads the program's memory through Linux's `process_vm_readv`
             // (`shim/src/faults/hostguard_other.rs`).
-            eprintln!("seedance: SEEDANCE_HOST_GUARD: only available on Linux; guard off");
+            crate::rt::fd2::write_line("SEEDANCE_HOST_GUARD: only available on Linux; guard off");
         }
         let w = word_of(&cfg);
         word().fetch_or(w, Ordering::Release);

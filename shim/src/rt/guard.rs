@@ -43,10 +43,10 @@ pub fn install_panic_hook(quiet: fn() -> bool) {
                 .map(|l| format!(" at {}:{}", l.file(), l.line()))
                 .unwrap_or_default();
             let _cancel = NoCancel::new();
-            eprintln!(
-                "seedance: internal error ({msg}{at}); the call kept the driver's result and \
-                 the program goes on; later internal errors are not shown. Please report it"
-            );
+            crate::rt::fd2::write_line(&format!(
+                "internal error ({msg}{at}); the call kept the driver's result and the \
+                 program goes on; later internal errors are not shown. Please report it"
+            ));
         }));
     });
 }

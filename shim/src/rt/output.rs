@@ -335,7 +335,7 @@ pub fn start_trace(record: impl FnOnce(String) -> SessionStart) -> Option<&'stat
             let host = hostname().unwrap_or_else(|| "unknown".into());
             match TraceFile::create(dir, &host, std::process::id(), st.start_ns) {
                 Ok(file) => {
-                    let path = file.path.display().to_string();
+                    let path = seedance_trace::writer::shown(&file.path);
                     let w = TraceWriter::start_with_limit(
                         file,
                         Box::new(move |e| {

@@ -660,3 +660,48 @@ proptest::proptest! {
         }
     }
 }
+
+/// Context churn on two devices keeps the tracker's size: ended contexts beyond
+/// KEEP_ENDED are forgotten unless a held stream names one, the per-device counts are
+/// kept without walking, and a reused handle still counts generations while its latest
+/// incarnation is remembered.
+#[test]
+fn context_churn_keeps_the_trackers_size() {
+    let mut t = Tracker::new();
+    let pairs = 10_000u64;
+    let mut held_ctx = None;
+    for i in 0..pairs {
+        let s = site(&mut t, "cuCtxCreate_v2");
+        let id = t
+            .context_created(0x10_0000 + i * 0x100, Some((i % 2) as i32), s)
+            .unwrap();
+        if i == 10 {
+            let s = site(&mut t, "cuStreamCreate");
+            t.stream_created(0xabc, Some(id), s);
+            held_ctx = Some(id);
+        }
+        let s = site(&mut t, "cuCtxDestroy_v2");
+        t.context_ended(id, EndKind::Destroyed, s, Counts::default(), &[]);
+    }
+    // The last KEEP_ENDED, plus the one a held stream names.
+    assert_eq!(t.contexts_remembered(), KEEP_ENDED + 1);
+    let held = held_ctx.unwrap();
+    assert!(t.ended(Some(held)).is_some());
+    assert_eq!(t.dead_handles(), 1);
+    t.stream_forgotten(0xabc);
+    assert_eq!(t.contexts_remembered(), KEEP_ENDED);
+    assert!(t.context(held).is_none());
+    assert_eq!(t.dead_handles(), 0);
+    let d = t.device_contexts();
+    assert_eq!(d.len(), 2);
+    assert_eq!((d[&0].contexts, d[&0].live), (5_000, 0));
+    assert_eq!((d[&1].contexts, d[&1].live), (5_000, 0));
+    assert_eq!(d[&1].first_function, "cuCtxCreate_v2");
+    // The latest handle comes back: generation 2, it is remembered.
+    let last = 0x10_0000 + (pairs - 1) * 0x100;
+    let s = site(&mut t, "cuCtxCreate_v2");
+    let id = t.context_created(last, Some(1), s).unwrap();
+    assert_eq!(t.context(id).unwrap().generation, 2);
+    assert_eq!(t.latest_context(last).map(|c| c.id), Some(id));
+    assert_eq!(t.device_contexts()[&1].live, 1);
+}

@@ -25,6 +25,7 @@ pub fn settle() {
     if !on() {
         return;
     }
+    tell_tracker_size();
     super::stray::at_exit();
     cold(|| {
         let shards = work::shards();
@@ -188,3 +189,17 @@ fn build_exit_report() -> ExitReport {
         calls_after_deinit: after_deinit,
     }
 }
+
+/// Debug builds, `SEEDANCE_TEST_TRACKER_SIZE` set: one stderr line with the contexts the
+/// tracker remembers at exit, for the end-to-end test that context churn keeps its size
+/// (`e2e::lifetime::context_churn_on_two_devices_keeps_the_trackers_size`).
+#[cfg(debug_assertions)]
+fn tell_tracker_size() {
+    if std::env::var_os("SEEDANCE_TEST_TRACKER_SIZE").is_some() {
+        let n = TRACKER.lock().contexts_remembered();
+        crate::rt::stderr::say(&format!("test: the tracker remembers {n} contexts"));
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn tell_tracker_size() {}
