@@ -19,7 +19,16 @@ use std::panic::AssertUnwindSafe;
 /// At the library's `.fini_array` entry, while the driver is still up: waits for the
 /// session record ([`record::settle`]), then lets the lifetime tracker confirm pending work
 /// and attribute live allocations for the exit report.
+///
+/// The driver is held for this ([`crate::driver::real::hold_driver`]): a program that closed
+/// the copy the shim's queries would call has nothing called in it at exit. An exit made
+/// from a signal handler that interrupted the shim's own work on this thread (which may
+/// hold the shim's locks, not re-entrant: [`crate::rt::guard::enter`]) does none of it.
 pub fn settle() {
+    let Some(_inside) = crate::rt::guard::enter() else {
+        return;
+    };
+    let _driver = crate::driver::real::hold_driver();
     record::settle();
     if !config::forked() {
         crate::faults::lifetime::exit::settle();
@@ -27,10 +36,17 @@ pub fn settle() {
 }
 
 /// Writes the exit summary and flushes the trace. Called once, from the library destructor.
+///
+/// As [`settle`]: under a hold of the driver, and not at all from a signal handler that
+/// interrupted the shim's own work on this thread.
 pub fn shutdown() {
     if config::forked() {
         return;
     }
+    let Some(_inside) = crate::rt::guard::enter() else {
+        return;
+    };
+    let _driver = crate::driver::real::hold_driver();
     // The lifetime report (and its one stderr paragraph) comes first: it is printed
     // whether or not a trace is written.
     let _ = crate::faults::lifetime::exit::exit_report();

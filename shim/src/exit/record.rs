@@ -39,11 +39,7 @@ fn on_init(_r: CUresult) {
             }
         });
     };
-    if std::thread::Builder::new()
-        .name("seedance-init".into())
-        .spawn(start)
-        .is_err()
-    {
+    if crate::platform::spawn_quiet("seedance-init", start).is_err() {
         start();
     }
 }
@@ -66,12 +62,13 @@ pub fn settle() {
 /// The trace's first record: the shim, the program, the host `host`, the driver and the
 /// visible devices (with the topology when there are any).
 ///
-/// The driver library is held for the queries ([`real::hold_driver`]): the program may
-/// close it meanwhile. If it already did, and has not looked the driver up again, the
+/// The driver library is held for the queries ([`real::hold_driver`]), which call into that
+/// copy only, by names looked up in it: the program may close it, or open and close
+/// another, meanwhile. If it already closed it, and has not looked the driver up again, the
 /// record names no driver and no devices rather than calling into an unmapped copy.
 pub(super) fn session_start(host: String) -> SessionStart {
     let held = real::hold_driver();
-    let gone = matches!(held, real::DriverHold::Gone);
+    let gone = matches!(held.found, real::Found::Gone);
     let devices = if gone { Vec::new() } else { query::devices() };
     SessionStart {
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -82,8 +79,8 @@ pub(super) fn session_start(host: String) -> SessionStart {
         argv: program_arguments(),
         hostname: Some(host),
         driver_version: if gone { None } else { query::driver_version() },
-        libcuda_path: match &held {
-            real::DriverHold::Held(d) => d.path(),
+        libcuda_path: match &held.found {
+            real::Found::Held(d) => d.path(),
             _ => None,
         },
         // At most MAX_SHOWN bytes of each, as in the messages: a hostile value must not
