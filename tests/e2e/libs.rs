@@ -46,6 +46,36 @@ fn run(program: &str, mode: Option<&str>, args: &[&str], env: &[(&str, &str)]) -
     r.finish_within(Duration::from_secs(20))
 }
 
+/// One run of `timer_signals exit <nth>` natively (`mode` None) or with the shim in `mode`:
+/// killed and failed after 20 s, with every thread's stack (gdb, where installed) and the
+/// case in the message.
+fn exit_run(mode: Option<&str>, nth: u32) -> Finished {
+    let mut r = Run::new("timer_signals", mode.is_some()).args(&["exit", &nth.to_string()]);
+    if let Some(m) = mode {
+        r = r.env("SEEDANCE_MODE", m);
+    }
+    let mut running = r.spawn();
+    let started = std::time::Instant::now();
+    while running.child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let stacks = std::process::Command::new("gdb")
+                .args(["-q", "-batch", "-p", &running.child.id().to_string()])
+                .args(["-ex", "thread apply all bt 30"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            let _ = running.child.kill();
+            let f = running.finish();
+            panic!(
+                "{mode:?} exit at run {nth}: still running after 20 s; killed. stderr: {}\n{stacks}",
+                f.stderr()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    running.finish()
+}
+
 /// Asserts exit status 0 and `want` on stdout.
 fn clean(f: &Finished, want: &str, why: &str) {
     assert_eq!(
@@ -156,8 +186,7 @@ fn a_signal_handler_that_calls_exit_ends_the_process() {
     // finished) or hung.
     for mode in [None, Some("observe"), Some("fix")] {
         for n in 6..16 {
-            let nth = n.to_string();
-            let f = run("timer_signals", mode, &["exit", &nth], &[]);
+            let f = exit_run(mode, n);
             assert_eq!(
                 f.output.status.code(),
                 Some(7),
