@@ -23,13 +23,17 @@ use std::panic::AssertUnwindSafe;
 /// The driver is held for this ([`crate::driver::real::hold_driver`]): a program that closed
 /// the copy the shim's queries would call has nothing called in it at exit. An exit made
 /// from a signal handler that interrupted the shim's own work on this thread (which may
-/// hold the shim's locks, not re-entrant: [`crate::rt::guard::enter`]) does none of it.
+/// hold the shim's locks, not re-entrant: [`crate::rt::guard::enter`]) does none of it, and
+/// neither does one whose session record did not come in time ([`record::settle`]).
 pub fn settle() {
     let Some(_inside) = crate::rt::guard::enter() else {
         return;
     };
-    let _driver = crate::driver::real::hold_driver();
     record::settle();
+    if record::abandoned() {
+        return;
+    }
+    let _driver = crate::driver::real::hold_driver();
     if !config::forked() {
         crate::faults::lifetime::exit::settle();
     }
@@ -38,7 +42,8 @@ pub fn settle() {
 /// Writes the exit summary and flushes the trace. Called once, from the library destructor.
 ///
 /// As [`settle`]: under a hold of the driver, and not at all from a signal handler that
-/// interrupted the shim's own work on this thread.
+/// interrupted the shim's own work on this thread; nothing at all when the exit gave up
+/// waiting for the session record ([`record::abandoned`]).
 pub fn shutdown() {
     if config::forked() {
         return;
@@ -46,6 +51,9 @@ pub fn shutdown() {
     let Some(_inside) = crate::rt::guard::enter() else {
         return;
     };
+    if record::abandoned() {
+        return;
+    }
     let _driver = crate::driver::real::hold_driver();
     // The lifetime report (and its one stderr paragraph) comes first: it is printed
     // whether or not a trace is written.

@@ -198,3 +198,34 @@ fn a_signal_handler_that_calls_exit_ends_the_process() {
         }
     }
 }
+
+#[test]
+fn an_exit_from_a_handler_inside_the_driver_does_not_wait_for_the_record() {
+    // The handler calls exit(7) while the program is inside the driver (cuDeviceGetName,
+    // which holds the fake's lock for 1 s), right after cuInit started the session record,
+    // whose thread waits for that lock: it can never finish. Natively exit 7 at once.
+    // Before, the exit waited for the record for ever (3 of 3 runs killed at 10 s, 2 of 2
+    // here at 20 s). Now it waits at most SEEDANCE_NVML_TIMEOUT + 1 s (300 ms here), then
+    // exits without the record, the report or the summary (and calls no driver).
+    let env = [
+        ("FAKE_CUDA_NAME_DELAY_MS", "1000"),
+        ("SEEDANCE_NVML_TIMEOUT", "300"),
+    ];
+    for mode in [None, Some("observe"), Some("fix")] {
+        let started = std::time::Instant::now();
+        let f = run("timer_signals", mode, &["inside"], &env);
+        assert_eq!(
+            f.output.status.code(),
+            Some(7),
+            "{mode:?}: {:?} {}",
+            f.output.status,
+            f.stderr()
+        );
+        assert_eq!(f.stdout(), "started\n", "{mode:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{mode:?}: {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -8,6 +8,9 @@
  *   timer_signals exit N    the same, driver calls and malloc in a loop until the handler's
  *                           Nth run, which calls exit(7) wherever it interrupted the
  *                           program (a line left in stdout's buffer is written by exit).
+ *   timer_signals inside    one tick, 100 ms after cuInit, while the program is inside
+ *                           cuDeviceGetName (FAKE_CUDA_NAME_DELAY_MS holds the driver's
+ *                           lock): its handler calls exit(7).
  * Everything the handler does is async-signal-safe but exit(). */
 #define _GNU_SOURCE
 #include "cuda_min.h"
@@ -27,6 +30,7 @@ CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
 CUresult cuCtxDestroy_v2(CUcontext);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuDeviceGetName(char *, int, CUdevice);
 
 static pid_t main_tid;
 static volatile sig_atomic_t runs, elsewhere, exit_at;
@@ -88,6 +92,22 @@ int main(int argc, char **argv) {
     if (cuInit(0) || cuDeviceGet(&dev, 0)) {
         printf("setup failed\n");
         return 10;
+    }
+    if (strcmp(how, "inside") == 0) {
+        /* One tick 100 ms from now, whose handler calls exit(7), while the program is
+         * inside cuDeviceGetName (the fake holds its lock for FAKE_CUDA_NAME_DELAY_MS). */
+        char name[64];
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm;
+        sigaction(SIGALRM, &sa, NULL);
+        exit_at = 1;
+        printf("started\n"); /* left in the buffer */
+        struct itimerval once = {{0, 0}, {0, 100000}};
+        setitimer(ITIMER_REAL, &once, NULL);
+        cuDeviceGetName(name, sizeof name, dev);
+        printf("not interrupted\n");
+        return 0;
     }
     if (strcmp(how, "exit") == 0 && argc > 2) exit_at = atoi(argv[2]);
     printf("started\n"); /* left in the buffer */
