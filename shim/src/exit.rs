@@ -23,12 +23,12 @@ use std::panic::AssertUnwindSafe;
 /// The driver is held for this ([`crate::driver::real::hold_driver`]): a program that closed
 /// the copy the shim's queries would call has nothing called in it at exit. An exit made
 /// from a signal handler that interrupted the shim's own work on this thread (which may
-/// hold the shim's locks, not re-entrant: [`crate::rt::guard::enter`]) does none of it, and
+/// hold the shim's locks, not re-entrant: [`crate::rt::guard::inside`]) does none of it, and
 /// neither does one whose session record did not come in time ([`record::settle`]).
 pub fn settle() {
-    let Some(_inside) = crate::rt::guard::enter() else {
+    if crate::rt::guard::inside() {
         return;
-    };
+    }
     record::settle();
     if record::abandoned() {
         return;
@@ -48,9 +48,9 @@ pub fn shutdown() {
     if config::forked() {
         return;
     }
-    let Some(_inside) = crate::rt::guard::enter() else {
+    if crate::rt::guard::inside() {
         return;
-    };
+    }
     if record::abandoned() {
         return;
     }
