@@ -32,6 +32,9 @@
 //! * `cancel`: threads cancelled (`pthread_cancel`) around driver calls, as natively.
 //! * `reentrancy`: driver calls from a signal handler that interrupts the shim's own work.
 //! * `reopen`: the driver closed and opened again, a stub then the driver, pseudo-handle look-ups.
+//! * `libs`: the program's libraries and signals stay its own: a driver it closed unloads
+//!   and is never called again (at exit, from the shim's thread), its signal handlers run on
+//!   its own threads, and a handler that calls `exit()` ends the process.
 //! * `bench_scripts`: the thread-scaling benchmark's script and statistics, without a GPU.
 //! * `wheel_settings`: the wheel build backend's settings, bad values warned and defaulted.
 //! * `nvml_hang`: NVML that does not answer (`nvmlInit` or its queries blocked): bounded by
@@ -49,6 +52,7 @@ mod files;
 mod hazards;
 mod host_guard;
 mod launch;
+mod libs;
 mod lifetime;
 mod loading_paths;
 mod memcheck;

@@ -126,6 +126,8 @@ fn build() -> Artifacts {
     cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
     cc("runtime_probe", &["runtime_probe.c", "-ldl"]);
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
+    cc("libs", &["libs.c", "-ldl", "-lpthread"]);
+    cc("timer_signals", &["timer_signals.c", &l, "-lcuda"]);
     cc("missing_driver", &["missing_driver.c", "-ldl", "-lpthread"]);
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
     cc("probes", &["probes.c", &l, "-lcuda", "-lpthread"]);

@@ -107,6 +107,13 @@ pub fn enter() -> Option<Inside> {
     }
 }
 
+/// Whether the calling thread is inside the shim's own work ([`enter`]): code that runs at
+/// exit asks, because an `exit` called from a signal handler that interrupted that work
+/// must not take the locks it may hold. Marks nothing.
+pub fn inside() -> bool {
+    INSIDE.try_with(std::cell::Cell::get).unwrap_or(false)
+}
+
 /// See [`enter`]: clears the mark and restores the cancellation state when dropped.
 pub struct Inside {
     _cancel: NoCancel,

@@ -336,6 +336,8 @@ pub fn start_trace(record: impl FnOnce(String) -> SessionStart) -> Option<&'stat
             match TraceFile::create(dir, &host, std::process::id(), st.start_ns) {
                 Ok(file) => {
                     let path = seedance_trace::writer::shown(&file.path);
+                    // The writer's thread is started inside: it blocks every signal.
+                    let blocked = platform::SignalsBlocked::new();
                     let w = TraceWriter::start_with_limit(
                         file,
                         Box::new(move |e| {
@@ -346,6 +348,7 @@ pub fn start_trace(record: impl FnOnce(String) -> SessionStart) -> Option<&'stat
                         }),
                         config::get().trace_max_bytes,
                     );
+                    drop(blocked);
                     w.emit(
                         platform::thread_id(),
                         Event::SessionStart(Box::new(record(host))),
