@@ -310,7 +310,33 @@ fn pinned(scenario: &str) {
         ));
         assert!(!err.contains("corrupt"), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
+        // In the report: a warning the driver handled, never "not repaired" or an error.
+        let (_, report) = crate::recovered::gate(&r);
+        let p = problem(&report, "lifetime_fault/pinned_release_waited");
+        assert_eq!(p["severity"], "warning");
+        assert!(
+            p["title"]
+                .as_str()
+                .unwrap()
+                .ends_with("handled by the driver (no repair needed)"),
+            "{p}"
+        );
+        assert!(report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["severity"] != "error"));
     }
+}
+
+/// The analyzer's problem with key `key`.
+fn problem<'a>(report: &'a Value, key: &str) -> &'a Value {
+    report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == key)
+        .unwrap_or_else(|| panic!("no {key} in {report}"))
 }
 
 /// The same on a driver that released the memory with the copy still queued
@@ -336,6 +362,12 @@ fn pinned_released_under_the_copy(scenario: &str) {
             "returned while asynchronous copies that read or write it were still running"
         ));
         assert!(err.contains("the copies may read freed or reused memory (corrupted data)"));
+        let (code, report) = crate::recovered::gate(&r);
+        assert_eq!(code, Some(4));
+        assert_eq!(
+            problem(&report, "lifetime_fault/pinned_memory_in_use")["severity"],
+            "error"
+        );
     }
 }
 

@@ -23,7 +23,7 @@ fn plain(scenario: &str) -> Finished {
 
 /// `seedance-analyze summary --fail-on warning --format json` on the run's records: the
 /// exit code and the report.
-fn gate(r: &Finished) -> (Option<i32>, Value) {
+pub(crate) fn gate(r: &Finished) -> (Option<i32>, Value) {
     let dir = tempfile::tempdir().unwrap();
     let lines: Vec<String> = r.records.iter().map(|v| v.to_string()).collect();
     std::fs::write(dir.path().join("run.jsonl"), lines.join("\n") + "\n").unwrap();
