@@ -146,6 +146,7 @@ fn access(who: Who, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo:
         bytes,
         range_lo: lo,
         seq: 0,
+        epoch: 0,
     }
 }
 
