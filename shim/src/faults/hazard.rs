@@ -23,12 +23,14 @@
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
 mod copy2d;
+mod legacy;
 mod local;
 mod order;
 mod report;
 mod who;
 
 pub use copy2d::{ok_copy_2d, pre_copy_2d};
+pub use legacy::{sync_device, sync_host, sync_memset};
 
 use crate::hooks::ids::HookId;
 use crate::rt::config;
@@ -46,7 +48,18 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use who::{caller, Who};
 
-static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
+static TABLE: Lazy<Shared> = Lazy::new(|| {
+    let t = Shared::new();
+    t.set_flags_source(ask_flags);
+    t
+});
+
+/// The flags of a stream the shim did not see made, asked of the driver
+/// (`cuStreamGetFlags`); `None` when it cannot answer (the stream then counts as blocking,
+/// which only orders more: unknown means silent).
+fn ask_flags(handle: u64) -> Option<u32> {
+    crate::driver::query::stream_flags(handle as CUstream).ok()
+}
 
 /// Lowest first byte and highest end of the pinned ranges ever made (a range freed later
 /// leaves the box as it was; an empty table resets it).

@@ -902,12 +902,19 @@ impl Shared {
     /// [`Shared::commit_in`], noting the clock of the access's stream in the calling
     /// thread's `last`.
     pub fn commit_in_noting(&self, held: &Held, mut a: Access, last: &mut LastClock) -> u64 {
-        if matches!(key_kind(a.key), KeyKind::Legacy(_)) {
+        let slot = &held.0;
+        let s = sid(a.key, a.tid);
+        // A copy on the legacy default stream is a barrier of its context. Not needed (the
+        // same verdicts) while the one access pending in the whole table is this range's,
+        // on this stream (the loop on one buffer on stream 0): a barrier orders only
+        // accesses of other streams pending before it.
+        if matches!(key_kind(a.key), KeyKind::Legacy(_))
+            && !(self.pending.load(Ordering::Relaxed) == 1
+                && slot.pending.hint.load(Ordering::Relaxed) == sid_hint(s))
+        {
             self.legacy_barrier_of(a.key);
         }
         a.epoch = self.barrier.load(Ordering::Relaxed);
-        let slot = &held.0;
-        let s = sid(a.key, a.tid);
         let mut p = slot.pending.lock();
         if p.dead {
             return 0;
