@@ -29,10 +29,25 @@
 //!   has everything S2 waited for before; when an event recorded on S2 completes, so has
 //!   everything S2 waited for before that record;
 //! * the legacy default stream is ordered with every blocking stream of its context, both
-//!   ways (CUDA "stream synchronization behavior": a stream made without
-//!   `CU_STREAM_NON_BLOCKING`, or the per-thread default stream, synchronises with the
-//!   legacy default stream); a `cuStreamSynchronize` of the legacy default stream therefore
-//!   also completes the blocking streams' accesses;
+//!   ways (CUDA programming guide, "Default Stream", "Implicit Synchronization": a stream
+//!   made without `CU_STREAM_NON_BLOCKING`, whatever its priority, or a per-thread default
+//!   stream, synchronises with the legacy default stream; measured on driver 580.159, H100,
+//!   2026-12-06: an event recorded on stream 0 completed 1.012 s after a blocking stream's
+//!   copy queued behind a 1 s kernel). Non-blocking streams are not. So:
+//!   - work queued on the legacy stream (a copy, a record, a synchronous memset: a
+//!     *barrier*, [`Table::legacy_barrier`]) orders what the blocking streams queue later
+//!     after what they queued before it (an access's `epoch` says which barriers came
+//!     before it);
+//!   - an event recorded on the legacy stream, once complete, completes the blocking
+//!     streams' accesses queued before the record, and a stream that waits for it is
+//!     ordered after them;
+//!   - a `cuStreamSynchronize` of the legacy default stream (or a synchronous copy that
+//!     blocks the host) completes the blocking streams' accesses;
+//!   - the per-thread default stream is a blocking stream of its own per thread; a `_ptds`
+//!     synchronous copy completes it, the legacy stream and what a barrier before covered
+//!     ([`Table::per_thread_synced`]);
+//!   - a stream whose flags are unknown counts as blocking (more ordering: a race may be
+//!     missed, never invented);
 //! * a new access that overlaps a pending one, on a stream not ordered after it, where one
 //!   of the two writes the host memory, is a [`Hazard`].
 
@@ -649,15 +664,18 @@ impl Table {
         self.prune();
     }
 
-    /// Forgets a destroyed stream's flags (its accesses complete on their own; they stay
-    /// pending until something synchronises their context) and remembers, while they are
-    /// pending, that the stream is gone (a repair must not use it).
+    /// A stream was destroyed: while accesses on it are pending (they complete on their
+    /// own, and stay pending until something synchronises their context) it is remembered
+    /// as gone (a repair must not use it) and keeps its flags; otherwise its flags are
+    /// forgotten.
     pub fn stream_destroyed(&mut self, handle: u64) {
-        self.non_blocking.remove(&handle);
         if matches!(key_kind(handle), KeyKind::Stream(_))
             && self.pending.iter().any(|a| a.key == handle)
         {
+            // Its pending work still runs as the stream was made: the flags stay.
             self.destroyed.insert(handle);
+        } else {
+            self.non_blocking.remove(&handle);
         }
     }
 

@@ -28,9 +28,15 @@
 //!   to their own streams and buffers (docs/performance.md, "The shim's own cost in
 //!   threads").
 //!
-//! Lock order: a range, then a stream shard, the wait list or the non-blocking set; an
+//! * Legacy-stream barriers: a counter (an access's `epoch` is its value at the commit) and
+//!   each context's latest barrier behind a mutex, taken by legacy-stream work while
+//!   accesses of other streams are pending and by the checks that meet a pending access of
+//!   another stream.
+//!
+//! Lock order: a range, then a stream shard, the wait list, the flags or the barriers; an
 //! event shard, then a stream shard or the wait list; no lock is taken while a stream
-//! shard or the wait list is held.
+//! shard, the wait list, the flags or the barriers are held (a stream's flags are asked of
+//! the driver with no lock but its range's).
 
 use super::{
     legacy_key, Access, Direction, Hazard, Range, MAX_BARRIER_CONTEXTS, MAX_EVENTS, MAX_PENDING,
@@ -718,15 +724,24 @@ impl Shared {
         let _ = self.ask.set(ask);
     }
 
-    /// A stream was destroyed: its flags are forgotten, and while accesses on it are
-    /// pending it is marked destroyed.
+    /// A stream was destroyed: while accesses on it are pending it is marked destroyed and
+    /// its flags are kept (its work still runs as it was made; a stream not seen made is
+    /// never asked about once destroyed: it counts as blocking); otherwise they are
+    /// forgotten.
     pub fn stream_destroyed(&self, handle: u64) {
-        self.flags.lock().remove(&handle);
+        let mut pending = false;
         if matches!(key_kind(handle), KeyKind::Stream(_)) {
             let s = (handle, 0);
             if let Some(st) = self.streams(s).lock().get_mut(&s) {
                 st.destroyed = true;
+                pending = true;
             }
+        }
+        let mut f = self.flags.lock();
+        if !pending {
+            f.remove(&handle);
+        } else if !f.contains_key(&handle) && f.len() < MAX_FLAGS {
+            f.insert(handle, false);
         }
     }
 
@@ -1634,6 +1649,39 @@ mod tests {
         let left = s.pending();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].key, key(1));
+    }
+
+    static ASKED_AFTER_DESTROY: AtomicUsize = AtomicUsize::new(0);
+
+    fn ask_counting(_: u64) -> Option<u32> {
+        ASKED_AFTER_DESTROY.fetch_add(1, Ordering::Relaxed);
+        Some(1)
+    }
+
+    /// A stream destroyed with accesses pending is never asked about (its handle must not
+    /// be used): it counts as blocking, and its flags, when known, stay.
+    #[test]
+    fn a_destroyed_stream_is_never_asked_about() {
+        let s = Shared::new();
+        s.set_flags_source(ask_counting);
+        s.pinned_added(range(0));
+        s.stream_created(key(0), 0);
+        s.stream_created(key(2), 1);
+        s.commit(access(1, 1, false, 0, 0, 64));
+        s.commit(access(2, 1, false, 0, 1024, 64));
+        s.stream_destroyed(key(1));
+        s.stream_destroyed(key(2));
+        s.legacy_barrier(CTX);
+        assert!(
+            s.check(&access(0, 1, true, 0, 0, 64)).is_empty(),
+            "blocking"
+        );
+        assert_eq!(
+            s.check(&access(0, 1, true, 0, 1024, 64)).len(),
+            1,
+            "still non-blocking"
+        );
+        assert_eq!(ASKED_AFTER_DESTROY.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -41,7 +41,6 @@ fn ptds(id: HookId) -> bool {
 /// None: no pointer is dereferenced (an unsafe fn as every hook clause).
 pub unsafe fn sync_host(id: HookId) {
     let per_thread = ptds(id);
-    crate::faults::hostguard::completed();
     while_pending(|t| {
         let c = caller(false, std::ptr::null_mut());
         if per_thread {
