@@ -230,7 +230,7 @@ fn a_synchronous_copy_into_a_guarded_buffer_does_not_deadlock() {
         // Fix mode gives the driver the guard's snapshot of the source: the device gets
         // the bytes from before the write.
         let want = match mode {
-            "fix" => "buffer after the synchronous copy: 0x22\ndevice copy: intact\n",
+            "fix" => "buffer after the synchronous copy: 0x22\ndevice copy: intact\n".to_string(),
             _ => before.stdout(),
         };
         assert_eq!(r.stdout(), want, "{mode}");

@@ -920,16 +920,10 @@ impl Shared {
         let slot = &held.0;
         let s = sid(a.key, a.tid);
         // A copy on the legacy default stream is a barrier of its context. Not needed (the
-        // same verdicts) while the one access pending in the whole table is this range's,
-        // on this stream (the loop on one buffer on stream 0): a barrier orders only
+        // same verdicts) while the one access pending in the whole table is the one this
+        // copy supersedes (the loop on one buffer on stream 0): a barrier orders only
         // accesses of other streams pending before it.
-        if matches!(key_kind(a.key), KeyKind::Legacy(_))
-            && !(self.pending.load(Ordering::Relaxed) == 1
-                && slot.pending.hint.load(Ordering::Relaxed) == sid_hint(s))
-        {
-            self.legacy_barrier_of(a.key);
-        }
-        a.epoch = self.barrier.load(Ordering::Relaxed);
+        let legacy = matches!(key_kind(a.key), KeyKind::Legacy(_));
         let mut p = slot.pending.lock();
         if p.dead {
             return 0;
@@ -938,16 +932,31 @@ impl Shared {
         // The number comes from the stream's clock without the shard's lock; the list's
         // length, the hint, the stream's count and ranges and the table's count stay as
         // they are (what the locked path below does for it too).
-        if p.single == Some(s) && p.list.len() == 1 && a.supersedes(&p.list[0]) {
+        if p.single == Some(s)
+            && p.list.len() == 1
+            && a.supersedes(&p.list[0])
+            && (!legacy || self.pending.load(Ordering::Relaxed) == 1)
+        {
             if let Some(c) = p.clock.as_ref() {
                 if let Some(t) = c.try_tick() {
                     last.note(s, c);
                     a.seq = t;
+                    a.epoch = self.barrier.load(Ordering::Relaxed);
                     p.list[0] = a;
                     return t;
                 }
             }
         }
+        if legacy {
+            // Without the range's lock: the barrier may forget every pending access.
+            drop(p);
+            self.legacy_barrier_of(a.key);
+            p = slot.pending.lock();
+            if p.dead {
+                return 0;
+            }
+        }
+        a.epoch = self.barrier.load(Ordering::Relaxed);
         let before = p.list.len();
         p.list.retain(|x| !a.supersedes(x));
         let superseded = before - p.list.len();
