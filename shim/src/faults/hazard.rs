@@ -14,6 +14,12 @@
 //! (two loads otherwise), and then lock the shards of the streams and ranges
 //! concerned; the list of orderings between different streams only when one exists.
 //!
+//! The legacy default stream's implicit synchronisation with the blocking streams
+//! (docs/design.md, "The legacy default stream") is followed through the copy and record
+//! hooks (work on stream 0 is a barrier), the synchronous copies and memsets
+//! (`hazard/legacy.rs`) and the synchronisations; a stream's flags come from its creation,
+//! or from the driver once (`cuStreamGetFlags`) for a stream the shim did not see made.
+//!
 //! In `fix` mode a hazard is repaired before the second copy reaches the driver: the shim
 //! records its own event (one per context, made with `CU_EVENT_DISABLE_TIMING`) on the
 //! first copy's stream and makes the second copy's stream wait for it
