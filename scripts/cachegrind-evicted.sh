@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cache lines the shim misses per hooked call when the caches are cold (docs/performance.md,
-# "The read-mostly words on one line pair"): tests/programs/evict_loop.c against the null
+# "Cache lines per call"): tests/programs/evict_loop.c against the null
 # driver under cachegrind's cache simulation (a 2 MiB last-level cache; the loop touches
 # 8 MiB between calls, as a real driver's own work evicts the shim's lines). Runs 200 and
 # 400 calls and prints the difference per call, without the shim and with it, so start-up

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks for stray contexts on ONE GPU (kind nvidia-h200). Run from the repository root
+# GPU checks for stray contexts on ONE GPU. Run from the repository root
 # on the GPU machine:
 #
 #   scripts/gpu-contexts.sh [path/to/libseedance_fix.so]

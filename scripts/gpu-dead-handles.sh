@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check: calls on streams and events whose context was destroyed. One GPU is enough
-# (kind nvidia-h200). Run from the repository root on the GPU machine:
+#. Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-dead-handles.sh [path/to/libseedance_fix.so]
 #

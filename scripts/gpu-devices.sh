@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks for device ordinals. Needs 2 GPUs (kind nvidia-h200-x2). Run from the
+# GPU checks for device ordinals. Needs 2 GPUs. Run from the
 # repository root on the GPU machine:
 #
 #   scripts/gpu-devices.sh [path/to/libseedance_fix.so]

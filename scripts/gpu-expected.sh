@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU checks for expected failures as evidence and for the cost of a context's end. One GPU
-# is enough (kind nvidia-h200). Run from the repository root on the GPU machine:
+# is enough. Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-expected.sh [path/to/libseedance_fix.so]
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check that a fork soon after cuInit leaves the child the driver it would have without
 # the shim (docs/reliability.md, the fork gate: the shim's own driver queries started by the
-# first cuInit are finished before fork). One GPU is enough (kind nvidia-h200). Run from the
+# first cuInit are finished before fork). One GPU is enough. Run from the
 # repository root on the GPU machine:
 #
 #   scripts/gpu-fork.sh [path/to/libseedance_fix.so]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cost of SEEDANCE_HOST_GUARD per copy size on the GPU (docs/performance.md, the host-write
-# guard). One GPU is enough (kind nvidia-h200). Run from the repository root there:
+# guard). One GPU is enough. Run from the repository root there:
 #
 #   scripts/gpu-guard-cost.sh [path/to/libseedance_fix.so]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Which path reaches HAMi-core's wrappers (docs/performance.md, "Session 11"): builds it
+# Which path reaches HAMi-core's wrappers (docs/performance.md, "Inside one process"): builds it
 # (through scripts/gpu-threads.sh, which keeps the build in $HAMI_BUILD), says which driver
 # symbols libvgpu.so exports, and which library threads_bench.c's "linked" calls reach with
 # it preloaded (and the shim), through the linked symbols and through dlsym (LINKED=dlsym).

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks for launch and allocation faults. One GPU is enough (kind
-# nvidia-h200). Run from the repository root on the GPU machine:
+# GPU checks for launch and allocation faults. One GPU is enough. Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-launch.sh [path/to/libseedance_fix.so]
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU checks for context lifetime and asynchronous safety. One GPU is enough
-# (kind nvidia-h200). Run from the repository root on the GPU machine:
+#. Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-lifetime.sh [path/to/libseedance_fix.so]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU compatibility matrix. Run on a 2-GPU machine (kind nvidia-h200-x2)
+# GPU compatibility matrix. Run on a 2-GPU machine
 # from the repository root:
 #
 #   scripts/gpu-matrix.sh [path/to/libseedance_fix.so]

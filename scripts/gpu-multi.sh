@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Multi-GPU checks of libseedance_fix.so (issue 29): stray contexts, the out-of-memory
+# Multi-GPU checks of libseedance_fix.so: stray contexts, the out-of-memory
 # explanation with another process on the device, peer and cross-GPU copies under the race
 # tracker, the compatibility matrix with NCCL, and device ordinals under CUDA_VISIBLE_DEVICES.
 #
-# NOT YET RUN ON A 2-GPU MACHINE. Prepared (and its C programs and script flow tried against
-# the repository's fake driver) while only 1-GPU machines were lent; the first run on
-# nvidia-h200-x2 is the real test of these programs and checks, and may need fixes to them.
+# NOT YET RUN ON A 2-GPU MACHINE. Its C programs and script flow run against the
+# repository's fake driver; the first run on two GPUs is the real test of these programs and
+# checks, and may need fixes to them.
 #
-# Needs 2 GPUs (kind nvidia-h200-x2). Run from the repository root on the GPU machine:
+# Needs 2 GPUs. Run from the repository root on the GPU machine:
 #
 #   [SEEDANCE_ANALYZE=path/to/seedance-analyze] scripts/gpu-multi.sh [path/to/libseedance_fix.so]
 #
@@ -179,7 +179,7 @@ if [ ! -f "$shim" ]; then
   finish
 fi
 if [ "$ndev" -lt 2 ]; then
-  fail "devices" "needs 2 GPUs (kind nvidia-h200-x2), $ndev here; nothing was run"
+  fail "devices" "needs 2 GPUs, $ndev here; nothing was run"
   finish
 fi
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the shim adds to asynchronous copies from pinned host memory, on the GPU, as a
-# benchmark (no pass or fail). One GPU is enough (kind nvidia-h200). From the repository root:
+# benchmark (no pass or fail). One GPU is enough. From the repository root:
 #
 #   ROUNDS=15 scripts/gpu-pinned-cost.sh [path/to/libseedance_fix.so]
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU checks for races between asynchronous copies on pinned host memory. One GPU is enough
-# (kind nvidia-h200). Run from the repository root on the GPU machine:
+#. Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-pinned.sh [path/to/libseedance_fix.so]
 #

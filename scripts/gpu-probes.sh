@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check that the shim leaves device questions to the driver (docs/reliability.md, "fix
-# never answers a question as if it were a mistake"). One GPU is enough (kind nvidia-h200).
+# never answers a question as if it were a mistake"). One GPU is enough.
 # Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-probes.sh [path/to/libseedance_fix.so]

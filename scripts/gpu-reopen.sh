@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # GPU check that a program which closes the real driver and opens it again runs as without
-# the shim while the shim's session-record thread queries that driver (docs/reliability.md,
+# the shim while the shim's session_start record's thread queries that driver (docs/reliability.md,
 # "A program that closes the driver while the shim's own thread queries it keeps running").
-# One GPU is enough (kind nvidia-h200). Run from the repository root on the GPU machine:
+# One GPU is enough. Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-reopen.sh [path/to/libseedance_fix.so]
 #
 # Builds tests/programs/reopen.c (gcc, -ldl) and runs `reopen reopen LIBCUDA LIBCUDA` and
 # `reopen dlmopen LIBCUDA LIBCUDA` (LIBCUDA: the driver's libcuda.so.1, as the loader finds
 # it) ROUNDS times (default 5) without the shim and with it in SEEDANCE_MODE=off, observe
-# and fix, traces written (SEEDANCE_TRACE_DIR: the session record's thread starts at the
+# and fix, traces written (SEEDANCE_TRACE_DIR: the session_start record's thread starts at the
 # first cuInit) and REOPEN_PAUSE_MS=200 (the program waits right after its dlclose, while
 # that thread runs). Checks, PASS or FAIL each: every run exits as the native run did and
 # prints what it printed; the shim writes nothing on stderr when every call of the native
 # run succeeded (a driver copy opened after a dlmopen'd one was closed fails cuInit with 304
 # on the H200 without the shim too, and observe and fix explain that failure); each observe
-# and fix trace has its session record. Logs go to $OUT (default /tmp/seedance-reopen). Exit status: failed
+# and fix trace has its session_start record. Logs go to $OUT (default /tmp/seedance-reopen). Exit status: failed
 # checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -52,10 +52,10 @@ for how in reopen dlmopen; do
         unrecorded=$((unrecorded + 1))
       fi
     done
-    echo "$how $mode: $rounds runs, $bad differing, $crashes killed by a signal, $noisy with stderr, $unrecorded without a session record"
+    echo "$how $mode: $rounds runs, $bad differing, $crashes killed by a signal, $noisy with stderr, $unrecorded without a session_start record"
     check "$how $mode: every run as without the shim" "$bad"
     check "$how $mode: nothing on stderr$([ "$quiet" = 1 ] || echo ' (not asked: the native run had failures)')" "$noisy"
-    check "$how $mode: session record written" "$unrecorded"
+    check "$how $mode: session_start record written" "$unrecorded"
   done
 done
 echo "failed checks: $failed"

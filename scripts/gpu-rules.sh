@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU checks of libseedance_fix.so against rules written from its user-facing description
 # only (the programs in scripts/gpu/rules/ were written without reading the shim's code).
-# One GPU is enough (kind nvidia-h200). Run from the repository root on the GPU machine:
+# One GPU is enough. Run from the repository root on the GPU machine:
 #
 #   [SEEDANCE_ANALYZE=path/to/seedance-analyze] scripts/gpu-rules.sh [path/to/libseedance_fix.so]
 #

@@ -2,7 +2,7 @@
 # The thread-scaling benchmark's in-process comparison (docs/performance.md, "Inside one
 # process"): scripts/gpu-threads.sh with threads_bench.c's interleaved mode at 1, 8, 16 and
 # 64 threads, a block length per thread count that gives blocks of a few milliseconds on the
-# H200, and one table of all four (scripts/gpu/threads_stats.py). One GPU (kind nvidia-h200);
+# H200, and one table of all four (scripts/gpu/threads_stats.py). One GPU;
 # run from the repository root on the GPU machine:
 #
 #   scripts/gpu-threads-interleaved.sh [path/to/libseedance_fix.so]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Thread-scaling benchmark of the tracked driver paths (docs/performance.md, "Cost in
-# threads"). One GPU is enough (kind nvidia-h200). Run from the repository root on the GPU
+# threads"). One GPU is enough. Run from the repository root on the GPU
 # machine:
 #
 #   scripts/gpu-threads.sh [path/to/libseedance_fix.so]
@@ -12,14 +12,13 @@
 # machine has no network), HAMi-core's libvgpu.so with its own CMake build (kept in
 # $HAMI_BUILD, default /tmp/seedance-hami-buildsh, for the next call on the same machine).
 #
-# Design (paired, docs/performance.md "Method"): ROUNDS rounds; in each, for each thread
+# Design (paired; docs/performance.md, "How to reproduce"): ROUNDS rounds; in each, for each thread
 # count, the modes in an order shuffled per round (seeded by SEED) with a plain run (no
 # preload) before the first and after every one: plain, M1, plain, M2, ..., plain. Modes:
 # aa (a plain run in a mode's place: the A/A control), off, observe, fix (SEEDANCE_MODE),
 # hami (LD_PRELOAD=libvgpu.so and CUDA_REDIRECT to it, no limits set; built with the
-# options of its own build.sh: the Release build measured until session 11 exported none of
-# its wrappers, so its column was the driver itself: docs/performance.md, "Session 11", and
-# scripts/gpu-hami-path.sh, which says what a build exports). Each mode's run is compared
+# options of its own build.sh: a Release build exports none of its wrappers, so its column
+# would be the driver itself: scripts/gpu-hami-path.sh says what a build exports). Each mode's run is compared
 # with the plain runs beside it (scripts/gpu/threads_stats.py: the median of the paired ratios over the rounds,
 # a 95 % interval of it, and a verdict at 1.02x), for wall time and for CPU time.
 #
@@ -110,7 +109,7 @@ if [ -z "${FAKE_DRIVER_DIR:-}" ] && [ -d "$root/carry/hami-core" ]; then
     mkdir -p "$hb"
     # The options of HAMi-core's own build.sh (its Release type compiles with
     # -fvisibility=hidden and exports none of its wrappers, so nothing reaches them:
-    # docs/performance.md, "Session 11").
+    # scripts/gpu-hami-path.sh checks what a build exports).
     if (cd "$hb" && cmake "$root/carry/hami-core" -DDLSYM_HOOK_ENABLE=1 -DMULTIPROCESS_LIMIT_ENABLE=1 \
         -DHOOK_MEMINFO_ENABLE=1 -DHOOK_NVML_ENABLE=1 -DCMAKE_BUILD_TYPE=Debug \
         -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >"$out/hami-cmake.txt" 2>&1 &&

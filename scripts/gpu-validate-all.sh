@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU validation in one run, for a 2-GPU machine (kind nvidia-h200-x2): the
+# Every GPU validation in one run, for a 2-GPU machine: the
 # compatibility matrix, device ordinals and fallback, launch faults, context lifetime and
 # calls on handles of destroyed contexts.
 # Then the analyzer summarizes every trace those runs wrote.
@@ -8,10 +8,10 @@
 #
 # Results in $OUT (or /tmp/seedance-validate): summary.txt (each script's table and exit
 # status), analyze.txt (the analyzer's summary of all traces), and one NAME.tgz per script
-# with everything it wrote. GPU_SCRIPTS="matrix devices" runs only those (the device tool
-# allows 10 minutes a call: split the five over two calls). GPU_SCRIPTS=multi runs
-# scripts/gpu-multi.sh (2 GPUs, issue 29; prepared but not yet run on a 2-GPU machine; 5-8
-# minutes and its own matrix run: give it a call of its own). Exit status: the number of
+# with everything it wrote. GPU_SCRIPTS="matrix devices" runs only those (split the five over
+# two runs to keep each under about 10 minutes). GPU_SCRIPTS=multi runs scripts/gpu-multi.sh
+# (2 GPUs; not yet run on a 2-GPU machine; 5-8 minutes and its own matrix run: run it on its
+# own). docs/validation.md lists every script and its latest result. Exit status: the number of
 # scripts that failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

@@ -3,7 +3,7 @@
 # user would (`python3 -m venv --system-site-packages`, so the machine's PyTorch stays
 # visible; `pip install --no-index`, no network), and runs a small PyTorch script
 # (scripts/gpu/wheel_torch.py) with the virtualenv's python, without and with the installed
-# `seedance-fix run`. One GPU is enough (kind nvidia-h200). Run from the repository root on
+# `seedance-fix run`. One GPU is enough. Run from the repository root on
 # the GPU machine:
 #
 #   scripts/gpu-wheel.sh [path/to/seedance_fix-*.whl]     # default: .whl/seedance_fix-*.whl
@@ -16,8 +16,8 @@
 # Checks: pip installs the wheel into the virtualenv and torch imports there; the installed
 # seedance-fix finds the installed shim (--version); the script's stdout is identical without
 # the launcher and with it in fix and observe mode; a healthy run prints nothing of the
-# launcher's; --report writes the HTML report and the trace holds the process's session
-# start and exit summary; the exit status is the command's.
+# launcher's; --report writes the HTML report and the trace holds the process's session_start
+# record and exit summary; the exit status is the command's.
 # Logs go to $OUT (default /tmp/seedance-wheel). Exit status: the number of failed checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -93,7 +93,7 @@ check "fix: nothing from the launcher for a healthy run but the report's path" \
   '[ "$(grep -v "^seedance-fix: \(report\|traces\): " "$out/fix-err.txt" | grep -c "seedance")" = 0 ]'
 check "observe: no line from the shim or the launcher" '! grep -q seedance "$out/observe-err.txt"'
 check "--report wrote the HTML report" 'grep -q "<title>seedance-analyze report</title>" "$out/report.html"'
-check "the trace has a session start and an exit summary" \
+check "the trace has a session_start record and an exit summary" \
   'cat "$out"/traces-fix/*.jsonl | grep -q "\"event\":\"session_start\"" && cat "$out"/traces-fix/*.jsonl | grep -q "\"event\":\"exit_summary\""'
 check "the installed analyzer finds no problem" \
   '"$venv/bin/seedance-analyze" summary --fail-on warning "$out/traces-fix" >"$out/summary.txt" 2>&1'

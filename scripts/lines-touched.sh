@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Cache lines one hooked call touches in the shim (docs/performance.md, "Session 15: which
-# lines an allocation and its free touch"): tests/programs/ir_loop.c against the null
+# Cache lines one hooked call touches in the shim (docs/performance.md, "Cache lines
+# per call"): tests/programs/ir_loop.c against the null
 # driver under valgrind's lackey, N and 2N calls, so that start-up cancels. Counts the
 # shim's instructions and code lines per call, other objects' code lines it adds (the
 # loader's TLS descriptor function), and the data lines its instructions touch, each named

@@ -73,7 +73,7 @@ run_case() {
 }
 
 # Every trace directory, with the per-function call counts of its exit summaries
-# (trace-NAME/functions.json), in one file: the device tool returns at most 8 files.
+# (trace-NAME/functions.json), in one file, so that a run leaves few files to copy back.
 pack_traces() {
   tar -C "$work" -czf "$out/traces.tgz" $(cd "$work" && ls -d trace-*)
 }

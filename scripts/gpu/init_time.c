@@ -1,5 +1,5 @@
 /* Microseconds spent in the first cuInit(0) (and, with a trace directory, the shim's
- * session start: device queries, NVML, trace file). Prints the number. */
+ * session_start record: device queries, NVML, trace file). Prints the number. */
 #include <cuda.h>
 #include <stdio.h>
 #include <time.h>

@@ -263,50 +263,80 @@ fn atexit_frees_after_the_context_is_gone() {
     assert_eq!(faults(&o, "use_after_destroy").len(), 3);
 }
 
+/// A pinned free with a copy pending, on a driver that waits for the copy before it
+/// releases the memory (driver 580, as the fake plays it): the data is intact with and
+/// without the shim, and the shim says what the driver did (a hidden synchronisation, a
+/// warning-level finding), in both modes alike, without a word of corruption and without
+/// a repair.
 fn pinned(scenario: &str) {
     let before = plain(scenario);
     assert!(
-        before.stdout().contains("device copy: corrupted (")
-            && before.stdout().contains("first 0xdb)"),
+        before.stdout().ends_with("device copy: intact\n"),
         "{}",
         before.stdout()
     );
-    let r = fixed(scenario);
-    assert!(
-        r.stdout().ends_with("device copy: intact\n"),
-        "{}",
-        r.stdout()
-    );
-    let f = &faults(&r, "pinned_memory_in_use")[0];
-    assert_eq!(f["function"], "cuMemFreeHost");
-    assert_eq!(f["range"]["bytes"], 4096);
-    assert_eq!(f["streams"][0]["copies"], 1);
-    assert_eq!(f["repaired"], true);
-    let rep = &r.events("lifetime_repair")[0];
-    assert_eq!(rep["kind"], "synchronize_before_free");
-    assert_eq!(rep["streams"], serde_json::json!(["0x5eed50000100"]));
-    // The driver waited for the stream before the free.
-    let i = r
-        .driver_calls
-        .iter()
-        .position(|l| l == "cuStreamSynchronize stream=0x5eed50000100 -> 0")
-        .expect("synchronised");
-    let j = r
-        .driver_calls
-        .iter()
-        .position(|l| l.starts_with("cuMemFreeHost"))
-        .unwrap();
-    assert!(i < j);
-    let err = r.stderr();
-    assert!(err.starts_with("seedance: cuMemFreeHost: freeing pinned host memory 0x"));
-    assert!(err.contains("(4.0 KiB (4096 bytes), made by cuMemHostAlloc on thread"));
-    assert!(err.contains("1 copy); fix: the shim waited for those streams first"));
+    for r in [fixed(scenario), observed(scenario)] {
+        assert_eq!(r.stdout(), before.stdout());
+        let f = &faults(&r, "pinned_release_waited")[0];
+        assert_eq!(f["function"], "cuMemFreeHost");
+        assert_eq!(f["range"]["bytes"], 4096);
+        assert_eq!(f["streams"][0]["copies"], 1);
+        assert_eq!(f["repaired"], false);
+        assert!(faults(&r, "pinned_memory_in_use").is_empty());
+        assert!(r.events("lifetime_repair").is_empty());
+        // No synchronisation of the shim's own: the free reached the driver as the program
+        // made it, and the driver's own wait completed the copy.
+        let free = r
+            .driver_calls
+            .iter()
+            .position(|l| l.starts_with("cuMemFreeHost"))
+            .expect("freed");
+        let first_sync = r
+            .driver_calls
+            .iter()
+            .position(|l| l.starts_with("cuStreamSynchronize"))
+            .expect("the program synchronises");
+        assert!(free < first_sync, "{:?}", r.driver_calls);
+        let err = r.stderr();
+        assert!(
+            err.starts_with("seedance: cuMemFreeHost: freeing pinned host memory 0x"),
+            "{err}"
+        );
+        assert!(err.contains("(4.0 KiB (4096 bytes), made by cuMemHostAlloc on thread"));
+        assert!(err.contains("1 copy): cuMemFreeHost waited "), "{err}");
+        assert!(err.contains(
+            "for them before releasing the memory (the streams were idle when it returned), \
+             so the copies completed with the data intact"
+        ));
+        assert!(!err.contains("corrupt"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
 
-    let o = observed(scenario);
-    assert!(o.stdout().contains("device copy: corrupted"));
-    assert!(o
-        .stderr()
-        .contains("the copies may read freed or reused memory"));
+/// The same on a driver that released the memory with the copy still queued
+/// (`FAKE_CUDA_RELEASE_NO_WAIT=1`, not seen on a real driver): the stream is still busy
+/// after the call, so the shim reports the real fault, an error, in both modes.
+fn pinned_released_under_the_copy(scenario: &str) {
+    let before = run(scenario, false)
+        .env("FAKE_CUDA_RELEASE_NO_WAIT", "1")
+        .finish();
+    assert!(before.stdout().contains("device copy: corrupted ("));
+    for mode in ["fix", "observe"] {
+        let r = run(scenario, true)
+            .env("FAKE_CUDA_RELEASE_NO_WAIT", "1")
+            .env("SEEDANCE_MODE", mode)
+            .finish();
+        assert_eq!(r.stdout(), before.stdout(), "{mode}");
+        let f = &faults(&r, "pinned_memory_in_use")[0];
+        assert_eq!(f["function"], "cuMemFreeHost");
+        assert_eq!(f["repaired"], false);
+        assert!(faults(&r, "pinned_release_waited").is_empty());
+        let err = r.stderr();
+        assert!(err.contains(
+            "returned while asynchronous copies that read or write it were still running"
+        ));
+        assert!(err.contains("the copies may read freed or reused memory (corrupted data)"));
+    }
 }
 
 #[test]
@@ -320,23 +350,32 @@ fn pinned_memory_freed_while_a_copy_reads_inside_it() {
 }
 
 #[test]
+fn pinned_memory_released_under_a_running_copy_is_the_error() {
+    pinned_released_under_the_copy("pinned_free");
+}
+
+#[test]
 fn registered_memory_unregistered_and_reused_while_a_copy_reads_it() {
     let before = plain("unregister_reuse");
-    assert!(before
+    assert!(before.stdout().ends_with("device copy: intact\n"));
+    for r in [fixed("unregister_reuse"), observed("unregister_reuse")] {
+        assert_eq!(r.stdout(), before.stdout());
+        let f = &faults(&r, "pinned_release_waited")[0];
+        assert_eq!(f["function"], "cuMemHostUnregister");
+        assert!(r
+            .stderr()
+            .contains("seedance: cuMemHostUnregister: unregistering pinned host memory 0x"));
+        assert!(r
+            .stderr()
+            .contains("made by cuMemHostRegister_v2 on thread"));
+        assert!(r.stderr().contains("cuMemHostUnregister waited "));
+    }
+    let torn = run("unregister_reuse", false)
+        .env("FAKE_CUDA_RELEASE_NO_WAIT", "1")
+        .finish();
+    assert!(torn
         .stdout()
         .contains("device copy: corrupted (256 of 256 bytes wrong, first 0x55)"));
-    let r = fixed("unregister_reuse");
-    assert!(r.stdout().ends_with("device copy: intact\n"));
-    let f = &faults(&r, "pinned_memory_in_use")[0];
-    assert_eq!(f["function"], "cuMemHostUnregister");
-    assert!(r
-        .stderr()
-        .contains("seedance: cuMemHostUnregister: unregistering pinned host memory 0x"));
-    assert!(r
-        .stderr()
-        .contains("made by cuMemHostRegister_v2 on thread"));
-    let o = observed("unregister_reuse");
-    assert!(o.stdout().contains("first 0x55"));
 }
 
 #[test]
@@ -414,21 +453,32 @@ fn a_clean_program_sees_nothing() {
     assert_eq!(s["repairs"], serde_json::json!({}));
 }
 
+/// What the process leaves to the driver at exit is in the exit summary; stderr gets one line,
+/// for the work still queued on a stream (its results nothing waited for).
 #[test]
 fn exit_report_names_what_was_left_behind() {
     let r = fixed("leave");
     let err = r.stderr();
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with(
-        "seedance: at exit: 1 context still alive (context 0x5eedc0000100 (device 0, \
-         generation 1, made by cuCtxCreate_v2 on thread"
-    ));
-    assert!(err.contains(
-        "1 allocation of device memory of device 0 never freed (4.0 KiB (4096 bytes)); 1 \
-         allocation of pinned host memory never freed (512 bytes); work never synchronised \
-         (stream 0x5eed50000100 (made by cuStreamCreate on thread"
-    ));
-    assert!(err.contains("): 1 launch). Release CUDA resources before exit"));
+    assert!(
+        err.starts_with(
+            "seedance: at exit: work never synchronised (stream 0x5eed50000100 (made by \
+             cuStreamCreate on thread"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.ends_with(
+            "): 1 launch): it was still queued on the device when the process exited, and \
+             nothing waited for its results. Synchronise the stream (cuStreamSynchronize or \
+             cudaStreamSynchronize) before exit\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("context still alive") && !err.contains("never freed"),
+        "{err}"
+    );
     let s = &r.events("exit_summary")[0];
     assert_eq!(s["live_contexts"][0]["context"], "0x5eedc0000100");
     assert_eq!(s["live_contexts"][0]["primary"], false);
@@ -461,15 +511,39 @@ fn calls_after_deinitialisation_are_counted_but_not_the_runtime_teardown() {
         s["calls_after_deinit"],
         serde_json::json!({"cuMemFree_v2": 1})
     );
-    let err = r.stderr();
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(
-        "seedance: at exit: 1 call after CUDA was deinitialised (CUDA_ERROR_DEINITIALIZED: \
-         cuMemFree_v2 x1)"
-    ));
-    // The primary context the runtime never released and its memory are not mentioned.
-    assert!(!err.contains("context still alive") && !err.contains("never freed"));
+    // Calls after the driver shut down did nothing and cost the program nothing: in the
+    // trace and the report, not on stderr.
+    assert_eq!(r.stderr(), "");
     assert_eq!(s["live_contexts"][0]["primary"], true);
+}
+
+/// A context and its memory never released: the driver reclaims them when the process ends,
+/// so stderr says nothing; the exit summary lists them and the analyzer's report has them in
+/// its process-health table, not among its problems.
+#[test]
+fn a_context_left_at_exit_is_silent_and_in_the_report() {
+    let base = plain("leave_context");
+    for mode in ["observe", "fix"] {
+        let r = run("leave_context", true)
+            .env("SEEDANCE_MODE", mode)
+            .finish();
+        assert_eq!(r.output.status.code(), Some(0), "{mode}");
+        assert_eq!(r.stdout(), base.stdout(), "{mode}");
+        assert_eq!(r.stderr(), "", "{mode}");
+        let s = &r.events("exit_summary")[0];
+        assert_eq!(s["live_contexts"][0]["context"], "0x5eedc0000100", "{mode}");
+        assert_eq!(s["live_contexts"][0]["primary"], false, "{mode}");
+        assert_eq!(s["leaked_allocations"][0]["bytes"], 4096, "{mode}");
+        let dir = tempfile::tempdir().unwrap();
+        let lines: Vec<String> = r.records.iter().map(|v| v.to_string()).collect();
+        std::fs::write(dir.path().join("leave.jsonl"), lines.join("\n") + "\n").unwrap();
+        let report = crate::signals::analyze(dir.path());
+        assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+        let h = &report["process_health"][0];
+        assert_eq!(h["live_contexts"], 1, "{report}");
+        assert_eq!(h["leaked_allocations"], 1, "{report}");
+        assert_eq!(h["leaked_bytes"], 4096, "{report}");
+    }
 }
 
 #[test]
@@ -636,7 +710,7 @@ fn exit_report_counts_an_unsynchronised_memset() {
     let r = fixed("leave_memset");
     let err = r.stderr();
     assert!(
-        err.contains(&format!("): {OP}). Release CUDA resources before exit")),
+        err.contains(&format!("): {OP}): it was still queued on the device")),
         "{err}"
     );
     let u = &r.events("exit_summary")[0]["unsynchronized_streams"][0];
@@ -887,12 +961,53 @@ fn memory_freed_on_another_thread_is_not_left_live() {
         assert_forwarded_unchanged(&base.driver_calls, &r.driver_calls);
         assert!(r.events("lifetime_fault").is_empty());
         assert_one_leak(&r, 8192);
-        assert!(
-            r.stderr().contains(
-                "1 allocation of device memory of device 0 never freed (8.0 KiB (8192 bytes))"
-            ),
-            "{}",
-            r.stderr()
-        );
+        // The leak is the exit summary's; the driver reclaims it, so stderr is silent.
+        assert_eq!(r.stderr(), "");
     }
+}
+
+/// 2,000 context create/destroy pairs alternating two devices: the tracker remembers the
+/// last `KEEP_ENDED` (1024) ended contexts, not every one (each context end walked every
+/// context ever seen, and kept about 110 bytes of each for good: 8,000 pairs took 0.68 s,
+/// 64,000 took 16.7 s), and the exit summary still counts every context per device.
+/// Debug builds tell the tracker's size (`SEEDANCE_TEST_TRACKER_SIZE`).
+#[test]
+fn context_churn_on_two_devices_keeps_the_trackers_size() {
+    if seedance_e2e::artifacts()
+        .shim
+        .components()
+        .any(|c| c.as_os_str() == "release")
+    {
+        seedance_e2e::say_skipped(
+            "lifetime::context_churn_on_two_devices_keeps_the_trackers_size",
+            "the tracker's size is told by debug builds only",
+        );
+        return;
+    }
+    let r = Run::new("ctx_churn", true)
+        .env_remove("FAKE_CUDA_LOG")
+        .env("SEEDANCE_TEST_TRACKER_SIZE", "1")
+        .arg("2000")
+        .finish_within(seedance_e2e::target::wall_time_bound(
+            std::time::Duration::from_secs(120),
+        ))
+        .ok();
+    assert_eq!(r.stdout(), "pairs 2000\n");
+    assert_eq!(
+        r.stderr(),
+        "seedance: test: the tracker remembers 1024 contexts\n"
+    );
+    let uses = &r.events("exit_summary")[0]["device_use"];
+    let contexts: Vec<(i64, i64)> = uses
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["device"].as_i64().unwrap(),
+                u["contexts"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(contexts, [(0, 1000), (1, 1000)]);
 }

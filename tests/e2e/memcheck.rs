@@ -353,6 +353,10 @@ fn stderr_normalized_for_thread_ids_and_host_addresses() {
         normalize("memory 0x5572d9fcad30 (made on thread 32110), device 0x700000000000, context 0x5eedc0000100"),
         "memory <host> (made on thread <tid>), device 0x700000000000, context 0x5eedc0000100"
     );
+    assert_eq!(
+        normalize("cuMemFreeHost waited 286.9 ms for them; waited for"),
+        "cuMemFreeHost waited <time> for them; waited for"
+    );
 }
 
 /// What the trace says about a run, without times, pids and addresses: the exit summary's
@@ -386,8 +390,9 @@ fn trace_digest(r: &Finished) -> Result<(Value, Vec<String>), String> {
 }
 
 /// The shim's stderr lines with what differs between two runs of the same program replaced:
-/// thread ids (`thread 1234`) and host addresses (`0x55d0c2a1b2c0`; the fake driver's
-/// device addresses, `0x7000..`, and handles, `0x5eed..`, are kept).
+/// thread ids (`thread 1234`), host addresses (`0x55d0c2a1b2c0`; the fake driver's
+/// device addresses, `0x7000..`, and handles, `0x5eed..`, are kept) and how long a call
+/// blocked (`waited 45 us`).
 fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -398,6 +403,16 @@ fn normalize(text: &str) -> String {
                 out.push_str("thread <tid>");
                 rest = &after[digits..];
                 continue;
+            }
+        }
+        // How long a call blocked (`waited 45 us for`, `waited 286.9 ms for`).
+        if let Some(after) = rest.strip_prefix("waited ") {
+            if after.starts_with(|c: char| c.is_ascii_digit()) {
+                if let Some(end) = after.find(" for ") {
+                    out.push_str("waited <time>");
+                    rest = &after[end..];
+                    continue;
+                }
             }
         }
         if let Some(after) = rest.strip_prefix("0x") {

@@ -56,7 +56,7 @@ struct driver {
     PFN_cuLaunchKernel launch_ptsz;     /* per-thread default stream variant */
     PFN_cuStreamSynchronize stream_sync_ptsz;
     PFN_cuEventCreate event_create;
-    /* what the CUDA 13 runtime's cudaEventRecord calls (docs/design.md, fact 11), in its
+    /* what the CUDA 13 runtime's cudaEventRecord calls (docs/design.md, fact 12), in its
      * per-thread default stream variant */
     PFN_cuEventRecordWithFlags event_record_ptsz;
     PFN_cuEventDestroy_v2 event_destroy;

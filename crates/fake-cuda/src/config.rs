@@ -17,6 +17,7 @@
 //! | `FAKE_CUDA_CANCEL_POINTS` | comma list of entry points (`cuCtxSynchronize`, `cuStreamSynchronize`, `cuStreamSynchronize_ptsz`) that are cancellation points, see `global::cancellation_point` (read once) | none |
 //! | `FAKE_CUDA_DEVICE_COUNT_IN`, `FAKE_CUDA_STUB_IN` | `<directory>=<value>`: `FAKE_CUDA_DEVICE_COUNT` or `FAKE_CUDA_STUB` for the copy of this library loaded from that directory only, see [`for_this_copy`] | unset |
 //! | `FAKE_CUDA_NAME_DELAY_MS` | milliseconds `cuDeviceGetName` sleeps holding the driver's lock, see [`crate::global::name_delay`] (read at each call) | 0 |
+//! | `FAKE_CUDA_RELEASE_NO_WAIT` | `1`: `cuMemFreeHost` and `cuMemHostUnregister` release at once instead of first running the queued copies of their range as driver 580 does, see [`crate::global::release_waits`] (read at each call) | off |
 //! | `FAKE_CUDA_DEAD_HANDLE_CRASH` | `1`: a synchronize or destroy of a stream or event whose context was destroyed dies with `SIGSEGV`, see [`crate::global::crash_if_dead`] (read at each call) | off |
 //!
 //! In a comma list an empty entry, or a missing one, keeps the default for that device.

@@ -182,6 +182,14 @@ pub fn name_delay() {
     }
 }
 
+/// Whether `cuMemFreeHost` and `cuMemHostUnregister` wait for the queued copies of their
+/// range, as driver 580 does (the default). `FAKE_CUDA_RELEASE_NO_WAIT=1` (read at each
+/// call) plays a driver that releases the memory at once, with the copies still queued:
+/// not seen on a real driver, it lets a test show what the shim says if one did.
+pub fn release_waits() -> bool {
+    !std::env::var("FAKE_CUDA_RELEASE_NO_WAIT").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
 /// `FAKE_CUDA_DEAD_HANDLE_CRASH=1` (read at each use): a synchronize or destroy of a stream
 /// or event whose context was destroyed dies with `SIGSEGV` inside the call, as the real
 /// driver did for `cuStreamSynchronize` and `cuStreamDestroy` of such a stream (H200, driver

@@ -86,6 +86,18 @@ impl Queue {
         self.ops.push_back(op);
     }
 
+    /// Whether a queued copy reads or writes host bytes in `[lo, hi)`.
+    pub fn touches_host(&self, lo: usize, hi: usize) -> bool {
+        let hits = |side: &Side, bytes: usize| match *side {
+            Side::Host(a) => a < hi && a.saturating_add(bytes) > lo,
+            Side::Device(_) => false,
+        };
+        self.ops.iter().any(|op| match op {
+            Op::Copy { dst, src, bytes } => hits(dst, *bytes) || hits(src, *bytes),
+            _ => false,
+        })
+    }
+
     /// Whether work is still queued.
     pub fn busy(&self) -> bool {
         !self.ops.is_empty()

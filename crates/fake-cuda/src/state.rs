@@ -598,12 +598,15 @@ impl Driver {
         self.host.remove(&p).is_some()
     }
 
-    /// `cuMemFreeHost`: a live block is forgotten and its size returned (the caller
-    /// poisons it; it is never released, see the module documentation). Anything else fails
-    /// like `cuMemFree`: 201/709 without a live current context, else `INVALID_VALUE`.
-    /// Queued copies are not waited for.
+    /// `cuMemFreeHost`: the queued copies that read or write the block run first (as
+    /// driver 580 waits for them: [`crate::global::release_waits`]), then the block is
+    /// forgotten and its size returned (the caller poisons it; it is never released, see
+    /// the module documentation). Anything else fails like `cuMemFree`: 201/709 without a
+    /// live current context, else `INVALID_VALUE`.
     pub fn host_free(&mut self, p: usize, current: usize) -> Result<usize, CUresult> {
-        if let Some((bytes, _)) = self.host.remove(&p) {
+        if let Some(&(bytes, ctx)) = self.host.get(&p) {
+            self.finish_copies_touching(p, bytes, ctx);
+            self.host.remove(&p);
             self.quarantine.insert(p);
             return Ok(bytes);
         }
@@ -642,12 +645,41 @@ impl Driver {
     }
 
     /// `cuMemHostUnregister`: `CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED` (713) unless `p`
-    /// starts a registration. Queued copies are not waited for.
+    /// starts a registration; the queued copies that read or write the range run first, as
+    /// for [`Driver::host_free`].
     pub fn host_unregister(&mut self, p: usize) -> Result<(), CUresult> {
-        self.registered
-            .remove(&p)
-            .map(|_| ())
-            .ok_or(CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+        let &(bytes, ctx) = self
+            .registered
+            .get(&p)
+            .ok_or(CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)?;
+        self.finish_copies_touching(p, bytes, ctx);
+        self.registered.remove(&p);
+        Ok(())
+    }
+
+    /// A release of host range `[p, p + bytes)` made in context `ctx`: runs the work queued
+    /// in that context, as its `cuMemFree` does, and every other queue holding a copy that
+    /// reads or writes the range. Driver 580's `cuMemFreeHost` and `cuMemHostUnregister`
+    /// returned only after a pending copy of the range had finished, with its stream idle
+    /// (H100, driver 580.159, 2026-12-06: docs/design.md); how far beyond that stream they
+    /// wait was not measured, and the fake waits as its `cuMemFree` does.
+    /// `FAKE_CUDA_RELEASE_NO_WAIT=1` plays a driver that releases at once instead
+    /// ([`crate::global::release_waits`]).
+    fn finish_copies_touching(&mut self, p: usize, bytes: usize, ctx: usize) {
+        if !crate::global::release_waits() {
+            return;
+        }
+        self.sync_context(ctx);
+        let (lo, hi) = (p, p.saturating_add(bytes));
+        let keys: Vec<QueueKey> = self
+            .queues
+            .iter()
+            .filter(|(_, q)| q.touches_host(lo, hi))
+            .map(|(&k, _)| k)
+            .collect();
+        for key in keys {
+            self.sync_queue(key);
+        }
     }
 
     fn queues_of(&self, ctx: usize) -> Vec<QueueKey> {

@@ -1152,8 +1152,13 @@ fn asynchrony(cu: &Cuda) {
         assert_eq!(htod(dev, pinned, 64, s), 0);
         assert_eq!(htod(dev + 32, pinned, 64, s), 1, "past the allocation");
         assert_eq!(query(s), 600);
-        // Freed before the copy ran: the device gets the poison.
+        // Freed before the copy ran: as driver 580, the free waits for the copy (the
+        // stream is idle when it returns, the device has the bytes); a driver that
+        // released at once (FAKE_CUDA_RELEASE_NO_WAIT=1) leaves the copy queued, and it
+        // reads the poison.
+        let waits = std::env::var("FAKE_CUDA_RELEASE_NO_WAIT").is_err();
         assert_eq!(cu.f::<FnCtx>("cuMemFreeHost")(pinned), 0);
+        assert_eq!(query(s), if waits { 0 } else { 600 });
         assert_eq!(sync(s), 0);
         assert_eq!(query(s), 0);
         let mut back = [0u8; 64];
@@ -1161,7 +1166,7 @@ fn asynchrony(cu: &Cuda) {
             cu.f::<FnDtoH>("cuMemcpyDtoH_v2")(back.as_mut_ptr().cast(), dev, 64),
             0
         );
-        assert_eq!(back, [0xdb; 64]);
+        assert_eq!(back, if waits { [0x5a; 64] } else { [0xdb; 64] });
         // A good copy, read back asynchronously; an event marks it.
         let src = [3u8; 16];
         let mut ev: Ptr = std::ptr::null_mut();
@@ -1196,13 +1201,15 @@ fn asynchrony(cu: &Cuda) {
             cu.f::<FnCtx>("cuMemHostUnregister")(buf.as_mut_ptr().cast()),
             713
         );
+        // The unregister waited for the copy (driver 580), so reusing the buffer now does
+        // not reach the device; without the wait the copy reads the new bytes.
         buf.fill(1);
         assert_eq!(cu.f::<FnVoid>("cuCtxSynchronize")(), 0);
         assert_eq!(
             cu.f::<FnDtoH>("cuMemcpyDtoH_v2")(back.as_mut_ptr().cast(), dev, 8),
             0
         );
-        assert_eq!(back[..8], [1; 8]);
+        assert_eq!(back[..8], if waits { [9; 8] } else { [1; 8] });
         // Push and pop.
         let mut other: Ptr = std::ptr::null_mut();
         assert_eq!(cu.f::<FnCtxCreate>("cuCtxCreate_v2")(&mut other, 0, 1), 0);
@@ -1245,6 +1252,17 @@ fn asynchrony(cu: &Cuda) {
 #[test]
 fn queued_work_copies_events_and_context_stack() {
     run_scenario("asynchrony", &[("FAKE_CUDA_DEVICE_COUNT", "2")]);
+}
+
+#[test]
+fn a_driver_that_releases_pinned_memory_at_once_leaves_the_copy_queued() {
+    run_scenario(
+        "asynchrony",
+        &[
+            ("FAKE_CUDA_DEVICE_COUNT", "2"),
+            ("FAKE_CUDA_RELEASE_NO_WAIT", "1"),
+        ],
+    );
 }
 
 extern "C" fn late_free() {

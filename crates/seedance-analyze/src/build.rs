@@ -117,6 +117,8 @@ fn process_reports(procs: &[Proc]) -> Vec<ProcessReport> {
                 file: a.file.clone(),
                 status: if a.exit.is_some() {
                     ProcessStatus::Exited
+                } else if a.trace_cut.is_some() {
+                    ProcessStatus::TraceCut
                 } else {
                     ProcessStatus::NoExitSummary
                 },

@@ -23,6 +23,9 @@ fn kind_words(kind: &str) -> String {
         "pending_work_at_destroy" => "context ended with work still pending".into(),
         "use_after_destroy" => "handle used after its context ended".into(),
         "pinned_memory_in_use" => "pinned host memory freed while streams used it".into(),
+        "pinned_release_waited" => {
+            "pinned host memory release waited for pending copies (a hidden synchronisation)".into()
+        }
         "device_memory_in_use" => "device memory freed while streams used it".into(),
         "pinned_copy_race" => {
             "asynchronous copies racing on pinned host memory from unordered streams".into()
@@ -32,8 +35,24 @@ fn kind_words(kind: &str) -> String {
     }
 }
 
+/// Kinds the driver itself handled safely, where no repair is needed and the program's
+/// results are not at risk: at most a warning, never "not repaired".
+fn handled_by_driver(kind: &str) -> bool {
+    kind == "pinned_release_waited"
+}
+
 fn remediation(kind: &str, all_repaired: bool) -> Vec<String> {
     let mut v: Vec<String> = Vec::new();
+    if handled_by_driver(kind) {
+        v.push(
+            "The driver waited for the copies before it released the memory, so the data is \
+             intact; the free or unregister stalled its thread until the streams' earlier work \
+             was done. Synchronise the stream (or an event recorded after the copy) where the \
+             wait suits the program, or release the buffer later."
+                .into(),
+        );
+        return v;
+    }
     if all_repaired {
         v.push(
             "The fix mode repaired it, at the cost of a synchronisation or of hiding the \
@@ -50,9 +69,14 @@ fn remediation(kind: &str, all_repaired: bool) -> Vec<String> {
              destroy or free it before the context is destroyed or reset, and do not keep \
              handles across cudaDeviceReset."
             .into(),
-        "pinned_memory_in_use" | "device_memory_in_use" => "Synchronise the streams that \
-             read or write the memory (or record an event and wait for it) before freeing \
-             it: an asynchronous copy or kernel still using it reads or writes freed memory."
+        "pinned_memory_in_use" => "Synchronise the streams that read or write the memory \
+             (or record an event and wait for it) before freeing it: the driver released it \
+             while asynchronous copies were still running, so they read or write freed \
+             memory."
+            .into(),
+        "device_memory_in_use" => "Synchronise the streams that read or write the memory (or \
+             record an event and wait for it) before freeing it: an asynchronous copy or \
+             kernel still using it reads or writes freed memory."
             .into(),
         "pinned_copy_race" => "Order the second copy after the first: record an event after \
              the first copy (cuEventRecord / cudaEventRecord on its stream) and make the \
@@ -69,7 +93,9 @@ fn remediation(kind: &str, all_repaired: bool) -> Vec<String> {
              the shim's own."
             .into(),
     });
-    if !all_repaired {
+    // The fix mode does not synchronise before a pinned free or unregister (the driver
+    // waits itself on driver 580; the shim judges what it did afterwards).
+    if !all_repaired && kind != "pinned_memory_in_use" {
         v.push(if kind == "pinned_copy_race" {
             "Until the program is fixed, run it under seedance-fix in fix mode \
              (SEEDANCE_MODE=fix) so that the shim orders the second copy after the first."
@@ -148,13 +174,18 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     }
     for (kind, a) in groups {
         let nprocs = a.procs.len() as u64;
-        let all_repaired = a.repaired == nprocs;
-        let outcome = repair_outcome(
-            all_repaired,
-            a.repaired,
-            "repaired by the fix mode",
-            "repaired by the fix mode",
-        );
+        let by_driver = handled_by_driver(kind);
+        let all_repaired = a.repaired == nprocs || by_driver;
+        let outcome = if by_driver {
+            "handled by the driver (no repair needed)".to_string()
+        } else {
+            repair_outcome(
+                all_repaired,
+                a.repaired,
+                "repaired by the fix mode",
+                "repaired by the fix mode",
+            )
+        };
         let functions = name_counts(&a.functions);
         let mut context = vec![format!(
             "what the program got: {}",
@@ -164,7 +195,7 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 .collect::<Vec<_>>()
                 .join(", ")
         )];
-        if !all_repaired {
+        if !all_repaired && !by_driver {
             context.push(format!(
                 "not repaired in {} {}; their mode: {}",
                 nprocs - a.repaired,

@@ -3,7 +3,7 @@
 //! scratch buffer) never reaches the shared live-allocation table ([`crate::live`]) or the
 //! allocation ring ([`crate::owners`]): on the H200, any work between one allocation call
 //! and the next costs the driver's serialised allocator several times its own length in
-//! throughput from 8 threads on (docs/performance.md, "Session 13").
+//! throughput from 8 threads on (docs/performance.md, "Cost in threads").
 //!
 //! [`Held`] is five words (40 bytes): the address (the claim), its size, the context it was
 //! made in and two counts. Its home is one line, either a shard's or one found by thread

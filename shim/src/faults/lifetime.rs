@@ -1,6 +1,8 @@
 //! Context lifetime and asynchronous safety (docs/reliability.md): destroy or reset with
 //! work still pending, handles used after their context ended, and pinned (or
-//! stream-ordered device) memory freed while copies still use it.
+//! stream-ordered device) memory freed while copies still use it. A pinned free or
+//! unregister with copies pending is judged after the call, in every mode, by asking the
+//! driver whether their streams are idle (`memory`): driver 580 waits for them itself.
 //!
 //! The hooks here are the `pre(..)`, `fault(..)`, `ok(..)` and `count(..)` clauses of the hook
 //! table (`shim/src/hooks.rs`), by submodule: [`contexts`], [`streams`] (and events),
@@ -32,8 +34,7 @@
 //! query, a synchronous copy) is not reported.
 //!
 //! In `fix` mode: a context is synchronised (`cuCtxSynchronize` with it current) before a
-//! destroy, reset or last release that would abandon work; the streams a pinned free or
-//! unregister would race with are synchronised before it; a free or destroy of a handle the
+//! destroy, reset or last release that would abandon work; a free or destroy of a handle the
 //! driver released with its context returns `CUDA_SUCCESS` without reaching the driver, as
 //! does a synchronize of a stream or event whose work all completed before its context
 //! ended. Each is explained once on stderr and in the trace, and counted in the exit
@@ -45,9 +46,10 @@ use libc::{c_uint, c_void};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::lifetime::{
-    describe_end, exit_paragraph, explain_dead_handle, explain_dead_handle_not_forwarded,
-    explain_device_in_use, explain_pending_at_end, explain_pinned_in_use, Context, EndKind,
-    ExitFindings, HandleKind, Leak, Pending, Pinned, PinnedKind, Site, StreamWork, Tracker,
+    describe_end, exit_line, explain_dead_handle, explain_dead_handle_not_forwarded,
+    explain_device_in_use, explain_pending_at_end, explain_pinned_in_use,
+    explain_pinned_release_waited, Context, EndKind, ExitFindings, HandleKind, Leak, Pending,
+    Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
 use seedance_core::live::LiveTable;
 use seedance_core::owners::Index;

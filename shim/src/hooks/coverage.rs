@@ -32,7 +32,7 @@ const KNOWN_GAPS: &[&str] = &[
 
 /// Entry points a framework asks for through its own `cuGetProcAddress` calls beyond the
 /// runtime's (docs/model-coverage.md, "Asked for beyond the runtime": seen in the H200 runs'
-/// exit summaries, docs/validation.md).
+/// exit summaries, docs/records/2026-12-01-validation.md).
 const FRAMEWORK_REQUESTS: &[&str] = &[
     "cuCtxFromGreenCtx",
     "cuCtxGetDevResource",

@@ -113,7 +113,7 @@ fn event_record_with_flags(
 
 /// `cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)`: as
 /// `cuEventRecord`; unknown flags are `INVALID_VALUE`. The CUDA 13 runtime's
-/// `cudaEventRecord` ends here (docs/design.md, fact 11).
+/// `cudaEventRecord` ends here (docs/design.md, fact 12).
 ///
 /// # Safety
 ///

@@ -64,6 +64,9 @@ pub enum ProcessStatus {
     Exited,
     /// No exit summary: killed or still running.
     NoExitSummary,
+    /// No exit summary because the trace was cut by a refused write (a `trace_cut`
+    /// record: disk full, file size limit); not killed by it.
+    TraceCut,
 }
 
 /// A device as one process saw it.

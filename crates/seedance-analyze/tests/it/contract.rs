@@ -187,6 +187,7 @@ enum Kind {
     DroppedRecords,
     MissingRecords,
     NoExitSummary,
+    TraceCut,
     NoSessionStart,
     MalformedInput,
     UnreadableFiles,
@@ -277,6 +278,7 @@ struct Host {
 enum Status {
     Exited,
     NoExitSummary,
+    TraceCut,
 }
 
 #[derive(Deserialize)]

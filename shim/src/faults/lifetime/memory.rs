@@ -149,9 +149,34 @@ pub unsafe fn ok_host_register(id: HookId, p: *mut c_void, bytes: usize) {
     }
 }
 
-/// Host memory `[lo, lo + bytes)` is about to be freed or unregistered: copies still
-/// running that read or write it are explained and, in fix mode, waited for.
-fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
+/// A release of pinned memory that asynchronous copies were still using when the program
+/// called it, kept on its thread from the call's `pre` hook to its `ok` hook, where what
+/// the driver did is judged ([`after_host_release`]).
+struct Release {
+    id: HookId,
+    /// The call's effect, "freeing" or "unregistering".
+    what: &'static str,
+    pinned: Pinned,
+    /// The streams with copies touching the range that the driver called busy.
+    running: Vec<Pending>,
+    started: std::time::Instant,
+}
+
+thread_local! {
+    /// The release in flight on this thread ([`Release`]).
+    static RELEASE: RefCell<Option<Release>> = const { RefCell::new(None) };
+}
+
+/// Host memory `[lo, lo + bytes)` is about to be freed or unregistered: a range that died
+/// with its context is already released (fix mode); copies still running that read or
+/// write it are noted, and judged after the call ([`after_host_release`]).
+///
+/// No repair is made before the call: driver 580 itself waits for the copies before it
+/// releases the memory (docs/design.md, "Releases with work pending": `cuMemFreeHost`
+/// 1.017 s and `cuMemHostUnregister` 1.013 s behind a 1 s kernel, data intact; driver
+/// 580.159, H100, 2026-12-06), so the shim asks the driver afterwards whether the streams
+/// are idle instead of assuming either outcome.
+fn before_host_release(id: HookId, what: &'static str, lo: u64) -> Option<CUresult> {
     let (pinned, dead) = {
         let t = TRACKER.lock();
         (t.pinned(lo).cloned(), t.dead_pinned(lo).cloned())
@@ -166,7 +191,7 @@ fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
     let p = pinned?;
     let hi = lo.saturating_add(p.bytes);
     let shards = work::shards();
-    let (pending, orphans) = {
+    let pending = {
         let mut t = TRACKER.lock();
         learn_keys(&mut t, &shards);
         let mut pending = t.pending(&shards, |_| true);
@@ -174,73 +199,85 @@ fn before_host_release(id: HookId, what: &str, lo: u64) -> Option<CUresult> {
             q.copies.retain(|c| c.touches_host(lo, hi));
         }
         pending.retain(|q| !q.copies.is_empty());
-        (pending, t.orphans_touching_host(lo, hi))
+        pending
     };
+    // Copies on streams already destroyed (orphans) cannot be asked about after the call:
+    // unknown, so not judged.
     let running: Vec<Pending> = pending.into_iter().filter(still_running).collect();
-    if running.is_empty() && orphans.is_empty() {
-        return None;
-    }
-    let mut synced = Vec::new();
-    let mut ok = true;
-    if fix_sync() {
-        ok &= synchronize(&running, &mut synced);
-        let ctxs: HashSet<u32> = orphans.iter().map(|(c, _)| *c).collect();
-        for cid in ctxs {
-            let h = TRACKER.lock().context(cid).map(|c| c.handle);
-            if let Some(h) = h {
-                let r = query::with_context(h as usize, query::ctx_synchronize).and_then(|r| r);
-                ok &= r.is_ok();
-                synced.push(hex(h));
-                TRACKER.lock().context_synchronized(cid);
-            }
-        }
-    }
-    let repaired = fix_sync() && ok;
-    let t = TRACKER.lock();
-    let mut streams: Vec<StreamWork> = running
-        .iter()
-        .map(|q| {
-            let mut w = stream_work(&t, q);
-            // Only the copies that touch the range matter here.
-            w.counts = Counts {
-                launches: 0,
-                copies: q.copies.len() as u64,
-                ops: 0,
-            };
-            w
-        })
-        .collect();
-    if !orphans.is_empty() {
-        streams.push(StreamWork {
-            stream: Some(orphans[0].1.key),
-            per_thread: false,
-            counts: Counts {
-                launches: 0,
-                copies: orphans.len() as u64,
-                ops: 0,
-            },
-            created: None,
+    if !running.is_empty() {
+        RELEASE.with(|r| {
+            *r.borrow_mut() = Some(Release {
+                id,
+                what,
+                pinned: p,
+                running,
+                started: std::time::Instant::now(),
+            })
         });
     }
-    if repaired {
-        let keys: HashSet<u64> = running.iter().map(|q| q.key).collect();
-        t.retire(&shards, |k| keys.contains(&k));
+    None
+}
+
+/// After a successful free or unregister that [`before_host_release`] found copies
+/// running under: the driver is asked whether those streams are idle now. Idle: the
+/// driver waited for them (a hidden synchronisation, reported with how long the call
+/// blocked); still busy: the memory was released under copies that are still running
+/// (the error). A release that failed, or one with nothing running, says nothing.
+fn after_host_release(ok: bool) {
+    let Some(rel) = RELEASE.with(|r| r.borrow_mut().take()) else {
+        return;
+    };
+    if !ok {
+        return;
     }
-    let ctx = p.ctx.and_then(|c| t.context(c).cloned());
+    let blocked = rel.started.elapsed();
+    let (idle, busy): (Vec<Pending>, Vec<Pending>) =
+        rel.running.into_iter().partition(|q| !still_running(q));
+    let shards = work::shards();
+    let t = TRACKER.lock();
+    let described = |q: &Pending| {
+        let mut w = stream_work(&t, q);
+        // Only the copies that touch the range matter here.
+        w.counts = Counts {
+            launches: 0,
+            copies: q.copies.len() as u64,
+            ops: 0,
+        };
+        w
+    };
+    let waited: Vec<StreamWork> = idle.iter().map(described).collect();
+    let running: Vec<StreamWork> = busy.iter().map(described).collect();
+    // What the driver waited for has completed.
+    let keys: HashSet<u64> = idle.iter().map(|q| q.key).collect();
+    t.retire(&shards, |k| keys.contains(&k));
+    let ctx = rel.pinned.ctx.and_then(|c| t.context(c).cloned());
     drop(t);
-    let explanation = explain_pinned_in_use(what, (lo, p.bytes), Some(&p), &streams, repaired);
+    let range = (rel.pinned.lo, rel.pinned.bytes);
+    let (kind, streams, explanation) = if running.is_empty() {
+        let text = explain_pinned_release_waited(
+            rel.id.name(),
+            rel.what,
+            range,
+            Some(&rel.pinned),
+            &waited,
+            blocked,
+        );
+        ("pinned_release_waited", waited, text)
+    } else {
+        let text = explain_pinned_in_use(rel.what, range, Some(&rel.pinned), &running);
+        ("pinned_memory_in_use", running, text)
+    };
     report(Finding {
-        id,
-        kind: "pinned_memory_in_use",
+        id: rel.id,
+        kind,
         result: None,
         ctx: ctx.as_ref(),
         handle: None,
         streams,
-        range: Some((lo, p.bytes)),
-        repair: repaired.then_some(("synchronize_before_free", synced)),
+        range: Some(range),
+        repair: None,
         explanation,
     });
-    None
 }
 
 /// Before `cuMemFreeHost`.
@@ -262,6 +299,7 @@ pub unsafe fn pre_mem_free_host(id: HookId, p: *mut c_void) -> Option<CUresult> 
 pub unsafe fn ok_mem_free_host(p: *mut c_void) {
     if on() {
         cold(|| {
+            after_host_release(true);
             crate::faults::hazard::pinned_removed(p as u64);
             TRACKER.lock().pinned_removed(p as u64);
         });
@@ -281,6 +319,7 @@ fn explain_dead_pinned(id: HookId, r: CUresult, p: u64) -> bool {
 /// # Safety
 /// None: the address is only a key.
 pub unsafe fn fault_mem_free_host(id: HookId, r: CUresult, p: *mut c_void) -> bool {
+    after_host_release(false);
     on() && matches!(r.0, 1 | 201 | 709) && cold(|| explain_dead_pinned(id, r, p as u64))
 }
 
@@ -303,6 +342,7 @@ pub unsafe fn pre_host_unregister(id: HookId, p: *mut c_void) -> Option<CUresult
 pub unsafe fn ok_host_unregister(p: *mut c_void) {
     if on() {
         cold(|| {
+            after_host_release(true);
             crate::faults::hazard::pinned_removed(p as u64);
             TRACKER.lock().pinned_removed(p as u64);
         });
@@ -314,6 +354,7 @@ pub unsafe fn ok_host_unregister(p: *mut c_void) {
 /// # Safety
 /// None: the address is only a key.
 pub unsafe fn fault_host_unregister(id: HookId, r: CUresult, p: *mut c_void) -> bool {
+    after_host_release(false);
     on() && matches!(r.0, 201 | 709 | 713) && cold(|| explain_dead_pinned(id, r, p as u64))
 }
 
