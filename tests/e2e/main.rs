@@ -19,6 +19,9 @@
 //!   memory freed under a copy, the exit report: explained, and repaired in `fix` mode.
 //! * `hazards`: asynchronous copies racing on pinned host memory from unordered streams:
 //!   explained, and ordered in `fix` mode.
+//! * `legacy_streams`: the legacy default stream's implicit synchronisation with blocking
+//!   streams (simpleStreams' event on stream 0, synchronous copies and memsets, stream 0
+//!   and context synchronisation): silent; non-blocking and per-thread streams: reported.
 //! * `host_guard`: host writes into a pending copy's source (`SEEDANCE_HOST_GUARD`) from
 //!   threads, `read(2)`, after the program changed its signals, under a free or a
 //!   synchronous copy: reported, and kept from the device in `fix` mode; a correct ring
@@ -52,6 +55,7 @@ mod files;
 mod hazards;
 mod host_guard;
 mod launch;
+mod legacy_streams;
 mod libs;
 mod lifetime;
 mod loading_paths;

@@ -155,6 +155,10 @@ fn build() -> Artifacts {
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc("stray", &["stray.c", &l, "-lcuda"]);
     cc("hazards", &["hazards.c", &l, "-lcuda", "-lpthread", "-ldl"]);
+    cc(
+        "legacy_streams",
+        &["legacy_streams.c", &l, "-lcuda", "-lpthread"],
+    );
     cc("host_guard", &["host_guard.c", &l, "-lcuda", "-lpthread"]);
     cc("payloads", &["payloads.c", &l, "-lcuda"]);
     cc("exec_child", &["exec_child.c", &l, "-lcuda"]);

@@ -14,6 +14,12 @@
 //! (two loads otherwise), and then lock the shards of the streams and ranges
 //! concerned; the list of orderings between different streams only when one exists.
 //!
+//! The legacy default stream's implicit synchronisation with the blocking streams
+//! (docs/design.md, "The legacy default stream") is followed through the copy and record
+//! hooks (work on stream 0 is a barrier), the synchronous copies and memsets
+//! (`hazard/legacy.rs`) and the synchronisations; a stream's flags come from its creation,
+//! or from the driver once (`cuStreamGetFlags`) for a stream the shim did not see made.
+//!
 //! In `fix` mode a hazard is repaired before the second copy reaches the driver: the shim
 //! records its own event (one per context, made with `CU_EVENT_DISABLE_TIMING`) on the
 //! first copy's stream and makes the second copy's stream wait for it
@@ -23,12 +29,14 @@
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
 mod copy2d;
+mod legacy;
 mod local;
 mod order;
 mod report;
 mod who;
 
 pub use copy2d::{ok_copy_2d, pre_copy_2d};
+pub use legacy::{sync_device, sync_host, sync_memset};
 
 use crate::hooks::ids::HookId;
 use crate::rt::config;
@@ -46,7 +54,18 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use who::{caller, Who};
 
-static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
+static TABLE: Lazy<Shared> = Lazy::new(|| {
+    let t = Shared::new();
+    t.set_flags_source(ask_flags);
+    t
+});
+
+/// The flags of a stream the shim did not see made, asked of the driver
+/// (`cuStreamGetFlags`); `None` when it cannot answer (the stream then counts as blocking,
+/// which only orders more: unknown means silent).
+fn ask_flags(handle: u64) -> Option<u32> {
+    crate::driver::query::stream_flags(handle as CUstream).ok()
+}
 
 /// Lowest first byte and highest end of the pinned ranges ever made (a range freed later
 /// leaves the box as it was; an empty table resets it).
@@ -146,6 +165,7 @@ fn access(who: Who, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo:
         bytes,
         range_lo: lo,
         seq: 0,
+        epoch: 0,
     }
 }
 

@@ -100,6 +100,7 @@ real_fns! {
     EVENT_CREATE = c"cuEventCreate";
     EVENT_RECORD = c"cuEventRecord";
     STREAM_WAIT_EVENT = c"cuStreamWaitEvent";
+    STREAM_GET_FLAGS = c"cuStreamGetFlags";
     // The host-write guard is Linux-only (it reads through process_vm_readv).
     #[cfg(target_os = "linux")]
     EVENT_QUERY = c"cuEventQuery";
