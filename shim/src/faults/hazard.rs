@@ -29,6 +29,7 @@
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
 mod copy2d;
+mod entry;
 mod legacy;
 mod local;
 mod order;
@@ -36,11 +37,11 @@ mod report;
 mod who;
 
 pub use copy2d::{ok_copy_2d, pre_copy_2d};
+pub use entry::{pre_copy, pre_copy_dtoh, pre_copy_htod};
 pub use legacy::{sync_device, sync_host, sync_memset};
 
 use crate::hooks::ids::HookId;
 use crate::rt::config;
-use libc::c_void;
 use local::{unless_known_miss, Local, NEXT};
 use once_cell::sync::Lazy;
 use order::order;
@@ -48,7 +49,7 @@ use report::report;
 use seedance_core::hazard::shared::Shared;
 use seedance_core::hazard::{Access, Direction, Range};
 use seedance_core::work;
-use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
+use seedance_cuda::{CUevent, CUstream};
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -255,64 +256,6 @@ fn after_copy(l: &mut Local) {
             };
         }
     }
-}
-
-/// Before `cuMemcpyHtoDAsync_v2(_ptsz)`: `None` (the copy always goes ahead).
-///
-/// # Safety
-/// None: the addresses are only compared.
-#[inline(always)]
-pub unsafe fn pre_copy_htod(
-    id: HookId,
-    src: *const c_void,
-    bytes: usize,
-    stream: CUstream,
-) -> Option<CUresult> {
-    if maybe_pinned(src as u64) && on() {
-        check_copy(id, &[(src as u64, Direction::Read)], bytes as u64, stream);
-    }
-    None
-}
-
-/// Before `cuMemcpyDtoHAsync_v2(_ptsz)`.
-///
-/// # Safety
-/// None: the addresses are only compared.
-#[inline(always)]
-pub unsafe fn pre_copy_dtoh(
-    id: HookId,
-    dst: *mut c_void,
-    bytes: usize,
-    stream: CUstream,
-) -> Option<CUresult> {
-    if maybe_pinned(dst as u64) && on() {
-        check_copy(id, &[(dst as u64, Direction::Write)], bytes as u64, stream);
-    }
-    None
-}
-
-/// Before `cuMemcpyAsync(_ptsz)`: either side may be pinned host memory (the range table
-/// decides; a pointer it does not know is not tracked).
-///
-/// # Safety
-/// None: the addresses are only compared.
-#[inline(always)]
-pub unsafe fn pre_copy(
-    id: HookId,
-    dst: CUdeviceptr,
-    src: CUdeviceptr,
-    bytes: usize,
-    stream: CUstream,
-) -> Option<CUresult> {
-    if (maybe_pinned(src) || maybe_pinned(dst)) && on() {
-        check_copy(
-            id,
-            &[(src, Direction::Read), (dst, Direction::Write)],
-            bytes as u64,
-            stream,
-        );
-    }
-    None
 }
 
 /// After a successful asynchronous copy with host side(s) `a` and `b` (the same address
