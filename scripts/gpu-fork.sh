@@ -11,7 +11,7 @@
 # observe and fix. Checks, PASS or FAIL each: every run's line (the child's codes, the
 # parent's, the child's exit status) is the one the same delay gives without the shim; no
 # child is ended by the 20 s alarm; the shim's only stderr line is the child's fork
-# explanation, once per run (the child's calls get CUDA_ERROR_NOT_INITIALIZED: fact 16).
+# explanation, once per run (the child's calls get CUDA_ERROR_NOT_INITIALIZED: fact 15).
 # Logs to $OUT (default /tmp/seedance-fork). Exit status: failed checks.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +44,7 @@ for delay in 0 100 1000 5000 20000; do
     ! grep -q "exit=142" "$out/$mode-$delay.txt"
     check $? "delay $delay us, $mode: no child ended by the alarm"
     # The child, forked after cuInit, gets 3 and hears why at its first call, once: one line
-    # per run and nothing else (docs/design.md, fact 16).
+    # per run and nothing else (docs/design.md, fact 15).
     n=$(grep -c '^seedance: cuDeviceGetCount: CUDA_ERROR_NOT_INITIALIZED (3): this process (pid [0-9]*) was forked from pid [0-9]* after pid [0-9]* initialised CUDA; ' "$out/$mode-$delay.err")
     [ "$n" = 10 ] && [ "$(wc -l <"$out/$mode-$delay.err")" = 10 ]
     check $? "delay $delay us, $mode: one fork explanation per run (cuDeviceGetCount), nothing else on stderr"

@@ -4,10 +4,11 @@
 # SAMPLE_TIMEOUT, FW_TIMEOUT.
 
 # selected_samples: the names of the samples samples.txt selects (not SKIP), or of those in
-# $SAMPLES among them.
+# $SAMPLES among them; those with a timeout= option first (the longest runs start first).
 selected_samples() {
   grep -v '^#' "$CORPUS_HERE/samples.txt" | awk -F'|' -v sel=" ${SAMPLES:-} " \
-    'NF >= 4 && $3 != "SKIP" && (sel == "  " || index(sel, " " $1 " ")) {print $1}'
+    'NF >= 4 && $3 != "SKIP" && (sel == "  " || index(sel, " " $1 " ")) {print ($8 ~ /(^| )timeout=/ ? 0 : 1), $1}' |
+    sort -s -k1,1n | cut -d' ' -f2
 }
 
 # framework_order: the framework programs, the longest first (JAX while the GPU's memory is
@@ -32,14 +33,41 @@ rule_modes() {
     awk -F'|' -v u="$1" 'NF >= 4 {gsub(/ /, "", $1); gsub(/ /, "", $2); gsub(/ /, "", $3); if ($1 "." $2 == u) print $3}' | awk '!seen[$0]++'
 }
 
-# sample_fields NAME: s_dir, s_srcs, s_flags, s_args, s_gpus, s_extra from samples.txt.
+# sample_fields NAME: s_dir, s_srcs, s_flags, s_args, s_gpus, s_extra, s_opts from samples.txt;
+# s_timeout: the seconds each of its runs may take (timeout=S, when above SAMPLE_TIMEOUT).
 sample_fields() {
-  local line
+  local line o
   line=$(grep -v '^#' "$CORPUS_HERE/samples.txt" | awk -F'|' -v n="$1" '$1 == n' | head -n 1)
-  IFS='|' read -r _ s_dir s_srcs s_flags s_args s_gpus s_extra <<<"$line"
+  IFS='|' read -r _ s_dir s_srcs s_flags s_args s_gpus s_extra s_opts <<<"$line"
   [ "$s_flags" = "-" ] && s_flags=
   [ "$s_args" = "-" ] && s_args=
+  [ "${s_extra:-}" = "-" ] && s_extra=
   s_gpus=${s_gpus:-1}
+  s_timeout=${SAMPLE_TIMEOUT:-20}
+  for o in ${s_opts:-}; do
+    case "$o" in
+      timeout=*) [ "${o#timeout=}" -gt "$s_timeout" ] 2>/dev/null && s_timeout=${o#timeout=} ;;
+    esac
+  done
+}
+
+# sample_has NAME OPTION: whether samples.txt gives sample NAME the option OPTION.
+sample_has() {
+  sample_fields "$1"
+  [[ " ${s_opts:-} " == *" $2 "* ]]
+}
+
+# cg_headers_cmd NAME: the command that links the toolkit's cooperative-groups headers into the
+# folder of sample NAME (its option cg-headers), or nothing.
+cg_headers_cmd() {
+  sample_has "$1" cg-headers || return 0
+  local inc f links=
+  inc=${CUDA_HOME:-$(cuda_home)}/include
+  [ -d "$inc" ] || inc=${CUDA_HOME:-$(cuda_home)}/targets/x86_64-linux/include
+  for f in cooperative_groups.h cooperative_groups cccl/nv cccl/cuda; do
+    [ -e "$inc/$f" ] && links+=" $inc/$f"
+  done
+  [ -n "$links" ] && echo "ln -sfn$links ."
 }
 
 cuda_home() { dirname "$(dirname "$(readlink -m "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")"; }
@@ -49,7 +77,7 @@ sample_build_cmd() {
   local name=$1 cuda flags
   sample_fields "$name"
   cuda=${CUDA_HOME:-$(cuda_home)}
-  flags=${s_flags//NVVM/-I$cuda/nvvm/include -L$cuda/nvvm/lib64 -lnvvm -Xlinker -rpath -Xlinker $cuda/nvvm/lib64 -lcuda}
+  flags=${s_flags//NVVM/-I$cuda/nvvm/include -L$cuda/nvvm/lib64 -lnvvm -Xlinker -rpath -Xlinker $cuda/nvvm/lib64 -lcuda -DLIBNVVM_HOME=$cuda/nvvm -DLIBDEVICE_MAJOR_VERSION=1 -DLIBDEVICE_MINOR_VERSION=0}
   # The toolkit's libraries (cuBLAS, cuFFT, NPP, ...) found at run time through an rpath, whatever
   # the loader's path holds.
   echo "nvcc -arch=sm_90 -O2 -std=c++17 --extended-lambda -rdc=true -Wno-deprecated-gpu-targets" \
@@ -111,7 +139,7 @@ run_mode() {
     cut=1
   fi
   local -a envs=(env -u LD_PRELOAD -u SEEDANCE_MODE -u SEEDANCE_TRACE_DIR)
-  if [ "$mode" != plain ]; then
+  if [ "$mode" != plain ] && [ "$mode" != plain2 ]; then
     mkdir -p "$dir/trace"
     envs+=(LD_PRELOAD="$CORPUS_SHIM" SEEDANCE_MODE="$mode" SEEDANCE_TRACE_DIR="$dir/trace")
   fi
@@ -145,10 +173,12 @@ unit_main() {
       fi
       sample_fields "$name"
       cmd=$(sample_build_cmd "$name")
-      local extra
+      local extra headers
       extra=$(sample_extra_cmd "$name")
+      headers=$(cg_headers_cmd "$name")
       # shellcheck disable=SC2086 # the command lines are split into words on purpose
       (cd "$CORPUS_SRC/Samples/$s_dir" && { [ -z "$extra" ] || timeout -k 5 "$(build_limit)" $extra; } &&
+        { [ -z "$headers" ] || $headers; } &&
         timeout -k 5 "$(build_limit)" $cmd) >"$CORPUS_WORK/build/$name.log" 2>&1
       echo $? >"$CORPUS_WORK/build/$name.rc"
       ;;
@@ -169,16 +199,22 @@ unit_main() {
         return
       fi
       # shellcheck disable=SC2086 # the arguments are split into words on purpose
-      run_mode samples "$name" plain "$CORPUS_SRC/Samples/$s_dir" "$SAMPLE_TIMEOUT" "$CORPUS_WORK/bin/$name" $s_args
+      run_mode samples "$name" plain "$CORPUS_SRC/Samples/$s_dir" "$s_timeout" "$CORPUS_WORK/bin/$name" $s_args
       case "$(cat "$CORPUS_WORK/runs/samples/$name/plain/rc" 2>/dev/null)" in
         124 | 137)
-          skip_modes samples "$name" "without the shim it ran past ${SAMPLE_TIMEOUT}s" observe fix
+          skip_modes samples "$name" "without the shim it ran past ${s_timeout}s" observe fix
           return
           ;;
       esac
+      # A second run without the shim (option plain2): what changes between two runs of the
+      # program alone is its own.
+      if [[ " ${s_opts:-} " == *" plain2 "* ]]; then
+        # shellcheck disable=SC2086
+        run_mode samples "$name" plain2 "$CORPUS_SRC/Samples/$s_dir" "$s_timeout" "$CORPUS_WORK/bin/$name" $s_args
+      fi
       for mode in observe fix; do
         # shellcheck disable=SC2086
-        run_mode samples "$name" "$mode" "$CORPUS_SRC/Samples/$s_dir" "$SAMPLE_TIMEOUT" "$CORPUS_WORK/bin/$name" $s_args
+        run_mode samples "$name" "$mode" "$CORPUS_SRC/Samples/$s_dir" "$s_timeout" "$CORPUS_WORK/bin/$name" $s_args
       done
       ;;
     framework)

@@ -15,9 +15,10 @@
 # past which no new run or build starts; default 450; GRACE_S later, default 60, every run still
 # going is stopped and listed as not run), JOBS (parallel builds, default 16),
 # RUN_JOBS (samples and rules run at a time, default 4), FW_JOBS (framework programs at a time,
-# default 2), SAMPLE_TIMEOUT (s, default 20), FW_TIMEOUT (s, default 150), SAMPLES (names: only
-# these samples), CORPUS_DIR (default .corpus/cuda-samples), KEEP_WORK=1 (keep the scratch
-# folder), DRY_RUN=1 (print the selection and the commands; build and run nothing; no GPU needed).
+# default 2), SAMPLE_TIMEOUT (s, default 20; samples.txt may give a sample more), FW_TIMEOUT (s,
+# default 150), SAMPLES (names: only these samples), CORPUS_DIR (default .corpus/cuda-samples),
+# KEEP_WORK=1 (keep the scratch folder), DRY_RUN=1 (print the selection and the commands; build
+# and run nothing; no GPU needed).
 # Writes to $OUT: environment.txt, results.txt (every row), summary.txt (what is printed at the
 # end), logs.tar.gz (build logs, each run's stdout, stderr and trace). Exit status: 0 when every
 # expectation holds, 1 otherwise, 2 on a usage or set-up error.
@@ -88,10 +89,12 @@ dry_run() {
   echo "samples selected: ${#samples[@]}"
   for n in "${samples[@]}"; do
     sample_fields "$n"
-    echo "  $n (GPUs $s_gpus)"
+    echo "  $n (GPUs $s_gpus${s_opts:+; options $s_opts})"
     [ -n "${s_extra:-}" ] && echo "    kernel file (in Samples/$s_dir): $(sample_extra_cmd "$n")"
+    [ -n "$(cg_headers_cmd "$n")" ] && echo "    headers (in Samples/$s_dir): $(cg_headers_cmd "$n")"
+    sample_fields "$n"
     echo "    build (in Samples/$s_dir): $(sample_build_cmd "$n")"
-    echo "    run   (in Samples/$s_dir): [plain|observe|fix] timeout ${SAMPLE_TIMEOUT}s bin/$n $s_args"
+    echo "    run   (in Samples/$s_dir): [plain|$([[ " $s_opts " == *" plain2 "* ]] && echo "plain2|")observe|fix] timeout ${s_timeout}s bin/$n $s_args"
   done
   echo "samples left out by samples.txt: $(grep -v '^#' "$CORPUS_HERE/samples.txt" | awk -F'|' '$3 == "SKIP"' | wc -l)"
   echo "framework programs: ${#frameworks[@]}"
@@ -118,9 +121,9 @@ export CORPUS_NGPUS=$ngpus
 {
   printf 'build-rule %s\n' "${rule_programs[@]}"
   printf 'build-sample %s\n' "${samples[@]}"
-} | grep -v ' $' | xargs -P "$jobs" -L 1 bash "$here/run.sh" --unit &
+} | grep -v ' $' | xargs -r -P "$jobs" -L 1 bash "$here/run.sh" --unit &
 build_pid=$!
-printf 'framework %s\n' "${frameworks[@]}" | grep -v ' $' | xargs -P "$fw_jobs" -L 1 bash "$here/run.sh" --unit &
+printf 'framework %s\n' "${frameworks[@]}" | grep -v ' $' | xargs -r -P "$fw_jobs" -L 1 bash "$here/run.sh" --unit &
 fw_pid=$!
 # What ran, recorded while the first builds go (the module imports take seconds).
 {
@@ -130,7 +133,7 @@ fw_pid=$!
   echo "shim: $CORPUS_SHIM ($(sha256sum "$CORPUS_SHIM" | cut -c1-16))"
   echo "cuda-samples: $(cat "$CORPUS_SRC/COMMIT" 2>/dev/null || echo absent)"
   echo "python: $(python3 -c 'import sys; print(sys.version.split()[0])' 2>&1)"
-  for m in torch jax cupy numba; do
+  for m in torch jax cupy numba numpy; do
     echo "$m: $(python3 -c "import $m; print($m.__version__)" 2>/dev/null || echo absent)"
   done
   echo "groups: $CORPUS_GROUPS; ${#samples[@]} samples, ${#frameworks[@]} framework programs, ${#rule_units[@]} rules units"
@@ -143,7 +146,7 @@ echo "builds done after $(($(date +%s) - start)) s: $(grep -lx 0 "$CORPUS_WORK"/
 {
   printf 'rule %s\n' "${rule_units[@]}"
   printf 'sample %s\n' "${samples[@]}"
-} | grep -v ' $' | xargs -P "$run_jobs" -L 1 bash "$here/run.sh" --unit
+} | grep -v ' $' | xargs -r -P "$run_jobs" -L 1 bash "$here/run.sh" --unit
 wait "$fw_pid"
 echo "runs done after $(($(date +%s) - start)) s"
 

@@ -6,9 +6,15 @@
 #   bash scripts/corpus/selftest.sh
 #
 # Played: a healthy sample (deviceQuery), one the shim speaks to (asyncAPI), one whose stdout
-# changes in fix (vectorAdd), one that fails on purpose (simpleAssert), one past the timeout
-# (clock), one that fails to build (matrixMul), one that needs 2 GPUs (simpleP2P), one whose
-# result lines come from a time-seeded source (fp16ScalarProduct); the rules cases, each as
+# changes in fix (vectorAdd), one that asserts on purpose and exits 0 with the shim's
+# CUDA_ERROR_ASSERT line (simpleAssert; simpleAssert_nvrtc also gets another shim line: must
+# stay visible), one past the timeout (transpose), one that fails to build (matrixMul), one that
+# needs 2 GPUs (simpleP2P), one whose result lines come from a time-seeded source
+# (fp16ScalarProduct), one with a longer timeout of its own (binomialOptions), samples run twice
+# without the shim (plain2) whose output changes from run to run: clock cycles (clock), device
+# printf order (cdpSimplePrint), the JIT log only on the first compile (ptxjit), and one whose
+# change the rules do not cover (graphMemoryFootprint: must be 'unstable'); one that needs the
+# cooperative-groups headers in its folder (matrixMul_nvrtc); the rules cases, each as
 # expected except ctx_exit alive in fix (a line: must fail). Then the budget: with BUDGET_S=0
 # nothing runs and every sample is listed as not run. Also runs corpus.py's selftest.
 set -u
@@ -23,7 +29,8 @@ check() { # DESCRIPTION PATTERN FILE
   fi
 }
 
-mkdir -p "$tmp/bin" "$tmp/corpus/Common"
+mkdir -p "$tmp/bin" "$tmp/corpus/Common" "$tmp/include/cooperative_groups" "$tmp/include/cccl/nv"
+touch "$tmp/include/cooperative_groups.h"
 cat >"$tmp/bin/nvcc" <<'EOF'
 #!/bin/bash
 if [ "${1:-}" = --version ]; then echo "Cuda compilation tools, release 13.0 (fake)"; echo "fake"; exit 0; fi
@@ -40,9 +47,25 @@ echo "ptr = 0x7f$RANDOM$RANDOM"
 trace() { [ -n "${SEEDANCE_TRACE_DIR:-}" ] && echo "$1" >>"$SEEDANCE_TRACE_DIR/seedance-fake-$$.jsonl"; }
 trace '{"v":5,"event":"session_start"}'
 case "$n" in
-  simpleAssert) echo "assert"; exit 1 ;;
+  simpleAssert | simpleAssert_nvrtc)
+    echo "Device assert failed as expected"
+    echo "simpleAssert.cu:64: void testKernel(int): Assertion \`gtid < N\` failed." >&2
+    [ -n "${SEEDANCE_MODE:-}" ] && echo "seedance: cuCtxSynchronize() returned CUDA_ERROR_ASSERT (710): A device-side assert() failed in a kernel" >&2
+    [ "$n" = simpleAssert_nvrtc ] && [ "${SEEDANCE_MODE:-}" = fix ] && echo "seedance: at exit: 1 context still alive" >&2
+    exit 0 ;;
   asyncAPI) [ -n "${SEEDANCE_MODE:-}" ] && echo "seedance: cuLaunchKernel: an explanation" >&2 ;;
-  clock) sleep 30 ;;
+  transpose) sleep 30 ;;
+  binomialOptions) sleep 3 ;;
+  clock) echo "Average clocks/block = $RANDOM.$RANDOM" ;;
+  cdpSimplePrint)
+    for t in 0 1; do echo "|  BLOCK $((RANDOM % 8)) launched by thread $t of block $((RANDOM % 2))"; done | sort -R ;;
+  ptxjit)
+    [ -e .jitcache ] || { echo "ptxas info    : Compile time = 2.496 ms"; touch .jitcache; }
+    echo "info    : 0 bytes gmem" ;;
+  graphMemoryFootprint) echo "Running unfreed streams example."; echo "00:     FOOTPRINT: $$ bytes" ;;
+  matrixMul_nvrtc)
+    [ -e cooperative_groups.h ] && [ -d cooperative_groups ] && [ -d nv ] ||
+      { echo "error: header file cooperative_groups.h not found!" >&2; exit 1; } ;;
   vectorAdd) [ "${SEEDANCE_MODE:-}" = fix ] && { echo "sum=2"; exit 0; } ;;
   fp16ScalarProduct) echo "Result native operators	: $RANDOM.5" ;;
   rule_legacy_stream)
@@ -88,28 +111,36 @@ EOF
 chmod +x "$tmp/bin/nvcc" "$tmp/bin/nvidia-smi" "$tmp/bin/fakepy"
 echo 'void corpus_selftest(void) {}' >"$tmp/empty.c"
 cc -shared -fPIC -o "$tmp/libempty.so" "$tmp/empty.c" || exit 1
-samples="deviceQuery asyncAPI vectorAdd simpleAssert clock matrixMul simpleP2P fp16ScalarProduct"
+samples="deviceQuery asyncAPI vectorAdd simpleAssert simpleAssert_nvrtc clock transpose matrixMul simpleP2P
+  fp16ScalarProduct binomialOptions cdpSimplePrint ptxjit graphMemoryFootprint matrixMul_nvrtc"
 for s in $samples; do
   mkdir -p "$tmp/corpus/Samples/$(grep -v '^#' "$here/samples.txt" | awk -F'|' -v n="$s" '$1 == n {print $2}')"
 done
 
-PATH="$tmp/bin:$PATH" OUT="$tmp/out" CORPUS_DIR="$tmp/corpus" SAMPLES="$samples" CORPUS_GROUPS=samples,rules \
+PATH="$tmp/bin:$PATH" OUT="$tmp/out" CORPUS_DIR="$tmp/corpus" SAMPLES="${samples//$'\n'/ }" CORPUS_GROUPS=samples,rules \
   CORPUS_PYTHON="$tmp/bin/fakepy" \
-  SAMPLE_TIMEOUT=3 bash "$here/run.sh" "$tmp/libempty.so" >"$tmp/run.txt" 2>&1
+  SAMPLE_TIMEOUT=2 CUDA_HOME="$tmp" bash "$here/run.sh" "$tmp/libempty.so" >"$tmp/run.txt" 2>&1
 rc=$?
 s=$tmp/out/results.txt
 if [ "$rc" = 1 ]; then echo "PASS: exit status 1 (expectations not met)"; else
   echo "FAIL: exit status $rc, expected 1"
   fails=$((fails + 1))
 fi
-check "counts" "^cuda-samples: 8 selected, 7 built, 5 run in all three modes, 3 same outcome, 2 not the same, 2 not run, 1 build failed" "$s"
+check "counts" "^cuda-samples: 15 selected, 14 built, 12 run in all three modes, 8 same outcome, 4 not the same, 2 not run, 1 build failed" "$s"
 check "healthy sample same in all modes" "^deviceQuery +0 +0 +0 +same +0/0" "$s"
 check "time-seeded result lines compared up to numbers" "^fp16ScalarProduct +0 +0 +0 +same" "$s"
-check "expected failure" "^simpleAssert +1 +1 +1 +same" "$s"
+check "assert on purpose: exit 0, the CUDA_ERROR_ASSERT line expected" "^simpleAssert +0 +0 +0 +same +1/1" "$s"
+check "assert on purpose: another shim line stays visible" "simpleAssert_nvrtc \[shim lines\]: fix: seedance: at exit" "$s"
 check "shim lines listed" "asyncAPI \[shim lines\]: observe: seedance: cuLaunchKernel" "$s"
 check "changed stdout shown" "vectorAdd \[differs\]: stdout DIFF: plain 'sum=1' vs 'sum=2'" "$s"
 check "build failure with its first error" "matrixMul: matrixMul.cu\(12\): error" "$s"
-check "timeout listed" "clock: without the shim it ran past its timeout" "$s"
+check "timeout listed" "transpose: without the shim it ran past its timeout" "$s"
+check "a sample's own longer timeout" "^binomialOptions +0 +0 +0 +same" "$s"
+check "clock cycles are measurements" "^clock +0 +0 +0 +same" "$s"
+check "device printf order: a multiset, block numbers masked" "^cdpSimplePrint +0 +0 +0 +(same|order) " "$s"
+check "JIT log on the first compile only: two plain runs show it" "ptxjit \[same\]: two runs without the shim differ before the per-sample rules.*ptxas" "$s"
+check "a change between plain runs the rules do not cover" "graphMemoryFootprint \[unstable\]: .*two runs without the shim differ where the rules do not mask" "$s"
+check "cooperative-groups headers linked into the folder" "^matrixMul_nvrtc +0 +0 +0 +same" "$s"
 check "GPU count" "simpleP2P: needs 2 GPUs, 1 present" "$s"
 check "rules race reported" "legacy_stream.nonblocking observe +0 +0 +1 .*PASS" "$s"
 check "rules silent" "ctx_exit.alive observe +0 +0 +0 .*PASS" "$s"
@@ -117,7 +148,7 @@ check "rules line where silence is expected" "ctx_exit.alive fix +0 +0 +1 .*FAIL
 check "rules fork explained (C)" "fork_child.after_init observe +0 +0 +1 .*PASS" "$s"
 check "rules fork explained (Python)" "fork_cuda_python.after_init fix +0 +0 +1 .*PASS" "$s"
 check "rules fork before init silent (Python)" "fork_cupy.before_init observe +0 +0 +0 .*PASS" "$s"
-check "result line" "^RESULT: FAIL \(3 expectations not met\)" "$s"
+check "result line" "^RESULT: FAIL \(5 expectations not met\)" "$s"
 check "logs packed" "." <(tar tzf "$tmp/out/logs.tar.gz" | grep -x 'runs/samples/asyncAPI/observe/stderr')
 n=$(find "$tmp/out" -type f | wc -l)
 if [ "$n" -le 8 ]; then echo "PASS: $n files in OUT"; else

@@ -19,20 +19,46 @@ use std::panic::AssertUnwindSafe;
 /// At the library's `.fini_array` entry, while the driver is still up: waits for the
 /// session record ([`record::settle`]), then lets the lifetime tracker confirm pending work
 /// and attribute live allocations for the exit report.
+///
+/// The driver is held for this ([`crate::driver::real::hold_driver`]): a program that closed
+/// the copy the shim's queries would call has nothing called in it at exit. An exit made
+/// from a signal handler that interrupted the shim's own work on this thread (which may
+/// hold the shim's locks, not re-entrant: [`crate::rt::guard::inside`]) does none of it, and
+/// neither does one whose session record did not come in time ([`record::settle`]).
 pub fn settle() {
+    if crate::rt::guard::inside() {
+        return;
+    }
     record::settle();
+    if record::abandoned() {
+        return;
+    }
+    let _driver = crate::driver::real::hold_driver();
     if !config::forked() {
         crate::faults::lifetime::exit::settle();
     }
 }
 
 /// Writes the exit summary and flushes the trace. Called once, from the library destructor.
+///
+/// As [`settle`]: under a hold of the driver, and not at all from a signal handler that
+/// interrupted the shim's own work on this thread; nothing at all when the exit gave up
+/// waiting for the session record ([`record::abandoned`]).
 pub fn shutdown() {
     if config::forked() {
         return;
     }
-    // The lifetime report (and its one stderr paragraph) comes first: it is printed
-    // whether or not a trace is written.
+    if crate::rt::guard::inside() {
+        return;
+    }
+    if record::abandoned() {
+        return;
+    }
+    let _driver = crate::driver::real::hold_driver();
+    // Failures still waiting for a retry are given up: their lines come first.
+    crate::rt::deferred::give_up_all();
+    // The lifetime report (and its one stderr line) comes next: it is printed whether or
+    // not a trace is written.
     let _ = crate::faults::lifetime::exit::exit_report();
     let Some(summary) = summary::build(0) else {
         return;

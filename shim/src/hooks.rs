@@ -120,6 +120,39 @@ macro_rules! hook_table {
                 cuMemcpyDtoHAsync_v2_ptsz / "cuMemcpyDtoHAsync" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy_dtoh(id, dstHost, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy_dtoh(id, dstHost, srcDevice, ByteCount, hStream));
                 cuMemcpyAsync / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy(id, dst, src, ByteCount, hStream)) source(src = hostguard::source_unified(id, src, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy(id, dst, src, ByteCount, hStream));
                 cuMemcpyAsync_ptsz / "cuMemcpyAsync" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize, hStream: CUstream) pre(hazard::pre_copy(id, dst, src, ByteCount, hStream)) source(src = hostguard::source_unified(id, src, ByteCount, hStream)) fault(lifetime::launches::fault_copy(id, r, hStream)) ok(lifetime::launches::ok_copy(id, dst, src, ByteCount, hStream));
+                // Synchronous copies and memsets: work on the legacy default stream (the
+                // per-thread one in `_ptds` form) that orders or completes other streams'
+                // pending pinned copies (faults/hazard/legacy.rs).
+                cuMemcpyHtoD_v2 / "cuMemcpyHtoD" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize) ok(hazard::sync_host(id));
+                cuMemcpyHtoD_v2_ptds / "cuMemcpyHtoD" (dstDevice: CUdeviceptr, srcHost: *const c_void, ByteCount: usize) ok(hazard::sync_host(id));
+                cuMemcpyDtoH_v2 / "cuMemcpyDtoH" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize) ok(hazard::sync_host(id));
+                cuMemcpyDtoH_v2_ptds / "cuMemcpyDtoH" (dstHost: HostPtr, srcDevice: CUdeviceptr, ByteCount: usize) ok(hazard::sync_host(id));
+                cuMemcpyDtoD_v2 / "cuMemcpyDtoD" (dstDevice: CUdeviceptr, srcDevice: CUdeviceptr, ByteCount: usize) ok(hazard::sync_device(id));
+                cuMemcpyDtoD_v2_ptds / "cuMemcpyDtoD" (dstDevice: CUdeviceptr, srcDevice: CUdeviceptr, ByteCount: usize) ok(hazard::sync_device(id));
+                cuMemcpy / "cuMemcpy" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize) ok(hazard::sync_host(id));
+                cuMemcpy_ptds / "cuMemcpy" (dst: CUdeviceptr, src: CUdeviceptr, ByteCount: usize) ok(hazard::sync_host(id));
+                cuMemcpyPeer / "cuMemcpyPeer" (dstDevice: CUdeviceptr, dstContext: CUcontext, srcDevice: CUdeviceptr, srcContext: CUcontext, ByteCount: usize) ok(hazard::sync_host(id));
+                cuMemcpyPeer_ptds / "cuMemcpyPeer" (dstDevice: CUdeviceptr, dstContext: CUcontext, srcDevice: CUdeviceptr, srcContext: CUcontext, ByteCount: usize) ok(hazard::sync_host(id));
+                cuMemcpy2D_v2 / "cuMemcpy2D" (pCopy: *const c_void) ok(hazard::sync_host(id));
+                cuMemcpy2D_v2_ptds / "cuMemcpy2D" (pCopy: *const c_void) ok(hazard::sync_host(id));
+                cuMemcpy2DUnaligned_v2 / "cuMemcpy2DUnaligned" (pCopy: *const c_void) ok(hazard::sync_host(id));
+                cuMemcpy2DUnaligned_v2_ptds / "cuMemcpy2DUnaligned" (pCopy: *const c_void) ok(hazard::sync_host(id));
+                cuMemcpy3D_v2 / "cuMemcpy3D" (pCopy: *const c_void) ok(hazard::sync_host(id));
+                cuMemcpy3D_v2_ptds / "cuMemcpy3D" (pCopy: *const c_void) ok(hazard::sync_host(id));
+                cuMemcpy3DPeer / "cuMemcpy3DPeer" (pCopy: *const c_void) ok(hazard::sync_host(id));
+                cuMemcpy3DPeer_ptds / "cuMemcpy3DPeer" (pCopy: *const c_void) ok(hazard::sync_host(id));
+                cuMemsetD8_v2 / "cuMemsetD8" (dstDevice: CUdeviceptr, value: c_uchar, N: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD8_v2_ptds / "cuMemsetD8" (dstDevice: CUdeviceptr, value: c_uchar, N: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD16_v2 / "cuMemsetD16" (dstDevice: CUdeviceptr, value: c_ushort, N: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD16_v2_ptds / "cuMemsetD16" (dstDevice: CUdeviceptr, value: c_ushort, N: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD32_v2 / "cuMemsetD32" (dstDevice: CUdeviceptr, value: c_uint, N: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD32_v2_ptds / "cuMemsetD32" (dstDevice: CUdeviceptr, value: c_uint, N: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD2D8_v2 / "cuMemsetD2D8" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uchar, Width: usize, Height: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD2D8_v2_ptds / "cuMemsetD2D8" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uchar, Width: usize, Height: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD2D16_v2 / "cuMemsetD2D16" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD2D16_v2_ptds / "cuMemsetD2D16" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_ushort, Width: usize, Height: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD2D32_v2 / "cuMemsetD2D32" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize) ok(hazard::sync_memset(id, dstDevice));
+                cuMemsetD2D32_v2_ptds / "cuMemsetD2D32" (dstDevice: CUdeviceptr, dstPitch: usize, value: c_uint, Width: usize, Height: usize) ok(hazard::sync_memset(id, dstDevice));
                 cuMemsetD8Async / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) stream_op(hStream);
                 cuMemsetD8Async_ptsz / "cuMemsetD8Async" (dstDevice: CUdeviceptr, value: c_uchar, N: usize, hStream: CUstream) stream_op(hStream);
                 cuMemsetD16Async / "cuMemsetD16Async" (dstDevice: CUdeviceptr, value: c_ushort, N: usize, hStream: CUstream) stream_op(hStream);

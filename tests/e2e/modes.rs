@@ -60,7 +60,13 @@ fn an_unreadable_mode_means_observe() {
         .arg("1")
         .finish();
     assert_eq!(plain.stdout(), "ordinal 1: cuDeviceGet -> 101\n");
-    let cases: [(&std::ffi::OsStr, &str); 2] = [
+    let cases: [(&std::ffi::OsStr, &str); 3] = [
+        // `0` is none of the three documented values (before, it turned the shim off
+        // without a word).
+        (
+            std::ffi::OsStr::new("0"),
+            "seedance: SEEDANCE_MODE=\"0\" is not one of off, observe, fix; using observe\n",
+        ),
         (
             std::ffi::OsStr::new("obsrve"),
             "seedance: SEEDANCE_MODE=\"obsrve\" is not one of off, observe, fix; using observe\n",

@@ -28,7 +28,7 @@ fn parent_and_child(r: &Finished) -> (u64, u64) {
 }
 
 /// A child forked after the parent's `cuInit` gets `CUDA_ERROR_NOT_INITIALIZED` from its
-/// call, as on driver 580 (docs/design.md, fact 16); in observe and fix the shim explains it
+/// call, as on driver 580 (docs/design.md, fact 15); in observe and fix the shim explains it
 /// once on stderr (the call, the pids, the cause, the fix) and writes the child a trace of
 /// its own (`session_start`, then a `lifetime_fault` of kind `forked_after_init`), written
 /// at once by the child (no writer thread there). Everything else is as without the shim:

@@ -123,7 +123,7 @@ fn kinds(records: &[Value]) -> Vec<String> {
 
 /// `seedance-analyze`, built once per test binary (cargo does not build another package's
 /// binary for a test).
-fn analyzer() -> &'static Path {
+pub(crate) fn analyzer() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         // target/<profile>/deps/e2e-<hash> -> target/<profile>

@@ -126,6 +126,8 @@ fn build() -> Artifacts {
     cc("dlsym_style", &["dlsym_style.c", "-ldl"]);
     cc("runtime_probe", &["runtime_probe.c", "-ldl"]);
     cc("no_cuda", &["no_cuda.c", "-ldl"]);
+    cc("libs", &["libs.c", "-ldl", "-lpthread"]);
+    cc("timer_signals", &["timer_signals.c", &l, "-lcuda"]);
     cc("missing_driver", &["missing_driver.c", "-ldl", "-lpthread"]);
     cc("ordinals", &["ordinals.c", &l, "-lcuda"]);
     cc("probes", &["probes.c", &l, "-lcuda", "-lpthread"]);
@@ -140,11 +142,23 @@ fn build() -> Artifacts {
         &["sync_threads.c", &l, "-lcuda", "-lpthread"],
     );
     cc("repeat_failures", &["repeat_failures.c", &l, "-lcuda"]);
+    cc("daemon_fds", &["daemon_fds.c", &l, "-lcuda"]);
+    cc("ctx_churn", &["ctx_churn.c", &l, "-lcuda"]);
+    cc("trace_limit", &["trace_limit.c", &l, "-lcuda"]);
+    cc(
+        "guard_threads",
+        &["guard_threads.c", &l, "-lcuda", "-lpthread"],
+    );
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
+    cc("recovered", &["recovered.c", &l, "-lcuda", "-lpthread"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc("stray", &["stray.c", &l, "-lcuda"]);
     cc("hazards", &["hazards.c", &l, "-lcuda", "-lpthread", "-ldl"]);
+    cc(
+        "legacy_streams",
+        &["legacy_streams.c", &l, "-lcuda", "-lpthread"],
+    );
     cc("host_guard", &["host_guard.c", &l, "-lcuda", "-lpthread"]);
     cc("payloads", &["payloads.c", &l, "-lcuda"]);
     cc("exec_child", &["exec_child.c", &l, "-lcuda"]);

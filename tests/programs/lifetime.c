@@ -315,6 +315,15 @@ static void leave(void) {
     SHOW("cuLaunchKernel", cuLaunchKernel(KERNEL, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
 }
 
+/* A context and its memory left to the driver at exit, no work pending: the driver reclaims
+   both when the process ends. */
+static void leave_context(void) {
+    CUdeviceptr d;
+    (void)created();
+    SETUP(cuMemAlloc_v2(&d, N));
+    printf("left\n");
+}
+
 /* The same work done right: synchronised, released in order. */
 static void clean(void) {
     CUcontext ctx = created();
@@ -499,6 +508,7 @@ int main(int argc, char **argv) {
     else if (strcmp(s, "two_contexts") == 0) two_contexts();
     else if (strcmp(s, "free_async") == 0) free_async();
     else if (strcmp(s, "leave") == 0) leave();
+    else if (strcmp(s, "leave_context") == 0) leave_context();
     else if (strcmp(s, "free_on_another_thread") == 0) free_on_another_thread();
     else if (strcmp(s, "freed_after_their_threads_exit") == 0) freed_after_their_threads_exit();
     else if (strcmp(s, "memset_destroy") == 0) op_then_destroy("memset");

@@ -8,7 +8,7 @@
 //!
 //! A child `fork()`ed after a successful `cuInit` gets `CUDA_ERROR_NOT_INITIALIZED` (3) from
 //! `cuInit` and from every call that needs the driver, as the real driver does (driver
-//! 580.159, H200: docs/design.md, fact 16): the first successful `cuInit` registers a
+//! 580.159, H200: docs/design.md, fact 15): the first successful `cuInit` registers a
 //! `pthread_atfork` child handler that marks the copy ([`forked_after_init`]). The child
 //! still takes the driver's lock first, so a child forked while another thread held it
 //! waits, as before (the deadlock the shim's fork gate prevents stays visible).

@@ -307,6 +307,13 @@ impl Aggregate {
                 };
                 self.failed_n(file, i, &at, &r.function, name, r.result, args, r.count);
             }
+            Line::TraceCut(h, c) => {
+                self.counters.note_kind("trace_cut", false);
+                let i = self.process(file, h.pid);
+                let p = &mut self.processes[i];
+                p.touch(&h);
+                p.trace_cut = Some(c.error);
+            }
             Line::Unknown(h, kind) => {
                 self.counters.note_kind(&kind, true);
                 let i = self.process(file, h.pid);

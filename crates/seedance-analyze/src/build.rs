@@ -119,6 +119,8 @@ fn process_reports(procs: &[Proc]) -> Vec<ProcessReport> {
                     ProcessStatus::Exited
                 } else if a.forked_child() {
                     ProcessStatus::ForkedChild
+                } else if a.trace_cut.is_some() {
+                    ProcessStatus::TraceCut
                 } else {
                     ProcessStatus::NoExitSummary
                 },

@@ -79,6 +79,8 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     let mut to_faults: BTreeMap<&str, u64> = BTreeMap::new();
     let mut to_lifetime: BTreeMap<&str, u64> = BTreeMap::new();
     let mut to_explained: BTreeMap<(&str, ExplainedKind), u64> = BTreeMap::new();
+    // Failures the programs recovered from, by result: info, never a cuda_error problem.
+    let mut recovered: BTreeMap<&str, Recovered> = BTreeMap::new();
     for p in procs {
         for (f, (_, _, by)) in &p.by_function {
             for (r, n) in by {
@@ -102,6 +104,20 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     continue;
                 }
                 let mut n = *n;
+                let back = p.recovered(f, r).min(n);
+                if back > 0 {
+                    let a = recovered.entry(r).or_default();
+                    a.count.sat_add(back);
+                    a.functions.entry(f).or_default().sat_add(back);
+                    if !a.procs.iter().any(|q| std::ptr::eq(*q, p)) {
+                        a.procs.push(p);
+                    }
+                    a.hosts.insert(p.host());
+                    n -= back;
+                }
+                if n == 0 {
+                    continue;
+                }
                 for (kind, k) in p.explained_errors(f, r) {
                     let k = k.min(n);
                     if k > 0 {
@@ -160,6 +176,7 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             }
         }
     }
+    recovered_problems(recovered, out);
     for (result, a) in by_result {
         let functions = name_counts(&a.functions);
         let mut examples: Vec<ArgExample> = a
@@ -346,6 +363,67 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             examples,
             context,
             remediation,
+            fault: None,
+            requested_ordinal: None,
+            processes_repaired: None,
+            explanations: Vec::new(),
+            check: None,
+            unit: None,
+            values: Vec::new(),
+            driver_messages: Vec::new(),
+            processes_refused: None,
+        });
+    }
+}
+
+/// Failures of one result that the programs recovered from.
+#[derive(Default)]
+struct Recovered<'a> {
+    count: u64,
+    functions: BTreeMap<&'a str, u64>,
+    procs: Vec<&'a Proc<'a>>,
+    hosts: BTreeSet<String>,
+}
+
+/// One info problem per result whose failures the programs recovered from: the same entry
+/// point succeeded on the same thread right after (the exit summary's
+/// `recovered_by_result`). Counted, never a warning or an error.
+fn recovered_problems(recovered: BTreeMap<&str, Recovered>, out: &mut Vec<Problem>) {
+    for (result, a) in recovered {
+        let code = explain::code_of(result);
+        let name_code = match code {
+            Some(c) if c.to_string() != result => format!("{result} ({c})"),
+            _ => result.to_string(),
+        };
+        let nprocs = a.procs.len() as u64;
+        out.push(Problem {
+            rank: 0,
+            kind: ProblemKind::CudaError,
+            severity: Severity::Info,
+            title: format!(
+                "{name_code}: {} {} the program recovered from in {}",
+                fmt::count(a.count),
+                plural(a.count, "failure", "failures"),
+                processes_on_hosts(nprocs, a.hosts.len())
+            ),
+            key: format!("cuda_error_recovered/{result}"),
+            code,
+            result: Some(result.to_string()),
+            count: a.count,
+            processes: nprocs,
+            hosts: a.hosts.into_iter().collect(),
+            functions: name_counts(&a.functions),
+            examples: Vec::new(),
+            context: vec![
+                "expected: the same entry point succeeded on the same thread right after (a \
+                 retry once a context was current, or a fallback to another handle type or \
+                 size); the failed calls are in the trace (call_failed) and counted in the \
+                 exit summary's recovered_by_result"
+                    .to_string(),
+            ],
+            remediation: vec![
+                "Nothing to do: the program recovered from these failures by itself.".to_string(),
+            ],
             fault: None,
             requested_ordinal: None,
             processes_repaired: None,

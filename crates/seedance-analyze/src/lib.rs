@@ -27,6 +27,7 @@ mod build;
 mod counters;
 mod cuda_errors;
 pub mod diff;
+pub mod escape;
 pub mod explain;
 mod explained;
 pub mod export;

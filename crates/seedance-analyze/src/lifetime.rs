@@ -70,14 +70,9 @@ fn remediation(kind: &str, all_repaired: bool) -> Vec<String> {
              destroy or free it before the context is destroyed or reset, and do not keep \
              handles across cudaDeviceReset."
             .into(),
-        "pinned_memory_in_use" => "Synchronise the streams that read or write the memory \
-             (or record an event and wait for it) before freeing it: the driver released it \
-             while asynchronous copies were still running, so they read or write freed \
-             memory."
-            .into(),
-        "device_memory_in_use" => "Synchronise the streams that read or write the memory (or \
-             record an event and wait for it) before freeing it: an asynchronous copy or \
-             kernel still using it reads or writes freed memory."
+        "pinned_memory_in_use" | "device_memory_in_use" => "Synchronise the streams that \
+             read or write the memory (or record an event and wait for it) before freeing \
+             it: an asynchronous copy or kernel still using it reads or writes freed memory."
             .into(),
         "pinned_copy_race" => "Order the second copy after the first: record an event after \
              the first copy (cuEventRecord / cudaEventRecord on its stream) and make the \

@@ -4,7 +4,7 @@
 
 use crate::records::{
     AllocFaultInfo, CallFailedRepeatsInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo,
-    LaunchFaultInfo, LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo, StrayInfo,
+    LaunchFaultInfo, LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo, StrayInfo, TraceCutInfo,
 };
 use std::borrow::Cow;
 
@@ -85,6 +85,8 @@ pub enum Line<'a> {
     HostHazard(Head, Box<LifetimeFaultInfo>),
     /// A `call_failed_repeats` record (schema 5).
     CallFailedRepeats(Head, Box<CallFailedRepeatsInfo>),
+    /// A `trace_cut` record: the trace's file refused a write.
+    TraceCut(Head, Box<TraceCutInfo>),
     /// A record of a kind this analyzer does not know (a later schema version).
     Unknown(Head, Cow<'a, str>),
 }
@@ -106,6 +108,7 @@ impl Line<'_> {
             | Line::StrayContext(h, _)
             | Line::HostHazard(h, _)
             | Line::CallFailedRepeats(h, _)
+            | Line::TraceCut(h, _)
             | Line::Unknown(h, _) => Some(*h),
             _ => None,
         }
@@ -113,7 +116,7 @@ impl Line<'_> {
 }
 
 /// Kinds of event this analyzer knows.
-pub const KNOWN_KINDS: [&str; 12] = [
+pub const KNOWN_KINDS: [&str; 13] = [
     "session_start",
     "call_failed",
     "exit_summary",
@@ -126,4 +129,5 @@ pub const KNOWN_KINDS: [&str; 12] = [
     "stray_context",
     "host_hazard",
     "call_failed_repeats",
+    "trace_cut",
 ];

@@ -182,7 +182,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             });
             match level.and_then(|l| gate::summary_gate(&report, l)) {
                 Some(line) => {
-                    eprintln!("seedance-analyze: --fail-on: {line}");
+                    eprintln!(
+                        "seedance-analyze: --fail-on: {}",
+                        seedance_analyze::escape::controls(&line)
+                    );
                     Ok(ExitCode::from(gate::EXIT_GATE))
                 }
                 None => Ok(ExitCode::SUCCESS),
@@ -309,7 +312,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             match fail_on.and_then(|DiffFailOn::New| gate::diff_gate(&d)) {
                 Some(line) => {
-                    eprintln!("seedance-analyze: --fail-on new: {line}");
+                    eprintln!(
+                        "seedance-analyze: --fail-on new: {}",
+                        seedance_analyze::escape::controls(&line)
+                    );
                     Ok(ExitCode::from(gate::EXIT_GATE))
                 }
                 None => Ok(ExitCode::SUCCESS),

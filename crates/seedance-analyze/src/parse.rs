@@ -9,7 +9,7 @@
 use crate::line::{CallFailedRef, Head, Line, RawArgs, KNOWN_KINDS};
 use crate::records::{
     AllocFaultInfo, CallFailedRepeatsInfo, DeviceFallbackInfo, DeviceFaultInfo, ExitInfo,
-    LaunchFaultInfo, LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo, StrayInfo,
+    LaunchFaultInfo, LifetimeFaultInfo, LifetimeRepairInfo, SessionInfo, StrayInfo, TraceCutInfo,
 };
 use serde::de::{self, IgnoredAny, Visitor};
 use serde::Deserialize;
@@ -243,6 +243,10 @@ fn classify<'a>(
         "call_failed_repeats" => match serde_json::from_slice::<CallFailedRepeatsInfo>(line) {
             Ok(s) => Line::CallFailedRepeats(head, Box::new(s)),
             Err(_) => Line::BadRecord(head, "call_failed_repeats"),
+        },
+        "trace_cut" => match serde_json::from_slice::<TraceCutInfo>(line) {
+            Ok(s) => Line::TraceCut(head, Box::new(s)),
+            Err(_) => Line::BadRecord(head, "trace_cut"),
         },
         _ => Line::Unknown(head, kind),
     }

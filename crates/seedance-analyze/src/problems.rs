@@ -130,10 +130,52 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
         ));
     }
 
+    let cut: Vec<&Proc> = sorted
+        .iter()
+        .copied()
+        .filter(|p| p.agg.exit.is_none() && p.agg.trace_cut.is_some())
+        .collect();
+    if !cut.is_empty() {
+        let hosts = hosts_of(&cut);
+        let n = cut.len() as u64;
+        let errors: std::collections::BTreeSet<&str> = cut
+            .iter()
+            .filter_map(|p| p.agg.trace_cut.as_deref())
+            .collect();
+        let mut context = listed(&cut);
+        context.push(format!(
+            "the write failed with: {}",
+            errors.into_iter().collect::<Vec<_>>().join("; ")
+        ));
+        out.push(simple_problem(
+            ProblemKind::TraceCut,
+            Severity::Warning,
+            format!(
+                "{} whose trace was cut by a refused write (disk full or file size limit) on \
+                 {} {}",
+                format_args!("{n} {}", plural(n, "process", "processes")),
+                hosts.len(),
+                plural(hosts.len() as u64, "host", "hosts")
+            ),
+            n,
+            &cut,
+            context,
+            &[
+                "The file system holding the trace filled up (ENOSPC), or the process's file \
+                 size limit was reached (EFBIG, ulimit -f): the trace ends at its trace_cut \
+                 record. The process was not killed by this, but nothing it did afterwards, \
+                 its exit summary included, is in the trace: free space there, or bound the \
+                 trace with SEEDANCE_TRACE_MAX_BYTES.",
+                "Its call counts are unknown; its errors are counted from the records written \
+                 before the cut.",
+            ],
+        ));
+    }
+
     let no_exit: Vec<&Proc> = sorted
         .iter()
         .copied()
-        .filter(|p| p.agg.exit.is_none() && !p.agg.forked_child())
+        .filter(|p| p.agg.exit.is_none() && !p.agg.forked_child() && p.agg.trace_cut.is_none())
         .collect();
     if !no_exit.is_empty() {
         let hosts = hosts_of(&no_exit);

@@ -147,6 +147,19 @@ fn explained_shares<'a>(
 }
 
 impl<'a> Proc<'a> {
+    /// The failures of `function` with result key `result` that the program recovered
+    /// from (the same entry point succeeded on the same thread right after), from the exit
+    /// summary; 0 without one.
+    pub(crate) fn recovered(&self, function: &str, result: &str) -> u64 {
+        self.agg
+            .exit
+            .as_ref()
+            .and_then(|e| e.functions.get(function))
+            .and_then(|s| s.recovered_by_result.get(result))
+            .copied()
+            .unwrap_or(0)
+    }
+
     pub(crate) fn new(p: &'a ProcessAgg) -> Proc<'a> {
         let mut by_function: ByFunction = BTreeMap::new();
         match &p.exit {

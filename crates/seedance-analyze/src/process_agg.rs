@@ -252,6 +252,8 @@ pub struct ProcessAgg {
     pub exit: Option<ExitInfo>,
     /// Time of the `exit_summary` record.
     pub exit_ts_ns: Option<u64>,
+    /// The error of the write the trace's file refused (`trace_cut`), if it was cut.
+    pub trace_cut: Option<String>,
     /// `call_failed` records by function, then by CUresult name.
     pub failed: HashMap<String, HashMap<String, Failures>>,
     /// `call_failed` records in all.

@@ -551,6 +551,17 @@ pub struct LifetimeFaultInfo {
     pub explanation: String,
 }
 
+/// The `trace_cut` event (see `seedance_trace::TraceCut`): the trace's file refused a
+/// write; nothing after it was written.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TraceCutInfo {
+    /// The refused write's error, as the system gave it.
+    pub error: String,
+    /// Its `errno` (28: `ENOSPC`, 27: `EFBIG`).
+    #[serde(default)]
+    pub os_error: Option<i32>,
+}
+
 /// The `call_failed_repeats` event (schema 5, see `seedance_trace::CallFailedRepeats`):
 /// `count` more failures of one kind, past the `call_failed` records written of it.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -601,4 +612,7 @@ pub struct FunctionCounts {
     pub errors: u64,
     /// Errors by CUresult name (or number).
     pub errors_by_result: BTreeMap<String, u64>,
+    /// Of those, the failures the program recovered from (schema 5 traces of shims that
+    /// defer them; absent otherwise).
+    pub recovered_by_result: BTreeMap<String, u64>,
 }

@@ -99,8 +99,14 @@ fn more(out: &mut String, total: usize, what: &str) {
     }
 }
 
-/// Renders the report for the terminal.
+/// Renders the report for the terminal; every control character of the trace's strings
+/// escaped (`crate::escape`).
 pub fn render(r: &Report) -> String {
+    let escaped = crate::escape::strings(r);
+    crate::escape::terminal(&render_escaped(escaped.as_ref().unwrap_or(r)))
+}
+
+fn render_escaped(r: &Report) -> String {
     let mut out = String::new();
     let o = &r.overview;
     out.push_str("SUMMARY\n");
@@ -126,10 +132,23 @@ pub fn render(r: &Report) -> String {
         ));
     }
     if o.processes_without_exit_summary > 0 {
-        out.push_str(&format!(
-            "  {} without an exit summary (killed or still running)\n",
-            plural_n(o.processes_without_exit_summary, "process", "processes")
-        ));
+        let cut = r
+            .processes
+            .iter()
+            .filter(|p| p.status == ProcessStatus::TraceCut)
+            .count() as u64;
+        if cut == 0 {
+            out.push_str(&format!(
+                "  {} without an exit summary (killed or still running)\n",
+                plural_n(o.processes_without_exit_summary, "process", "processes")
+            ));
+        } else {
+            out.push_str(&format!(
+                "  {} without an exit summary ({cut} with a trace cut by a refused write: disk \
+                 full or file size limit; the others killed or still running)\n",
+                plural_n(o.processes_without_exit_summary, "process", "processes")
+            ));
+        }
     }
 
     out.push_str("\nPROBLEMS\n");
@@ -372,6 +391,9 @@ pub fn render(r: &Report) -> String {
             }
             (ProcessStatus::ForkedChild, _) => {
                 "forked after CUDA was initialised (traced at its first failing call)".to_string()
+            }
+            (ProcessStatus::TraceCut, _) => {
+                "trace cut by a refused write (disk full or file size limit)".to_string()
             }
         };
         t.row(vec![

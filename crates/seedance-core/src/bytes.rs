@@ -9,19 +9,21 @@
 /// or more than `u64::MAX` bytes.
 pub fn parse_bytes(raw: &str) -> Result<u64, String> {
     let s = raw.trim();
+    // The value as messages show it: clipped and escaped (crate::text).
+    let q = crate::text::quoted(s);
     if s.is_empty() {
         return Err("empty value; expected a byte count such as 1073741824, 512MiB or 2GiB".into());
     }
     if s.starts_with('-') {
         return Err(format!(
-            "{s:?} is negative; expected a byte count such as 512MiB"
+            "{q} is negative; expected a byte count such as 512MiB"
         ));
     }
     let num_end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(num_end);
-    let not_a_number = || format!("{s:?} is not a number of bytes");
+    let not_a_number = || format!("{q} is not a number of bytes");
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
     if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
         return Err(not_a_number());
@@ -36,11 +38,12 @@ pub fn parse_bytes(raw: &str) -> Result<u64, String> {
         "p" | "pb" | "pib" => 50,
         _ => {
             return Err(format!(
-                "{s:?}: unknown unit {unit:?}; use B, KiB, MiB, GiB, TiB or PiB (or K, M, G, T, P)"
+                "{q}: unknown unit {}; use B, KiB, MiB, GiB, TiB or PiB (or K, M, G, T, P)",
+                crate::text::quoted(unit)
             ))
         }
     };
-    let too_big = || format!("{s:?} is more than {} bytes", u64::MAX);
+    let too_big = || format!("{q} is more than {} bytes", u64::MAX);
     let int = int.trim_start_matches('0');
     if int.len() > 20 {
         return Err(too_big());
@@ -57,7 +60,7 @@ pub fn parse_bytes(raw: &str) -> Result<u64, String> {
     let digits: &str = &frac[..frac.len().min(18)];
     if !digits.is_empty() {
         if shift == 0 && frac.bytes().any(|b| b != b'0') {
-            return Err(format!("{s:?} is not a whole number of bytes"));
+            return Err(format!("{q} is not a whole number of bytes"));
         }
         let f: u128 = digits.parse().map_err(|_| not_a_number())?;
         total = total

@@ -407,7 +407,7 @@ impl Config {
         }
         if let Some(m) = &raw.mode {
             match m.trim().to_ascii_lowercase().as_str() {
-                "off" | "0" => cfg.mode = Mode::Off,
+                "off" => cfg.mode = Mode::Off,
                 "observe" => cfg.mode = Mode::Observe,
                 "fix" | "" => cfg.mode = Mode::Fix,
                 // Whoever set a mode wanted something other than the default; a value we
@@ -535,7 +535,8 @@ impl Config {
                 "redirect" => cfg.stray_context = StrayRepair::Redirect,
                 "refuse" => cfg.stray_context = StrayRepair::Refuse,
                 _ => warnings.push(format!(
-                    "SEEDANCE_STRAY_CONTEXT={v:?} is not one of off, redirect, refuse; using off"
+                    "SEEDANCE_STRAY_CONTEXT={} is not one of off, redirect, refuse; using off",
+                    crate::text::quoted(v)
                 )),
             }
         }
@@ -543,7 +544,8 @@ impl Config {
             match parse_bool(g) {
                 Some(b) => cfg.host_guard = b,
                 None => warnings.push(format!(
-                    "SEEDANCE_HOST_GUARD={g:?} is not a boolean (1/0, true/false, yes/no, on/off); using off"
+                    "SEEDANCE_HOST_GUARD={} is not a boolean (1/0, true/false, yes/no, on/off); using off",
+                    crate::text::quoted(g)
                 )),
             }
         }
@@ -825,7 +827,9 @@ mod tests {
 
     #[test]
     fn a_misspelt_mode_means_observe() {
-        for bad in ["obsrve", "fixx", "on", "1", "observe,fix"] {
+        // `0` too: the documented values are the three words (an `off` by number would be
+        // a fourth spelling the documentation does not promise).
+        for bad in ["obsrve", "fixx", "on", "1", "0", "observe,fix"] {
             let (cfg, w) = Config::from_raw(&raw(&[("SEEDANCE_MODE", bad)]));
             assert_eq!(cfg.mode, Mode::Observe, "{bad:?}");
             assert_eq!(

@@ -1,5 +1,5 @@
 //! A driver call that failed in a child `fork()`ed after CUDA was initialised: the
-//! explanation the child prints once (docs/design.md, fact 16: in such a child every driver
+//! explanation the child prints once (docs/design.md, fact 15: in such a child every driver
 //! call returns `CUDA_ERROR_NOT_INITIALIZED` (3), `cuInit` included).
 
 /// Where a forked child comes from: its own pid, the pid it was forked from, and the pid

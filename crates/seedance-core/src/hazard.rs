@@ -29,10 +29,25 @@
 //!   has everything S2 waited for before; when an event recorded on S2 completes, so has
 //!   everything S2 waited for before that record;
 //! * the legacy default stream is ordered with every blocking stream of its context, both
-//!   ways (CUDA "stream synchronization behavior": a stream made without
-//!   `CU_STREAM_NON_BLOCKING`, or the per-thread default stream, synchronises with the
-//!   legacy default stream); a `cuStreamSynchronize` of the legacy default stream therefore
-//!   also completes the blocking streams' accesses;
+//!   ways (CUDA programming guide, "Default Stream", "Implicit Synchronization": a stream
+//!   made without `CU_STREAM_NON_BLOCKING`, whatever its priority, or a per-thread default
+//!   stream, synchronises with the legacy default stream; measured on driver 580.159, H100,
+//!   2026-12-06: an event recorded on stream 0 completed 1.012 s after a blocking stream's
+//!   copy queued behind a 1 s kernel). Non-blocking streams are not. So:
+//!   - work queued on the legacy stream (a copy, a record, a synchronous memset: a
+//!     *barrier*, [`Table::legacy_barrier`]) orders what the blocking streams queue later
+//!     after what they queued before it (an access's `epoch` says which barriers came
+//!     before it);
+//!   - an event recorded on the legacy stream, once complete, completes the blocking
+//!     streams' accesses queued before the record, and a stream that waits for it is
+//!     ordered after them;
+//!   - a `cuStreamSynchronize` of the legacy default stream (or a synchronous copy that
+//!     blocks the host) completes the blocking streams' accesses;
+//!   - the per-thread default stream is a blocking stream of its own per thread; a `_ptds`
+//!     synchronous copy completes it, the legacy stream and what a barrier before covered
+//!     ([`Table::per_thread_synced`]);
+//!   - a stream whose flags are unknown counts as blocking (more ordering: a race may be
+//!     missed, never invented);
 //! * a new access that overlaps a pending one, on a stream not ordered after it, where one
 //!   of the two writes the host memory, is a [`Hazard`].
 
@@ -42,7 +57,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::alloc::short as human;
-use crate::work::{key_kind, KeyKind};
+use crate::work::{key_context, key_kind, KeyKind};
 
 /// Pending accesses kept at most; when full, the oldest is forgotten (counted).
 pub const MAX_PENDING: usize = 1024;
@@ -50,6 +65,14 @@ pub const MAX_PENDING: usize = 1024;
 pub const MAX_WAITS: usize = 512;
 /// Event records remembered at most (events recorded while accesses were pending).
 pub const MAX_EVENTS: usize = 1024;
+/// Contexts whose latest legacy-stream barrier is kept at most; a barrier of one more
+/// forgets the pending accesses (unknown means forget).
+pub const MAX_BARRIER_CONTEXTS: usize = 64;
+
+/// The legacy default stream's key of context `ctx`.
+pub fn legacy_key(ctx: u64) -> u64 {
+    crate::work::stream_key(0, ctx as usize, false)
+}
 
 /// How a copy touches host memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -113,6 +136,9 @@ pub struct Access {
     pub range_lo: u64,
     /// Order of the access among all accesses (set by [`Table::commit`]).
     pub seq: u64,
+    /// Legacy-stream barriers made before it, all contexts together (set by
+    /// [`Table::commit`]): a barrier of its context numbered above it was queued after it.
+    pub epoch: u64,
 }
 
 impl Access {
@@ -189,6 +215,9 @@ struct Mark {
     tid: u64,
     /// Accesses with a lower seq were queued before the record.
     upto: u64,
+    /// A record on the legacy default stream is a barrier of its context: the blocking
+    /// streams' accesses with a lower epoch were queued before it (0 for other streams).
+    barrier: u64,
 }
 
 /// "Stream `waiter` is ordered after what stream `after` had queued before access `upto`",
@@ -202,6 +231,9 @@ struct Wait {
     after_tid: u64,
     upto: u64,
     at: u64,
+    /// A wait on a record of the legacy default stream: also ordered after the blocking
+    /// streams' accesses of that context with an epoch below this barrier (0: none).
+    barrier: u64,
 }
 
 fn same(key_a: u64, tid_a: u64, key_b: u64, tid_b: u64) -> bool {
@@ -218,6 +250,10 @@ pub struct Table {
     events: HashMap<u64, Mark>,
     /// Created streams made with `CU_STREAM_NON_BLOCKING`.
     non_blocking: std::collections::HashSet<u64>,
+    /// Legacy-stream barriers made so far, all contexts together.
+    barrier: u64,
+    /// Each context's latest legacy-stream barrier (while accesses are pending).
+    barriers: HashMap<u64, u64>,
     /// Created streams destroyed while accesses on them were pending (only while some are).
     destroyed: std::collections::HashSet<u64>,
     next_seq: u64,
@@ -297,6 +333,14 @@ impl Table {
         }
     }
 
+    /// Whether the blocking access `a` was queued before a legacy-stream barrier of its
+    /// context (work its context's blocking streams queue afterwards is ordered after it).
+    fn fenced(&self, a: &Access) -> bool {
+        self.barriers
+            .get(&legacy_key(a.ctx))
+            .is_some_and(|&b| b > a.epoch)
+    }
+
     /// Whether `second` is ordered after the pending `first`.
     fn ordered(&self, first: &Access, second: &Access) -> bool {
         if first.same_stream(second) {
@@ -304,16 +348,52 @@ impl Table {
         }
         let legacy = |a: &Access| matches!(key_kind(a.key), KeyKind::Legacy(_));
         if first.ctx == second.ctx
-            && ((legacy(first) && self.blocking(second.key))
-                || (legacy(second) && self.blocking(first.key)))
+            && self.blocking(first.key)
+            && self.blocking(second.key)
+            && (legacy(first) || legacy(second) || self.fenced(first))
         {
             return true;
         }
         self.waits.iter().any(|w| {
             same(w.waiter, w.waiter_tid, second.key, second.tid)
-                && same(w.after, w.after_tid, first.key, first.tid)
-                && w.upto > first.seq
+                && ((same(w.after, w.after_tid, first.key, first.tid) && w.upto > first.seq)
+                    || (w.barrier > first.epoch
+                        && w.after == legacy_key(first.ctx)
+                        && self.blocking(first.key)))
         })
+    }
+
+    /// Work was queued on the legacy default stream of context `ctx` (an asynchronous
+    /// copy, a record, a synchronous copy or memset that does not block the host): a
+    /// barrier. It runs after everything the context's blocking streams queued before it,
+    /// and what they queue afterwards runs after it (CUDA programming guide, "Default
+    /// Stream" and "Implicit Synchronization"). Returns its number.
+    pub fn legacy_barrier(&mut self, ctx: u64) -> u64 {
+        let k = legacy_key(ctx);
+        if !self.barriers.contains_key(&k) && self.barriers.len() >= MAX_BARRIER_CONTEXTS {
+            // Unknown means forget: a barrier that cannot be kept must not leave accesses
+            // it ordered to be reported.
+            self.forget_pending();
+        }
+        self.barrier += 1;
+        if !self.pending.is_empty() {
+            self.barriers.insert(k, self.barrier);
+        }
+        self.barrier
+    }
+
+    /// Work on the per-thread default stream of thread `tid` in context `ctx` that blocks
+    /// the host returned (a `_ptds` synchronous copy): it ran after that stream's earlier
+    /// work and, the per-thread default stream being blocking, after the legacy default
+    /// stream's earlier work, and so after every blocking stream's work queued before the
+    /// context's latest legacy barrier.
+    pub fn per_thread_synced(&mut self, ctx: u64, tid: u64) {
+        let pt = crate::work::stream_key(0, ctx as usize, true);
+        let now = self.next_seq;
+        let b = self.barriers.get(&legacy_key(ctx)).copied().unwrap_or(0);
+        self.complete_through(pt, tid, now, 0);
+        self.complete_through(legacy_key(ctx), 0, now, b);
+        self.prune();
     }
 
     /// The pending accesses that `next` (not yet committed) would race with, the latest
@@ -360,6 +440,10 @@ impl Table {
     /// ordered after `a` is ordered after it. So a loop copying one buffer on one stream
     /// keeps one entry, not one per copy.
     pub fn commit(&mut self, mut a: Access) -> u64 {
+        if matches!(key_kind(a.key), KeyKind::Legacy(_)) {
+            self.legacy_barrier(a.ctx);
+        }
+        a.epoch = self.barrier;
         a.seq = self.next_seq;
         self.next_seq += 1;
         self.pending.retain(|p| !a.supersedes(p));
@@ -382,10 +466,18 @@ impl Table {
     /// `cuStreamWaitEvent` on an event just recorded, or the shim's own repair.
     pub fn order(&mut self, waiter: u64, waiter_tid: u64, after: u64, after_tid: u64) {
         let upto = self.next_seq;
-        self.add_wait(waiter, waiter_tid, after, after_tid, upto);
+        self.add_wait(waiter, waiter_tid, after, after_tid, upto, 0);
     }
 
-    fn add_wait(&mut self, waiter: u64, waiter_tid: u64, after: u64, after_tid: u64, upto: u64) {
+    fn add_wait(
+        &mut self,
+        waiter: u64,
+        waiter_tid: u64,
+        after: u64,
+        after_tid: u64,
+        upto: u64,
+        barrier: u64,
+    ) {
         if same(waiter, waiter_tid, after, after_tid) {
             return;
         }
@@ -410,6 +502,7 @@ impl Table {
             after_tid,
             upto,
             at,
+            barrier,
         };
         for w in std::iter::once(first).chain(inherited) {
             if same(w.waiter, w.waiter_tid, w.after, w.after_tid) {
@@ -424,7 +517,11 @@ impl Table {
                     && o.after == w.after
                     && o.after_tid == w.after_tid
             };
-            if self.waits.iter().any(|o| pair(o) && o.upto >= w.upto) {
+            if self
+                .waits
+                .iter()
+                .any(|o| pair(o) && o.upto >= w.upto && o.barrier >= w.barrier)
+            {
                 continue;
             }
             if self.waits.len() >= MAX_WAITS {
@@ -446,6 +543,11 @@ impl Table {
     /// queued so far. Only matters while accesses are pending (an access made later has a
     /// higher seq than any record before it).
     pub fn event_recorded(&mut self, event: u64, key: u64, tid: u64) {
+        // A record on the legacy default stream is a barrier whether or not it is kept.
+        let barrier = match key_kind(key) {
+            KeyKind::Legacy(_) => self.legacy_barrier_of(key),
+            _ => 0,
+        };
         if self.events.len() >= MAX_EVENTS && !self.events.contains_key(&event) {
             // Keep the table bounded: records with nothing pending before them are useless.
             let floor = self.pending.first().map_or(u64::MAX, |a| a.seq);
@@ -455,7 +557,23 @@ impl Table {
             }
         }
         let upto = self.tick();
-        self.events.insert(event, Mark { key, tid, upto });
+        self.events.insert(
+            event,
+            Mark {
+                key,
+                tid,
+                upto,
+                barrier,
+            },
+        );
+    }
+
+    /// [`Table::legacy_barrier`] by the context's legacy key.
+    fn legacy_barrier_of(&mut self, legacy: u64) -> u64 {
+        match key_context(legacy) {
+            Some(ctx) => self.legacy_barrier(ctx),
+            None => 0,
+        }
     }
 
     /// Whether the table holds a record of `event` (one made while accesses were pending).
@@ -483,7 +601,7 @@ impl Table {
     /// event's record.
     pub fn stream_waited(&mut self, waiter: u64, tid: u64, event: u64) {
         if let Some(m) = self.events.get(&event).copied() {
-            self.add_wait(waiter, tid, m.key, m.tid, m.upto);
+            self.add_wait(waiter, tid, m.key, m.tid, m.upto, m.barrier);
         }
     }
 
@@ -491,7 +609,7 @@ impl Table {
     /// is done, and so is what its stream had waited for before the record.
     pub fn event_completed(&mut self, event: u64) {
         if let Some(m) = self.events.get(&event).copied() {
-            self.complete_through(m.key, m.tid, m.upto);
+            self.complete_through(m.key, m.tid, m.upto, m.barrier);
             self.prune();
         }
     }
@@ -499,18 +617,27 @@ impl Table {
     /// Stream `key` (thread `tid`) completed what it had queued before `upto`: those
     /// accesses are done, and so is what it had been ordered after by then (the waits
     /// are transitive already, so one level is enough).
-    fn complete_through(&mut self, key: u64, tid: u64, upto: u64) {
-        let covered: Vec<(u64, u64, u64)> = self
+    ///
+    /// A `barrier` above 0 (`key` the legacy default stream, completed through a record
+    /// that was a barrier) also completes the context's blocking streams' accesses queued
+    /// before that barrier; so does a wait on such a record.
+    fn complete_through(&mut self, key: u64, tid: u64, upto: u64, barrier: u64) {
+        let covered: Vec<(u64, u64, u64, u64)> = self
             .waits
             .iter()
             .filter(|w| same(w.waiter, w.waiter_tid, key, tid) && w.at < upto)
-            .map(|w| (w.after, w.after_tid, w.upto))
-            .chain(std::iter::once((key, tid, upto)))
+            .map(|w| (w.after, w.after_tid, w.upto, w.barrier))
+            .chain(std::iter::once((key, tid, upto, barrier)))
             .collect();
+        let blocking: Vec<bool> = self.pending.iter().map(|a| self.blocking(a.key)).collect();
+        let mut i = 0;
         self.pending.retain(|a| {
-            !covered
-                .iter()
-                .any(|&(k, t, u)| same(a.key, a.tid, k, t) && a.seq < u)
+            let b = blocking[i];
+            i += 1;
+            !covered.iter().any(|&(k, t, u, bar)| {
+                (same(a.key, a.tid, k, t) && a.seq < u)
+                    || (bar > a.epoch && b && legacy_key(a.ctx) == k)
+            })
         });
     }
 
@@ -519,7 +646,7 @@ impl Table {
     /// default stream, those of its context's blocking streams too.
     pub fn stream_completed(&mut self, key: u64, tid: u64, ctx: u64) {
         let now = self.next_seq;
-        self.complete_through(key, tid, now);
+        self.complete_through(key, tid, now, 0);
         let legacy = matches!(key_kind(key), KeyKind::Legacy(_));
         let blocking: Vec<bool> = self.pending.iter().map(|a| self.blocking(a.key)).collect();
         let mut i = 0;
@@ -537,15 +664,18 @@ impl Table {
         self.prune();
     }
 
-    /// Forgets a destroyed stream's flags (its accesses complete on their own; they stay
-    /// pending until something synchronises their context) and remembers, while they are
-    /// pending, that the stream is gone (a repair must not use it).
+    /// A stream was destroyed: while accesses on it are pending (they complete on their
+    /// own, and stay pending until something synchronises their context) it is remembered
+    /// as gone (a repair must not use it) and keeps its flags; otherwise its flags are
+    /// forgotten.
     pub fn stream_destroyed(&mut self, handle: u64) {
-        self.non_blocking.remove(&handle);
         if matches!(key_kind(handle), KeyKind::Stream(_))
             && self.pending.iter().any(|a| a.key == handle)
         {
+            // Its pending work still runs as the stream was made: the flags stay.
             self.destroyed.insert(handle);
+        } else {
+            self.non_blocking.remove(&handle);
         }
     }
 
@@ -563,6 +693,7 @@ impl Table {
         if self.pending.is_empty() {
             self.waits.clear();
             self.events.clear();
+            self.barriers.clear();
             self.single = None;
         }
     }
@@ -698,6 +829,7 @@ mod tests {
             bytes,
             range_lo: LO,
             seq: 0,
+            epoch: 0,
         }
     }
 
@@ -871,6 +1003,129 @@ mod tests {
         t.stream_completed(legacy, 1, CTX);
         assert_eq!(t.pending().len(), 1);
         assert_eq!(t.pending()[0].key, B);
+    }
+
+    /// simpleStreams (cuda-samples): a copy on a blocking stream, an event recorded on the
+    /// legacy default stream and synchronised, then a copy on another stream into the same
+    /// bytes. The record ran after the blocking stream's copy (CUDA programming guide,
+    /// "Default Stream"; measured on driver 580.159, H100, 2026-12-06: such an event waited
+    /// 1.012 s behind a blocking stream's copy queued after a 1 s kernel), so its completion
+    /// completes the copy. A non-blocking stream's copy is not covered.
+    #[test]
+    fn an_event_on_the_legacy_stream_completes_the_blocking_streams() {
+        let legacy = stream_key(0, CTX as usize, false);
+        for (flags, raced) in [(0, false), (1, true)] {
+            let mut t = table();
+            t.stream_created(A, flags);
+            t.stream_created(B, flags);
+            t.commit(access(A, 1, Direction::Write, 0, 4096));
+            t.event_recorded(0xe0, legacy, 1);
+            t.event_completed(0xe0);
+            assert_eq!(t.is_idle(), !raced, "flags {flags}");
+            let h = t.check(&access(B, 1, Direction::Write, 0, 1024));
+            assert_eq!(h.len(), usize::from(raced), "flags {flags}");
+        }
+        // A blocking stream's copy queued after the record is not covered by it.
+        let mut t = table();
+        t.event_recorded(0xe0, legacy, 1);
+        t.commit(access(A, 1, Direction::Write, 0, 4096));
+        t.event_completed(0xe0);
+        assert_eq!(t.check(&access(B, 1, Direction::Write, 0, 1)).len(), 1);
+    }
+
+    /// Legacy-stream work that does not block the host (a synchronous memset, a
+    /// device-to-device copy, an asynchronous copy or record on stream 0) still orders the
+    /// blocking streams: it runs after their earlier work, and their later work runs after
+    /// it (CUDA programming guide, "Implicit Synchronization"). Non-blocking streams are
+    /// ordered by none of it.
+    #[test]
+    fn legacy_stream_work_is_a_barrier_between_blocking_streams() {
+        let legacy = stream_key(0, CTX as usize, false);
+        for (a_flags, b_flags, raced) in [(0, 0, false), (1, 0, true), (0, 1, true)] {
+            let mut t = table();
+            t.stream_created(A, a_flags);
+            t.stream_created(B, b_flags);
+            t.commit(access(A, 1, Direction::Read, 0, 4096));
+            let w = access(B, 2, Direction::Write, 0, 64);
+            assert_eq!(t.check(&w).len(), 1, "nothing orders them yet");
+            t.legacy_barrier(CTX);
+            assert_eq!(t.check(&w).len(), usize::from(raced), "{a_flags} {b_flags}");
+            // A barrier does not complete anything: the host did not wait.
+            assert_eq!(t.pending().len(), 1);
+        }
+        // An asynchronous copy on the legacy stream (other bytes) is a barrier too.
+        let mut t = table();
+        t.stream_created(A, 0);
+        t.stream_created(B, 0);
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.commit(access(legacy, 1, Direction::Read, 8192, 64));
+        assert!(t.check(&access(B, 1, Direction::Write, 0, 64)).is_empty());
+        // A barrier of another context orders nothing here.
+        let mut t = table();
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        t.legacy_barrier(CTX + 0x100);
+        assert_eq!(t.check(&access(B, 1, Direction::Write, 0, 64)).len(), 1);
+        // Work queued after the barrier is not ordered by it.
+        let mut t = table();
+        t.legacy_barrier(CTX);
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        assert_eq!(t.check(&access(B, 1, Direction::Write, 0, 64)).len(), 1);
+    }
+
+    /// A stream waiting for an event recorded on the legacy default stream waits for what
+    /// the record waited for: the blocking streams' earlier work; completing it completes
+    /// that work.
+    #[test]
+    fn a_wait_on_a_legacy_record_covers_the_blocking_streams() {
+        let legacy = stream_key(0, CTX as usize, false);
+        let n = 0x5eed_5000_0300;
+        let mut t = table();
+        t.stream_created(A, 0);
+        t.stream_created(n, 1);
+        t.commit(access(A, 1, Direction::Read, 0, 4096));
+        assert_eq!(t.check(&access(n, 1, Direction::Write, 0, 64)).len(), 1);
+        t.event_recorded(0xe0, legacy, 1);
+        t.stream_waited(n, 1, 0xe0);
+        assert!(t.check(&access(n, 1, Direction::Write, 0, 64)).is_empty());
+        t.stream_completed(n, 1, CTX);
+        assert!(t.is_idle());
+    }
+
+    /// The per-thread default stream is blocking (it synchronises with the legacy default
+    /// stream), a stream of its own per thread: a legacy barrier orders it, another
+    /// thread's per-thread stream does not; host-blocking work on it (a `_ptds`
+    /// synchronous copy) completes its own work, the legacy stream's and what a legacy
+    /// barrier before covered.
+    #[test]
+    fn the_per_thread_default_stream_is_a_blocking_stream_of_its_own() {
+        let pt = stream_key(0, CTX as usize, true);
+        let mut t = table();
+        t.stream_created(A, 0);
+        t.stream_created(B, 1);
+        t.commit(access(pt, 1, Direction::Read, 0, 64));
+        assert_eq!(t.check(&access(pt, 2, Direction::Write, 0, 64)).len(), 1);
+        assert_eq!(t.check(&access(A, 1, Direction::Write, 0, 64)).len(), 1);
+        t.legacy_barrier(CTX);
+        assert!(t.check(&access(pt, 2, Direction::Write, 0, 64)).is_empty());
+        assert!(t.check(&access(A, 2, Direction::Write, 0, 64)).is_empty());
+        assert_eq!(t.check(&access(B, 2, Direction::Write, 0, 64)).len(), 1);
+
+        // A `_ptds` synchronous copy on thread 2: thread 1's per-thread access is complete
+        // only if a legacy barrier came between.
+        let mut t = table();
+        t.stream_created(A, 0);
+        t.commit(access(pt, 1, Direction::Read, 0, 64));
+        t.commit(access(A, 1, Direction::Read, 128, 64));
+        t.per_thread_synced(CTX, 2);
+        assert_eq!(t.pending().len(), 2);
+        t.legacy_barrier(CTX);
+        t.per_thread_synced(CTX, 2);
+        assert!(t.is_idle());
+        // Its own thread's: complete at once.
+        let mut t = table();
+        t.commit(access(pt, 1, Direction::Read, 0, 64));
+        t.per_thread_synced(CTX, 1);
+        assert!(t.is_idle());
     }
 
     #[test]

@@ -17,16 +17,24 @@
 //!
 //! Every context incarnation gets an id (never reused) and a generation: 1 plus the number
 //! of earlier contexts the driver gave the same handle (a primary context re-created after
-//! a reset may come back at the same address). Streams and events remember the id of the
+//! a reset may come back at the same address), counted while the handle's latest
+//! incarnation is remembered.
+//!
+//! Each context event costs O(1): contexts are kept by id in a map, the latest incarnation
+//! of each handle and the per-device counts (contexts made, alive) are kept up to date
+//! rather than found by walking every context seen. An ended context is remembered (for
+//! the explanations of its handles and memory) while a stream or event of it is held, and
+//! otherwise only among the last [`KEEP_ENDED`] to end: a process that makes and destroys
+//! contexts in a loop keeps the tracker's size. Streams and events remember the id of the
 //! context they were made in, so a handle from before a reset is recognised even when the
 //! context handle is alive again. Each recorded call gets a [`Site`]: the function, the
 //! thread, the time and a process-wide sequence number of lifetime calls.
 //!
-//! The explanations (`explain_*`) and the exit paragraph are built in [`explain`] so they
+//! The explanations (`explain_*`) and the exit line are built in [`explain`] so they
 //! can be tested without a driver; they are re-exported here.
 
 use crate::work::{key_kind, CopyRecord, Counts, KeyKind, Shard};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -193,9 +201,23 @@ pub struct Pending {
 #[derive(Debug, Default)]
 pub struct Tracker {
     seq: u64,
-    contexts: Vec<Context>,
+    /// Live contexts and the ended ones remembered, by id.
+    contexts: HashMap<u32, Context>,
+    /// The id the next context gets.
+    next_id: u32,
     live: HashMap<u64, u32>,
-    generations: HashMap<u64, u32>,
+    /// The latest incarnation remembered of each handle (alive or ended).
+    latest: HashMap<u64, u32>,
+    /// Streams and events held, by the id of their context.
+    refs: HashMap<u32, u32>,
+    /// Ended contexts in the order they ended, the last [`KEEP_ENDED`].
+    ended_order: VecDeque<u32>,
+    /// Ended contexts past [`KEEP_ENDED`] still named by a held stream or event: forgotten
+    /// when the last of those goes.
+    evictable: HashSet<u32>,
+    /// Per device: contexts made (incarnations), contexts alive; and the first context's
+    /// call and thread.
+    devices: BTreeMap<i32, DeviceContexts>,
     streams: HashMap<u64, Owned>,
     events: HashMap<u64, Owned>,
     key_ctx: HashMap<u64, u32>,
@@ -209,8 +231,26 @@ pub struct Tracker {
     dead_mirror: Option<&'static AtomicUsize>,
 }
 
-/// Most context incarnations remembered; later ones are not tracked.
+/// Most contexts remembered at once (alive, or ended and still named); contexts made
+/// beyond it are not tracked.
 pub const MAX_CONTEXTS: usize = 1 << 16;
+
+/// Ended contexts remembered when no stream or event of theirs is held: the last ones to
+/// end.
+pub const KEEP_ENDED: usize = 1024;
+
+/// The contexts of one device, counted as they are made and end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceContexts {
+    /// Contexts made there (a primary context retained again is one).
+    pub contexts: u32,
+    /// Of those, alive now.
+    pub live: u32,
+    /// The call that made the first one.
+    pub first_function: &'static str,
+    /// The thread that made the first one.
+    pub first_tid: u64,
+}
 
 impl Tracker {
     /// An empty tracker.
@@ -251,10 +291,63 @@ impl Tracker {
 
     /// Context `id` just ended: its streams and events are dead handles now.
     fn handles_died(&mut self, id: u32) {
-        let of = |o: &Owned| o.ctx == Some(id);
-        let n = self.streams.values().filter(|o| of(o)).count()
-            + self.events.values().filter(|o| of(o)).count();
+        let n = self.refs.get(&id).copied().unwrap_or(0) as usize;
         self.add_dead(n, 0);
+    }
+
+    /// A stream or event of context `ctx` is now held (`+1`) or no longer (`-1`); an
+    /// ended context named by none and past [`KEEP_ENDED`] is forgotten.
+    fn reference(&mut self, ctx: Option<u32>, held: bool) {
+        let Some(id) = ctx else { return };
+        if held {
+            *self.refs.entry(id).or_insert(0) += 1;
+            return;
+        }
+        if let Some(n) = self.refs.get_mut(&id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.refs.remove(&id);
+                if self.evictable.remove(&id) {
+                    self.forget_context(id);
+                }
+            }
+        }
+    }
+
+    /// Forgets ended context `id` altogether.
+    fn forget_context(&mut self, id: u32) {
+        if let Some(c) = self.contexts.remove(&id) {
+            if self.latest.get(&c.handle) == Some(&id) {
+                self.latest.remove(&c.handle);
+            }
+        }
+    }
+
+    /// Context `id` ended: remembered among the last [`KEEP_ENDED`]; the oldest beyond
+    /// that are forgotten, or once no stream or event of theirs is held.
+    fn remember_ended(&mut self, id: u32) {
+        self.ended_order.push_back(id);
+        while self.ended_order.len() > KEEP_ENDED {
+            let Some(old) = self.ended_order.pop_front() else {
+                break;
+            };
+            if self.refs.contains_key(&old) {
+                self.evictable.insert(old);
+            } else {
+                self.forget_context(old);
+            }
+        }
+    }
+
+    /// Contexts remembered now (alive, or ended and kept): bounded by the contexts alive,
+    /// the ended ones whose streams or events are held, and [`KEEP_ENDED`].
+    pub fn contexts_remembered(&self) -> usize {
+        self.contexts.len()
+    }
+
+    /// Per device: contexts made, alive, and the first one's call and thread.
+    pub fn device_contexts(&self) -> &BTreeMap<i32, DeviceContexts> {
+        &self.devices
     }
 
     /// A handle entry was added (`new_dead`: one of an ended context) in place of `old`:
@@ -262,6 +355,9 @@ impl Tracker {
     fn handle_replaced(&mut self, new_dead: bool, old: Option<&Owned>) {
         let minus = old.is_some_and(|o| self.is_dead(o)) as usize;
         self.add_dead(new_dead as usize, minus);
+        if let Some(o) = old {
+            self.reference(o.ctx, false);
+        }
     }
 
     /// A new site for a call of `function` on thread `tid` at `ts_ns`.
@@ -288,28 +384,57 @@ impl Tracker {
         if let Some(old) = self.live.remove(&handle) {
             // The driver handed the same handle out again without our seeing the old one
             // end: forget it quietly.
-            self.contexts[old as usize].end = Some(End {
-                how: EndKind::Destroyed,
-                site: site.clone(),
-                lost: Counts::default(),
+            let device = self.contexts.get_mut(&old).and_then(|c| {
+                c.end = Some(End {
+                    how: EndKind::Destroyed,
+                    site: site.clone(),
+                    lost: Counts::default(),
+                });
+                c.device
             });
+            self.device_ended(device);
             self.handles_died(old);
+            self.remember_ended(old);
         }
-        let g = self.generations.entry(handle).or_insert(0);
-        *g += 1;
-        let id = self.contexts.len() as u32;
-        self.contexts.push(Context {
+        let generation = self
+            .latest
+            .get(&handle)
+            .and_then(|id| self.contexts.get(id))
+            .map_or(1, |c| c.generation + 1);
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        if let Some(d) = device {
+            let e = self.devices.entry(d).or_insert(DeviceContexts {
+                contexts: 0,
+                live: 0,
+                first_function: site.function,
+                first_tid: site.tid,
+            });
+            e.contexts = e.contexts.saturating_add(1);
+            e.live += 1;
+        }
+        self.contexts.insert(
             id,
-            handle,
-            device,
-            primary,
-            generation: *g,
-            retained: 1,
-            created: site,
-            end: None,
-        });
+            Context {
+                id,
+                handle,
+                device,
+                primary,
+                generation,
+                retained: 1,
+                created: site,
+                end: None,
+            },
+        );
         self.live.insert(handle, id);
+        self.latest.insert(handle, id);
         Some(id)
+    }
+
+    fn device_ended(&mut self, device: Option<i32>) {
+        if let Some(e) = device.and_then(|d| self.devices.get_mut(&d)) {
+            e.live = e.live.saturating_sub(1);
+        }
     }
 
     /// A successful `cuCtxCreate`.
@@ -326,7 +451,7 @@ impl Tracker {
         site: Site,
     ) -> Option<u32> {
         if let Some(&id) = self.live.get(&handle) {
-            let c = &mut self.contexts[id as usize];
+            let c = self.contexts.get_mut(&id)?;
             if c.primary {
                 c.retained = c.retained.saturating_add(1);
                 return Some(id);
@@ -337,29 +462,27 @@ impl Tracker {
 
     /// A successful `cuDevicePrimaryCtxRelease` that did not end the context.
     pub fn primary_released(&mut self, id: u32) {
-        if let Some(c) = self.contexts.get_mut(id as usize) {
+        if let Some(c) = self.contexts.get_mut(&id) {
             c.retained = c.retained.saturating_sub(1);
         }
     }
 
     /// The live context with this handle.
     pub fn live_context(&self, handle: u64) -> Option<&Context> {
-        self.live
-            .get(&handle)
-            .map(|&id| &self.contexts[id as usize])
+        self.live.get(&handle).and_then(|id| self.contexts.get(id))
     }
 
     /// The live primary context of `device`.
     pub fn live_primary(&self, device: i32) -> Option<&Context> {
         self.live
             .values()
-            .map(|&id| &self.contexts[id as usize])
+            .filter_map(|id| self.contexts.get(id))
             .find(|c| c.primary && c.device == Some(device))
     }
 
     /// The context incarnation `id`.
     pub fn context(&self, id: u32) -> Option<&Context> {
-        self.contexts.get(id as usize)
+        self.contexts.get(&id)
     }
 
     /// The most recent incarnation with this handle, alive or not.
@@ -367,7 +490,9 @@ impl Tracker {
         if let Some(c) = self.live_context(handle) {
             return Some(c);
         }
-        self.contexts.iter().rev().find(|c| c.handle == handle)
+        self.latest
+            .get(&handle)
+            .and_then(|id| self.contexts.get(id))
     }
 
     /// Every live context.
@@ -375,7 +500,7 @@ impl Tracker {
         let mut v: Vec<&Context> = self
             .live
             .values()
-            .map(|&id| &self.contexts[id as usize])
+            .filter_map(|id| self.contexts.get(id))
             .collect();
         v.sort_by_key(|c| c.id);
         v
@@ -393,7 +518,7 @@ impl Tracker {
         lost: Counts,
         allocations: &[(u64, u64)],
     ) {
-        let Some(c) = self.contexts.get_mut(id as usize) else {
+        let Some(c) = self.contexts.get_mut(&id) else {
             return;
         };
         if c.end.is_some() {
@@ -401,10 +526,13 @@ impl Tracker {
         }
         c.end = Some(End { how, site, lost });
         c.retained = 0;
-        if self.live.get(&c.handle) == Some(&id) {
-            self.live.remove(&c.handle);
+        let (handle, device) = (c.handle, c.device);
+        if self.live.get(&handle) == Some(&id) {
+            self.live.remove(&handle);
         }
+        self.device_ended(device);
         self.handles_died(id);
+        self.remember_ended(id);
         for &(addr, bytes) in allocations {
             self.dead_device.insert(addr, DeadMemory { bytes, ctx: id });
         }
@@ -437,6 +565,7 @@ impl Tracker {
     pub fn stream_created(&mut self, handle: u64, ctx: Option<u32>, site: Site) {
         let new = Owned { ctx, created: site };
         let dead = self.is_dead(&new);
+        self.reference(ctx, true);
         let old = self.streams.insert(handle, new);
         self.handle_replaced(dead, old.as_ref());
         if let Some(c) = ctx {
@@ -470,6 +599,7 @@ impl Tracker {
     pub fn event_created(&mut self, handle: u64, ctx: Option<u32>, site: Site) {
         let new = Owned { ctx, created: site };
         let dead = self.is_dead(&new);
+        self.reference(ctx, true);
         let old = self.events.insert(handle, new);
         self.handle_replaced(dead, old.as_ref());
     }

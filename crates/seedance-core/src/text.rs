@@ -3,13 +3,34 @@
 //! `CUDA_VISIBLE_DEVICES` or a `SEEDANCE_*` variable can be as long as the kernel allows one
 //! environment string (128 KiB, `MAX_ARG_STRLEN`); a warning shows at most [`MAX_SHOWN`]
 //! bytes of it, and a setting with many bad entries warns about at most
-//! [`MAX_WARNINGS_PER_SETTING`] of them.
+//! [`MAX_WARNINGS_PER_SETTING`] of them. On a terminal, control characters (a newline, a
+//! carriage return, an escape) are shown as escapes (`\n`, `\r`, `\u{1b}`): the shim's
+//! stderr lines pass through [`escape_controls`] (an echoed value never starts a line of
+//! its own or moves the cursor); [`quoted`] escapes them itself. [`clip`] keeps them: its
+//! result also goes into trace fields, which JSON escapes.
 
 /// Most bytes of a value a message or trace field repeats.
 pub const MAX_SHOWN: usize = 200;
 
 /// Most warnings one setting gives; the rest are counted in one more line.
 pub const MAX_WARNINGS_PER_SETTING: usize = 5;
+
+/// `value` with every control character (C0, DEL, C1) written as an escape: `\n`, `\r`,
+/// `\t`, `\u{1b}`; anything else unchanged.
+pub fn escape_controls(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
 
 /// `value` itself when at most [`MAX_SHOWN`] bytes, else its first [`MAX_SHOWN`] bytes (cut
 /// at a character boundary) followed by `... (N bytes)`, N being the whole value's length.
@@ -97,9 +118,21 @@ mod tests {
         assert_eq!(cap_warnings("S", w.clone()), w);
     }
 
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(
+            escape_controls("a\nseedance: b\r\u{1b}[2J"),
+            "a\\nseedance: b\\r\\u{1b}[2J"
+        );
+        assert_eq!(quoted("a\nb"), "\"a\\nb\"");
+        let long = format!("\n{}", "x".repeat(300));
+        assert!(escape_controls(&clip(&long)).starts_with("\\nxxx"));
+    }
+
     proptest! {
         #[test]
         fn clip_is_bounded_and_never_panics(s in ".{0,600}") {
+            prop_assert!(!escape_controls(&s).chars().any(char::is_control));
             prop_assert!(clip(&s).len() <= MAX_SHOWN + 32);
             prop_assert!(quoted(&s).len() <= 6 * MAX_SHOWN + 32);
         }

@@ -43,14 +43,16 @@ impl std::fmt::Display for MetricsFileError {
             MetricsFileError::UnsafeDirectory(p) => write!(
                 f,
                 "{} is world-writable without the sticky bit; refusing to write the metrics file there",
-                p.display()
+                crate::writer::shown(p)
             ),
             MetricsFileError::NotRegularFile(p, what) => write!(
                 f,
                 "{} is {what}, not a regular file; refusing to replace it with the metrics file",
-                p.display()
+                crate::writer::shown(p)
             ),
-            MetricsFileError::Io(p, e) => write!(f, "cannot write {}: {e}", p.display()),
+            MetricsFileError::Io(p, e) => {
+                write!(f, "cannot write {}: {e}", crate::writer::shown(p))
+            }
         }
     }
 }
@@ -312,6 +314,7 @@ mod tests {
                 calls: 3,
                 errors: 1,
                 errors_by_result: BTreeMap::from([("CUDA_ERROR_INVALID_DEVICE".into(), 1)]),
+                ..FunctionStats::default()
             },
         );
         s.functions.insert(

@@ -66,6 +66,21 @@ pub enum Event {
     /// counted instead of written one by one; written at exit, before `exit_summary`
     /// (schema 5).
     CallFailedRepeats(CallFailedRepeats),
+    /// The trace's file refused a write (disk full, a file size limit): nothing after this
+    /// record was written. Written by the trace writer itself, where the file still has
+    /// room for it (schema 5, later builds).
+    TraceCut(TraceCut),
+}
+
+/// The `trace_cut` event: why the trace ends here. Its `tid` is 0 (the trace writer's own
+/// record, on no thread of the program's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceCut {
+    /// The error of the refused write, as the system gave it (`No space left on device
+    /// (os error 28)`).
+    pub error: String,
+    /// Its `errno`, when it has one (28: `ENOSPC`; 27: `EFBIG`, a file size limit).
+    pub os_error: Option<i32>,
 }
 
 /// What a process did on one device, summed over its contexts there (schema 5).
@@ -715,6 +730,13 @@ pub struct FunctionStats {
     pub errors: u64,
     /// Errors by CUresult name (or the number, for codes the table lacks).
     pub errors_by_result: BTreeMap<String, u64>,
+    /// Of those, the failures the program recovered from, by the same keys: the same entry
+    /// point succeeded on the same thread right after (a retry, with the same or other
+    /// arguments; docs/configuration.md, "Failures the program recovers from"). Their
+    /// `call_failed` records stay in the trace; the analyzer counts them as info. Absent
+    /// when there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recovered_by_result: BTreeMap<String, u64>,
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! its missing parents, mode 0700, but only below an existing directory that passes the same
 //! rule ([`ensure_dir`]).
 
-use crate::schema::{Event, Record, SCHEMA_VERSION};
+use crate::schema::{Event, Record, TraceCut, SCHEMA_VERSION};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -60,6 +60,22 @@ pub enum WriterError {
         /// Its nearest existing ancestor.
         below: PathBuf,
     },
+    /// The directory (or one of its parents) is a symbolic link whose target does not
+    /// exist: nothing is created at the link's target.
+    DanglingLink {
+        /// The symbolic link.
+        link: PathBuf,
+        /// What it points to.
+        target: PathBuf,
+    },
+}
+
+/// A path as messages show it: at most 200 bytes (`seedance_core::text::clip`), control
+/// characters escaped (`seedance_core::text::escape_controls`): the trace directory is the
+/// user's value, and a newline in it must not start a `seedance:` line of its own.
+pub fn shown(p: &Path) -> String {
+    seedance_core::text::escape_controls(&seedance_core::text::clip(&p.to_string_lossy()))
+        .into_owned()
 }
 
 impl fmt::Display for WriterError {
@@ -68,9 +84,16 @@ impl fmt::Display for WriterError {
             WriterError::UnsafeDirectory(p) => write!(
                 f,
                 "{} is world-writable without the sticky bit; refusing to write a trace there",
-                p.display()
+                shown(p)
             ),
-            WriterError::Io(p, e) => write!(f, "cannot create {}: {e}", p.display()),
+            WriterError::Io(p, e) => write!(f, "cannot create {}: {e}", shown(p)),
+            WriterError::DanglingLink { link, target } => write!(
+                f,
+                "{} is a symbolic link to {}, which does not exist; create that directory or \
+                 point SEEDANCE_TRACE_DIR at an existing one",
+                shown(link),
+                shown(target)
+            ),
             WriterError::CreateDir {
                 dir,
                 below,
@@ -80,16 +103,16 @@ impl fmt::Display for WriterError {
                 f,
                 "{} does not exist; tried to create it (mode 0700) below {}, but creating {} \
                  failed: {error}",
-                dir.display(),
-                below.display(),
-                failed.display()
+                shown(dir),
+                shown(below),
+                shown(failed)
             ),
             WriterError::UnsafeAncestor { dir, below } => write!(
                 f,
                 "{} does not exist and {} is world-writable without the sticky bit; refusing \
                  to create a trace directory there",
-                dir.display(),
-                below.display()
+                shown(dir),
+                shown(below)
             ),
         }
     }
@@ -213,6 +236,14 @@ pub fn ensure_dir(dir: &Path) -> Result<(), WriterError> {
         match std::fs::DirBuilder::new().mode(0o700).create(p) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            // "Missing" because it is a symbolic link to nothing: say so, rather than the
+            // creation's "File exists".
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dangling(p).is_some() => {
+                return Err(WriterError::DanglingLink {
+                    link: p.clone(),
+                    target: dangling(p).unwrap_or_default(),
+                })
+            }
             Err(error) => {
                 return Err(WriterError::CreateDir {
                     dir: dir.to_path_buf(),
@@ -224,6 +255,15 @@ pub fn ensure_dir(dir: &Path) -> Result<(), WriterError> {
         }
     }
     Ok(())
+}
+
+/// The target of `p` when `p` is a symbolic link whose target does not exist.
+fn dangling(p: &Path) -> Option<PathBuf> {
+    let meta = std::fs::symlink_metadata(p).ok()?;
+    if !meta.file_type().is_symlink() || std::fs::metadata(p).is_ok() {
+        return None;
+    }
+    std::fs::read_link(p).ok()
 }
 
 #[cfg(target_os = "linux")]
@@ -254,7 +294,7 @@ pub struct TraceWriter {
     limit_reported: std::sync::atomic::AtomicBool,
     dropped: ErrorCounter,
     serialize_errors: AtomicU64,
-    seq: AtomicU64,
+    seq: Arc<AtomicU64>,
     pid: u32,
     guard: Mutex<Option<WorkerGuard>>,
     /// Lines the writer thread has written to the file.
@@ -270,11 +310,122 @@ pub type WriteErrorHook = Box<dyn FnOnce(&io::Error) + Send + 'static>;
 /// [`TraceWriter::close`] can wait until every queued line is on disk, and after a failed
 /// write counts lines as lost instead of writing them.
 struct CountingFile {
-    file: File,
+    file: Owned,
     lines: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
     broken: bool,
     on_error: Option<WriteErrorHook>,
+    /// Bytes of whole lines in the file: where a cut write is truncated back to.
+    whole: u64,
+    /// The sequence numbers of the records, for the `trace_cut` record's.
+    seq: Arc<AtomicU64>,
+}
+
+impl CountingFile {
+    /// After a refused write: the file is cut back to its last whole line (a write the
+    /// disk took only in part leaves its allocated room there), and a `trace_cut` record
+    /// saying why is written where it fits. Both are best effort: a file that takes
+    /// nothing more keeps its cut line, which the analyzer skips and counts.
+    fn mark_cut(&mut self, e: &io::Error) {
+        use std::io::Seek;
+        let whole = self.whole;
+        let Some(f) = self.file.file.as_mut() else {
+            return;
+        };
+        if f.set_len(whole).is_err() || f.seek(io::SeekFrom::Start(whole)).is_err() {
+            return;
+        }
+        let record = Record {
+            v: SCHEMA_VERSION,
+            // The next number, not taken: nothing is written after this record, and close
+            // waits only for the records it counts.
+            seq: self.seq.load(Ordering::Relaxed),
+            ts_ns: now_ns(),
+            pid: std::process::id(),
+            tid: 0,
+            event: Event::TraceCut(TraceCut {
+                error: e.to_string(),
+                os_error: e.raw_os_error(),
+            }),
+        };
+        if let Ok(mut line) = serde_json::to_vec(&record) {
+            line.push(b'\n');
+            if f.write_all(&line).is_err() {
+                let _ = f.set_len(whole);
+            }
+        }
+    }
+}
+
+/// The trace file's descriptor, checked before every use: the program may close any
+/// descriptor (a daemon closes every one from 3 up) and get the same number back for a
+/// file of its own. Before each write the descriptor's device and inode (`fstat`) are
+/// compared with the file's; when they differ, or the descriptor is closed, the number is
+/// forgotten without being closed (it is the program's now) and the file is opened again
+/// by its path (append, `O_NOFOLLOW`), kept only if it is the same file. When that is
+/// impossible (removed, replaced, no descriptor left) nothing more is written. The same
+/// check comes before the descriptor is closed at the end. Between the check and the
+/// write the program could still close and reuse the descriptor (two system calls, not
+/// one); the window is that of one `write`.
+struct Owned {
+    file: Option<File>,
+    path: PathBuf,
+    /// `(st_dev, st_ino)` of the file when it was created.
+    id: (u64, u64),
+}
+
+fn identity(f: &File) -> Option<(u64, u64)> {
+    f.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+impl Owned {
+    fn new(file: File, path: PathBuf) -> Owned {
+        let id = identity(&file).unwrap_or((u64::MAX, u64::MAX));
+        Owned {
+            file: Some(file),
+            path,
+            id,
+        }
+    }
+
+    /// The file, opened again if its descriptor no longer refers to it; `Err` when it
+    /// cannot be had (nothing more is then written).
+    fn checked(&mut self) -> io::Result<&mut File> {
+        let ours = self
+            .file
+            .as_ref()
+            .is_some_and(|f| identity(f) == Some(self.id));
+        if !ours {
+            if let Some(f) = self.file.take() {
+                // The descriptor is the program's now (or closed): never close it.
+                let _ = std::os::unix::io::IntoRawFd::into_raw_fd(f);
+            }
+            let f = OpenOptions::new()
+                .append(true)
+                .custom_flags(libc_o_nofollow())
+                .open(&self.path)?;
+            if identity(&f) != Some(self.id) {
+                return Err(io::Error::other(format!(
+                    "{} is no longer the trace file this process created",
+                    shown(&self.path)
+                )));
+            }
+            self.file = Some(f);
+        }
+        self.file
+            .as_mut()
+            .ok_or_else(|| io::Error::other("no trace file"))
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(f) = self.file.take() {
+            if identity(&f) != Some(self.id) {
+                let _ = std::os::unix::io::IntoRawFd::into_raw_fd(f);
+            }
+        }
+    }
 }
 
 fn newlines(buf: &[u8]) -> u64 {
@@ -286,13 +437,15 @@ impl Write for CountingFile {
     /// none of it: never an error, so the worker thread goes on draining the queue.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if !self.broken {
-            match self.file.write_all(buf) {
+            match self.file.checked().and_then(|f| f.write_all(buf)) {
                 Ok(()) => {
                     self.lines.fetch_add(newlines(buf), Ordering::Release);
+                    self.whole += buf.len() as u64;
                     return Ok(buf.len());
                 }
                 Err(e) => {
                     self.broken = true;
+                    self.mark_cut(&e);
                     if let Some(hook) = self.on_error.take() {
                         hook(&e);
                     }
@@ -307,7 +460,10 @@ impl Write for CountingFile {
         if self.broken {
             return Ok(());
         }
-        self.file.flush()
+        match self.file.file.as_mut() {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
     }
 }
 
@@ -330,16 +486,19 @@ impl TraceWriter {
     ) -> TraceWriter {
         let written = Arc::new(AtomicU64::new(0));
         let write_failed = Arc::new(AtomicU64::new(0));
+        let seq = Arc::new(AtomicU64::new(0));
         let (sink, guard) = NonBlockingBuilder::default()
             .lossy(true)
             .buffered_lines_limit(QUEUE_LINES)
             .thread_name("seedance-trace")
             .finish(CountingFile {
-                file: file.file,
+                file: Owned::new(file.file, file.path),
                 lines: Arc::clone(&written),
                 failed: Arc::clone(&write_failed),
                 broken: false,
                 on_error: Some(on_error),
+                whole: 0,
+                seq: Arc::clone(&seq),
             });
         let dropped = sink.error_counter();
         TraceWriter {
@@ -351,7 +510,7 @@ impl TraceWriter {
             dropped,
             written,
             serialize_errors: AtomicU64::new(0),
-            seq: AtomicU64::new(0),
+            seq,
             pid: std::process::id(),
             guard: Mutex::new(Some(guard)),
             write_failed,
@@ -550,6 +709,24 @@ mod tests {
             )),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_dangling_symlink_as_the_directory_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        let link = root.path().join("traces");
+        std::os::unix::fs::symlink(root.path().join("gone"), &link).unwrap();
+        let err = TraceFile::create(&link, "h", 1, 2).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} is a symbolic link to {}, which does not exist; create that directory or \
+                 point SEEDANCE_TRACE_DIR at an existing one",
+                link.display(),
+                root.path().join("gone").display()
+            )
+        );
+        assert!(!root.path().join("gone").exists());
     }
 
     /// /dev/full refuses every write with ENOSPC, as a full disk does: the hook hears it

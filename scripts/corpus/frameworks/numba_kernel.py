@@ -1,6 +1,20 @@
 """numba-cuda: a @cuda.jit kernel on device arrays, copies both ways, a pinned host buffer."""
 import numpy as np
-from numba import cuda
+
+# numba-cuda registers an overload of np.row_stack when it first compiles a kernel
+# (numba/cuda/np/arrayobj.py: `if numpy_version >= (2, 0): overload(np.row_stack)(...)`), and
+# NumPy 2.5 removed that alias of np.vstack (deprecated since 2.0): every compile then fails with
+# "AttributeError: module 'numpy' has no attribute 'row_stack'" (numba 0.68, numba-cuda 0.30,
+# the GPU host's image), with or without the shim. The alias is put back before numba loads; the
+# kernel never stacks arrays.
+if not hasattr(np, "row_stack"):
+
+    def row_stack(tup, *, dtype=None, casting="same_kind"):
+        return np.vstack(tup, dtype=dtype, casting=casting)
+
+    np.row_stack = row_stack
+
+from numba import cuda  # noqa: E402 (after the alias above)
 
 
 @cuda.jit

@@ -1,4 +1,4 @@
-/* Rule: CUDA used in a child fork()ed after the parent initialised it (docs/design.md, fact 16).
+/* Rule: CUDA used in a child fork()ed after the parent initialised it (docs/design.md, fact 15).
  *
  *   fork_child after_init   faulty: the parent initialises CUDA (cuInit, its primary context, an
  *                           allocation), forks; the child calls cuInit, cuDeviceGet and cuMemAlloc
@@ -10,7 +10,7 @@
  *                           initialises CUDA itself, allocates, fills and reads back; silent.
  *
  * Also prints what cuDriverGetVersion and cuGetErrorName answer in the child (after_init), which
- * fact 16 does not cover yet. The parent then uses its own context again. Exit 0 unless one of
+ * fact 15 does not cover yet. The parent then uses its own context again. Exit 0 unless one of
  * the parent's calls, or a correct child's, fails. */
 #include <string.h>
 #include <sys/wait.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Rule: CUDA used in a child fork()ed after the parent initialised it, with cuda-python
-(`from cuda.bindings import driver`, cuda-python 13; docs/design.md, fact 16).
+(`from cuda.bindings import driver`, cuda-python 13; docs/design.md, fact 15).
 
   fork_cuda_python.py after_init   faulty: the parent initialises the driver (cuInit, its
                                    primary context, an allocation), then os.fork()s; the

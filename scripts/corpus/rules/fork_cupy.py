@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Rule: CUDA used in a child fork()ed after the parent initialised it, with CuPy
-(docs/design.md, fact 16).
+(docs/design.md, fact 15).
 
   fork_cupy.py after_init   faulty: the parent computes on the GPU with CuPy, then starts a
                             worker with multiprocessing's "fork" method (the Linux default

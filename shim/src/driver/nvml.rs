@@ -158,9 +158,7 @@ where
             }
         }
     };
-    let spawned = std::thread::Builder::new()
-        .name("seedance-nvml".into())
-        .spawn(helper);
+    let spawned = crate::platform::spawn_quiet("seedance-nvml", helper);
     if spawned.is_err() {
         return Ok(work());
     }

@@ -30,7 +30,9 @@ pub use device::{
 };
 pub use limits::{allocation_granularity, func_attribute, mem_get_info, occupancy};
 pub use logs::logs_register;
-pub use stream::{event_create, event_record, stream_busy, stream_synchronize, stream_wait_event};
+pub use stream::{
+    event_create, event_record, stream_busy, stream_flags, stream_synchronize, stream_wait_event,
+};
 /// The host-write guard's queries; it is Linux-only (it reads through `process_vm_readv`).
 #[cfg(target_os = "linux")]
 pub use stream::{event_destroy, event_done, mem_host_alloc, stream_capturing};

@@ -33,6 +33,13 @@ impl Slot {
         self.resolve()
     }
 
+    /// The real function the slot holds now, null if none: never resolves (a look-up could
+    /// load the driver, or take a reference to it, for good: [`libcuda`]).
+    #[inline]
+    pub fn peek(&self) -> *mut c_void {
+        self.ptr.load(Ordering::Acquire)
+    }
+
     #[cold]
     fn resolve(&self) -> *mut c_void {
         let lib = libcuda();
@@ -95,10 +102,12 @@ pub fn once_outside_loader_lock<T>(
     cell.get_or_init(|| v)
 }
 
+/// The handle [`libcuda`] opened, once it has.
+static HANDLE: OnceCell<usize> = OnceCell::new();
+
 /// Handle of the real driver library, or null if none could be loaded (a one-line message
 /// says why, once).
 pub fn libcuda() -> *mut c_void {
-    static HANDLE: OnceCell<usize> = OnceCell::new();
     if let Some(h) = HANDLE.get() {
         return *h as *mut c_void;
     }
@@ -173,11 +182,23 @@ pub fn sibling(anchor: *const c_void, name: &CStr) -> *mut c_void {
     p
 }
 
+/// The real `cuInit` the shim's own queries are anchored to: the one the program looked up
+/// last, or, for a program linked with `-lcuda` whose wrappers resolved from [`libcuda`],
+/// the one there. Null when there is none; never loads anything.
+pub fn anchor() -> *mut c_void {
+    let all = &crate::hooks::ids::slots::ALL;
+    let p = all.cuInit.peek();
+    if p.is_null() && HANDLE.get().is_some_and(|h| *h != 0) {
+        return all.cuInit.get();
+    }
+    p
+}
+
 /// A reference of the shim's own to the driver library that holds the real `cuInit`, taken
 /// with `dlopen(RTLD_NOLOAD)` and given back (`dlclose`) on drop: while it lives, a program
 /// that closes that library (to open another copy) does not unmap it under a thread of the
-/// shim's that queries it (the session record's, `crate::exit::record`). Both steps hold
-/// the fork gate, as the queries do ([`crate::rt::config::hold_fork`]).
+/// shim's that queries it. Both steps hold the fork gate, as the queries do
+/// ([`crate::rt::config::hold_fork`]).
 pub struct HeldDriver {
     handle: *mut c_void,
     /// The real `cuInit` the reference was taken for.
@@ -191,37 +212,115 @@ impl HeldDriver {
     }
 }
 
+/// What [`hold_driver`] found. While it lives, every query the calling thread makes
+/// (`crate::driver::query`) calls into the held library only, by names looked up in it, or,
+/// with none held, calls nothing ([`held_here`]); dropping it gives the reference back and
+/// restores the thread's previous state.
+///
+/// Why a reference per use, and not a handle kept or `dlclose` interposed: a handle kept by
+/// the shim keeps the program's `dlclose` from unloading the driver (its next `dlopen` gets
+/// the old, initialised instance); an interposed `dlclose` learns of the program's close
+/// but cannot make a query already running on another thread safe. A reference taken by
+/// the thread that calls, for the time it calls, is both: the program's `dlclose` then
+/// unloads the library as soon as the shim's work ends, and a library the program already
+/// closed is found gone (nothing, or another object, mapped at the address the program
+/// looked `cuInit` up at) and never called. The cached entry points of the program's own
+/// threads (queries made inside one of the program's driver calls, into the copy it is
+/// calling) are not used under a hold.
+pub struct DriverHold {
+    /// What was found (and, for a library, held).
+    pub found: Found,
+    _scope: Scope,
+}
+
 /// What [`hold_driver`] found.
-pub enum DriverHold {
-    /// No driver was looked up or loaded (the cuInit slot is empty): the queries find none.
+pub enum Found {
+    /// No driver was looked up or loaded (no real `cuInit`): the queries find none.
     NoDriver,
-    /// The library the cuInit slot points into, held until this value is dropped.
+    /// The library the cuInit slot points into, held until the [`DriverHold`] is dropped.
     Held(HeldDriver),
     /// The slot points at an address where no driver library is mapped any more: the
     /// program closed it. Its entry points must not be called.
     Gone,
 }
 
+impl DriverHold {
+    fn new(found: Found, state: usize) -> DriverHold {
+        DriverHold {
+            found,
+            _scope: Scope::enter(state),
+        }
+    }
+}
+
+/// The calling thread's query state while a [`DriverHold`] lives; restores the previous one
+/// when dropped.
+pub struct Scope(usize);
+
+impl Scope {
+    fn enter(state: usize) -> Scope {
+        Scope(HERE.try_with(|h| h.replace(state)).unwrap_or(NOTHING))
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        let _ = HERE.try_with(|h| h.set(self.0));
+    }
+}
+
+/// [`HERE`]'s value outside any hold: queries use the shared cache.
+const NOTHING: usize = 0;
+/// [`HERE`]'s value under a hold that found no driver: queries call nothing.
+const NONE_HELD: usize = 1;
+
+thread_local! {
+    /// What the calling thread's queries may call: [`NOTHING`], [`NONE_HELD`], or the handle
+    /// of the library a [`DriverHold`] holds.
+    static HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(NOTHING) };
+}
+
+/// Where the calling thread's queries look their entry points up.
+pub enum Here {
+    /// Not under a hold: the shared cache (the program's own threads, inside its driver calls).
+    Anywhere,
+    /// Under a hold that found no driver: nowhere.
+    Nowhere,
+    /// Under a hold: in this library only.
+    In(*mut c_void),
+}
+
+/// See [`Here`].
+pub fn held_here() -> Here {
+    match HERE.try_with(std::cell::Cell::get).unwrap_or(NONE_HELD) {
+        NOTHING => Here::Anywhere,
+        NONE_HELD => Here::Nowhere,
+        h => Here::In(h as *mut c_void),
+    }
+}
+
 /// Takes a reference to the driver library the shim's queries call into (the one that holds
-/// the real `cuInit`). The object found at the slot's address must still export `cuInit`:
-/// an address where the program's `dlclose` left nothing, or where another library took
-/// the range, is [`DriverHold::Gone`].
+/// the real `cuInit`), for the calling thread's queries until the value is dropped. The
+/// object found at the anchor's address must still export `cuInit`: an address where the
+/// program's `dlclose` left nothing, or where another library took the range, is
+/// [`DriverHold::Gone`]. For every call the shim makes outside the program's own driver
+/// calls: the session record's thread, the metrics thread, the exit.
 pub fn hold_driver() -> DriverHold {
-    let anchor = crate::hooks::ids::slots::ALL.cuInit.get();
+    let anchor = anchor();
     if anchor.is_null() {
-        return DriverHold::NoDriver;
+        return DriverHold::new(Found::NoDriver, NONE_HELD);
     }
     let _fork = crate::rt::config::hold_fork();
     let h = platform::handle_of(anchor);
     if h.is_null() {
-        return DriverHold::Gone;
+        return DriverHold::new(Found::Gone, NONE_HELD);
     }
     if platform::lookup(h, c"cuInit").is_null() {
         // SAFETY: h came from dlopen(RTLD_NOLOAD), which took a reference we give back.
         unsafe { libc::dlclose(h) };
-        return DriverHold::Gone;
+        return DriverHold::new(Found::Gone, NONE_HELD);
     }
-    DriverHold::Held(HeldDriver { handle: h, anchor })
+    DriverHold::new(Found::Held(HeldDriver { handle: h, anchor }), h as usize)
 }
 
 impl Drop for HeldDriver {

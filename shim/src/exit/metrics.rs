@@ -59,13 +59,17 @@ pub fn start() {
     }
     STARTED.get_or_init(|| {
         let every = Duration::from_secs(cfg.metrics_interval_secs);
-        let _ = std::thread::Builder::new()
-            .name("seedance-metrics".into())
-            .spawn(move || loop {
-                std::thread::sleep(every);
-                if let Some(s) = super::summary::current() {
-                    let _ = std::panic::catch_unwind(|| write(&s));
-                }
-            });
+        let _ = crate::platform::spawn_quiet("seedance-metrics", move || loop {
+            std::thread::sleep(every);
+            // The summary's figures query the driver: only the copy held now, on this
+            // thread of the shim's own (crate::driver::real::hold_driver).
+            let s = {
+                let _driver = crate::driver::real::hold_driver();
+                super::summary::current()
+            };
+            if let Some(s) = s {
+                let _ = std::panic::catch_unwind(|| write(&s));
+            }
+        });
     });
 }

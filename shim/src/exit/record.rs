@@ -6,6 +6,7 @@ use crate::rt::{config, output};
 use seedance_cuda::CUresult;
 use seedance_trace::{DeviceInfo, SessionStart};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// Runs after every `cuInit` (the `after` hook of its wrapper, also when no driver could be
 /// loaded: `crate::driver::missing`): the session record, then, after the first success,
@@ -43,11 +44,7 @@ fn on_init(_r: CUresult) {
             }
         });
     };
-    if std::thread::Builder::new()
-        .name("seedance-init".into())
-        .spawn(start)
-        .is_err()
-    {
+    if crate::platform::spawn_quiet("seedance-init", start).is_err() {
         start();
     }
 }
@@ -55,10 +52,39 @@ fn on_init(_r: CUresult) {
 /// Set once the session record's thread has been started by the first `cuInit`.
 static INIT_STARTED: AtomicBool = AtomicBool::new(false);
 
+/// Set when the exit gave up waiting for the session record ([`settle`]).
+static ABANDONED: AtomicBool = AtomicBool::new(false);
+
+/// Whether the exit gave up waiting for the session record: its thread is stuck (most
+/// likely on a lock of the driver's that the exiting thread itself holds, interrupted
+/// inside a driver call by a signal handler that called `exit`). The exit then neither
+/// touches the trace (its start waits for that thread) nor calls the driver.
+pub fn abandoned() -> bool {
+    ABANDONED.load(Ordering::Acquire)
+}
+
+/// Longest the exit waits for the session record's thread beyond NVML's own bound
+/// (`SEEDANCE_NVML_TIMEOUT`, which the record already respects): its device queries take
+/// microseconds natively (about 21 ms with NVML on an H200, driver 580.159).
+const RECORD_MARGIN: Duration = Duration::from_millis(1000);
+
 /// Waits for the session record, if the first `cuInit` started one. Called from the
 /// library's `.fini_array` entry, while libcuda and libnvidia-ml are still initialised.
+///
+/// The wait is bounded: the exit may come from a signal handler that interrupted the
+/// program inside the driver, holding a lock the record's thread waits for. Past
+/// `SEEDANCE_NVML_TIMEOUT` plus [`RECORD_MARGIN`] the record is given up ([`abandoned`]).
 pub fn settle() {
     if INIT_STARTED.load(Ordering::Acquire) && !config::forked() {
+        let limit = Duration::from_millis(config::get().nvml_timeout_ms) + RECORD_MARGIN;
+        let deadline = Instant::now() + limit;
+        while !output::trace_begun() {
+            if Instant::now() >= deadline {
+                ABANDONED.store(true, Ordering::Release);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let _ = std::panic::catch_unwind(|| {
             if let Some(w) = output::start_trace(session_start) {
                 output::flush_pending(w);
@@ -70,12 +96,13 @@ pub fn settle() {
 /// The trace's first record: the shim, the program, the host `host`, the driver and the
 /// visible devices (with the topology when there are any).
 ///
-/// The driver library is held for the queries ([`real::hold_driver`]): the program may
-/// close it meanwhile. If it already did, and has not looked the driver up again, the
+/// The driver library is held for the queries ([`real::hold_driver`]), which call into that
+/// copy only, by names looked up in it: the program may close it, or open and close
+/// another, meanwhile. If it already closed it, and has not looked the driver up again, the
 /// record names no driver and no devices rather than calling into an unmapped copy.
 pub(super) fn session_start(host: String) -> SessionStart {
     let held = real::hold_driver();
-    let gone = matches!(held, real::DriverHold::Gone);
+    let gone = matches!(held.found, real::Found::Gone);
     let devices = if gone { Vec::new() } else { query::devices() };
     SessionStart {
         shim_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -86,8 +113,8 @@ pub(super) fn session_start(host: String) -> SessionStart {
         argv: program_arguments(),
         hostname: Some(host),
         driver_version: if gone { None } else { query::driver_version() },
-        libcuda_path: match &held {
-            real::DriverHold::Held(d) => d.path(),
+        libcuda_path: match &held.found {
+            real::Found::Held(d) => d.path(),
             _ => None,
         },
         // At most MAX_SHOWN bytes of each, as in the messages: a hostile value must not

@@ -41,7 +41,7 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
                 FunctionStats {
                     calls: c.calls,
                     errors: c.errors,
-                    errors_by_result: BTreeMap::new(),
+                    ..FunctionStats::default()
                 },
             );
         }
@@ -56,6 +56,16 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
         };
         let stats = functions.entry(id.name().to_string()).or_default();
         *stats.errors_by_result.entry(key).or_insert(0) += n;
+    }
+    for ((fid, code), n) in crate::rt::deferred::recovered_counts() {
+        let Some(id) = HookId::ALL.get(fid) else {
+            continue;
+        };
+        let key = CUresult(code)
+            .name()
+            .map_or_else(|| code.to_string(), str::to_string);
+        let stats = functions.entry(id.name().to_string()).or_default();
+        *stats.recovered_by_result.entry(key).or_insert(0) += n;
     }
     let mut repairs = crate::faults::devices::repairs();
     repairs.extend(crate::faults::lifetime::report::repairs());

@@ -1,7 +1,7 @@
 //! A driver call that failed in a child `fork()`ed after CUDA was initialised.
 //!
 //! On driver 580.159 every call in such a child returns `CUDA_ERROR_NOT_INITIALIZED` (3),
-//! `cuInit` included (docs/design.md, fact 16); only PyTorch says why. The child's first
+//! `cuInit` included (docs/design.md, fact 15); only PyTorch says why. The child's first
 //! call that fails with 3 is explained once: one stderr line naming the call, the pids, the
 //! cause and the fix, and, when traces are written, a trace of the child's own with a
 //! `session_start` and a `lifetime_fault` of kind `forked_after_init`.
@@ -9,13 +9,14 @@
 //! A forked child has only the forking thread: the trace writer's thread is gone, and a
 //! lock another thread held at the fork stays held. So nothing here takes a lock of the
 //! parent's state: the configuration is read only if it was read before the fork
-//! ([`config::read_already`]), the line goes to stderr with `write(2)`
-//! ([`platform::write_stderr_raw`]), and the trace is a new file written at once on this
-//! thread ([`seedance_trace::direct`]). Nothing else changes: the child still forwards only.
+//! ([`config::read_already`]), the line goes to stderr with `write(2)` through
+//! [`crate::rt::fd2`] (lock-free once the configuration has been read: descriptor 2's
+//! identity was noted then), and the trace is a new file written at once on this thread
+//! ([`seedance_trace::direct`]). Nothing else changes: the child still forwards only.
 
 use crate::hooks::ids::HookId;
 use crate::platform;
-use crate::rt::{config, lineage, output};
+use crate::rt::{config, fd2, lineage, output};
 use seedance_core::fork::Lineage;
 use seedance_cuda::CUresult;
 use seedance_trace::{Event, LifetimeFault, SessionStart};
@@ -41,7 +42,7 @@ fn explain(id: HookId, r: CUresult, lineage: Lineage) {
     let explanation = seedance_core::fork::explanation(lineage);
     if !cfg.quiet {
         let line = output::fault_line(id, r.name(), r, &explanation);
-        platform::write_stderr_raw(format!("seedance: {line}\n").as_bytes());
+        fd2::write_line(&line);
     }
     let Some(dir) = cfg.trace_dir.as_ref() else {
         return;
@@ -61,7 +62,7 @@ fn explain(id: HookId, r: CUresult, lineage: Lineage) {
                 .map_err(|e| e.to_string())
         });
     if let (Err(e), false) = (written, cfg.quiet) {
-        platform::write_stderr_raw(format!("seedance: no trace will be written: {e}\n").as_bytes());
+        fd2::write_line(&format!("no trace will be written: {e}"));
     }
 }
 

@@ -14,6 +14,12 @@
 //! (two loads otherwise), and then lock the shards of the streams and ranges
 //! concerned; the list of orderings between different streams only when one exists.
 //!
+//! The legacy default stream's implicit synchronisation with the blocking streams
+//! (docs/design.md, "The legacy default stream") is followed through the copy and record
+//! hooks (work on stream 0 is a barrier), the synchronous copies and memsets
+//! (`hazard/legacy.rs`) and the synchronisations; a stream's flags come from its creation,
+//! or from the driver once (`cuStreamGetFlags`) for a stream the shim did not see made.
+//!
 //! In `fix` mode a hazard is repaired before the second copy reaches the driver: the shim
 //! records its own event (one per context, made with `CU_EVENT_DISABLE_TIMING`) on the
 //! first copy's stream and makes the second copy's stream wait for it
@@ -23,16 +29,19 @@
 //! time (`repairs.order_pinned_copies` in the exit summary).
 
 mod copy2d;
+mod entry;
+mod legacy;
 mod local;
 mod order;
 mod report;
 mod who;
 
 pub use copy2d::{ok_copy_2d, pre_copy_2d};
+pub use entry::{pre_copy, pre_copy_dtoh, pre_copy_htod};
+pub use legacy::{sync_device, sync_host, sync_memset};
 
 use crate::hooks::ids::HookId;
 use crate::rt::config;
-use libc::c_void;
 use local::{unless_known_miss, Local, NEXT};
 use once_cell::sync::Lazy;
 use order::order;
@@ -40,13 +49,24 @@ use report::report;
 use seedance_core::hazard::shared::Shared;
 use seedance_core::hazard::{Access, Direction, Range};
 use seedance_core::work;
-use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream};
+use seedance_cuda::{CUevent, CUstream};
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use who::{caller, Who};
 
-static TABLE: Lazy<Shared> = Lazy::new(Shared::new);
+static TABLE: Lazy<Shared> = Lazy::new(|| {
+    let t = Shared::new();
+    t.set_flags_source(ask_flags);
+    t
+});
+
+/// The flags of a stream the shim did not see made, asked of the driver
+/// (`cuStreamGetFlags`); `None` when it cannot answer (the stream then counts as blocking,
+/// which only orders more: unknown means silent).
+fn ask_flags(handle: u64) -> Option<u32> {
+    crate::driver::query::stream_flags(handle as CUstream).ok()
+}
 
 /// Lowest first byte and highest end of the pinned ranges ever made (a range freed later
 /// leaves the box as it was; an empty table resets it).
@@ -146,6 +166,7 @@ fn access(who: Who, dir: Direction, addr: u64, bytes: u64, stream: CUstream, lo:
         bytes,
         range_lo: lo,
         seq: 0,
+        epoch: 0,
     }
 }
 
@@ -235,64 +256,6 @@ fn after_copy(l: &mut Local) {
             };
         }
     }
-}
-
-/// Before `cuMemcpyHtoDAsync_v2(_ptsz)`: `None` (the copy always goes ahead).
-///
-/// # Safety
-/// None: the addresses are only compared.
-#[inline(always)]
-pub unsafe fn pre_copy_htod(
-    id: HookId,
-    src: *const c_void,
-    bytes: usize,
-    stream: CUstream,
-) -> Option<CUresult> {
-    if maybe_pinned(src as u64) && on() {
-        check_copy(id, &[(src as u64, Direction::Read)], bytes as u64, stream);
-    }
-    None
-}
-
-/// Before `cuMemcpyDtoHAsync_v2(_ptsz)`.
-///
-/// # Safety
-/// None: the addresses are only compared.
-#[inline(always)]
-pub unsafe fn pre_copy_dtoh(
-    id: HookId,
-    dst: *mut c_void,
-    bytes: usize,
-    stream: CUstream,
-) -> Option<CUresult> {
-    if maybe_pinned(dst as u64) && on() {
-        check_copy(id, &[(dst as u64, Direction::Write)], bytes as u64, stream);
-    }
-    None
-}
-
-/// Before `cuMemcpyAsync(_ptsz)`: either side may be pinned host memory (the range table
-/// decides; a pointer it does not know is not tracked).
-///
-/// # Safety
-/// None: the addresses are only compared.
-#[inline(always)]
-pub unsafe fn pre_copy(
-    id: HookId,
-    dst: CUdeviceptr,
-    src: CUdeviceptr,
-    bytes: usize,
-    stream: CUstream,
-) -> Option<CUresult> {
-    if (maybe_pinned(src) || maybe_pinned(dst)) && on() {
-        check_copy(
-            id,
-            &[(src, Direction::Read), (dst, Direction::Write)],
-            bytes as u64,
-            stream,
-        );
-    }
-    None
 }
 
 /// After a successful asynchronous copy with host side(s) `a` and `b` (the same address

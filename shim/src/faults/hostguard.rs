@@ -71,6 +71,26 @@ struct Slot {
     watch: Option<Digest>,
 }
 
+impl Slot {
+    /// What a report needs of this slot (no event, staging buffer or digest: those stay
+    /// with the slot).
+    fn report_copy(&self) -> Slot {
+        Slot {
+            function: self.function,
+            key: self.key,
+            stream: self.stream,
+            ctx: self.ctx,
+            tid: self.tid,
+            src: self.src,
+            bytes: self.bytes,
+            range: self.range.clone(),
+            event: None,
+            staging: self.staging,
+            watch: None,
+        }
+    }
+}
+
 static TABLE: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
 /// Slots in use or being prepared (a relaxed filter for the completion hooks).
 static USED: AtomicUsize = AtomicUsize::new(0);
@@ -280,33 +300,51 @@ pub fn completed() {
     }
 }
 
+/// A slot taken from the table: whether its completion is known, and the first changed
+/// chunk (address, bytes) its judgement found.
+type Judged = (Slot, bool, Option<(u64, u64)>);
+
+/// Judges every watched copy that completed. The judgement (the driver's answer, then the
+/// comparison of the program's bytes) is made under the table's lock, per copy: a thread
+/// whose synchronisation finds its own copy already taken by another thread's waits for
+/// that judgement before it returns to the program, so its next write into the buffer can
+/// never be compared against the copy it already saw complete. Reports are made after the
+/// lock is released.
 fn poll() {
-    let finished: Vec<(Slot, Option<bool>)> = {
+    let finished: Vec<Judged> = {
         let mut t = TABLE.lock();
         let mut out = Vec::new();
         let mut i = 0;
         while i < t.len() {
             match done(&t[i]) {
                 Some(false) => i += 1,
-                d => out.push((t.swap_remove(i), d)),
+                d => {
+                    let mut s = t.swap_remove(i);
+                    let known = d == Some(true);
+                    let changed = if known { judge(&mut s) } else { None };
+                    out.push((s, known, changed));
+                }
             }
         }
         out
     };
-    for (s, d) in finished {
-        finish(s, d == Some(true));
+    for (s, known, changed) in finished {
+        if let Some(changed) = changed {
+            report_write(&s, changed);
+        }
+        finish(s, known);
     }
 }
 
-/// A slot whose copy completed (`known`), or whose completion the driver cannot tell.
-fn finish(mut s: Slot, known: bool) {
-    if known {
-        compare(&mut s);
-        if let Some(p) = s.staging {
+/// A slot whose copy completed (`known`, already judged), or whose completion the driver
+/// cannot tell: its resources go back.
+fn finish(s: Slot, known: bool) {
+    if let Some(p) = s.staging {
+        if known {
             pool::give(p);
+        } else {
+            pool::lose(p);
         }
-    } else if let Some(p) = s.staging {
-        pool::lose(p);
     }
     if let Some(e) = s.event {
         let _ = query::event_destroy(e as CUevent);
@@ -314,23 +352,28 @@ fn finish(mut s: Slot, known: bool) {
     USED.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Compares the program's bytes with the digest at submission (once: the watch ends).
-fn compare(s: &mut Slot) {
-    let Some(d) = s.watch.take() else {
-        return;
-    };
-    if let Some(Some((off, len))) = digest::first_difference(s.src, &d) {
-        report::host_write(&report::Write {
-            function: s.function,
-            key: s.key,
-            tid: s.tid,
-            src: s.src,
-            bytes: s.bytes,
-            range: &s.range,
-            changed: (s.src + off, len),
-            snapshot: s.staging.is_some(),
-        });
+/// Compares the program's bytes with the digest at submission (once: the watch ends);
+/// the first changed chunk (address, bytes) if they differ.
+fn judge(s: &mut Slot) -> Option<(u64, u64)> {
+    let d = s.watch.take()?;
+    match digest::first_difference(s.src, &d) {
+        Some(Some((off, len))) => Some((s.src + off, len)),
+        _ => None,
     }
+}
+
+/// Reports the host write found in slot `s`'s source (`changed`: address, bytes).
+fn report_write(s: &Slot, changed: (u64, u64)) {
+    report::host_write(&report::Write {
+        function: s.function,
+        key: s.key,
+        tid: s.tid,
+        src: s.src,
+        bytes: s.bytes,
+        range: &s.range,
+        changed,
+        snapshot: s.staging.is_some(),
+    });
 }
 
 /// Stops watching the program's bytes of every slot `hit` selects (compared first).
@@ -339,9 +382,15 @@ fn release_where(hit: impl Fn(&Slot) -> bool) {
         return;
     }
     cold(|| {
-        let mut t = TABLE.lock();
-        for s in t.iter_mut().filter(|s| s.watch.is_some() && hit(s)) {
-            compare(s);
+        let found: Vec<(Slot, (u64, u64))> = {
+            let mut t = TABLE.lock();
+            t.iter_mut()
+                .filter(|s| s.watch.is_some() && hit(s))
+                .filter_map(|s| judge(s).map(|c| (s.report_copy(), c)))
+                .collect()
+        };
+        for (s, changed) in found {
+            report_write(&s, changed);
         }
     });
 }

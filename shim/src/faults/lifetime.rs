@@ -46,7 +46,7 @@ use libc::{c_uint, c_void};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use seedance_core::lifetime::{
-    describe_end, exit_paragraph, explain_dead_handle, explain_dead_handle_not_forwarded,
+    describe_end, exit_line, explain_dead_handle, explain_dead_handle_not_forwarded,
     explain_device_in_use, explain_pending_at_end, explain_pinned_in_use,
     explain_pinned_release_waited, Context, EndKind, ExitFindings, HandleKind, Leak, Pending,
     Pinned, PinnedKind, Site, StreamWork, Tracker,

@@ -27,16 +27,6 @@ const KNOWN_GAPS: &[&str] = &[
     "cuMemDiscardBatchAsync",
     "cuMemPrefetchAsync",
     "cuMemPrefetchBatchAsync",
-    "cuMemcpy",
-    "cuMemcpy2DUnaligned",
-    "cuMemcpy3D",
-    "cuMemcpy3DPeer",
-    "cuMemcpyDtoD",
-    "cuMemcpyDtoH",
-    "cuMemcpyHtoD",
-    "cuMemcpyPeer",
-    "cuMemsetD2D8",
-    "cuMemsetD8",
     "cuStreamAttachMemAsync",
 ];
 

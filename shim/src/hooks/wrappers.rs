@@ -7,7 +7,7 @@ use crate::exit::record;
 use crate::faults::{alloc, capture, devices, hazard, hostguard, launch, lifetime};
 use crate::hooks::ids::{slots, HookId};
 use crate::rt::args::ArgVal;
-use crate::rt::{config, output};
+use crate::rt::{config, deferred, output};
 use libc::{c_int, c_uchar, c_uint, c_ushort, c_void};
 use seedance_cuda::*;
 
@@ -176,7 +176,8 @@ macro_rules! wrappers {
                     hostguard::submitted(r);
                     let $sarg = program_source;
                 )?
-                if config::active() {
+                let switches = config::switches();
+                if switches & config::sw::ACTIVE != 0 {
                     if r.0 != 0 {
                         // SAFETY: the program's own arguments and the driver function.
                         return unsafe { failed($($arg,)* f, r) };
@@ -184,6 +185,11 @@ macro_rules! wrappers {
                     count_call!(HookId::$sym, r, ($($count)?));
                     // SAFETY: the program's own arguments, which the driver just accepted.
                     unsafe { settled($($arg,)* r) };
+                    // A failure of this thread may wait for this call (`crate::rt::deferred`):
+                    // one bit of the word already loaded.
+                    if switches & config::sw::DEFERRED != 0 {
+                        deferred::after_success(HookId::$sym);
+                    }
                 } else if r.0 == 3 && config::forked() {
                     // CUDA_ERROR_NOT_INITIALIZED in a forked child: explained once when the
                     // parent had initialised CUDA before the fork.
@@ -218,6 +224,9 @@ macro_rules! wrappers {
                 #[allow(clippy::too_many_arguments)] // the driver function's, plus two
                 unsafe fn failed($($arg: $ty,)* f: Real, mut r: CUresult) -> CUresult {
                     count_call!(HookId::$sym, r, ($($count)?));
+                    if config::switches_now() & config::sw::DEFERRED != 0 {
+                        deferred::before_failure(HookId::$sym, r.0);
+                    }
                     if r == CUresult::CUDA_ERROR_DEINITIALIZED {
                         lifetime::exit::after_deinit(HookId::$sym);
                     }

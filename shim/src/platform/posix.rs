@@ -120,17 +120,37 @@ pub fn on_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern 
     unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
 }
 
-/// Writes `bytes` to standard error with `write(2)` directly, not through the Rust
-/// standard library's `Stderr`, whose lock another thread may have held when the process
-/// forked (for a forked child, where that thread is gone). Short writes are continued;
-/// an error gives up (the line is lost, the program goes on).
-pub fn write_stderr_raw(mut bytes: &[u8]) {
-    while !bytes.is_empty() {
-        // SAFETY: a valid buffer of `bytes.len()` bytes; fd 2 is the program's stderr,
-        // where every line of the shim goes.
-        let n = unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
+/// What a file descriptor refers to: the device and inode of its open file (`fstat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdIdentity {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+/// The identity of descriptor `fd`, `None` when it is not open.
+pub fn fd_identity(fd: c_int) -> Option<FdIdentity> {
+    // SAFETY: stat is plain data; zeroed is a valid initial value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat only writes st; a closed fd gives EBADF.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some(FdIdentity {
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+    })
+}
+
+/// Writes all of `buf` to `fd` (retrying after a signal or a short write); gives up on any
+/// other error.
+pub fn write_fd(fd: c_int, mut buf: &[u8]) {
+    while !buf.is_empty() {
+        // SAFETY: buf is a valid slice for its length; write only reads it.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
         if n > 0 {
-            bytes = &bytes[n as usize..];
+            buf = &buf[n as usize..];
         } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
         {
             continue;
@@ -138,4 +158,52 @@ pub fn write_stderr_raw(mut bytes: &[u8]) {
             return;
         }
     }
+}
+
+/// Every signal blocked in the calling thread until dropped, then its mask put back as it
+/// was. A thread created meanwhile inherits the full mask (pthread_create(3)), so it blocks
+/// every signal from its first instruction: the program's handlers never run on a thread of
+/// the shim's, and a signal sent to the process goes to one of the program's own threads,
+/// as without the shim. (glibc keeps its own internal signals, cancellation and `setxid`,
+/// deliverable whatever the mask asks.)
+pub struct SignalsBlocked(libc::sigset_t);
+
+impl SignalsBlocked {
+    /// Blocks every signal in the calling thread.
+    pub fn new() -> SignalsBlocked {
+        // SAFETY: sigset_t is plain data; both sets are initialised by sigfillset /
+        // pthread_sigmask before use.
+        let (mut all, mut old): (libc::sigset_t, libc::sigset_t) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        // SAFETY: valid pointers to sigset_t values owned here.
+        unsafe {
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        }
+        SignalsBlocked(old)
+    }
+}
+
+impl Default for SignalsBlocked {
+    fn default() -> SignalsBlocked {
+        SignalsBlocked::new()
+    }
+}
+
+impl Drop for SignalsBlocked {
+    fn drop(&mut self) {
+        // SAFETY: self.0 is the mask pthread_sigmask returned in new().
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// Starts a thread of the shim's own, named `name`, that blocks every signal from its first
+/// instruction ([`SignalsBlocked`] around the spawn). Every thread the shim starts goes
+/// through here (the trace writer's, started by a library, under [`SignalsBlocked`]).
+pub fn spawn_quiet<F>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    let _blocked = SignalsBlocked::new();
+    std::thread::Builder::new().name(name.into()).spawn(f)
 }

@@ -38,6 +38,10 @@ pub mod sw {
     /// host-to-device copies from pinned memory are digested at submission and compared at
     /// completion, and in `fix` mode sent from a snapshot (`shim/src/faults/hostguard.rs`).
     pub const HOST_GUARD: u32 = 1 << 9;
+    /// Some thread has a failure whose stderr line waits for what the program does next
+    /// (`crate::rt::deferred`): a successful call looks at its thread's pending failure.
+    /// Set and cleared while running, by that module only.
+    pub const DEFERRED: u32 = 1 << 10;
 }
 
 /// The configuration word: every switch a wrapper reads ([`sw`]), in one atomic, so that
@@ -74,7 +78,8 @@ pub fn switches_now() -> u32 {
     word().load(Ordering::Relaxed)
 }
 
-/// Sets `bit` (only [`sw::ANY_DEAD`] changes after start-up). Not in a forked child.
+/// Sets `bit` (only [`sw::ANY_DEAD`] changes after start-up, and [`sw::DEFERRED`], which
+/// `crate::rt::deferred` sets and clears itself). Not in a forked child.
 pub fn set_switch(bit: u32) {
     let _ = word().fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
         (w & sw::FORKED == 0).then_some(w | bit)
@@ -118,6 +123,7 @@ pub fn get() -> &'static Config {
         // steer the shim: every SEEDANCE_* variable is ignored (no trace, no library path
         // override), as the dynamic loader itself ignores LD_LIBRARY_PATH there.
         crate::rt::guard::install_panic_hook(quiet_now);
+        crate::rt::fd2::remember();
         let raw = if platform::secure_execution() {
             RawConfig::default()
         } else if let Some(env) = platform::environment_before_libc_init() {
@@ -130,7 +136,7 @@ pub fn get() -> &'static Config {
         let (cfg, warnings) = Config::from_raw(&raw);
         let _cancel = crate::rt::guard::NoCancel::new();
         for w in &warnings {
-            eprintln!("seedance: {w}");
+            crate::rt::fd2::write_line(w);
         }
         let (selectors, warnings) = cfg
             .exclude_devices
@@ -138,13 +144,13 @@ pub fn get() -> &'static Config {
             .map(seedance_topology::explain::parse_exclusions)
             .unwrap_or_default();
         for w in &warnings {
-            eprintln!("seedance: {w}");
+            crate::rt::fd2::write_line(w);
         }
         let _ = EXCLUSIONS.set(selectors);
         if cfg.host_guard && !cfg!(target_os = "linux") && !cfg.quiet {
             // The guard reads the program's memory through Linux's `process_vm_readv`
             // (`shim/src/faults/hostguard_other.rs`).
-            eprintln!("seedance: SEEDANCE_HOST_GUARD: only available on Linux; guard off");
+            crate::rt::fd2::write_line("SEEDANCE_HOST_GUARD: only available on Linux; guard off");
         }
         let w = word_of(&cfg);
         word().fetch_or(w, Ordering::Release);

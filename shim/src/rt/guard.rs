@@ -43,10 +43,10 @@ pub fn install_panic_hook(quiet: fn() -> bool) {
                 .map(|l| format!(" at {}:{}", l.file(), l.line()))
                 .unwrap_or_default();
             let _cancel = NoCancel::new();
-            eprintln!(
-                "seedance: internal error ({msg}{at}); the call kept the driver's result and \
-                 the program goes on; later internal errors are not shown. Please report it"
-            );
+            crate::rt::fd2::write_line(&format!(
+                "internal error ({msg}{at}); the call kept the driver's result and the \
+                 program goes on; later internal errors are not shown. Please report it"
+            ));
         }));
     });
 }
@@ -105,6 +105,13 @@ pub fn enter() -> Option<Inside> {
             mark: false,
         }),
     }
+}
+
+/// Whether the calling thread is inside the shim's own work ([`enter`]): code that runs at
+/// exit asks, because an `exit` called from a signal handler that interrupted that work
+/// must not take the locks it may hold. Marks nothing.
+pub fn inside() -> bool {
+    INSIDE.try_with(std::cell::Cell::get).unwrap_or(false)
 }
 
 /// See [`enter`]: clears the mark and restores the cancellation state when dropped.

@@ -1,6 +1,6 @@
 //! Where a forked child comes from: which process initialised CUDA before the fork, and
 //! which process forked. In a child forked after a `cuInit` the shim saw succeed, every
-//! driver call returns `CUDA_ERROR_NOT_INITIALIZED` (docs/design.md, fact 16); the first one
+//! driver call returns `CUDA_ERROR_NOT_INITIALIZED` (docs/design.md, fact 15); the first one
 //! that does is explained once ([`take`], `crate::faults::forked`).
 //!
 //! Plain atomics only: the `pthread_atfork` handlers ([`crate::rt::config`]) write them, and

@@ -111,7 +111,9 @@ pub fn say_checked_fault(
 }
 
 /// Reports a failed call: counted by result, an event in the trace, and one stderr line per
-/// distinct (function, result). Never panics into the caller.
+/// distinct (function, result); for the allocation and creation calls of
+/// [`crate::rt::deferred`], that line only if the program does not recover (the record is
+/// written at once either way). Never panics into the caller.
 #[cold]
 #[inline(never)]
 pub fn failed(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
@@ -127,7 +129,7 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
     crate::rt::guard::test_panic("call_failed");
     let st = state();
     let first = st.tally.add(id as usize, r.0);
-    if first && announce(id, r) {
+    let line = |id: HookId, r: CUresult| {
         let shown: Vec<String> = args
             .iter()
             .map(|(k, v)| format!("{k}={}", v.to_json()))
@@ -136,23 +138,36 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
             Some(i) => format!("{} ({}): {}", i.name, i.code, i.description),
             None => format!("{} (not in the CUDA 13.0 table)", r.0),
         };
-        say(&format!(
+        format!(
             "{}({}) returned {what}",
             id.name(),
             shown.join(", ").replace('"', "")
-        ));
+        )
+    };
+    let stub = || {
+        let path = platform::object_of(slots::ALL.cuInit.get())
+            .and_then(|o| o.path)
+            .unwrap_or_default();
+        format!(
+            "the libcuda in use ({path}) is the CUDA toolkit's stub library, not the \
+             NVIDIA driver: put the driver's libcuda.so.1 first on the library path, \
+             or set SEEDANCE_LIBCUDA to it"
+        )
+    };
+    if crate::rt::deferred::defers(id) {
+        // Said only if the program gives up (`crate::rt::deferred`); the record below is
+        // written now either way.
+        let announced = announce(id, r);
+        crate::rt::deferred::failed(
+            id,
+            r.0,
+            announced.then(|| line(id, r)),
+            (announced && r == CUresult::CUDA_ERROR_STUB_LIBRARY).then(stub),
+        );
+    } else if first && announce(id, r) {
+        say(&line(id, r));
         if r == CUresult::CUDA_ERROR_STUB_LIBRARY {
-            let path = platform::object_of(slots::ALL.cuInit.get())
-                .and_then(|o| o.path)
-                .unwrap_or_default();
-            say_once(
-                "stub",
-                &format!(
-                    "the libcuda in use ({path}) is the CUDA toolkit's stub library, not the \
-                     NVIDIA driver: put the driver's libcuda.so.1 first on the library path, \
-                     or set SEEDANCE_LIBCUDA to it"
-                ),
-            );
+            say_once("stub", &stub());
         }
     }
     let result_name = if id == HookId::cudaSetDevice {
@@ -320,7 +335,9 @@ pub fn start_trace(record: impl FnOnce(String) -> SessionStart) -> Option<&'stat
             let host = hostname().unwrap_or_else(|| "unknown".into());
             match TraceFile::create(dir, &host, std::process::id(), st.start_ns) {
                 Ok(file) => {
-                    let path = file.path.display().to_string();
+                    let path = seedance_trace::writer::shown(&file.path);
+                    // The writer's thread is started inside: it blocks every signal.
+                    let blocked = platform::SignalsBlocked::new();
                     let w = TraceWriter::start_with_limit(
                         file,
                         Box::new(move |e| {
@@ -331,6 +348,7 @@ pub fn start_trace(record: impl FnOnce(String) -> SessionStart) -> Option<&'stat
                         }),
                         config::get().trace_max_bytes,
                     );
+                    drop(blocked);
                     w.emit(
                         platform::thread_id(),
                         Event::SessionStart(Box::new(record(host))),

@@ -1,7 +1,7 @@
 //! The shim's lines on the program's stderr: [`say`], and [`say_once`], the one
 //! deduplication of repeated messages (by key, once per process). Below everything that
-//! reports (the driver's loading included), so it imports only the configuration and the
-//! guard.
+//! reports (the driver's loading included), so it imports only the configuration, the guard
+//! and [`crate::rt::fd2`], which decides whether descriptor 2 may be written at all.
 //!
 //! It also keeps the session's clock ([`began`]): the moment the shim first reported
 //! anything (a line said once, a failure, an event, the first `cuInit`), from which the exit
@@ -34,7 +34,7 @@ pub fn say(msg: &str) {
         // `write` is a cancellation point: a thread with a pending cancel must not be
         // unwound from inside the shim (`guard::NoCancel`).
         let _cancel = crate::rt::guard::NoCancel::new();
-        eprintln!("seedance: {msg}");
+        crate::rt::fd2::write_line(msg);
     }
 }
 

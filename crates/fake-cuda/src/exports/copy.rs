@@ -1,7 +1,8 @@
 //! Copies: `cuMemcpyHtoDAsync_v2(_ptsz)`, `cuMemcpyDtoHAsync_v2(_ptsz)`,
 //! `cuMemcpyAsync(_ptsz)` queue a copy on a stream (it runs, reading its source, when the
 //! stream is synchronised: see [`crate::queue`]); `cuMemcpyHtoD_v2` and `cuMemcpyDtoH_v2`
-//! first run everything queued in the current context, then copy at once.
+//! run on the legacy default stream: they first run what it and the current context's
+//! blocking streams queued (not its non-blocking streams'), then copy at once.
 //!
 //! `cuMemcpy2DAsync_v2(_ptsz)` queues one copy per row (host, device and unified sides; an
 //! array is `INVALID_VALUE`).
@@ -156,7 +157,9 @@ fn copy_sync(name: &str, dst: Side, src: Side, bytes: usize) -> CUresult {
         |d| {
             let ctx = current();
             d.ctx_device(ctx)?;
-            d.sync_context(ctx);
+            // It runs on the legacy default stream: after that stream's work and its
+            // blocking streams', not the non-blocking streams'.
+            d.sync_queue(crate::queue::default_queue(ctx));
             d.check_copy(dst, src, bytes)?;
             d.copy_now(dst, src, bytes);
             Ok(())
@@ -165,7 +168,7 @@ fn copy_sync(name: &str, dst: Side, src: Side, bytes: usize) -> CUresult {
 }
 
 /// `cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)`:
-/// synchronous; runs the current context's queued work first.
+/// synchronous; runs the legacy default stream's and the blocking streams' work first.
 ///
 /// # Safety
 ///
@@ -181,7 +184,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
 }
 
 /// `cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)`: synchronous;
-/// runs the current context's queued work first.
+/// runs the legacy default stream's and the blocking streams' work first.
 ///
 /// # Safety
 ///

@@ -252,10 +252,17 @@ unsafe fn prop_device(prop: *const CUmemAllocationProp) -> Result<i32, CUresult>
     Ok(p.location.id)
 }
 
+/// `CU_MEM_HANDLE_TYPE_FABRIC`, a bit of `CUmemAllocationProp::requestedHandleTypes`.
+const CU_MEM_HANDLE_TYPE_FABRIC: i32 = 0x8;
+
 /// `cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 /// const CUmemAllocationProp *prop, unsigned long long flags)`: pinned memory on the
 /// device `prop->location.id`; the size must be a non-zero multiple of 2 MiB and `flags`
-/// 0, else `INVALID_VALUE`; `OUT_OF_MEMORY` above the device's free bytes.
+/// 0, else `INVALID_VALUE`; `OUT_OF_MEMORY` above the device's free bytes. A fabric handle
+/// requested (`CU_MEM_HANDLE_TYPE_FABRIC` in `requestedHandleTypes`) is refused with
+/// `CUDA_ERROR_NOT_PERMITTED`, as driver 580 refuses it on a host without the IMEX daemon
+/// (H200, PyTorch 2.11's `expandable_segments:True` asks for one first, then falls back to a
+/// POSIX file-descriptor handle).
 ///
 /// # Safety
 ///
@@ -280,7 +287,15 @@ pub unsafe extern "C" fn cuMemCreate(
             if flags != 0 {
                 return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
             }
-            let h = d.physical_create(dev?, size as u64)?;
+            let dev = dev?;
+            // SAFETY: `prop_device` just read it: non-null and valid.
+            let types = unsafe { (*prop).requested_handle_types };
+            if types & CU_MEM_HANDLE_TYPE_FABRIC != 0 {
+                // A fabric handle needs the IMEX daemon, which this host (like most, and the
+                // H200 host of docs/design.md, driver 580.159) does not run.
+                return Err(CUresult::CUDA_ERROR_NOT_PERMITTED);
+            }
+            let h = d.physical_create(dev, size as u64)?;
             // SAFETY: non-null, and the caller guarantees it is writable.
             unsafe { handle.write(h) };
             Ok(())

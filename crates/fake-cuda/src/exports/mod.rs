@@ -116,6 +116,8 @@ export_table![
     cuLogsRegisterCallback,
     cuLogsUnregisterCallback,
     cuStreamCreateWithPriority,
+    cuStreamGetFlags,
+    cuMemsetD8_v2,
     cuStreamQuery,
     cuStreamQuery_ptsz,
     cuStreamWaitEvent,
@@ -212,7 +214,7 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 116);
+        assert_eq!(EXPORTED.len(), 118);
         for name in EXPORTED {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }

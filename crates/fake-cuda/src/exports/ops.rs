@@ -91,6 +91,25 @@ macro_rules! memset_exports {
     )*};
 }
 
+/// `cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)`: the synchronous
+/// memset, queued on the current context's legacy default stream as one launch (a memset
+/// of device memory does not block the host: CUDA driver API, "API synchronization
+/// behavior"); writes nothing.
+///
+/// # Safety
+///
+/// None: no pointer is dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, value: c_uchar, n: usize) -> CUresult {
+    memset(
+        "cuMemsetD8_v2",
+        dst,
+        u32::from(value),
+        n,
+        std::ptr::null_mut(),
+    )
+}
+
 macro_rules! memset_2d_exports {
     ($($name:ident / $ptsz:ident ($ty:ty) $doc:literal;)*) => {$(
         #[doc = concat!("`", stringify!($name), "(CUdeviceptr dstDevice, size_t dstPitch, ", $doc, " value, size_t Width, size_t Height, CUstream hStream)`: queued on the stream as one launch; writes nothing.")]

@@ -30,6 +30,7 @@ pub unsafe extern "C" fn cuStreamCreate(ph_stream: *mut CUstream, flags: c_uint)
                 return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
             }
             let h = d.stream_create(current())?;
+            d.set_stream_flags(h, flags);
             // SAFETY: non-null, and the caller guarantees it points to a writable CUstream.
             unsafe { ph_stream.write(h as CUstream) };
             Ok(())
@@ -58,8 +59,31 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(
                 return Err(CUresult::CUDA_ERROR_INVALID_VALUE);
             }
             let h = d.stream_create(current())?;
+            d.set_stream_flags(h, flags);
             // SAFETY: non-null, and the caller guarantees it points to a writable CUstream.
             unsafe { ph_stream.write(h as CUstream) };
+            Ok(())
+        },
+    )
+}
+
+/// `cuStreamGetFlags(CUstream hStream, unsigned int *flags)`: the flags the stream was made
+/// with (0 for a default stream); `INVALID_HANDLE` for a stream that is not live,
+/// `INVALID_VALUE` for a null `flags`.
+///
+/// # Safety
+///
+/// `flags` must be null or valid for writing one `unsigned int`.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamGetFlags(h_stream: CUstream, flags: *mut c_uint) -> CUresult {
+    call_driver(
+        "cuStreamGetFlags",
+        || format!("stream={:#x}", h_stream as usize),
+        |d| {
+            non_null(&[flags.cast()])?;
+            let f = d.stream_flags(h_stream as usize, current())?;
+            // SAFETY: non-null, and the caller guarantees it points to a writable uint.
+            unsafe { flags.write(f) };
             Ok(())
         },
     )

@@ -13,6 +13,11 @@ fn pct(p: Option<f64>) -> String {
 
 /// Renders a diff for the terminal.
 pub fn render_text(d: &DiffReport) -> String {
+    let escaped = crate::escape::strings(d);
+    crate::escape::terminal(&render_escaped(escaped.as_ref().unwrap_or(d)))
+}
+
+fn render_escaped(d: &DiffReport) -> String {
     let mut out = String::new();
     out.push_str("DIFF\n");
     for (label, s) in [("A", &d.a), ("B", &d.b)] {

@@ -122,6 +122,9 @@ pub(super) fn processes_table(h: &mut String, r: &Report) {
                 "<span class=\"status-killed\">no exit summary (killed or still running)</span>"
                     .to_string()
             }
+            ProcessStatus::TraceCut => {
+                "trace cut by a refused write (disk full or file size limit)".to_string()
+            }
         };
         let _ = writeln!(
             h,

@@ -45,6 +45,9 @@ pub enum ProblemKind {
     MissingRecords,
     /// Processes without an exit summary: killed or still running.
     NoExitSummary,
+    /// Processes whose trace was cut by a refused write (a full disk, a file size limit):
+    /// not killed, their exit summary could not be written.
+    TraceCut,
     /// Traces without their session start: the head of the file is missing.
     NoSessionStart,
     /// Lines that could not be read as records.

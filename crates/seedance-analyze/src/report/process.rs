@@ -68,6 +68,9 @@ pub enum ProcessStatus {
     /// (a `forked_after_init` lifetime fault): such a trace never has an exit summary, and
     /// the child's calls are not counted.
     ForkedChild,
+    /// No exit summary because the trace was cut by a refused write (a `trace_cut`
+    /// record: disk full, file size limit); not killed by it.
+    TraceCut,
 }
 
 /// A device as one process saw it.

@@ -187,6 +187,7 @@ enum Kind {
     DroppedRecords,
     MissingRecords,
     NoExitSummary,
+    TraceCut,
     NoSessionStart,
     MalformedInput,
     UnreadableFiles,
@@ -278,6 +279,7 @@ enum Status {
     Exited,
     NoExitSummary,
     ForkedChild,
+    TraceCut,
 }
 
 #[derive(Deserialize)]

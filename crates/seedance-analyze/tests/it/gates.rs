@@ -105,3 +105,84 @@ fn no_trace_is_a_warning_with_exit_3() {
     assert_eq!(code, 3);
     assert!(err.contains(&format!("no trace found in {d}")), "{err}");
 }
+
+/// Failures the program recovered from (the exit summary's `recovered_by_result`) are one
+/// info problem that no gate counts; the failures of the same kind it did not recover from
+/// stay a `cuda_error` error.
+#[test]
+fn recovered_failures_are_info_and_pass_the_warning_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = |pid: u32, errors: u64, recovered: u64| {
+        format!(
+            r#"{{"v":5,"seq":2,"ts_ns":3,"pid":{pid},"tid":{pid},"event":"exit_summary","duration_ns":5000000000,"functions":{{"cuMemAllocAsync":{{"calls":{},"errors":{errors},"errors_by_result":{{"CUDA_ERROR_INVALID_CONTEXT":{errors}}},"recovered_by_result":{{"CUDA_ERROR_INVALID_CONTEXT":{recovered}}}}}}},"dropped_records":0}}"#,
+            errors + 1
+        )
+    };
+    let failed = |pid| {
+        super::call_failed(
+            pid,
+            1,
+            2,
+            "cuMemAllocAsync",
+            201,
+            "CUDA_ERROR_INVALID_CONTEXT",
+        )
+    };
+    let p = dir.path().join("recovered");
+    std::fs::create_dir(&p).unwrap();
+    super::write_trace(
+        &p,
+        "a.jsonl",
+        &[
+            &super::session_start(10, 0, 1),
+            &failed(10),
+            &summary(10, 1, 1),
+        ],
+        "",
+    );
+    let path = p.to_str().unwrap();
+    let (code, out, err) = run(&["summary", "--fail-on", "warning", "--format", "json", path]);
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let problems = report["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{report}");
+    assert_eq!(problems[0]["severity"], "info");
+    assert_eq!(
+        problems[0]["key"],
+        "cuda_error_recovered/CUDA_ERROR_INVALID_CONTEXT"
+    );
+    assert_eq!(problems[0]["count"], 1);
+    // Two failures, one recovered: the other is an error.
+    super::write_trace(
+        &p,
+        "b.jsonl",
+        &[
+            &super::session_start(11, 0, 1),
+            &failed(11),
+            &summary(11, 2, 1),
+        ],
+        "",
+    );
+    let (code, out, _) = run(&["summary", "--fail-on", "warning", "--format", "json", path]);
+    assert_eq!(code, 4, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let by_key = |k: &str| {
+        report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["key"] == k)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let error = by_key("cuda_error/CUDA_ERROR_INVALID_CONTEXT");
+    assert_eq!(
+        (error["severity"].as_str(), error["count"].as_u64()),
+        (Some("error"), Some(1))
+    );
+    let info = by_key("cuda_error_recovered/CUDA_ERROR_INVALID_CONTEXT");
+    assert_eq!(
+        (info["severity"].as_str(), info["count"].as_u64()),
+        (Some("info"), Some(2))
+    );
+}

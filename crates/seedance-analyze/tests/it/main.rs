@@ -3,6 +3,7 @@
 //! - `golden`: `summary` and `diff` output on the hand-written fixtures, compared exactly
 //!   with `tests/golden/` (`UPDATE_GOLDEN=1 cargo test -p seedance-analyze` rewrites them).
 //! - `contract`: the JSON reports read back with independent types that deny unknown fields.
+//! - `escapes`: control characters of trace strings escaped in the text report.
 //! - `robust`: truncated, garbage, empty, gzip, oversized and non-trace input.
 //! - `runtime`: what the CUDA runtime leaves at every healthy exit is not a problem.
 //! - `explain`: the `explain` subcommand's output and exit codes.
@@ -24,6 +25,7 @@ mod agree;
 mod bench;
 mod browser;
 mod contract;
+mod escapes;
 mod explain;
 mod gates;
 mod golden;

@@ -95,6 +95,7 @@ fn outcome(l: &Line) -> String {
         Line::LifetimeRepair(..) => "lifetime_repair".into(),
         Line::HostHazard(..) => "host_hazard".into(),
         Line::CallFailedRepeats(..) => "call_failed_repeats".into(),
+        Line::TraceCut(..) => "trace_cut".into(),
         Line::Unknown(_, k) => format!("unknown:{k}"),
     }
 }

@@ -755,3 +755,56 @@ fn call_failed_repeats_count_as_their_failures() {
         .expect("the error is reported");
     assert_eq!(problem.count, 1000);
 }
+
+/// A trace that ends with a `trace_cut` record (the trace's file refused a write): the
+/// process is reported as cut by a refused write, with the error, not as killed; a trace
+/// that just ends is still "killed or still running".
+#[test]
+fn a_trace_cut_by_a_refused_write_is_not_a_killed_process() {
+    use seedance_analyze::report::{ProblemKind, ProcessStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let cut = write_trace(
+        dir.path(),
+        "cut.jsonl",
+        &[
+            &session_start(7, 0, 1_000),
+            &call_failed(7, 1, 2_000, "cuDeviceGet", 101, "CUDA_ERROR_INVALID_DEVICE"),
+            r#"{"v":5,"seq":9,"ts_ns":3000,"pid":7,"tid":0,"event":"trace_cut","error":"No space left on device (os error 28)","os_error":28}"#,
+        ],
+        "",
+    );
+    let killed = write_trace(
+        dir.path(),
+        "killed.jsonl",
+        &[&session_start(8, 0, 1_000)],
+        "",
+    );
+    let r = report(&[cut.clone(), killed]);
+    let status = |pid: u32| r.processes.iter().find(|p| p.pid == pid).unwrap().status;
+    assert_eq!(status(7), ProcessStatus::TraceCut);
+    assert_eq!(status(8), ProcessStatus::NoExitSummary);
+    let p = r
+        .problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::TraceCut)
+        .expect("a trace_cut problem");
+    assert_eq!(p.processes, 1);
+    assert!(
+        p.context
+            .iter()
+            .any(|c| c == "the write failed with: No space left on device (os error 28)"),
+        "{:?}",
+        p.context
+    );
+    let n = r
+        .problems
+        .iter()
+        .find(|p| p.kind == ProblemKind::NoExitSummary)
+        .unwrap();
+    assert_eq!(n.processes, 1);
+    assert_eq!(r.input.malformed_lines + r.input.truncated_lines, 0);
+    let (code, text, _) = run(&["summary", cut.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(text.contains("trace cut by a refused write"), "{text}");
+    assert!(!text.contains("OOM killer"), "{text}");
+}

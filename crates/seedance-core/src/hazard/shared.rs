@@ -28,21 +28,33 @@
 //!   to their own streams and buffers (docs/performance.md, "The shim's own cost in
 //!   threads").
 //!
-//! Lock order: a range, then a stream shard, the wait list or the non-blocking set; an
+//! * Legacy-stream barriers: a counter (an access's `epoch` is its value at the commit) and
+//!   each context's latest barrier behind a mutex, taken by legacy-stream work while
+//!   accesses of other streams are pending and by the checks that meet a pending access of
+//!   another stream.
+//!
+//! Lock order: a range, then a stream shard, the wait list, the flags or the barriers; an
 //! event shard, then a stream shard or the wait list; no lock is taken while a stream
-//! shard or the wait list is held.
+//! shard, the wait list, the flags or the barriers are held (a stream's flags are asked of
+//! the driver with no lock but its range's).
 
-use super::{Access, Direction, Hazard, Range, MAX_EVENTS, MAX_PENDING, MAX_WAITS};
+use super::{
+    legacy_key, Access, Direction, Hazard, Range, MAX_BARRIER_CONTEXTS, MAX_EVENTS, MAX_PENDING,
+    MAX_WAITS,
+};
 use crate::work::{key_kind, KeyKind};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Shards of the stream states and of the event records (a power of two).
 pub const SHARDS: usize = 256;
+/// Created streams whose flags are kept at most (more: counted blocking, unknown means
+/// silent).
+const MAX_FLAGS: usize = 1 << 16;
 /// Event records kept per shard at most.
 const EVENTS_PER_SHARD: usize = MAX_EVENTS / 64;
 /// Numbers a stream state hands out before it moves to a fresh block.
@@ -339,6 +351,8 @@ impl Stream {
 struct Mark {
     stream: Sid,
     upto: u64,
+    /// The barrier a record on the legacy default stream is (0 for other streams).
+    barrier: u64,
 }
 
 /// `waiter` is ordered after what `after` had queued before `upto` (on `after`'s clock),
@@ -349,6 +363,9 @@ struct Wait {
     after: Sid,
     upto: u64,
     at: u64,
+    /// A wait on a legacy-stream record: also after the blocking streams' accesses of
+    /// that context with an epoch below it (0: none).
+    barrier: u64,
 }
 
 type Streams = Mutex<Map<Sid, Stream>>;
@@ -367,7 +384,14 @@ pub struct Shared {
     events: [Pad<Events>; SHARDS],
     waits: Mutex<Vec<Wait>>,
     has_waits: AtomicBool,
-    non_blocking: Mutex<HashSet<u64>>,
+    /// Created streams' flags as learnt (`true`: `CU_STREAM_NON_BLOCKING`).
+    flags: Mutex<Map<u64, bool>>,
+    /// How to ask the driver a stream's flags (`cuStreamGetFlags`), set by the shim.
+    ask: std::sync::OnceLock<fn(u64) -> Option<u32>>,
+    /// Legacy-stream barriers made so far, all contexts together (an access's epoch).
+    barrier: Pad<AtomicU64>,
+    /// Each context's latest legacy-stream barrier, by its legacy key.
+    barriers: Mutex<Map<u64, u64>>,
     pending: Pad<AtomicUsize>,
     /// Set when `pending` leaves 0, cleared when it returns to 0: read first by
     /// [`Shared::is_idle`], so while threads keep accesses pending (the count moving, never
@@ -425,7 +449,10 @@ impl Shared {
             events: std::array::from_fn(|_| Pad(Mutex::new(Map::default()))),
             waits: Mutex::new(Vec::new()),
             has_waits: AtomicBool::new(false),
-            non_blocking: Mutex::new(HashSet::new()),
+            flags: Mutex::new(Map::default()),
+            ask: std::sync::OnceLock::new(),
+            barrier: Pad(AtomicU64::new(0)),
+            barriers: Mutex::new(Map::default()),
             pending: Pad(AtomicUsize::new(0)),
             busy: Pad(AtomicBool::new(false)),
             forgotten: AtomicU64::new(0),
@@ -479,10 +506,13 @@ impl Shared {
                 None => false,
             }
         };
-        // A wait after a stream with nothing pending orders nothing any more.
+        // A wait after a stream with nothing pending orders nothing any more (but a wait
+        // on a legacy-stream barrier, which orders the blocking streams' accesses, until
+        // nothing is pending at all).
         if gone && self.has_waits.load(Ordering::Relaxed) {
+            let idle = self.pending.load(Ordering::Relaxed) == 0;
             let mut w = self.waits.lock();
-            w.retain(|w| w.after != s);
+            w.retain(|w| w.after != s || (w.barrier > 0 && !idle));
             self.has_waits.store(!w.is_empty(), Ordering::Relaxed);
         }
     }
@@ -667,32 +697,51 @@ impl Shared {
             + self.streams.iter().map(|m| m.0.lock().len()).sum::<usize>()
             + self.events.iter().map(|m| m.0.lock().len()).sum::<usize>()
             + self.waits.lock().len()
-            + self.non_blocking.lock().len()
+            + self.flags.lock().len()
     }
 
-    /// A stream was created with `flags` (`CU_STREAM_NON_BLOCKING` = 1 matters).
+    /// A stream was created with `flags` (`CU_STREAM_NON_BLOCKING` = 1 matters; the
+    /// priority of `cuStreamCreateWithPriority` does not: flags alone decide).
     pub fn stream_created(&self, handle: u64, flags: u32) {
         let s = (handle, 0);
         if let Some(st) = self.streams(s).lock().get_mut(&s) {
             st.destroyed = false;
         }
-        let mut nb = self.non_blocking.lock();
-        if flags & 1 != 0 {
-            nb.insert(handle);
-        } else {
-            nb.remove(&handle);
+        self.learn(handle, flags & 1 != 0);
+    }
+
+    fn learn(&self, handle: u64, non_blocking: bool) {
+        let mut f = self.flags.lock();
+        if f.len() < MAX_FLAGS || f.contains_key(&handle) {
+            f.insert(handle, non_blocking);
         }
     }
 
-    /// A stream was destroyed: its flags are forgotten, and while accesses on it are
-    /// pending it is marked destroyed.
+    /// How to ask the driver the flags of a stream the table did not see made
+    /// (`cuStreamGetFlags`; `None`: it cannot be asked). Set once; asked at most once per
+    /// stream, when a rule depends on whether the stream is blocking.
+    pub fn set_flags_source(&self, ask: fn(u64) -> Option<u32>) {
+        let _ = self.ask.set(ask);
+    }
+
+    /// A stream was destroyed: while accesses on it are pending it is marked destroyed and
+    /// its flags are kept (its work still runs as it was made; a stream not seen made is
+    /// never asked about once destroyed: it counts as blocking); otherwise they are
+    /// forgotten.
     pub fn stream_destroyed(&self, handle: u64) {
-        self.non_blocking.lock().remove(&handle);
+        let mut pending = false;
         if matches!(key_kind(handle), KeyKind::Stream(_)) {
             let s = (handle, 0);
             if let Some(st) = self.streams(s).lock().get_mut(&s) {
                 st.destroyed = true;
+                pending = true;
             }
+        }
+        let mut f = self.flags.lock();
+        if !pending {
+            f.remove(&handle);
+        } else if !f.contains_key(&handle) && f.len() < MAX_FLAGS {
+            f.insert(handle, false);
         }
     }
 
@@ -705,19 +754,43 @@ impl Shared {
             .is_some_and(|st| st.destroyed)
     }
 
+    /// Whether a key synchronises with its context's legacy default stream: the legacy
+    /// and the per-thread default stream do, a created stream unless made with
+    /// `CU_STREAM_NON_BLOCKING`. A stream the table did not see made is asked about once
+    /// ([`Shared::set_flags_source`]); one that cannot be asked counts as blocking, which
+    /// only orders or completes more (unknown means silent).
     fn blocking(&self, key: u64) -> bool {
-        match key_kind(key) {
-            KeyKind::Stream(h) => !self.non_blocking.lock().contains(&h),
-            _ => true,
+        let KeyKind::Stream(h) = key_kind(key) else {
+            return true;
+        };
+        if let Some(&nb) = self.flags.lock().get(&h) {
+            return !nb;
         }
+        let Some(ask) = self.ask.get() else {
+            return true;
+        };
+        // Without the lock: the answer comes from the driver.
+        let nb = ask(h).is_some_and(|f| f & 1 != 0);
+        self.learn(h, nb);
+        !nb
+    }
+
+    /// Whether the blocking access `a` was queued before a legacy-stream barrier of its
+    /// context ([`super::Table`]'s rule).
+    fn fenced(&self, a: &Access) -> bool {
+        self.barriers
+            .lock()
+            .get(&legacy_key(a.ctx))
+            .is_some_and(|&b| b > a.epoch)
     }
 
     /// Whether `second` is ordered after the pending `first` (of another stream).
     fn ordered(&self, first: &Access, second: &Access) -> bool {
         let legacy = |a: &Access| matches!(key_kind(a.key), KeyKind::Legacy(_));
         if first.ctx == second.ctx
-            && ((legacy(first) && self.blocking(second.key))
-                || (legacy(second) && self.blocking(first.key)))
+            && self.blocking(first.key)
+            && self.blocking(second.key)
+            && (legacy(first) || legacy(second) || self.fenced(first))
         {
             return true;
         }
@@ -725,10 +798,52 @@ impl Shared {
             return false;
         }
         let (f, s) = (sid(first.key, first.tid), sid(second.key, second.tid));
-        self.waits
-            .lock()
-            .iter()
-            .any(|w| w.waiter == s && w.after == f && w.upto > first.seq)
+        let fence = legacy_key(first.ctx);
+        let (direct, by_barrier) = {
+            let waits = self.waits.lock();
+            let mut direct = false;
+            let mut by_barrier = false;
+            for w in waits.iter().filter(|w| w.waiter == s) {
+                direct |= w.after == f && w.upto > first.seq;
+                by_barrier |= w.barrier > first.epoch && w.after.0 == fence;
+            }
+            (direct, by_barrier)
+        };
+        direct || (by_barrier && self.blocking(first.key))
+    }
+
+    /// Work was queued on the legacy default stream of context `ctx`, as
+    /// [`super::Table::legacy_barrier`]; returns the barrier's number.
+    pub fn legacy_barrier(&self, ctx: u64) -> u64 {
+        self.legacy_barrier_of(legacy_key(ctx))
+    }
+
+    fn legacy_barrier_of(&self, legacy: u64) -> u64 {
+        let mut m = self.barriers.lock();
+        if !m.contains_key(&legacy) && m.len() >= MAX_BARRIER_CONTEXTS {
+            drop(m);
+            self.forget_pending();
+            m = self.barriers.lock();
+            m.clear();
+        }
+        let b = self.barrier.fetch_add(1, Ordering::Relaxed) + 1;
+        m.insert(legacy, b);
+        b
+    }
+
+    /// Host-blocking work on the per-thread default stream of thread `tid` in context
+    /// `ctx` returned, as [`super::Table::per_thread_synced`].
+    pub fn per_thread_synced(&self, ctx: u64, tid: u64) {
+        if self.is_idle() {
+            return;
+        }
+        let pt = sid(crate::work::stream_key(0, ctx as usize, true), tid);
+        let lg = sid(legacy_key(ctx), 0);
+        let b = self.barriers.lock().get(&lg.0).copied().unwrap_or(0);
+        let now = self.now(pt).unwrap_or_else(|| self.fresh());
+        self.complete_through(pt, now, 0);
+        let now = self.now(lg).unwrap_or_else(|| self.fresh());
+        self.complete_through(lg, now, b);
     }
 
     /// The pending accesses that `next` (not yet committed) would race with, as
@@ -804,6 +919,11 @@ impl Shared {
     pub fn commit_in_noting(&self, held: &Held, mut a: Access, last: &mut LastClock) -> u64 {
         let slot = &held.0;
         let s = sid(a.key, a.tid);
+        // A copy on the legacy default stream is a barrier of its context. Not needed (the
+        // same verdicts) while the one access pending in the whole table is the one this
+        // copy supersedes (the loop on one buffer on stream 0): a barrier orders only
+        // accesses of other streams pending before it.
+        let legacy = matches!(key_kind(a.key), KeyKind::Legacy(_));
         let mut p = slot.pending.lock();
         if p.dead {
             return 0;
@@ -812,16 +932,31 @@ impl Shared {
         // The number comes from the stream's clock without the shard's lock; the list's
         // length, the hint, the stream's count and ranges and the table's count stay as
         // they are (what the locked path below does for it too).
-        if p.single == Some(s) && p.list.len() == 1 && a.supersedes(&p.list[0]) {
+        if p.single == Some(s)
+            && p.list.len() == 1
+            && a.supersedes(&p.list[0])
+            && (!legacy || self.pending.load(Ordering::Relaxed) == 1)
+        {
             if let Some(c) = p.clock.as_ref() {
                 if let Some(t) = c.try_tick() {
                     last.note(s, c);
                     a.seq = t;
+                    a.epoch = self.barrier.load(Ordering::Relaxed);
                     p.list[0] = a;
                     return t;
                 }
             }
         }
+        if legacy {
+            // Without the range's lock: the barrier may forget every pending access.
+            drop(p);
+            self.legacy_barrier_of(a.key);
+            p = slot.pending.lock();
+            if p.dead {
+                return 0;
+            }
+        }
+        a.epoch = self.barrier.load(Ordering::Relaxed);
         let before = p.list.len();
         p.list.retain(|x| !a.supersedes(x));
         let superseded = before - p.list.len();
@@ -954,26 +1089,44 @@ impl Shared {
 
     /// Stream `s` completed what it queued before `upto`, and so what it had been ordered
     /// after by then.
-    fn complete_through(&self, s: Sid, upto: u64, also: impl Fn(&Access) -> bool) {
-        let covered: Vec<(Sid, u64)> = if self.has_waits.load(Ordering::Relaxed) {
+    ///
+    /// A `barrier` above 0 (`s` the legacy default stream, completed through a record that
+    /// was a barrier) also completes the context's blocking streams' accesses queued
+    /// before it; so does a wait on such a record.
+    fn complete_through(&self, s: Sid, upto: u64, barrier: u64) {
+        let mut covered: Vec<(Sid, u64, u64)> = if self.has_waits.load(Ordering::Relaxed) {
             self.waits
                 .lock()
                 .iter()
                 .filter(|w| w.waiter == s && w.at < upto)
-                .map(|w| (w.after, w.upto))
+                .map(|w| (w.after, w.upto, w.barrier))
                 .collect()
         } else {
             Vec::new()
         };
-        let mut los = Vec::new();
-        self.ranges_of(s, &mut los);
-        for &(c, _) in &covered {
-            self.ranges_of(c, &mut los);
-        }
-        self.complete_in(Some(&los), |a| {
+        covered.push((s, upto, barrier));
+        let fences: Vec<(u64, u64)> = covered
+            .iter()
+            .filter(|c| c.2 > 0)
+            .map(|c| (c.0 .0, c.2))
+            .collect();
+        let done = |a: &Access| {
             let x = sid(a.key, a.tid);
-            (x == s && a.seq < upto) || covered.iter().any(|&(c, u)| x == c && a.seq < u) || also(a)
-        });
+            covered.iter().any(|&(c, u, _)| x == c && a.seq < u)
+                || (fences
+                    .iter()
+                    .any(|&(k, b)| b > a.epoch && legacy_key(a.ctx) == k)
+                    && self.blocking(a.key))
+        };
+        if fences.is_empty() {
+            let mut los = Vec::new();
+            for &(c, _, _) in &covered {
+                self.ranges_of(c, &mut los);
+            }
+            self.complete_in(Some(&los), done);
+        } else {
+            self.complete_in(None, done);
+        }
     }
 
     /// Stream `key` was synchronised or found idle by thread `tid`, as
@@ -982,7 +1135,7 @@ impl Shared {
         let s = sid(key, tid);
         if matches!(key_kind(key), KeyKind::Legacy(_)) {
             let now = self.now(s).unwrap_or_else(|| self.fresh());
-            self.complete_through(s, now, |_| false);
+            self.complete_through(s, now, 0);
             self.complete_in(None, |a| a.ctx == ctx && self.blocking(a.key));
             return;
         }
@@ -991,7 +1144,7 @@ impl Shared {
             None if self.has_waits.load(Ordering::Relaxed) => self.fresh(),
             None => return,
         };
-        self.complete_through(s, now, |_| false);
+        self.complete_through(s, now, 0);
     }
 
     /// Context `ctx` was synchronised, destroyed or reset: its accesses are done.
@@ -1016,11 +1169,21 @@ impl Shared {
     /// without the stream shard's lock, while the clock's state lives.
     pub fn event_recorded_after(&self, event: u64, key: u64, tid: u64, last: &LastClock) {
         let s = sid(key, tid);
+        // A record on the legacy default stream is a barrier of its context.
+        let barrier = match key_kind(key) {
+            KeyKind::Legacy(_) => self.legacy_barrier_of(key),
+            _ => 0,
+        };
         let upto = last.tick(s).unwrap_or_else(|| self.tick(s));
         let mut m = self.events(event).lock();
+        let mark = Mark {
+            stream: s,
+            upto,
+            barrier,
+        };
         // A record of an event recorded before (the loop's case) replaces its mark in place.
-        if let Some(mark) = m.get_mut(&event) {
-            *mark = Mark { stream: s, upto };
+        if let Some(old) = m.get_mut(&event) {
+            *old = mark;
             return;
         }
         if m.len() >= EVENTS_PER_SHARD {
@@ -1031,12 +1194,14 @@ impl Shared {
             } else {
                 Vec::new()
             };
-            m.retain(|_, k| waiters.contains(&k.stream) || self.now(k.stream).is_some());
+            m.retain(|_, k| {
+                waiters.contains(&k.stream) || k.barrier > 0 || self.now(k.stream).is_some()
+            });
             if m.len() >= EVENTS_PER_SHARD {
                 return;
             }
         }
-        m.insert(event, Mark { stream: s, upto });
+        m.insert(event, mark);
     }
 
     /// The event completed (`cuEventSynchronize`, `cuEventQuery` success), as
@@ -1045,7 +1210,7 @@ impl Shared {
         let m = self.events(event).lock().get(&event).copied();
         if let Some(m) = m {
             if !self.is_idle() {
-                self.complete_through(m.stream, m.upto, |_| false);
+                self.complete_through(m.stream, m.upto, m.barrier);
             }
         }
     }
@@ -1070,7 +1235,7 @@ impl Shared {
     pub fn stream_waited(&self, waiter: u64, tid: u64, event: u64) -> bool {
         let m = self.events(event).lock().get(&event).copied();
         if let Some(m) = m {
-            self.add_wait(sid(waiter, tid), m.stream, m.upto);
+            self.add_wait(sid(waiter, tid), m.stream, m.upto, m.barrier);
         }
         m.is_some()
     }
@@ -1079,14 +1244,15 @@ impl Shared {
     pub fn order(&self, waiter: u64, waiter_tid: u64, after: u64, after_tid: u64) {
         let a = sid(after, after_tid);
         let upto = self.now(a).unwrap_or_else(|| self.fresh());
-        self.add_wait(sid(waiter, waiter_tid), a, upto);
+        self.add_wait(sid(waiter, waiter_tid), a, upto, 0);
     }
 
-    fn add_wait(&self, waiter: Sid, after: Sid, upto: u64) {
+    fn add_wait(&self, waiter: Sid, after: Sid, upto: u64, barrier: u64) {
         if waiter == after {
             return;
         }
-        let live = self.now(after).is_some();
+        // A wait on a legacy-stream barrier orders the blocking streams' accesses too.
+        let live = self.now(after).is_some() || (barrier > 0 && !self.is_idle());
         if !live && !self.has_waits.load(Ordering::Relaxed) {
             return;
         }
@@ -1102,12 +1268,16 @@ impl Shared {
             after,
             upto,
             at,
+            barrier,
         });
         for w in first.into_iter().chain(inherited) {
             if w.waiter == w.after
-                || waits
-                    .iter()
-                    .any(|o| o.waiter == w.waiter && o.after == w.after && o.upto >= w.upto)
+                || waits.iter().any(|o| {
+                    o.waiter == w.waiter
+                        && o.after == w.after
+                        && o.upto >= w.upto
+                        && o.barrier >= w.barrier
+                })
             {
                 continue;
             }
@@ -1126,6 +1296,7 @@ mod tests {
     use super::*;
     use crate::work::stream_key;
     use proptest::prelude::*;
+    use std::collections::HashSet;
 
     const CTX: u64 = 0x5eed_c000_0100;
     const LO: [u64; 2] = [0x7f00_0000_0000, 0x7f00_0010_0000];
@@ -1168,6 +1339,7 @@ mod tests {
             bytes,
             range_lo: LO[r],
             seq: 0,
+            epoch: 0,
         }
     }
 
@@ -1184,6 +1356,10 @@ mod tests {
         Create(u8),
         Repin(usize),
         Forget,
+        /// Legacy-stream work that does not block the host (a synchronous memset).
+        Barrier,
+        /// Host-blocking work on a thread's per-thread default stream (a `_ptds` copy).
+        PtSynced(u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -1203,6 +1379,8 @@ mod tests {
             1 => (0u8..3).prop_map(Op::Create),
             1 => (0usize..2).prop_map(Op::Repin),
             1 => Just(Op::Forget),
+            2 => Just(Op::Barrier),
+            1 => t.clone().prop_map(Op::PtSynced),
         ]
     }
 
@@ -1244,6 +1422,12 @@ mod tests {
             for i in 0..2 {
                 t.pinned_added(range(i));
                 s.pinned_added(range(i));
+            }
+            // One blocking and two non-blocking created streams (Destroy forgets the
+            // flags: such a stream then counts as blocking, Create learns them again).
+            for k in 0..3 {
+                t.stream_created(key(k), u32::from(k != 0));
+                s.stream_created(key(k), u32::from(k != 0));
             }
             let mut recorded = HashSet::new();
             // Each thread's clock of its last copy's stream, as the shim keeps it.
@@ -1308,6 +1492,14 @@ mod tests {
                     }
                     Op::Forget => {
                         prop_assert_eq!(t.forget_pending(), s.forget_pending());
+                    }
+                    Op::Barrier => {
+                        t.legacy_barrier(CTX);
+                        s.legacy_barrier(CTX);
+                    }
+                    Op::PtSynced(tid) => {
+                        t.per_thread_synced(CTX, tid);
+                        s.per_thread_synced(CTX, tid);
                     }
                 }
                 prop_assert_eq!(pending(t.pending().to_vec()), pending(s.pending()), "step {}", n);
@@ -1425,6 +1617,80 @@ mod tests {
         s.stream_completed(key(0), 1, CTX);
         assert!(s.pending().is_empty());
         assert!(s.is_idle());
+    }
+
+    static ASKED: AtomicUsize = AtomicUsize::new(0);
+
+    /// The driver's answer for a stream the table did not see made: stream 1 non-blocking,
+    /// stream 2 unknown (`cuStreamGetFlags` failed).
+    fn ask(h: u64) -> Option<u32> {
+        ASKED.fetch_add(1, Ordering::Relaxed);
+        match h {
+            x if x == key(1) => Some(1),
+            _ => None,
+        }
+    }
+
+    /// A stream the table did not see made is asked about once, when a rule needs it; an
+    /// answer of non-blocking keeps its race reported across a legacy barrier, no answer
+    /// counts it blocking (the race is then not reported: unknown means silent).
+    #[test]
+    fn flags_of_a_stream_not_seen_made_are_asked_once() {
+        let s = Shared::new();
+        s.set_flags_source(ask);
+        s.pinned_added(range(0));
+        s.commit(access(1, 1, false, 0, 0, 64));
+        s.commit(access(2, 1, false, 0, 1024, 64));
+        s.legacy_barrier(CTX);
+        assert_eq!(ASKED.load(Ordering::Relaxed), 0, "nothing asked yet");
+        let w = |off| access(0, 1, true, 0, off, 64);
+        assert_eq!(s.check(&w(0)).len(), 1, "non-blocking: still a race");
+        assert!(s.check(&w(1024)).is_empty(), "unknown: ordered");
+        // The writer's stream (0, not seen made either) was asked too.
+        assert_eq!(ASKED.load(Ordering::Relaxed), 3);
+        for _ in 0..10 {
+            s.check(&w(0));
+            s.check(&w(1024));
+        }
+        assert_eq!(ASKED.load(Ordering::Relaxed), 3, "asked once per stream");
+        // A synchronisation of the legacy stream completes the blocking (unknown) one's.
+        s.stream_completed(key(3), 1, CTX);
+        let left = s.pending();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].key, key(1));
+    }
+
+    static ASKED_AFTER_DESTROY: AtomicUsize = AtomicUsize::new(0);
+
+    fn ask_counting(_: u64) -> Option<u32> {
+        ASKED_AFTER_DESTROY.fetch_add(1, Ordering::Relaxed);
+        Some(1)
+    }
+
+    /// A stream destroyed with accesses pending is never asked about (its handle must not
+    /// be used): it counts as blocking, and its flags, when known, stay.
+    #[test]
+    fn a_destroyed_stream_is_never_asked_about() {
+        let s = Shared::new();
+        s.set_flags_source(ask_counting);
+        s.pinned_added(range(0));
+        s.stream_created(key(0), 0);
+        s.stream_created(key(2), 1);
+        s.commit(access(1, 1, false, 0, 0, 64));
+        s.commit(access(2, 1, false, 0, 1024, 64));
+        s.stream_destroyed(key(1));
+        s.stream_destroyed(key(2));
+        s.legacy_barrier(CTX);
+        assert!(
+            s.check(&access(0, 1, true, 0, 0, 64)).is_empty(),
+            "blocking"
+        );
+        assert_eq!(
+            s.check(&access(0, 1, true, 0, 1024, 64)).len(),
+            1,
+            "still non-blocking"
+        );
+        assert_eq!(ASKED_AFTER_DESTROY.load(Ordering::Relaxed), 0);
     }
 
     #[test]

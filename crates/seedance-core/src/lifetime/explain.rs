@@ -1,6 +1,6 @@
 //! Texts for lifetime faults: a destroy or reset with work still pending, a handle used
 //! after its context ended, pinned or device memory freed under pending work, and the exit
-//! paragraph. Pure functions of tracker data, tested without a driver.
+//! line. Pure functions of tracker data, tested without a driver.
 
 use super::{Context, EndKind, Pinned, Site};
 use crate::alloc::show;
@@ -376,76 +376,37 @@ pub struct ExitFindings {
     pub after_deinit: BTreeMap<String, u64>,
 }
 
-/// The one stderr paragraph at exit, `None` when nothing is worth saying. State that
-/// belongs to a primary context still retained at exit is left out: the CUDA runtime keeps
-/// its primary contexts (and a caching allocator's memory, and its streams) until its own
-/// teardown, which comes after the driver's (measured on an H200, driver 580.159), so a
-/// healthy runtime program always exits that way. It stays in the trace.
-pub fn exit_paragraph(f: &ExitFindings, ctx: impl Fn(u32) -> Option<Context>) -> Option<String> {
-    // Memory whose context the driver could not name at exit (it had shut down already)
-    // counts as the runtime's when every live context is a retained primary context.
+/// The one stderr line at exit, `None` when nothing is worth saying: work still queued on
+/// a stream when the process ends (the driver answered `CUDA_ERROR_NOT_READY` for it at
+/// exit, or could not be asked), whose results nothing waited for. What the process leaves
+/// to the driver at exit (contexts never destroyed, memory never freed, calls after the
+/// driver shut down) costs the program nothing: the driver reclaims it when the process
+/// ends, so it goes to the exit summary (trace) and the analyzer's process-health table,
+/// never here. Work of a primary context still retained at exit is left out: the CUDA
+/// runtime keeps its primary contexts (and their streams) until its own teardown, which
+/// comes after the driver's (measured on an H200, driver 580.159), so a healthy runtime
+/// program always exits that way. It stays in the trace.
+pub fn exit_line(f: &ExitFindings, ctx: impl Fn(u32) -> Option<Context>) -> Option<String> {
+    // Work whose context the driver could not name counts as the runtime's when every live
+    // context is a retained primary context.
     let only_primaries = !f.live.is_empty() && f.live.iter().all(|c| c.primary);
     let runtime_owned = |id: Option<u32>| match id {
         Some(i) => ctx(i).is_some_and(|c| c.primary && c.end.is_none()),
         None => only_primaries,
     };
-    let mut parts = Vec::new();
-    let live: Vec<&Context> = f.live.iter().filter(|c| !c.primary).collect();
-    if !live.is_empty() {
-        let list: Vec<String> = live.iter().map(|c| c.describe()).collect();
-        parts.push(format!(
-            "{} still alive ({})",
-            plural(live.len() as u64, "context", "contexts"),
-            list.join("; ")
-        ));
-    }
-    for l in f.leaks.iter().filter(|l| !runtime_owned(l.ctx)) {
-        let whose = match (l.host, l.ctx.and_then(&ctx)) {
-            (true, _) => "pinned host memory".to_string(),
-            (false, Some(c)) => format!(
-                "device memory of {}",
-                c.device.map_or_else(
-                    || format!("context {:#x}", c.handle),
-                    |d| format!("device {d}")
-                )
-            ),
-            (false, None) => "device memory".to_string(),
-        };
-        parts.push(format!(
-            "{} of {whose} never freed ({})",
-            plural(l.allocations, "allocation", "allocations"),
-            show(l.bytes)
-        ));
-    }
     let unsynced: Vec<String> = f
         .unsynchronized
         .iter()
         .filter(|(c, _)| !runtime_owned(*c))
         .map(|(_, w)| w.describe())
         .collect();
-    if !unsynced.is_empty() {
-        parts.push(format!("work never synchronised ({})", unsynced.join("; ")));
-    }
-    if !f.after_deinit.is_empty() {
-        let n: u64 = f.after_deinit.values().sum();
-        let list: Vec<String> = f
-            .after_deinit
-            .iter()
-            .map(|(k, v)| format!("{k} x{v}"))
-            .collect();
-        parts.push(format!(
-            "{} after CUDA was deinitialised (CUDA_ERROR_DEINITIALIZED: {}): they ran from \
-             static destructors or atexit handlers after the driver shut down, and did nothing",
-            plural(n, "call", "calls"),
-            list.join(", ")
-        ));
-    }
-    if parts.is_empty() {
+    if unsynced.is_empty() {
         return None;
     }
     Some(format!(
-        "at exit: {}. Release CUDA resources before exit (free memory, destroy streams, events \
-         and contexts, synchronise outstanding work), before the runtime and driver tear down",
-        parts.join("; ")
+        "at exit: work never synchronised ({}): it was still queued on the device when the \
+         process exited, and nothing waited for its results. Synchronise the stream \
+         (cuStreamSynchronize or cudaStreamSynchronize) before exit",
+        unsynced.join("; ")
     ))
 }

@@ -269,7 +269,7 @@ fn explanations() {
 }
 
 #[test]
-fn exit_paragraph_leaves_out_runtime_owned_state() {
+fn exit_line_is_only_for_work_still_queued_outside_the_runtime() {
     let mut t = Tracker::new();
     let s = site(&mut t, "cuDevicePrimaryCtxRetain");
     let p = t.primary_retained(0x2000, Some(0), s).unwrap();
@@ -297,7 +297,7 @@ fn exit_paragraph_leaves_out_runtime_owned_state() {
         after_deinit: BTreeMap::new(),
     };
     let lookup = |id: u32| t.context(id).cloned();
-    assert_eq!(exit_paragraph(&f, lookup), None);
+    assert_eq!(exit_line(&f, lookup), None);
     // Memory the driver could not attribute counts as the runtime's too, and so does
     // pinned memory allocated in the retained primary context (a caching allocator's).
     f.leaks.push(Leak {
@@ -312,7 +312,7 @@ fn exit_paragraph_leaves_out_runtime_owned_state() {
         allocations: 2,
         bytes: 2 << 20,
     });
-    assert_eq!(exit_paragraph(&f, lookup), None);
+    assert_eq!(exit_line(&f, lookup), None);
     f.leaks.truncate(1);
     f.after_deinit.insert("cuMemFree_v2".into(), 2);
     let s = site(&mut t, "cuCtxCreate_v2");
@@ -325,17 +325,33 @@ fn exit_paragraph_leaves_out_runtime_owned_state() {
         bytes: 4096,
     });
     let lookup = |id: u32| t.context(id).cloned();
-    let text = exit_paragraph(&f, lookup).unwrap();
+    // A context never destroyed, its memory and calls after deinitialisation are left to
+    // the driver at exit: the trace's, not stderr's.
+    assert_eq!(exit_line(&f, lookup), None);
+    f.unsynchronized.push((
+        Some(c),
+        StreamWork {
+            stream: None,
+            per_thread: false,
+            counts: Counts {
+                launches: 2,
+                copies: 1,
+                ops: 0,
+            },
+            created: None,
+        },
+    ));
+    let text = exit_line(&f, lookup).unwrap();
     assert_eq!(
         text,
-        "at exit: 1 context still alive (context 0x1000 (device 1, generation 1, made by \
-         cuCtxCreate_v2 on thread 100 (lifetime call #2))); 1 allocation of device memory of \
-         device 1 never freed (4.0 KiB (4096 bytes)); 2 calls after CUDA was deinitialised \
-         (CUDA_ERROR_DEINITIALIZED: cuMemFree_v2 x2): they ran from static destructors or \
-         atexit handlers after the driver shut down, and did nothing. Release CUDA \
-         resources before exit (free memory, destroy streams, events and contexts, \
-         synchronise outstanding work), before the runtime and driver tear down"
+        format!(
+            "at exit: work never synchronised ({}): it was still queued on the device when the \
+             process exited, and nothing waited for its results. Synchronise the stream \
+             (cuStreamSynchronize or cudaStreamSynchronize) before exit",
+            f.unsynchronized[1].1.describe()
+        )
     );
+    assert_eq!(text.lines().count(), 1);
 }
 
 #[test]
@@ -643,4 +659,49 @@ proptest::proptest! {
             proptest::prop_assert_eq!(MIRROR.load(Ordering::Acquire), dead);
         }
     }
+}
+
+/// Context churn on two devices keeps the tracker's size: ended contexts beyond
+/// KEEP_ENDED are forgotten unless a held stream names one, the per-device counts are
+/// kept without walking, and a reused handle still counts generations while its latest
+/// incarnation is remembered.
+#[test]
+fn context_churn_keeps_the_trackers_size() {
+    let mut t = Tracker::new();
+    let pairs = 10_000u64;
+    let mut held_ctx = None;
+    for i in 0..pairs {
+        let s = site(&mut t, "cuCtxCreate_v2");
+        let id = t
+            .context_created(0x10_0000 + i * 0x100, Some((i % 2) as i32), s)
+            .unwrap();
+        if i == 10 {
+            let s = site(&mut t, "cuStreamCreate");
+            t.stream_created(0xabc, Some(id), s);
+            held_ctx = Some(id);
+        }
+        let s = site(&mut t, "cuCtxDestroy_v2");
+        t.context_ended(id, EndKind::Destroyed, s, Counts::default(), &[]);
+    }
+    // The last KEEP_ENDED, plus the one a held stream names.
+    assert_eq!(t.contexts_remembered(), KEEP_ENDED + 1);
+    let held = held_ctx.unwrap();
+    assert!(t.ended(Some(held)).is_some());
+    assert_eq!(t.dead_handles(), 1);
+    t.stream_forgotten(0xabc);
+    assert_eq!(t.contexts_remembered(), KEEP_ENDED);
+    assert!(t.context(held).is_none());
+    assert_eq!(t.dead_handles(), 0);
+    let d = t.device_contexts();
+    assert_eq!(d.len(), 2);
+    assert_eq!((d[&0].contexts, d[&0].live), (5_000, 0));
+    assert_eq!((d[&1].contexts, d[&1].live), (5_000, 0));
+    assert_eq!(d[&1].first_function, "cuCtxCreate_v2");
+    // The latest handle comes back: generation 2, it is remembered.
+    let last = 0x10_0000 + (pairs - 1) * 0x100;
+    let s = site(&mut t, "cuCtxCreate_v2");
+    let id = t.context_created(last, Some(1), s).unwrap();
+    assert_eq!(t.context(id).unwrap().generation, 2);
+    assert_eq!(t.latest_context(last).map(|c| c.id), Some(id));
+    assert_eq!(t.device_contexts()[&1].live, 1);
 }

@@ -4,9 +4,8 @@
 
 use super::entry::{
     result, typed, CTX_GET_CURRENT, CTX_GET_DEVICE, CTX_POP, CTX_PUSH, CTX_SYNCHRONIZE,
-    POINTER_GET_ATTRIBUTE, PRIMARY_STATE, STREAM_GET_CTX,
+    POINTER_GET_ATTRIBUTE, PRIMARY_RELEASE, PRIMARY_RETAIN, PRIMARY_STATE, STREAM_GET_CTX,
 };
-use crate::hooks::ids::slots;
 use libc::{c_int, c_void};
 use seedance_cuda::{CUcontext, CUdevice, CUdeviceptr, CUresult, CUstream};
 
@@ -138,11 +137,8 @@ pub fn primary_active(dev: CUdevice) -> Result<bool, CUresult> {
 /// driver lacks it.
 pub fn primary_retain(pctx: *mut seedance_cuda::CUcontext, dev: CUdevice) -> Option<CUresult> {
     type F = unsafe extern "C" fn(*mut seedance_cuda::CUcontext, CUdevice) -> CUresult;
-    let p = slots::ALL.cuDevicePrimaryCtxRetain.get();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the slot holds the driver's cuDevicePrimaryCtxRetain.
+    let p = PRIMARY_RETAIN.get()?;
+    // SAFETY: p is cuDevicePrimaryCtxRetain.
     let f: F = unsafe { typed(p) };
     // SAFETY: pctx is the program's own out-pointer, under the same contract.
     Some(unsafe { f(pctx, dev) })
@@ -152,11 +148,8 @@ pub fn primary_retain(pctx: *mut seedance_cuda::CUcontext, dev: CUdevice) -> Opt
 /// driver lacks it.
 pub fn primary_release(dev: CUdevice) -> Option<CUresult> {
     type F = unsafe extern "C" fn(CUdevice) -> CUresult;
-    let p = slots::ALL.cuDevicePrimaryCtxRelease_v2.get();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the slot holds the driver's cuDevicePrimaryCtxRelease_v2.
+    let p = PRIMARY_RELEASE.get()?;
+    // SAFETY: p is cuDevicePrimaryCtxRelease_v2.
     let f: F = unsafe { typed(p) };
     // SAFETY: no pointer argument.
     Some(unsafe { f(dev) })

@@ -2,10 +2,9 @@
 //! ids, UUIDs, memory, and the driver's version (the session record and the topology).
 
 use super::entry::{
-    typed, RealFn, DEVICE_GET_ATTRIBUTE, DEVICE_GET_NAME, DEVICE_GET_PCI_BUS_ID, DEVICE_GET_UUID,
-    DEVICE_TOTAL_MEM,
+    typed, RealFn, DEVICE_GET, DEVICE_GET_ATTRIBUTE, DEVICE_GET_COUNT, DEVICE_GET_NAME,
+    DEVICE_GET_PCI_BUS_ID, DEVICE_GET_UUID, DEVICE_TOTAL_MEM, DRIVER_GET_VERSION,
 };
-use crate::hooks::ids::slots;
 use libc::c_int;
 use seedance_cuda::{CUdevice, CUresult};
 use std::ffi::CStr;
@@ -30,11 +29,8 @@ pub struct DeviceFacts {
 /// `cuDeviceGetCount` through the real driver; `None` if it fails (e.g. before `cuInit`).
 pub fn device_count() -> Option<i32> {
     type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
-    let p = slots::ALL.cuDeviceGetCount.get();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the slot holds the driver's cuDeviceGetCount.
+    let p = DEVICE_GET_COUNT.get()?;
+    // SAFETY: p is cuDeviceGetCount.
     let f: F = unsafe { typed(p) };
     let mut n: c_int = 0;
     // SAFETY: n is a valid out-pointer.
@@ -44,11 +40,8 @@ pub fn device_count() -> Option<i32> {
 /// `cuDeviceGet` through the real driver.
 pub fn device_handle(ordinal: i32) -> Option<CUdevice> {
     type F = unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult;
-    let p = slots::ALL.cuDeviceGet.get();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the slot holds the driver's cuDeviceGet.
+    let p = DEVICE_GET.get()?;
+    // SAFETY: p is cuDeviceGet.
     let f: F = unsafe { typed(p) };
     let mut d: CUdevice = 0;
     // SAFETY: d is a valid out-pointer.
@@ -67,11 +60,8 @@ pub fn ordinal_of(handle: CUdevice) -> Option<i32> {
 pub fn driver_version() -> Option<i32> {
     let _hold = crate::rt::config::hold_fork();
     type F = unsafe extern "C" fn(*mut c_int) -> CUresult;
-    let p = slots::ALL.cuDriverGetVersion.get();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the slot holds the driver's cuDriverGetVersion.
+    let p = DRIVER_GET_VERSION.get()?;
+    // SAFETY: p is cuDriverGetVersion.
     let f: F = unsafe { typed(p) };
     let mut v: c_int = 0;
     // SAFETY: v is a valid out-pointer.

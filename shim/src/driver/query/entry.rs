@@ -2,7 +2,7 @@
 //! name, in the library that holds the real `cuInit`, and found again when a slot moves to
 //! another library (`crate::driver::real::generation`).
 
-use crate::hooks::ids::slots;
+use crate::driver::real::Here;
 use libc::c_void;
 use seedance_cuda::CUresult;
 use std::ffi::CStr;
@@ -25,8 +25,23 @@ impl RealFn {
         }
     }
 
-    /// The entry point, `None` when the driver lacks it (or no driver is loaded).
+    /// The entry point, `None` when the driver lacks it (or no driver is loaded). Under a
+    /// [`crate::driver::real::hold_driver`] on this thread, the entry point of the held
+    /// library, looked up in it now (never the shared cache, which may point into another
+    /// copy), or `None` when the hold found no driver.
     pub(super) fn get(&self) -> Option<*mut c_void> {
+        match crate::driver::real::held_here() {
+            Here::Anywhere => self.cached(),
+            Here::Nowhere => None,
+            Here::In(h) => {
+                let p = crate::platform::lookup(h, self.name);
+                (!p.is_null()).then_some(p)
+            }
+        }
+    }
+
+    /// The entry point from the shared cache, looked up again when a slot moved.
+    fn cached(&self) -> Option<*mut c_void> {
         let generation = crate::driver::real::generation() + 1;
         if self.found_in.load(Ordering::Acquire) != generation {
             // A slot moved to another library since: look this one up there again.
@@ -35,7 +50,7 @@ impl RealFn {
         }
         match self.addr.load(Ordering::Acquire) {
             0 => {
-                let anchor = slots::ALL.cuInit.get();
+                let anchor = crate::driver::real::anchor();
                 if anchor.is_null() {
                     return None;
                 }
@@ -68,6 +83,11 @@ real_fns! {
     FUNC_GET_ATTRIBUTE = c"cuFuncGetAttribute";
     OCCUPANCY = c"cuOccupancyMaxActiveBlocksPerMultiprocessor";
     MEM_GET_INFO = c"cuMemGetInfo_v2";
+    DEVICE_GET_COUNT = c"cuDeviceGetCount";
+    DEVICE_GET = c"cuDeviceGet";
+    DRIVER_GET_VERSION = c"cuDriverGetVersion";
+    PRIMARY_RETAIN = c"cuDevicePrimaryCtxRetain";
+    PRIMARY_RELEASE = c"cuDevicePrimaryCtxRelease_v2";
     POINTER_GET_ATTRIBUTE = c"cuPointerGetAttribute";
     GRANULARITY = c"cuMemGetAllocationGranularity";
     LOGS_REGISTER = c"cuLogsRegisterCallback";
@@ -80,6 +100,7 @@ real_fns! {
     EVENT_CREATE = c"cuEventCreate";
     EVENT_RECORD = c"cuEventRecord";
     STREAM_WAIT_EVENT = c"cuStreamWaitEvent";
+    STREAM_GET_FLAGS = c"cuStreamGetFlags";
     // The host-write guard is Linux-only (it reads through process_vm_readv).
     #[cfg(target_os = "linux")]
     EVENT_QUERY = c"cuEventQuery";

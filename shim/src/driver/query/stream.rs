@@ -3,7 +3,8 @@
 //! the host-write guard's staging memory.
 
 use super::entry::{
-    result, typed, EVENT_CREATE, EVENT_RECORD, STREAM_QUERY, STREAM_SYNCHRONIZE, STREAM_WAIT_EVENT,
+    result, typed, EVENT_CREATE, EVENT_RECORD, STREAM_GET_FLAGS, STREAM_QUERY, STREAM_SYNCHRONIZE,
+    STREAM_WAIT_EVENT,
 };
 // The host-write guard's queries: Linux-only, as the guard (it reads through
 // process_vm_readv).
@@ -26,6 +27,20 @@ pub fn stream_busy(stream: CUstream) -> Result<bool, CUresult> {
         CUresult::CUDA_ERROR_NOT_READY => Ok(true),
         r => Err(r),
     }
+}
+
+/// `cuStreamGetFlags(stream, &flags)`: the flags the stream was made with
+/// (`CU_STREAM_NON_BLOCKING` = 1), for a stream the shim did not see made.
+pub fn stream_flags(stream: CUstream) -> Result<u32, CUresult> {
+    type F = unsafe extern "C" fn(CUstream, *mut u32) -> CUresult;
+    let p = STREAM_GET_FLAGS
+        .get()
+        .ok_or(CUresult::CUDA_ERROR_NOT_FOUND)?;
+    // SAFETY: p is cuStreamGetFlags.
+    let f: F = unsafe { typed(p) };
+    let mut flags = 0u32;
+    // SAFETY: flags is a valid out-pointer; the handle is only passed on.
+    result(unsafe { f(stream, &mut flags) }).map(|()| flags)
 }
 
 /// `cuStreamSynchronize(stream)` (the legacy-default-stream variant).

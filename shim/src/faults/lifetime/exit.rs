@@ -25,6 +25,7 @@ pub fn settle() {
     if !on() {
         return;
     }
+    tell_tracker_size();
     super::stray::at_exit();
     cold(|| {
         let shards = work::shards();
@@ -69,8 +70,9 @@ pub struct ExitReport {
 /// The exit report, computed once.
 static EXIT: once_cell::sync::OnceCell<ExitReport> = once_cell::sync::OnceCell::new();
 
-/// The exit report (computed once, at the end of the process): prints the one paragraph
-/// when something is found. `None` when lifetime tracking is off.
+/// The exit report (computed once, at the end of the process): prints the one stderr line
+/// when work is still queued on a stream (everything else it finds goes only to the trace).
+/// `None` when lifetime tracking is off.
 pub fn exit_report() -> Option<&'static ExitReport> {
     if !on() {
         return None;
@@ -145,7 +147,7 @@ fn build_exit_report() -> ExitReport {
         unsynchronized: unsynced.clone(),
         after_deinit: after_deinit.clone(),
     };
-    if let Some(text) = exit_paragraph(&findings, |id| t.context(id).cloned()) {
+    if let Some(text) = exit_line(&findings, |id| t.context(id).cloned()) {
         stderr::say(&text);
     }
     let ctx_hex = |id: Option<u32>| id.and_then(|i| t.context(i)).map(|c| hex(c.handle));
@@ -187,3 +189,17 @@ fn build_exit_report() -> ExitReport {
         calls_after_deinit: after_deinit,
     }
 }
+
+/// Debug builds, `SEEDANCE_TEST_TRACKER_SIZE` set: one stderr line with the contexts the
+/// tracker remembers at exit, for the end-to-end test that context churn keeps its size
+/// (`e2e::lifetime::context_churn_on_two_devices_keeps_the_trackers_size`).
+#[cfg(debug_assertions)]
+fn tell_tracker_size() {
+    if std::env::var_os("SEEDANCE_TEST_TRACKER_SIZE").is_some() {
+        let n = TRACKER.lock().contexts_remembered();
+        crate::rt::stderr::say(&format!("test: the tracker remembers {n} contexts"));
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn tell_tracker_size() {}

@@ -64,18 +64,15 @@ fn usage() -> Vec<DeviceUse> {
     let shards = work::shards();
     let mut by: BTreeMap<i32, DeviceUse> = BTreeMap::new();
     let t = TRACKER.lock();
-    let mut id = 0u32;
-    while let Some(c) = t.context(id) {
-        if let Some(d) = c.device {
-            let u = by.entry(d).or_insert(DeviceUse {
-                device: d,
-                ..DeviceUse::default()
-            });
-            // A primary context retained again keeps its incarnation: one context.
-            u.contexts += 1;
-            u.live += u32::from(c.end.is_none());
-        }
-        id += 1;
+    // Counted as contexts are made and end (a primary context retained again keeps its
+    // incarnation: one context), not by walking every context seen.
+    for (&d, c) in t.device_contexts() {
+        let u = by.entry(d).or_insert(DeviceUse {
+            device: d,
+            ..DeviceUse::default()
+        });
+        u.contexts += c.contexts;
+        u.live += c.live;
     }
     for shard in &shards {
         for (key, counts) in shard.keys() {
@@ -149,14 +146,9 @@ fn trace_use(u: &DeviceUse, nvml: Option<u64>) -> TraceUse {
 /// The first context the process made on `device`: (creating call, thread).
 fn creator(device: i32) -> Option<(&'static str, u64)> {
     let t = TRACKER.lock();
-    let mut id = 0u32;
-    while let Some(c) = t.context(id) {
-        if c.device == Some(device) {
-            return Some((c.created.function, c.created.tid));
-        }
-        id += 1;
-    }
-    None
+    t.device_contexts()
+        .get(&device)
+        .map(|c| (c.first_function, c.first_tid))
 }
 
 /// Reports a stray context on `device` once: one stderr line and a `stray_context` event.
