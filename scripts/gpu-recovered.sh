@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU checks for failures a program recovers from and for what it leaves to the driver at
-# exit. One GPU is enough (kind nvidia-h200). Run from the repository root on the GPU machine:
+# exit. One GPU is enough. Run from the repository root on the GPU machine:
 #
 #   scripts/gpu-recovered.sh [path/to/libseedance_fix.so]
 #

@@ -265,19 +265,13 @@ pub fn explain_pinned_in_use(
     pinned: Option<&Pinned>,
     streams: &[StreamWork],
 ) -> String {
-    let (lo, bytes) = range;
-    let made = pinned
-        .map(|p| format!(", made by {}", p.created.describe()))
-        .unwrap_or_default();
-    let list: Vec<String> = streams.iter().map(StreamWork::describe).collect();
+    let (memory, list) = pinned_release(what, range, pinned, streams);
     format!(
-        "{what} pinned host memory {lo:#x} ({}{made}) returned while asynchronous copies that \
-         read or write it were still running ({}; the driver reported the streams busy after \
-         the call): the copies may read freed or reused memory (corrupted data) or write into \
-         memory that belongs to something else; synchronise the stream (or record an event \
-         after the copy and synchronise it) before freeing or reusing the buffer",
-        show(bytes),
-        list.join("; ")
+        "{memory} returned while asynchronous copies that read or write it were still running \
+         ({list}; the driver reported the streams busy after the call): the copies may read \
+         freed or reused memory (corrupted data) or write into memory that belongs to \
+         something else; synchronise the stream (or record an event after the copy and \
+         synchronise it) before freeing or reusing the buffer"
     )
 }
 
@@ -293,22 +287,33 @@ pub fn explain_pinned_release_waited(
     streams: &[StreamWork],
     blocked: std::time::Duration,
 ) -> String {
-    let (lo, bytes) = range;
+    let (memory, list) = pinned_release(what, range, pinned, streams);
+    format!(
+        "{memory} while asynchronous copies that read or write it had not finished ({list}): \
+         {function} waited {} for them before releasing the memory (the streams were idle when \
+         it returned), so the copies completed with the data intact, but the call stalled this \
+         thread until the streams' earlier work was done (a hidden synchronisation); to keep \
+         the thread running, synchronise the stream (or record an event after the copy and \
+         synchronise it) where the wait suits the program, or free the buffer later",
+        duration(blocked)
+    )
+}
+
+/// The two parts of a pinned release's explanation: "freeing pinned host memory 0x.. (size,
+/// made by ..)" and the streams' work, listed.
+fn pinned_release(
+    what: &str,
+    (lo, bytes): (u64, u64),
+    pinned: Option<&Pinned>,
+    streams: &[StreamWork],
+) -> (String, String) {
     let made = pinned
         .map(|p| format!(", made by {}", p.created.describe()))
         .unwrap_or_default();
     let list: Vec<String> = streams.iter().map(StreamWork::describe).collect();
-    format!(
-        "{what} pinned host memory {lo:#x} ({}{made}) while asynchronous copies that read or \
-         write it had not finished ({}): {function} waited {} for them before releasing the \
-         memory (the streams were idle when it returned), so the copies completed with the \
-         data intact, but the call stalled this thread until the streams' earlier work was \
-         done (a hidden synchronisation); to keep the thread running, synchronise the stream \
-         (or record an event after the copy and synchronise it) where the wait suits the \
-         program, or free the buffer later",
-        show(bytes),
+    (
+        format!("{what} pinned host memory {lo:#x} ({}{made})", show(bytes)),
         list.join("; "),
-        duration(blocked)
     )
 }
 
