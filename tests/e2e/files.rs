@@ -45,7 +45,14 @@ fn a_daemon_closing_every_descriptor_keeps_its_data_file_and_the_trace() {
     for run in 0..3 {
         let (r, data) = daemon("close3");
         let r = r.ok();
-        assert_eq!(r.stdout(), "data fd 3\n");
+        // Descriptor 3 unless the trace writer, finding its file closed, opened it again
+        // between the program's closing and its open (its queue still held the failed
+        // calls' records): then the writer has 3 and the data file 4.
+        assert!(
+            ["data fd 3\n", "data fd 4\n"].contains(&r.stdout().as_str()),
+            "{}",
+            r.stdout()
+        );
         assert_eq!(data, "data begins\ndata ends\n", "run {run}");
         assert_eq!(kinds(&r), want, "run {run}");
         assert_eq!(r.trace_files, 1);
@@ -60,7 +67,12 @@ fn stderr_lines_never_land_in_a_file_that_took_descriptor_2() {
     let want = kinds(&keep.ok());
     let (r, data) = daemon("close2");
     let r = r.ok();
-    assert_eq!(r.stdout(), "data fd 2\n");
+    // Descriptor 2 unless the writer opened its file again in between (above).
+    assert!(
+        ["data fd 2\n", "data fd 3\n"].contains(&r.stdout().as_str()),
+        "{}",
+        r.stdout()
+    );
     assert_eq!(data, "data begins\ndata ends\n");
     assert_eq!(kinds(&r), want);
 }

@@ -164,10 +164,7 @@ impl TraceFile {
             .custom_flags(libc_o_nofollow())
             .open(&path)
             .map_err(|e| WriterError::Io(path.clone(), e))?;
-        Ok(TraceFile {
-            path,
-            file: high(file),
-        })
+        Ok(TraceFile { path, file })
     }
 }
 
@@ -370,20 +367,6 @@ impl CountingFile {
 /// check comes before the descriptor is closed at the end. Between the check and the
 /// write the program could still close and reuse the descriptor (two system calls, not
 /// one); the window is that of one `write`.
-/// Lowest descriptor number the trace file is kept at ([`high`]).
-const HIGH_FD: i32 = 512;
-
-/// `file` moved to a descriptor of [`HIGH_FD`] or above (close-on-exec), the one `open`
-/// returned closed again: a program that closes its descriptors and opens files (a daemon)
-/// gets the low numbers it would get without the shim, the low one being taken only between
-/// two calls. Where the limit on open files is lower, `file` as it was.
-fn high(file: File) -> File {
-    match rustix::io::fcntl_dupfd_cloexec(&file, HIGH_FD) {
-        Ok(fd) => File::from(fd),
-        Err(_) => file,
-    }
-}
-
 struct Owned {
     file: Option<File>,
     path: PathBuf,
@@ -421,7 +404,6 @@ impl Owned {
                 .append(true)
                 .custom_flags(libc_o_nofollow())
                 .open(&self.path)?;
-            let f = high(f);
             if identity(&f) != Some(self.id) {
                 return Err(io::Error::other(format!(
                     "{} is no longer the trace file this process created",
