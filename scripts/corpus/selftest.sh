@@ -106,7 +106,9 @@ cat >"$tmp/bin/fakepy" <<'EOF'
 play="$(dirname "$0")/../play/$(basename "$1")"
 shift
 mkdir -p "$(dirname "$play")"
-[ -x "$play" ] || nvcc -o "$play" >/dev/null
+# Built under another name and moved into place: runs of the same program in parallel never
+# exec a file another one is still writing (ETXTBSY, exit 126).
+[ -x "$play" ] || { nvcc -o "$play.$$" >/dev/null && mv -f "$play.$$" "$play"; }
 exec "$play" "$@"
 EOF
 chmod +x "$tmp/bin/nvcc" "$tmp/bin/nvidia-smi" "$tmp/bin/fakepy"
