@@ -5,22 +5,13 @@
 //! process. Every mode gives the native output.
 
 use seedance_e2e::{artifacts, Finished, Run};
-use std::path::PathBuf;
 use std::time::Duration;
 
-/// Two copies of the fake driver in their own directories (`a/`, `b/`).
+/// Two copies of the fake driver in their own directories ([`crate::reopen::copies`]), as
+/// path strings.
 fn copies() -> (tempfile::TempDir, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut paths: Vec<PathBuf> = Vec::new();
-    for d in ["a", "b"] {
-        let sub = dir.path().join(d);
-        std::fs::create_dir(&sub).unwrap();
-        let lib = sub.join("libcuda.so.1");
-        std::fs::copy(artifacts().fake_dir.join("libcuda.so.1"), &lib).unwrap();
-        paths.push(lib);
-    }
-    let show = |p: &PathBuf| p.display().to_string();
-    (dir, show(&paths[0]), show(&paths[1]))
+    let (dir, a, b) = crate::reopen::copies();
+    (dir, a.display().to_string(), b.display().to_string())
 }
 
 /// A library that takes the address range a closed copy leaves, so that a call into the

@@ -9,7 +9,7 @@ use seedance_e2e::{artifacts, Finished, Run};
 use std::path::PathBuf;
 
 /// Two copies of the fake driver in their own directories (`a/`, `b/`).
-fn copies() -> (tempfile::TempDir, PathBuf, PathBuf) {
+pub(crate) fn copies() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let mut paths = Vec::new();
     for d in ["a", "b"] {
