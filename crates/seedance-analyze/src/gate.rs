@@ -14,7 +14,7 @@ pub const EXIT_NO_TRACE: u8 = 3;
 pub const EXIT_GATE: u8 = 4;
 
 /// Exit code when `export --otlp-endpoint` could not deliver every request
-/// ([`crate::push`]).
+/// ([`crate::export::push`]).
 pub const EXIT_PUSH: u8 = 5;
 
 /// The least severity that fails `summary --fail-on`.
@@ -53,13 +53,21 @@ pub fn summary_gate(report: &Report, level: FailOn) -> Option<String> {
     if n == 0 {
         return None;
     }
-    let mut parts = vec![crate::fmt::counted(errors as u64, "error", "errors")];
+    let mut parts = vec![crate::render::fmt::counted(
+        errors as u64,
+        "error",
+        "errors",
+    )];
     if level == FailOn::Warning {
-        parts.push(crate::fmt::counted(warnings as u64, "warning", "warnings"));
+        parts.push(crate::render::fmt::counted(
+            warnings as u64,
+            "warning",
+            "warnings",
+        ));
     }
     Some(format!(
         "{} at severity {what}: {}",
-        crate::fmt::counted(n as u64, "problem", "problems"),
+        crate::render::fmt::counted(n as u64, "problem", "problems"),
         parts.join(", ")
     ))
 }
@@ -88,18 +96,18 @@ pub fn diff_gate(d: &DiffReport) -> Option<String> {
     let mut line = format!(
         "new in {}: {}, {}, {}",
         d.b.paths.join(" "),
-        crate::fmt::counted(
+        crate::render::fmt::counted(
             errors,
             "failing call (function, CUresult)",
             "failing calls (function, CUresult)",
         ),
-        crate::fmt::counted(faults, "fault", "faults"),
-        crate::fmt::counted(problems, "problem", "problems"),
+        crate::render::fmt::counted(faults, "fault", "faults"),
+        crate::render::fmt::counted(problems, "problem", "problems"),
     );
     if let Some(first) = worse.first() {
         line.push_str(&format!(
             ", {} more severe ({} -> {}: {})",
-            crate::fmt::counted(worse.len() as u64, "problem", "problems"),
+            crate::render::fmt::counted(worse.len() as u64, "problem", "problems"),
             first.severity_a,
             first.severity_b,
             first.title_b

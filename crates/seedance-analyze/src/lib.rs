@@ -23,45 +23,17 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
-mod build;
-mod counters;
-mod cuda_errors;
 pub mod diff;
-pub mod escape;
-pub mod explain;
-mod explained;
 pub mod export;
-mod fast;
-mod faults;
-mod file_state;
-mod fmt;
 pub mod gate;
-pub mod input;
-mod lifetime;
-mod line;
-mod parse;
-mod parts;
-mod problems;
-mod proc;
-mod process_agg;
-pub mod push;
-mod reader;
-pub mod records;
-#[cfg(feature = "remote")]
-pub mod remote;
-pub mod remote_url;
-pub mod render_html;
-pub mod render_json;
-pub mod render_text;
-mod repairs;
+pub mod problems;
+pub mod read;
+pub mod render;
 pub mod report;
-pub mod stray;
-mod timeline;
-mod visibility;
 
 pub use aggregate::Aggregate;
-pub use build::build_report;
-pub use input::{analyze_paths, Options};
+pub use read::input::{analyze_paths, Options};
+pub use report::build::build_report;
 pub use report::{Report, REPORT_VERSION};
 
 use std::path::PathBuf;

@@ -13,10 +13,11 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use seedance_analyze::export::{otlp, push};
 use seedance_analyze::gate::{self, FailOn};
-use seedance_analyze::{
-    diff, explain, export, push, render_html, render_json, render_text, Options, Report,
-};
+use seedance_analyze::problems::curesult;
+use seedance_analyze::render;
+use seedance_analyze::{diff, Options, Report};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -168,9 +169,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let report = summarize(&paths)?;
             let text = match format {
-                Format::Text => render_text::render(&report),
-                Format::Json => render_json::render(&report),
-                Format::Html => render_html::render(&report),
+                Format::Text => render::text::render(&report),
+                Format::Json => render::json::render(&report),
+                Format::Html => render::html::render(&report),
             };
             emit(&text, output)?;
             if let Some(code) = no_trace_in(&report, &paths) {
@@ -184,7 +185,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(line) => {
                     eprintln!(
                         "seedance-analyze: --fail-on: {}",
-                        seedance_analyze::escape::controls(&line)
+                        seedance_analyze::render::escape::controls(&line)
                     );
                     Ok(ExitCode::from(gate::EXIT_GATE))
                 }
@@ -216,14 +217,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 None => None,
             };
-            let (urls, local) = seedance_analyze::input::split_urls(&paths);
-            let files: Vec<PathBuf> = seedance_analyze::input::collect_files(&local)
+            let (urls, local) = seedance_analyze::read::input::split_urls(&paths);
+            let files: Vec<PathBuf> = seedance_analyze::read::input::collect_files(&local)
                 .context("cannot read the input")?
                 .0;
-            let env = export::Environment::from_process();
-            let mut resources = export::otlp_json(&files, &env);
+            let env = otlp::Environment::from_process();
+            let mut resources = otlp::otlp_json(&files, &env);
             for u in &urls {
-                resources.append(export::otlp_json_url(u, &env).map_err(anyhow::Error::msg)?);
+                resources.append(otlp::otlp_json_url(u, &env).map_err(anyhow::Error::msg)?);
             }
             if push.is_none() || output.is_some() {
                 emit(&resources.json, output)?;
@@ -272,11 +273,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Explain { code, format } => match explain::explain(&code) {
+        Command::Explain { code, format } => match curesult::explain(&code) {
             Ok(e) => {
                 let text = match format {
-                    SimpleFormat::Text => explain::render_text(&e),
-                    SimpleFormat::Json => render_json::to_json(&e),
+                    SimpleFormat::Text => curesult::render_text(&e),
+                    SimpleFormat::Json => render::json::to_json(&e),
                 };
                 emit(&text, None)?;
                 Ok(if e.known {
@@ -302,7 +303,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let d = diff::diff(&ra, &rb);
             let text = match format {
                 SimpleFormat::Text => diff::render_text(&d),
-                SimpleFormat::Json => render_json::to_json(&d),
+                SimpleFormat::Json => render::json::to_json(&d),
             };
             emit(&text, output)?;
             let empty_a = no_trace_in(&ra, std::slice::from_ref(&a));
@@ -314,7 +315,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(line) => {
                     eprintln!(
                         "seedance-analyze: --fail-on new: {}",
-                        seedance_analyze::escape::controls(&line)
+                        seedance_analyze::render::escape::controls(&line)
                     );
                     Ok(ExitCode::from(gate::EXIT_GATE))
                 }
@@ -369,7 +370,7 @@ fn no_trace_in(report: &Report, paths: &[PathBuf]) -> Option<ExitCode> {
 /// large.
 fn summarize(paths: &[PathBuf]) -> anyhow::Result<Report> {
     let total: u64 = if std::io::stderr().is_terminal() {
-        match seedance_analyze::input::collect_files(paths) {
+        match seedance_analyze::read::input::collect_files(paths) {
             Ok((files, _)) => files
                 .iter()
                 .filter_map(|f| std::fs::metadata(f).ok())

@@ -417,7 +417,7 @@ fn report_run(traces: TraceDir, before: &HashSet<PathBuf>, html: Option<&Path>) 
     };
     if let Some(out) = html {
         match &report {
-            Some(r) => match std::fs::write(out, seedance_analyze::render_html::render(r)) {
+            Some(r) => match std::fs::write(out, seedance_analyze::render::html::render(r)) {
                 Ok(()) => say(&format!("report: {}", out.display())),
                 Err(e) => say(&format!("cannot write {}: {e}", out.display())),
             },
@@ -431,7 +431,7 @@ fn report_run(traces: TraceDir, before: &HashSet<PathBuf>, html: Option<&Path>) 
     let speak = report.as_ref().is_some_and(summary::worth_saying);
     if speak {
         let r = report.as_ref().expect("checked above");
-        let text = summary::sections(&seedance_analyze::render_text::render(r));
+        let text = summary::sections(&seedance_analyze::render::text::render(r));
         eprint!("\nseedance-fix: what the shim saw in this run\n{text}");
     }
     let keep = speak || html.is_some();

@@ -86,7 +86,7 @@ fn kinds_are_capped() {
 /// and the records-by-kind counters (with the kinds' cap).
 #[test]
 fn held_call_failed_records_add_up_like_single_ones() {
-    use crate::parse::parse_line;
+    use crate::read::parse::parse_line;
     let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
     let mut next = move |n: u64| {
         rng ^= rng >> 12;

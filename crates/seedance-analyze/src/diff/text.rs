@@ -1,8 +1,8 @@
 //! A diff for the terminal.
 
 use super::types::{DiffReport, ErrorChange, KindChange};
-use crate::fmt::{self, counted};
-use crate::render_text::{push_wrapped, Table};
+use crate::render::fmt::{self, counted};
+use crate::render::text::{push_wrapped, Table};
 
 fn pct(p: Option<f64>) -> String {
     match p {
@@ -13,8 +13,8 @@ fn pct(p: Option<f64>) -> String {
 
 /// Renders a diff for the terminal.
 pub fn render_text(d: &DiffReport) -> String {
-    let escaped = crate::escape::strings(d);
-    crate::escape::terminal(&render_escaped(escaped.as_ref().unwrap_or(d)))
+    let escaped = crate::render::escape::strings(d);
+    crate::render::escape::terminal(&render_escaped(escaped.as_ref().unwrap_or(d)))
 }
 
 fn render_escaped(d: &DiffReport) -> String {

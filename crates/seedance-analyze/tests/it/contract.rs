@@ -746,7 +746,7 @@ fn explain_json_matches_the_documented_schema() {
 /// shim's own types write back reads the same through the analyzer's parser.
 #[test]
 fn fixtures_follow_the_trace_schema() {
-    use seedance_analyze::input::{parse_line, Line};
+    use seedance_analyze::read::input::{parse_line, Line};
     let mut checked = 0;
     for dir in [
         "tests/fixtures/fleet",
@@ -760,7 +760,7 @@ fn fixtures_follow_the_trace_schema() {
         "tests/fixtures/v5-probes",
     ] {
         let (files, _) =
-            seedance_analyze::input::collect_files(&[super::crate_dir().join(dir)]).unwrap();
+            seedance_analyze::read::input::collect_files(&[super::crate_dir().join(dir)]).unwrap();
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
             for line in text.lines() {
@@ -768,7 +768,7 @@ fn fixtures_follow_the_trace_schema() {
                     continue;
                 };
                 let kind = v.get("event").and_then(|e| e.as_str()).unwrap_or("");
-                if !seedance_analyze::input::KNOWN_KINDS.contains(&kind) {
+                if !seedance_analyze::read::input::KNOWN_KINDS.contains(&kind) {
                     continue;
                 }
                 let rec: seedance_trace::Record = serde_json::from_str(line)

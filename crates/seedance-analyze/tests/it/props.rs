@@ -12,7 +12,7 @@
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use seedance_analyze::input::{parse_line, read_file, read_line_bounded, Line, Options};
+use seedance_analyze::read::input::{parse_line, read_file, read_line_bounded, Line, Options};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 use std::io::BufReader;
@@ -451,9 +451,9 @@ proptest! {
         for (n, p) in r.problems.iter().enumerate() {
             prop_assert_eq!(p.rank as usize, n + 1);
         }
-        let _ = seedance_analyze::render_text::render(&r);
-        let _ = seedance_analyze::render_html::render(&r);
-        let json = seedance_analyze::render_json::render(&r);
+        let _ = seedance_analyze::render::text::render(&r);
+        let _ = seedance_analyze::render::html::render(&r);
+        let json = seedance_analyze::render::json::render(&r);
         let back: seedance_analyze::Report = serde_json::from_str(&json).unwrap();
         prop_assert_eq!(&back.problems.len(), &r.problems.len());
         prop_assert_eq!(&back.overview, &r.overview);

@@ -133,9 +133,9 @@ fn empty_and_blank_files() {
     assert!(r.processes.is_empty());
     assert!(r.problems.is_empty());
     // And the renderers cope with nothing.
-    let text = seedance_analyze::render_text::render(&r);
+    let text = seedance_analyze::render::text::render(&r);
     assert!(text.contains("PROBLEMS\n  none found\n"), "{text}");
-    let html = seedance_analyze::render_html::render(&r);
+    let html = seedance_analyze::render::html::render(&r);
     assert!(html.contains("No failed calls recorded"));
 }
 
@@ -230,7 +230,7 @@ fn oversized_line_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let huge = format!(
         r#"{{"v":1,"seq":1,"ts_ns":1,"pid":3,"tid":3,"event":"call_failed","function":"{}","result":1,"args":{{}}}}"#,
-        "x".repeat(seedance_analyze::input::MAX_LINE_BYTES)
+        "x".repeat(seedance_analyze::read::input::MAX_LINE_BYTES)
     );
     let p = write_trace(
         dir.path(),
@@ -360,7 +360,7 @@ fn device_faults_and_repairs() {
         r.repairs.fallbacks[0].chosen_pci_bus_id.as_deref(),
         Some("0000:1a:00.0")
     );
-    let text = seedance_analyze::render_text::render(&r);
+    let text = seedance_analyze::render::text::render(&r);
     assert!(
         text.contains("5 calls repaired in 1 process by the fix mode"),
         "{text}"
@@ -400,7 +400,7 @@ fn html_is_self_contained_and_escaped() {
         ],
         "",
     );
-    let html = seedance_analyze::render_html::render(&report(&[p]));
+    let html = seedance_analyze::render::html::render(&report(&[p]));
     assert!(!html.contains("<script>alert"), "unescaped trace text");
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(
@@ -643,7 +643,7 @@ fn dev_zero_is_not_a_trace_and_is_read_only_so_far() {
     assert_eq!(r.input.files_read, 0);
     assert_eq!(r.input.files_skipped, 1);
     assert_eq!(r.input.skipped_files, ["/dev/zero"]);
-    assert!(r.input.bytes <= seedance_analyze::input::NOT_TRACE_SKIP_LIMIT + (1 << 20));
+    assert!(r.input.bytes <= seedance_analyze::read::input::NOT_TRACE_SKIP_LIMIT + (1 << 20));
     assert!(r.processes.is_empty());
 }
 
@@ -653,7 +653,7 @@ fn an_over_long_first_line_is_oversized_not_malformed() {
     let dir = tempfile::tempdir().unwrap();
     let huge = format!(
         r#"{{"v":1,"seq":0,"ts_ns":1,"pid":3,"tid":3,"event":"session_start","argv":["{}"]}}"#,
-        "x".repeat(seedance_analyze::input::MAX_LINE_BYTES)
+        "x".repeat(seedance_analyze::read::input::MAX_LINE_BYTES)
     );
     let p = write_trace(
         dir.path(),

@@ -108,7 +108,7 @@ fn other_stream_operations_are_unsynchronized_work() {
     assert_eq!(h.unsynchronized_streams, 2);
     assert_eq!(h.unsynchronized_work, 4);
     assert_eq!(h.unsynchronized_ops, 2);
-    let text = seedance_analyze::render_text::render(&r);
+    let text = seedance_analyze::render::text::render(&r);
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         flat.contains(

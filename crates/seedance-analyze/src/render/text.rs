@@ -1,0 +1,646 @@
+//! The terminal form of a report: problems first (what to fix), then what the fix mode
+//! repaired, then tables of hosts, processes, devices and functions, then what was read.
+//! Long lists are cut (the JSON and HTML forms have everything).
+
+use crate::render::fmt;
+use crate::report::{ProcessStatus, Report, UNKNOWN_HOST};
+
+/// Rows shown per table before the rest is summarized in one line.
+pub const MAX_ROWS: usize = 50;
+
+/// Widest cell; longer values are shortened with `...` (paths keep their end).
+const MAX_CELL: usize = 48;
+
+/// A plain text table: left-aligned text columns, right-aligned number columns.
+pub(crate) struct Table {
+    headers: Vec<&'static str>,
+    right: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Columns named by `headers`; a header starting with `>` is right-aligned (the `>` is
+    /// not printed).
+    pub(crate) fn new(headers: &[&'static str]) -> Table {
+        Table {
+            headers: headers.iter().map(|h| h.trim_start_matches('>')).collect(),
+            right: headers.iter().map(|h| h.starts_with('>')).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows
+            .push(cells.into_iter().map(|c| shorten(&c, MAX_CELL)).collect());
+    }
+
+    pub(crate) fn render(&self, indent: &str) -> String {
+        let n = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |cells: Vec<&str>, out: &mut String| {
+            let mut s = String::from(indent);
+            for (i, c) in cells.iter().enumerate() {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                if self.right[i] {
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                } else {
+                    s.push_str(c);
+                    if i + 1 < cells.len() {
+                        s.push_str(&" ".repeat(pad));
+                    }
+                }
+            }
+            out.push_str(s.trim_end());
+            out.push('\n');
+        };
+        line(self.headers.to_vec(), &mut out);
+        for r in &self.rows {
+            line(r.iter().map(|s| s.as_str()).collect(), &mut out);
+        }
+        out
+    }
+}
+
+/// Shortens `s` to `max` characters; the end is kept (it names the file, for paths).
+pub(crate) fn shorten(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().skip(n - (max - 3)).collect();
+        format!("...{tail}")
+    }
+}
+
+fn opt(s: &Option<String>) -> String {
+    s.clone().unwrap_or_else(|| "-".to_string())
+}
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn more(out: &mut String, total: usize, what: &str) {
+    if total > MAX_ROWS {
+        out.push_str(&format!(
+            "  ... {} more {what} (see --format json or html)\n",
+            total - MAX_ROWS
+        ));
+    }
+}
+
+/// Renders the report for the terminal; every control character of the trace's strings
+/// escaped (`crate::render::escape`).
+pub fn render(r: &Report) -> String {
+    let escaped = crate::render::escape::strings(r);
+    crate::render::escape::terminal(&render_escaped(escaped.as_ref().unwrap_or(r)))
+}
+
+fn render_escaped(r: &Report) -> String {
+    let mut out = String::new();
+    let o = &r.overview;
+    out.push_str("SUMMARY\n");
+    out.push_str(&format!(
+        "  {} {} on {} {}, {} {}, {} {}; {}, {}\n",
+        o.processes,
+        plural(o.processes, "process", "processes"),
+        o.hosts,
+        plural(o.hosts, "host", "hosts"),
+        o.devices,
+        plural(o.devices, "device", "devices"),
+        o.functions,
+        plural(o.functions, "function", "functions"),
+        plural_n(o.calls, "call", "calls"),
+        plural_n(o.errors, "error", "errors"),
+    ));
+    if let (Some(a), Some(b), Some(fa), Some(fb)) =
+        (o.first_ts_ns, o.last_ts_ns, &o.first_time, &o.last_time)
+    {
+        out.push_str(&format!(
+            "  {fa} .. {fb} ({}, first to last record of all traces)\n",
+            fmt::duration(b.saturating_sub(a))
+        ));
+    }
+    if o.processes_without_exit_summary > 0 {
+        let cut = r
+            .processes
+            .iter()
+            .filter(|p| p.status == ProcessStatus::TraceCut)
+            .count() as u64;
+        if cut == 0 {
+            out.push_str(&format!(
+                "  {} without an exit summary (killed or still running)\n",
+                plural_n(o.processes_without_exit_summary, "process", "processes")
+            ));
+        } else {
+            out.push_str(&format!(
+                "  {} without an exit summary ({cut} with a trace cut by a refused write: disk \
+                 full or file size limit; the others killed or still running)\n",
+                plural_n(o.processes_without_exit_summary, "process", "processes")
+            ));
+        }
+    }
+
+    out.push_str("\nPROBLEMS\n");
+    if r.problems.is_empty() {
+        out.push_str("  none found\n");
+    }
+    for p in &r.problems {
+        out.push_str(&format!(
+            "  {:>2}. [{}] {}\n",
+            p.rank,
+            p.severity.as_str(),
+            p.title
+        ));
+        let label = |name: &str| format!("        {name:<10} ");
+        if !p.functions.is_empty() {
+            let f: Vec<String> = p
+                .functions
+                .iter()
+                .map(|f| format!("{} ({})", f.name, fmt::count(f.count)))
+                .collect();
+            push_wrapped(&mut out, &label("functions:"), &f.join(", "));
+        }
+        for e in &p.examples {
+            push_wrapped(
+                &mut out,
+                &label("example:"),
+                &format!("{} {} ({}x)", e.function, e.args, fmt::count(e.count)),
+            );
+        }
+        for v in &p.values {
+            push_wrapped(
+                &mut out,
+                &label("value:"),
+                &crate::problems::launch_alloc::value_text(p, v),
+            );
+        }
+        for e in &p.explanations {
+            push_wrapped(&mut out, &label("shim said:"), e);
+        }
+        for e in &p.driver_messages {
+            push_wrapped(&mut out, &label("driver:"), e);
+        }
+        for c in &p.context {
+            push_wrapped(&mut out, &label("context:"), c);
+        }
+        for (i, s) in p.remediation.iter().enumerate() {
+            let l = if i == 0 { label("try:") } else { label("") };
+            push_wrapped(&mut out, &format!("{l}- "), s);
+        }
+    }
+
+    out.push_str("\nREPAIRS\n");
+    let rp = &r.repairs;
+    if rp.by_kind.is_empty() && rp.fallbacks.is_empty() {
+        out.push_str("  none\n");
+    } else {
+        out.push_str(&format!(
+            "  {} repaired in {} by the fix mode\n",
+            plural_n(rp.calls_repaired, "call", "calls"),
+            plural_n(rp.processes, "process", "processes")
+        ));
+        if !rp.by_kind.is_empty() {
+            let mut t = Table::new(&["KIND", ">CALLS REPAIRED", ">PROCESSES"]);
+            for k in rp.by_kind.iter().take(MAX_ROWS) {
+                t.row(vec![
+                    k.kind.clone(),
+                    fmt::count(k.calls),
+                    fmt::count(k.processes),
+                ]);
+            }
+            out.push_str(&t.render("  "));
+            more(&mut out, rp.by_kind.len(), "repair kinds");
+        }
+        if !rp.fallbacks.is_empty() {
+            out.push('\n');
+            let mut t = Table::new(&[
+                "FALLBACK",
+                "CHOSEN PCI BUS ID",
+                ">PROCESSES",
+                "HOSTS",
+                "FUNCTIONS",
+            ]);
+            for f in rp.fallbacks.iter().take(MAX_ROWS) {
+                t.row(vec![
+                    format!("ordinal {} -> {}", f.requested_ordinal, f.chosen_ordinal),
+                    opt(&f.chosen_pci_bus_id),
+                    fmt::count(f.processes),
+                    f.hosts.join(","),
+                    if f.functions.is_empty() {
+                        "-".to_string()
+                    } else {
+                        f.functions.join(",")
+                    },
+                ]);
+            }
+            out.push_str(&t.render("  "));
+            more(&mut out, rp.fallbacks.len(), "fallbacks");
+        }
+    }
+
+    if !r.process_health.is_empty() {
+        out.push_str("\nPROCESS HEALTH\n");
+        let mut t = Table::new(&[
+            "PROCESS",
+            "HOST",
+            ">LIVE CTX",
+            ">LEAKED ALLOCS",
+            ">LEAKED BYTES",
+            ">UNSYNCED STREAMS",
+            ">AFTER DEINIT",
+        ]);
+        for p in r.process_health.iter().take(MAX_ROWS) {
+            t.row(vec![
+                format!(
+                    "{} pid {}",
+                    p.executable.as_deref().map(basename).unwrap_or("?"),
+                    p.pid
+                ),
+                opt(&p.hostname),
+                fmt::count(p.live_contexts),
+                fmt::count(p.leaked_allocations),
+                fmt::bytes(p.leaked_bytes),
+                fmt::count(p.unsynchronized_streams),
+                fmt::count(p.calls_after_deinit),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+        more(&mut out, r.process_health.len(), "processes");
+        for p in r.process_health.iter().take(MAX_ROWS) {
+            let name = p.executable.as_deref().map(basename).unwrap_or("?");
+            for w in crate::problems::lifetime::health_words(p) {
+                push_wrapped(&mut out, "  ", &format!("{name} pid {}: {w}", p.pid));
+            }
+        }
+    }
+
+    if !r.device_contexts.is_empty() {
+        out.push_str(
+            "\nDEVICE CONTEXTS (stray: a context on a device the process did nothing on while \
+             it worked on another)\n",
+        );
+        let mut t = Table::new(&[
+            "HOST",
+            ">DEVICE",
+            ">PROCESSES",
+            ">WORKED",
+            ">STRAY",
+            "STRAY MEMORY",
+        ]);
+        for d in r.device_contexts.iter().take(MAX_ROWS) {
+            t.row(vec![
+                opt(&d.hostname),
+                d.device.to_string(),
+                fmt::count(d.processes),
+                fmt::count(d.worked),
+                fmt::count(d.stray),
+                crate::problems::stray_context::memory_words(
+                    d.stray_bytes,
+                    d.stray_bytes_unknown,
+                    d.stray,
+                ),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+        more(&mut out, r.device_contexts.len(), "devices");
+        for d in r.device_contexts.iter().take(MAX_ROWS) {
+            let list: Vec<String> = d
+                .stray_processes
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{} {}",
+                        s.executable.as_deref().map(basename).unwrap_or("?"),
+                        crate::problems::stray_context::process_words(s)
+                    )
+                })
+                .collect();
+            push_wrapped(
+                &mut out,
+                "  ",
+                &format!(
+                    "device {} of {}, stray contexts: {}",
+                    d.device,
+                    opt(&d.hostname),
+                    list.join("; ")
+                ),
+            );
+        }
+    }
+
+    out.push_str("\nHOSTS\n");
+    let mut t = Table::new(&[
+        "HOST",
+        ">PROCESSES",
+        ">NO EXIT SUMMARY",
+        "DRIVER",
+        ">DEVICES",
+        ">CALLS",
+        ">ERRORS",
+    ]);
+    for h in r.hosts.iter().take(MAX_ROWS) {
+        t.row(vec![
+            h.hostname
+                .clone()
+                .unwrap_or_else(|| UNKNOWN_HOST.to_string()),
+            fmt::count(h.processes),
+            fmt::count(h.processes_without_exit_summary),
+            if h.driver_versions.is_empty() {
+                "-".to_string()
+            } else {
+                h.driver_versions.join(",")
+            },
+            fmt::count(h.devices),
+            fmt::count(h.calls),
+            fmt::count(h.errors),
+        ]);
+    }
+    out.push_str(&t.render("  "));
+    more(&mut out, r.hosts.len(), "hosts");
+
+    out.push_str("\nPROCESSES\n");
+    let mut t = Table::new(&[
+        "HOST",
+        ">PID",
+        "EXECUTABLE",
+        "START",
+        ">DURATION",
+        "MODE",
+        "DRIVER",
+        ">DEVICES",
+        ">CALLS",
+        ">ERRORS",
+        "STATUS",
+    ]);
+    for p in r.processes.iter().take(MAX_ROWS) {
+        let status = match (p.status, p.has_session_start) {
+            (ProcessStatus::Exited, true) => "exited".to_string(),
+            (ProcessStatus::Exited, false) => "exited (no session start)".to_string(),
+            (ProcessStatus::NoExitSummary, true) => {
+                "no exit summary (killed or still running)".to_string()
+            }
+            (ProcessStatus::NoExitSummary, false) => {
+                "no exit summary, no session start".to_string()
+            }
+            (ProcessStatus::ForkedChild, _) => {
+                "forked after CUDA was initialised (traced at its first failing call)".to_string()
+            }
+            (ProcessStatus::TraceCut, _) => {
+                "trace cut by a refused write (disk full or file size limit)".to_string()
+            }
+        };
+        t.row(vec![
+            p.hostname
+                .clone()
+                .unwrap_or_else(|| UNKNOWN_HOST.to_string()),
+            p.pid.to_string(),
+            p.executable
+                .as_deref()
+                .map(basename)
+                .unwrap_or("-")
+                .to_string(),
+            p.start_time.clone(),
+            fmt::duration(p.duration_ns),
+            opt(&p.mode),
+            p.driver_version
+                .map(fmt::driver_version)
+                .unwrap_or_else(|| "-".to_string()),
+            if p.has_session_start {
+                p.devices.len().to_string()
+            } else {
+                "-".to_string()
+            },
+            p.calls.map(fmt::count).unwrap_or_else(|| "-".to_string()),
+            fmt::count(p.errors),
+            status,
+        ]);
+    }
+    out.push_str(&t.render("  "));
+    more(&mut out, r.processes.len(), "processes");
+
+    out.push_str("\nDEVICES\n");
+    if r.devices.is_empty() {
+        out.push_str("  none reported\n");
+    } else {
+        // The topology columns only when some trace has a session topology (schema 2).
+        let topo = r
+            .devices
+            .iter()
+            .any(|d| d.uuid.is_some() || d.physical_index.is_some() || d.compute_mode.is_some());
+        let mut headers = vec![
+            "HOST",
+            "PCI BUS ID",
+            "NAME",
+            ">MEMORY",
+            "ORDINALS",
+            ">PROCESSES",
+        ];
+        if topo {
+            headers.extend([">PHYSICAL", ">NVML", "UUID", "COMPUTE MODE"]);
+        }
+        let mut t = Table::new(&headers);
+        let num = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+        for d in r.devices.iter().take(MAX_ROWS) {
+            let mut row = vec![
+                d.hostname
+                    .clone()
+                    .unwrap_or_else(|| UNKNOWN_HOST.to_string()),
+                opt(&d.pci_bus_id),
+                opt(&d.name),
+                d.total_mem_bytes
+                    .map(fmt::bytes)
+                    .unwrap_or_else(|| "-".to_string()),
+                d.ordinals
+                    .iter()
+                    .map(|o| o.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                fmt::count(d.processes),
+            ];
+            if topo {
+                row.extend([
+                    num(d.physical_index),
+                    num(d.nvml_index),
+                    opt(&d.uuid),
+                    opt(&d.compute_mode),
+                ]);
+            }
+            t.row(row);
+        }
+        out.push_str(&t.render("  "));
+        more(&mut out, r.devices.len(), "devices");
+        if topo {
+            out.push_str(
+                "  PHYSICAL: the index CUDA_VISIBLE_DEVICES uses; NVML: nvidia-smi's index\n",
+            );
+        }
+    }
+    // NVML absent: nvidia-smi indices, free memory and busy processes are unknown.
+    let mut no_nvml: std::collections::BTreeMap<(String, String), u64> = Default::default();
+    for p in &r.processes {
+        if let Some(t) = p.topology.as_ref().filter(|t| !t.nvml_present) {
+            let host = p
+                .hostname
+                .clone()
+                .unwrap_or_else(|| UNKNOWN_HOST.to_string());
+            let reason = t
+                .nvml_reason
+                .clone()
+                .unwrap_or_else(|| "no reason given".into());
+            *no_nvml.entry((host, reason)).or_default() += 1;
+        }
+    }
+    for ((host, reason), n) in &no_nvml {
+        push_wrapped(
+            &mut out,
+            "  note: ",
+            &format!(
+                "NVML absent in {} on {host} (nvidia-smi indices, free memory and busy processes \
+                 unknown): {reason}",
+                plural_n(*n, "process", "processes")
+            ),
+        );
+    }
+
+    out.push_str("\nFUNCTIONS\n");
+    if r.functions.is_empty() {
+        out.push_str("  none\n");
+    } else {
+        let mut t = Table::new(&[
+            "FUNCTION",
+            ">CALLS",
+            ">ERRORS",
+            ">ERROR RATE",
+            "ERRORS BY RESULT",
+        ]);
+        let mut partial = false;
+        for f in r.functions.iter().take(MAX_ROWS) {
+            let star = if f.processes_without_exit_summary > 0 {
+                partial = true;
+                "*"
+            } else {
+                ""
+            };
+            t.row(vec![
+                f.function.clone(),
+                format!("{}{star}", fmt::count(f.calls)),
+                fmt::count(f.errors),
+                if star.is_empty() {
+                    fmt::percent(f.errors, f.calls)
+                } else {
+                    "-".to_string()
+                },
+                f.errors_by_result
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", fmt::count(*v)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        out.push_str(&t.render("  "));
+        more(&mut out, r.functions.len(), "functions");
+        if partial {
+            out.push_str("  * plus the unknown calls of processes without an exit summary\n");
+        }
+    }
+
+    let i = &r.input;
+    out.push_str("\nINPUT\n");
+    out.push_str(&format!(
+        "  files: {} read{}, {} skipped (not traces), {} empty, {} unreadable, {} with read errors\n",
+        i.files_read,
+        if i.gzip_files > 0 { format!(" ({} gzip)", i.gzip_files) } else { String::new() },
+        i.files_skipped,
+        i.empty_files,
+        i.unreadable_files,
+        i.files_with_read_errors
+    ));
+    out.push_str(&format!(
+        "  {} lines, {} records, {} read ({} uncompressed)\n",
+        fmt::count(i.lines),
+        fmt::count(i.records),
+        fmt::bytes(i.bytes),
+        fmt::bytes(i.bytes_uncompressed)
+    ));
+    out.push_str(&format!(
+        "  malformed lines: {}, truncated last lines: {}, oversized lines: {}\n",
+        fmt::count(i.malformed_lines),
+        fmt::count(i.truncated_lines),
+        fmt::count(i.oversized_lines)
+    ));
+    if !i.unknown_event_kinds.is_empty() {
+        let k: Vec<String> = i
+            .unknown_event_kinds
+            .iter()
+            .map(|(k, v)| format!("{k} ({})", fmt::count(*v)))
+            .collect();
+        push_wrapped(&mut out, "  unknown event kinds (skipped): ", &k.join(", "));
+    }
+    if i.newer_schema_records > 0 {
+        out.push_str(&format!(
+            "  records of a newer schema: {}\n",
+            fmt::count(i.newer_schema_records)
+        ));
+    }
+    for s in &i.skipped_files {
+        out.push_str(&format!("  skipped: {s}\n"));
+    }
+    for e in &i.errors {
+        out.push_str(&format!("  error: {}: {}\n", e.path, e.error));
+    }
+    out
+}
+
+/// Appends `text` wrapped to 100 columns, the first line after `lead`, the others indented
+/// as far.
+pub(crate) fn push_wrapped(out: &mut String, lead: &str, text: &str) {
+    let indent = " ".repeat(lead.chars().count());
+    let width = 100usize.saturating_sub(indent.len()).max(40);
+    let lines = fmt::wrap(text, width);
+    if lines.is_empty() {
+        out.push_str(lead.trim_end());
+        out.push('\n');
+    }
+    for (i, l) in lines.iter().enumerate() {
+        out.push_str(if i == 0 { lead } else { &indent });
+        out.push_str(l);
+        out.push('\n');
+    }
+}
+
+fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+fn plural_n(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", fmt::count(n), plural(n, one, many))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns() {
+        let mut t = Table::new(&["A", ">N", "C"]);
+        t.row(vec!["xx".into(), "1".into(), "".into()]);
+        t.row(vec!["y".into(), "100".into(), "z".into()]);
+        assert_eq!(t.render(""), "A     N  C\nxx    1\ny   100  z\n");
+        assert_eq!(shorten("/a/very/long/path", 10), "...ng/path");
+    }
+}
