@@ -431,7 +431,7 @@ fn report_run(traces: TraceDir, before: &HashSet<PathBuf>, html: Option<&Path>) 
     let speak = report.as_ref().is_some_and(summary::worth_saying);
     if speak {
         let r = report.as_ref().expect("checked above");
-        let text = summary::sections(&seedance_analyze::render::text::render(r));
+        let text = summary::sections(r);
         eprint!("\nseedance-fix: what the shim saw in this run\n{text}");
     }
     let keep = speak || html.is_some();

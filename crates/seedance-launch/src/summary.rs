@@ -1,41 +1,57 @@
 //! What `seedance-fix run` prints at the end: the SUMMARY, PROBLEMS and REPAIRS sections of
 //! the analyzer's text report of this run's traces (the same words as
-//! `seedance-analyze summary`), or nothing when there is nothing to say.
+//! `seedance-analyze summary`, from the analyzer's section renderers), or nothing when
+//! there is nothing to say.
 
+use seedance_analyze::render::text;
 use seedance_analyze::report::Report;
-
-/// The sections of the text report shown after a run, by their headings.
-const SECTIONS: [&str; 3] = ["SUMMARY", "PROBLEMS", "REPAIRS"];
 
 /// True when the run has something to report: a problem, or a call the fix mode repaired.
 pub fn worth_saying(r: &Report) -> bool {
     !r.problems.is_empty() || r.repairs.calls_repaired > 0 || !r.repairs.fallbacks.is_empty()
 }
 
-/// The sections of `text` (the analyzer's text report, sections separated by a blank line,
-/// each starting with its heading in capitals) named in [`SECTIONS`], in order.
-pub fn sections(text: &str) -> String {
-    let mut out = String::new();
-    for part in text.split("\n\n") {
-        let heading = part.lines().next().unwrap_or("").trim();
-        if SECTIONS.contains(&heading) {
-            out.push_str(part.trim_end_matches('\n'));
-            out.push_str("\n\n");
-        }
-    }
-    out
+/// The sections of the analyzer's text report shown after a run: SUMMARY, PROBLEMS and
+/// REPAIRS (without its fallback table), each followed by a blank line.
+pub fn sections(r: &Report) -> String {
+    [text::summary(r), text::problems(r), text::repairs(r)]
+        .map(|s| s + "\n")
+        .concat()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+
+    fn fixture(name: &str) -> Report {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../seedance-analyze/tests/fixtures")
+            .join(name);
+        seedance_analyze::summarize(&[dir], &seedance_analyze::Options::default()).unwrap()
+    }
 
     #[test]
-    fn keeps_the_named_sections_only() {
-        let text = "SUMMARY\n  a\n\nPROBLEMS\n  1. x\n\nREPAIRS\n  none\n\nHOSTS\n  h\n";
-        assert_eq!(
-            sections(text),
-            "SUMMARY\n  a\n\nPROBLEMS\n  1. x\n\nREPAIRS\n  none\n\n"
-        );
+    fn the_sections_open_the_full_report() {
+        for name in ["v2", "v3", "v4", "v5", "fleet"] {
+            let r = fixture(name);
+            let full = text::render(&r);
+            let shown = sections(&r);
+            assert!(full.starts_with(&shown), "{name}:\n{shown}");
+            let headings: Vec<&str> = shown
+                .split("\n\n")
+                .filter_map(|part| part.lines().next())
+                .collect();
+            assert_eq!(headings, ["SUMMARY", "PROBLEMS", "REPAIRS"], "{name}");
+        }
+    }
+
+    #[test]
+    fn the_fallback_table_is_left_to_the_full_report() {
+        let r = fixture("v2");
+        assert!(!r.repairs.fallbacks.is_empty());
+        assert!(text::render(&r).contains("\n  FALLBACK "));
+        assert!(!sections(&r).contains("\n  FALLBACK "));
+        assert!(sections(&r).ends_with("\n\n"));
     }
 }

@@ -2,7 +2,7 @@
 
 use super::types::{DiffReport, ErrorChange, KindChange};
 use crate::render::fmt::{self, counted};
-use crate::render::text::{push_wrapped, Table};
+use crate::render::table::{push_wrapped, Table};
 
 fn pct(p: Option<f64>) -> String {
     match p {

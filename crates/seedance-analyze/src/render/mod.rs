@@ -5,4 +5,5 @@ pub mod escape;
 pub(crate) mod fmt;
 pub mod html;
 pub mod json;
+pub(crate) mod table;
 pub mod text;

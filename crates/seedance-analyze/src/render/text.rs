@@ -2,86 +2,13 @@
 //! repaired, then tables of hosts, processes, devices and functions, then what was read.
 //! Long lists are cut (the JSON and HTML forms have everything).
 
+use crate::render::escape;
 use crate::render::fmt;
+use crate::render::table::{push_wrapped, Table};
 use crate::report::{ProcessStatus, Report, UNKNOWN_HOST};
 
 /// Rows shown per table before the rest is summarized in one line.
 pub const MAX_ROWS: usize = 50;
-
-/// Widest cell; longer values are shortened with `...` (paths keep their end).
-const MAX_CELL: usize = 48;
-
-/// A plain text table: left-aligned text columns, right-aligned number columns.
-pub(crate) struct Table {
-    headers: Vec<&'static str>,
-    right: Vec<bool>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    /// Columns named by `headers`; a header starting with `>` is right-aligned (the `>` is
-    /// not printed).
-    pub(crate) fn new(headers: &[&'static str]) -> Table {
-        Table {
-            headers: headers.iter().map(|h| h.trim_start_matches('>')).collect(),
-            right: headers.iter().map(|h| h.starts_with('>')).collect(),
-            rows: Vec::new(),
-        }
-    }
-
-    pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.rows
-            .push(cells.into_iter().map(|c| shorten(&c, MAX_CELL)).collect());
-    }
-
-    pub(crate) fn render(&self, indent: &str) -> String {
-        let n = self.headers.len();
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate().take(n) {
-                widths[i] = widths[i].max(c.chars().count());
-            }
-        }
-        let mut out = String::new();
-        let line = |cells: Vec<&str>, out: &mut String| {
-            let mut s = String::from(indent);
-            for (i, c) in cells.iter().enumerate() {
-                let pad = widths[i].saturating_sub(c.chars().count());
-                if i > 0 {
-                    s.push_str("  ");
-                }
-                if self.right[i] {
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(c);
-                } else {
-                    s.push_str(c);
-                    if i + 1 < cells.len() {
-                        s.push_str(&" ".repeat(pad));
-                    }
-                }
-            }
-            out.push_str(s.trim_end());
-            out.push('\n');
-        };
-        line(self.headers.to_vec(), &mut out);
-        for r in &self.rows {
-            line(r.iter().map(|s| s.as_str()).collect(), &mut out);
-        }
-        out
-    }
-}
-
-/// Shortens `s` to `max` characters; the end is kept (it names the file, for paths).
-pub(crate) fn shorten(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        s.to_string()
-    } else {
-        let tail: String = s.chars().skip(n - (max - 3)).collect();
-        format!("...{tail}")
-    }
-}
-
 fn opt(s: &Option<String>) -> String {
     s.clone().unwrap_or_else(|| "-".to_string())
 }
@@ -99,15 +26,62 @@ fn more(out: &mut String, total: usize, what: &str) {
     }
 }
 
-/// Renders the report for the terminal; every control character of the trace's strings
-/// escaped (`crate::render::escape`).
+/// A section writer: appends one section, heading first, to `out` (nothing for a section
+/// that is left out).
+type Section = fn(&Report, &mut String);
+
+/// The sections of the whole report, in order; REPAIRS ends with its fallback table.
+const SECTIONS: [Section; 10] = [
+    summary_into,
+    problems_into,
+    |r, out| {
+        repairs_into(r, out);
+        fallbacks_into(r, out);
+    },
+    process_health_into,
+    device_contexts_into,
+    hosts_into,
+    processes_into,
+    devices_into,
+    functions_into,
+    input_into,
+];
+
+/// Renders the report for the terminal: its sections ([`summary`], [`problems`],
+/// [`repairs`] and [`fallbacks`], [`process_health`], [`device_contexts`], [`hosts`],
+/// [`processes`], [`devices`], [`functions`], [`input`]), each after a blank line; every
+/// control character of the trace's strings escaped ([`crate::render::escape`]).
 pub fn render(r: &Report) -> String {
-    let escaped = crate::render::escape::strings(r);
-    crate::render::escape::terminal(&render_escaped(escaped.as_ref().unwrap_or(r)))
+    escaped(r, |r, out| {
+        for section in SECTIONS {
+            let mut s = String::new();
+            section(r, &mut s);
+            if s.is_empty() {
+                continue;
+            }
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&s);
+        }
+    })
 }
 
-fn render_escaped(r: &Report) -> String {
+/// What `write` writes of `r`, with the control characters of the report's strings escaped
+/// first, and those of the text once more ([`escape::terminal`]).
+fn escaped(r: &Report, write: impl FnOnce(&Report, &mut String)) -> String {
+    let copy = escape::strings(r);
     let mut out = String::new();
+    write(copy.as_ref().unwrap_or(r), &mut out);
+    escape::terminal(&out)
+}
+
+/// The SUMMARY section: processes, hosts, devices, calls and errors, the time span.
+pub fn summary(r: &Report) -> String {
+    escaped(r, summary_into)
+}
+
+fn summary_into(r: &Report, out: &mut String) {
     let o = &r.overview;
     out.push_str("SUMMARY\n");
     out.push_str(&format!(
@@ -150,8 +124,15 @@ fn render_escaped(r: &Report) -> String {
             ));
         }
     }
+}
 
-    out.push_str("\nPROBLEMS\n");
+/// The PROBLEMS section: each problem with its facts and what to try.
+pub fn problems(r: &Report) -> String {
+    escaped(r, problems_into)
+}
+
+fn problems_into(r: &Report, out: &mut String) {
+    out.push_str("PROBLEMS\n");
     if r.problems.is_empty() {
         out.push_str("  none found\n");
     }
@@ -169,38 +150,46 @@ fn render_escaped(r: &Report) -> String {
                 .iter()
                 .map(|f| format!("{} ({})", f.name, fmt::count(f.count)))
                 .collect();
-            push_wrapped(&mut out, &label("functions:"), &f.join(", "));
+            push_wrapped(out, &label("functions:"), &f.join(", "));
         }
         for e in &p.examples {
             push_wrapped(
-                &mut out,
+                out,
                 &label("example:"),
                 &format!("{} {} ({}x)", e.function, e.args, fmt::count(e.count)),
             );
         }
         for v in &p.values {
             push_wrapped(
-                &mut out,
+                out,
                 &label("value:"),
                 &crate::problems::launch_alloc::value_text(p, v),
             );
         }
         for e in &p.explanations {
-            push_wrapped(&mut out, &label("shim said:"), e);
+            push_wrapped(out, &label("shim said:"), e);
         }
         for e in &p.driver_messages {
-            push_wrapped(&mut out, &label("driver:"), e);
+            push_wrapped(out, &label("driver:"), e);
         }
         for c in &p.context {
-            push_wrapped(&mut out, &label("context:"), c);
+            push_wrapped(out, &label("context:"), c);
         }
         for (i, s) in p.remediation.iter().enumerate() {
             let l = if i == 0 { label("try:") } else { label("") };
-            push_wrapped(&mut out, &format!("{l}- "), s);
+            push_wrapped(out, &format!("{l}- "), s);
         }
     }
+}
 
-    out.push_str("\nREPAIRS\n");
+/// The REPAIRS section without its fallback table ([`fallbacks`]): calls the fix mode
+/// repaired, by kind.
+pub fn repairs(r: &Report) -> String {
+    escaped(r, repairs_into)
+}
+
+fn repairs_into(r: &Report, out: &mut String) {
+    out.push_str("REPAIRS\n");
     let rp = &r.repairs;
     if rp.by_kind.is_empty() && rp.fallbacks.is_empty() {
         out.push_str("  none\n");
@@ -220,37 +209,55 @@ fn render_escaped(r: &Report) -> String {
                 ]);
             }
             out.push_str(&t.render("  "));
-            more(&mut out, rp.by_kind.len(), "repair kinds");
-        }
-        if !rp.fallbacks.is_empty() {
-            out.push('\n');
-            let mut t = Table::new(&[
-                "FALLBACK",
-                "CHOSEN PCI BUS ID",
-                ">PROCESSES",
-                "HOSTS",
-                "FUNCTIONS",
-            ]);
-            for f in rp.fallbacks.iter().take(MAX_ROWS) {
-                t.row(vec![
-                    format!("ordinal {} -> {}", f.requested_ordinal, f.chosen_ordinal),
-                    opt(&f.chosen_pci_bus_id),
-                    fmt::count(f.processes),
-                    f.hosts.join(","),
-                    if f.functions.is_empty() {
-                        "-".to_string()
-                    } else {
-                        f.functions.join(",")
-                    },
-                ]);
-            }
-            out.push_str(&t.render("  "));
-            more(&mut out, rp.fallbacks.len(), "fallbacks");
+            more(out, rp.by_kind.len(), "repair kinds");
         }
     }
+}
 
+/// The fallback table that ends the REPAIRS section (requested ordinal -> the one used),
+/// after a blank line; empty when there was no fallback.
+pub fn fallbacks(r: &Report) -> String {
+    escaped(r, fallbacks_into)
+}
+
+fn fallbacks_into(r: &Report, out: &mut String) {
+    let rp = &r.repairs;
+    if rp.fallbacks.is_empty() {
+        return;
+    }
+    out.push('\n');
+    let mut t = Table::new(&[
+        "FALLBACK",
+        "CHOSEN PCI BUS ID",
+        ">PROCESSES",
+        "HOSTS",
+        "FUNCTIONS",
+    ]);
+    for f in rp.fallbacks.iter().take(MAX_ROWS) {
+        t.row(vec![
+            format!("ordinal {} -> {}", f.requested_ordinal, f.chosen_ordinal),
+            opt(&f.chosen_pci_bus_id),
+            fmt::count(f.processes),
+            f.hosts.join(","),
+            if f.functions.is_empty() {
+                "-".to_string()
+            } else {
+                f.functions.join(",")
+            },
+        ]);
+    }
+    out.push_str(&t.render("  "));
+    more(out, rp.fallbacks.len(), "fallbacks");
+}
+
+/// The PROCESS HEALTH section; empty when no process has a lifetime problem.
+pub fn process_health(r: &Report) -> String {
+    escaped(r, process_health_into)
+}
+
+fn process_health_into(r: &Report, out: &mut String) {
     if !r.process_health.is_empty() {
-        out.push_str("\nPROCESS HEALTH\n");
+        out.push_str("PROCESS HEALTH\n");
         let mut t = Table::new(&[
             "PROCESS",
             "HOST",
@@ -276,18 +283,25 @@ fn render_escaped(r: &Report) -> String {
             ]);
         }
         out.push_str(&t.render("  "));
-        more(&mut out, r.process_health.len(), "processes");
+        more(out, r.process_health.len(), "processes");
         for p in r.process_health.iter().take(MAX_ROWS) {
             let name = p.executable.as_deref().map(basename).unwrap_or("?");
             for w in crate::problems::lifetime::health_words(p) {
-                push_wrapped(&mut out, "  ", &format!("{name} pid {}: {w}", p.pid));
+                push_wrapped(out, "  ", &format!("{name} pid {}: {w}", p.pid));
             }
         }
     }
+}
 
+/// The DEVICE CONTEXTS section (stray contexts); empty when there is none.
+pub fn device_contexts(r: &Report) -> String {
+    escaped(r, device_contexts_into)
+}
+
+fn device_contexts_into(r: &Report, out: &mut String) {
     if !r.device_contexts.is_empty() {
         out.push_str(
-            "\nDEVICE CONTEXTS (stray: a context on a device the process did nothing on while \
+            "DEVICE CONTEXTS (stray: a context on a device the process did nothing on while \
              it worked on another)\n",
         );
         let mut t = Table::new(&[
@@ -313,7 +327,7 @@ fn render_escaped(r: &Report) -> String {
             ]);
         }
         out.push_str(&t.render("  "));
-        more(&mut out, r.device_contexts.len(), "devices");
+        more(out, r.device_contexts.len(), "devices");
         for d in r.device_contexts.iter().take(MAX_ROWS) {
             let list: Vec<String> = d
                 .stray_processes
@@ -327,7 +341,7 @@ fn render_escaped(r: &Report) -> String {
                 })
                 .collect();
             push_wrapped(
-                &mut out,
+                out,
                 "  ",
                 &format!(
                     "device {} of {}, stray contexts: {}",
@@ -338,8 +352,15 @@ fn render_escaped(r: &Report) -> String {
             );
         }
     }
+}
 
-    out.push_str("\nHOSTS\n");
+/// The HOSTS section: one row per host.
+pub fn hosts(r: &Report) -> String {
+    escaped(r, hosts_into)
+}
+
+fn hosts_into(r: &Report, out: &mut String) {
+    out.push_str("HOSTS\n");
     let mut t = Table::new(&[
         "HOST",
         ">PROCESSES",
@@ -367,9 +388,16 @@ fn render_escaped(r: &Report) -> String {
         ]);
     }
     out.push_str(&t.render("  "));
-    more(&mut out, r.hosts.len(), "hosts");
+    more(out, r.hosts.len(), "hosts");
+}
 
-    out.push_str("\nPROCESSES\n");
+/// The PROCESSES section: one row per process.
+pub fn processes(r: &Report) -> String {
+    escaped(r, processes_into)
+}
+
+fn processes_into(r: &Report, out: &mut String) {
+    out.push_str("PROCESSES\n");
     let mut t = Table::new(&[
         "HOST",
         ">PID",
@@ -427,9 +455,16 @@ fn render_escaped(r: &Report) -> String {
         ]);
     }
     out.push_str(&t.render("  "));
-    more(&mut out, r.processes.len(), "processes");
+    more(out, r.processes.len(), "processes");
+}
 
-    out.push_str("\nDEVICES\n");
+/// The DEVICES section: one row per device, then the processes without NVML.
+pub fn devices(r: &Report) -> String {
+    escaped(r, devices_into)
+}
+
+fn devices_into(r: &Report, out: &mut String) {
+    out.push_str("DEVICES\n");
     if r.devices.is_empty() {
         out.push_str("  none reported\n");
     } else {
@@ -479,7 +514,7 @@ fn render_escaped(r: &Report) -> String {
             t.row(row);
         }
         out.push_str(&t.render("  "));
-        more(&mut out, r.devices.len(), "devices");
+        more(out, r.devices.len(), "devices");
         if topo {
             out.push_str(
                 "  PHYSICAL: the index CUDA_VISIBLE_DEVICES uses; NVML: nvidia-smi's index\n",
@@ -503,7 +538,7 @@ fn render_escaped(r: &Report) -> String {
     }
     for ((host, reason), n) in &no_nvml {
         push_wrapped(
-            &mut out,
+            out,
             "  note: ",
             &format!(
                 "NVML absent in {} on {host} (nvidia-smi indices, free memory and busy processes \
@@ -512,8 +547,15 @@ fn render_escaped(r: &Report) -> String {
             ),
         );
     }
+}
 
-    out.push_str("\nFUNCTIONS\n");
+/// The FUNCTIONS section: calls and errors per hooked function.
+pub fn functions(r: &Report) -> String {
+    escaped(r, functions_into)
+}
+
+fn functions_into(r: &Report, out: &mut String) {
+    out.push_str("FUNCTIONS\n");
     if r.functions.is_empty() {
         out.push_str("  none\n");
     } else {
@@ -549,14 +591,21 @@ fn render_escaped(r: &Report) -> String {
             ]);
         }
         out.push_str(&t.render("  "));
-        more(&mut out, r.functions.len(), "functions");
+        more(out, r.functions.len(), "functions");
         if partial {
             out.push_str("  * plus the unknown calls of processes without an exit summary\n");
         }
     }
+}
 
+/// The INPUT section: what was read and what was skipped.
+pub fn input(r: &Report) -> String {
+    escaped(r, input_into)
+}
+
+fn input_into(r: &Report, out: &mut String) {
     let i = &r.input;
-    out.push_str("\nINPUT\n");
+    out.push_str("INPUT\n");
     out.push_str(&format!(
         "  files: {} read{}, {} skipped (not traces), {} empty, {} unreadable, {} with read errors\n",
         i.files_read,
@@ -585,7 +634,7 @@ fn render_escaped(r: &Report) -> String {
             .iter()
             .map(|(k, v)| format!("{k} ({})", fmt::count(*v)))
             .collect();
-        push_wrapped(&mut out, "  unknown event kinds (skipped): ", &k.join(", "));
+        push_wrapped(out, "  unknown event kinds (skipped): ", &k.join(", "));
     }
     if i.newer_schema_records > 0 {
         out.push_str(&format!(
@@ -599,24 +648,6 @@ fn render_escaped(r: &Report) -> String {
     for e in &i.errors {
         out.push_str(&format!("  error: {}: {}\n", e.path, e.error));
     }
-    out
-}
-
-/// Appends `text` wrapped to 100 columns, the first line after `lead`, the others indented
-/// as far.
-pub(crate) fn push_wrapped(out: &mut String, lead: &str, text: &str) {
-    let indent = " ".repeat(lead.chars().count());
-    let width = 100usize.saturating_sub(indent.len()).max(40);
-    let lines = fmt::wrap(text, width);
-    if lines.is_empty() {
-        out.push_str(lead.trim_end());
-        out.push('\n');
-    }
-    for (i, l) in lines.iter().enumerate() {
-        out.push_str(if i == 0 { lead } else { &indent });
-        out.push_str(l);
-        out.push('\n');
-    }
 }
 
 fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
@@ -629,18 +660,4 @@ fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
 
 fn plural_n(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", fmt::count(n), plural(n, one, many))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_aligns() {
-        let mut t = Table::new(&["A", ">N", "C"]);
-        t.row(vec!["xx".into(), "1".into(), "".into()]);
-        t.row(vec!["y".into(), "100".into(), "z".into()]);
-        assert_eq!(t.render(""), "A     N  C\nxx    1\ny   100  z\n");
-        assert_eq!(shorten("/a/very/long/path", 10), "...ng/path");
-    }
 }

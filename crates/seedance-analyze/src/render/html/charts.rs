@@ -272,7 +272,7 @@ pub(super) fn timeline_chart(h: &mut String, r: &Report) {
              <text x=\"{:.1}\" y=\"{:.1}\">{} err{}</text>",
             left - 6.0,
             y + 11.0,
-            escape(&crate::render::text::shorten(&label, 44)),
+            escape(&crate::render::table::shorten(&label, 44)),
             y + 1.0,
             (x1 - x0).max(2.0),
             if killed { "#ff9f1c" } else { "#2ca02c" },
