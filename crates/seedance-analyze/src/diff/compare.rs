@@ -3,7 +3,7 @@
 use super::types::{
     CallShift, DiffReport, ErrorChange, FaultChange, KindChange, ProblemChange, ProblemShift, Side,
 };
-use crate::report::{ProblemKind, Report, Severity, REPORT_VERSION};
+use crate::report::{ProblemDetail, ProblemKind, Report, Severity, REPORT_VERSION};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -193,29 +193,24 @@ pub fn diff(a: &Report, b: &Report) -> DiffReport {
 fn faults(r: &Report) -> BTreeMap<(String, String, String), (u64, u64)> {
     let mut m = BTreeMap::new();
     for p in &r.problems {
-        let kind = match p.kind {
-            ProblemKind::LaunchFault => "launch_fault",
-            ProblemKind::AllocFault => "alloc_fault",
-            ProblemKind::LifetimeFault => "lifetime_fault",
+        let key = match &p.detail {
+            // One problem per fault kind: compared by kind, counted in processes.
+            ProblemDetail::LifetimeFault(d) => ("lifetime_fault", String::new(), d.fault.clone()),
+            ProblemDetail::LaunchFault(d) | ProblemDetail::AllocFault(d) => (
+                if p.kind() == ProblemKind::LaunchFault {
+                    "launch_fault"
+                } else {
+                    "alloc_fault"
+                },
+                d.functions
+                    .first()
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
+                d.check.clone(),
+            ),
             _ => continue,
         };
-        if p.kind == ProblemKind::LifetimeFault {
-            // One problem per fault kind: compared by kind, counted in processes.
-            let check = p.fault.clone().unwrap_or_default();
-            let e: &mut (u64, u64) = m
-                .entry((kind.to_string(), String::new(), check))
-                .or_default();
-            e.0.sat_add(p.count);
-            e.1.sat_add(p.processes);
-            continue;
-        }
-        let function = p
-            .functions
-            .first()
-            .map(|f| f.name.clone())
-            .unwrap_or_default();
-        let check = p.check.clone().unwrap_or_default();
-        let e: &mut (u64, u64) = m.entry((kind.to_string(), function, check)).or_default();
+        let e: &mut (u64, u64) = m.entry((key.0.to_string(), key.1, key.2)).or_default();
         e.0.sat_add(p.count);
         e.1.sat_add(p.processes);
     }

@@ -17,7 +17,7 @@ use crate::aggregate::{Examples, ExplainedKind, MAX_EXAMPLES};
 use crate::problems::curesult;
 use crate::problems::parts::{cvd, name_counts, plural, processes_on_hosts, tally};
 use crate::render::fmt;
-use crate::report::{ArgExample, NameCount, Problem, ProblemKind, Severity};
+use crate::report::{ArgExample, CudaErrorDetail, NameCount, Problem, ProblemDetail, Severity};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -345,7 +345,6 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         }
         out.push(Problem {
             rank: 0,
-            kind: ProblemKind::CudaError,
             severity,
             title: format!(
                 "{name_code}: {} {} in {}",
@@ -354,24 +353,17 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 processes_on_hosts(nprocs, a.hosts.len())
             ),
             key: format!("cuda_error/{result}"),
-            code: a.code,
-            result: Some(result.to_string()),
             count: a.count,
             processes: nprocs,
             hosts: a.hosts.into_iter().collect(),
-            functions,
-            examples,
             context,
             remediation,
-            fault: None,
-            requested_ordinal: None,
-            processes_repaired: None,
-            explanations: Vec::new(),
-            check: None,
-            unit: None,
-            values: Vec::new(),
-            driver_messages: Vec::new(),
-            processes_refused: None,
+            detail: ProblemDetail::CudaError(CudaErrorDetail {
+                code: a.code,
+                result: result.to_string(),
+                functions: functions,
+                examples: examples,
+            }),
         });
     }
 }
@@ -398,7 +390,6 @@ fn recovered_problems(recovered: BTreeMap<&str, Recovered>, out: &mut Vec<Proble
         let nprocs = a.procs.len() as u64;
         out.push(Problem {
             rank: 0,
-            kind: ProblemKind::CudaError,
             severity: Severity::Info,
             title: format!(
                 "{name_code}: {} {} the program recovered from in {}",
@@ -407,13 +398,9 @@ fn recovered_problems(recovered: BTreeMap<&str, Recovered>, out: &mut Vec<Proble
                 processes_on_hosts(nprocs, a.hosts.len())
             ),
             key: format!("cuda_error_recovered/{result}"),
-            code,
-            result: Some(result.to_string()),
             count: a.count,
             processes: nprocs,
             hosts: a.hosts.into_iter().collect(),
-            functions: name_counts(&a.functions),
-            examples: Vec::new(),
             context: vec![
                 "expected: the same entry point succeeded on the same thread right after (a \
                  retry once a context was current, or a fallback to another handle type or \
@@ -424,15 +411,12 @@ fn recovered_problems(recovered: BTreeMap<&str, Recovered>, out: &mut Vec<Proble
             remediation: vec![
                 "Nothing to do: the program recovered from these failures by itself.".to_string(),
             ],
-            fault: None,
-            requested_ordinal: None,
-            processes_repaired: None,
-            explanations: Vec::new(),
-            check: None,
-            unit: None,
-            values: Vec::new(),
-            driver_messages: Vec::new(),
-            processes_refused: None,
+            detail: ProblemDetail::CudaError(CudaErrorDetail {
+                code: code,
+                result: result.to_string(),
+                functions: name_counts(&a.functions),
+                examples: Vec::new(),
+            }),
         });
     }
 }

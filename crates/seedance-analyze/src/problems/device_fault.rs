@@ -12,7 +12,7 @@ use crate::problems::parts::{
     cvd, listed, name_counts, plural, processes_on_hosts, ranked, repair_outcome, tally,
     MAX_EXPLANATIONS,
 };
-use crate::report::{Problem, ProblemKind, Severity};
+use crate::report::{DeviceFaultDetail, Problem, ProblemDetail, Severity};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -246,7 +246,6 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         }
         out.push(Problem {
             rank: 0,
-            kind: ProblemKind::DeviceFault,
             severity: if all_repaired {
                 Severity::Warning
             } else {
@@ -258,24 +257,20 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 processes_on_hosts(nprocs, a.hosts.len())
             ),
             key: format!("device_fault/{fault}/{ord}"),
-            code,
-            result,
             count: nprocs,
             processes: nprocs,
             hosts: a.hosts.into_iter().collect(),
-            functions,
-            examples: Vec::new(),
             context,
             remediation: fault_remediation(fault, all_repaired, a.unrepaired_fix > 0),
-            fault: Some(fault.to_string()),
-            requested_ordinal: Some(ord),
-            processes_repaired: Some(a.repaired),
-            explanations,
-            check: None,
-            unit: None,
-            values: Vec::new(),
-            driver_messages: Vec::new(),
-            processes_refused: None,
+            detail: ProblemDetail::DeviceFault(DeviceFaultDetail {
+                code: code,
+                result: result,
+                functions: functions,
+                fault: fault.to_string(),
+                requested_ordinal: ord,
+                processes_repaired: a.repaired,
+                explanations: explanations,
+            }),
         });
     }
 }

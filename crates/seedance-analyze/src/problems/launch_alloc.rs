@@ -14,7 +14,9 @@ use crate::aggregate::proc::Proc;
 use crate::aggregate::{ExplainedKind, FaultValueKey};
 use crate::problems::parts::{listed, plural, processes_on_hosts, ranked, tally};
 use crate::render::fmt;
-use crate::report::{FaultValue, NameCount, Problem, ProblemKind, Severity};
+use crate::report::{
+    CallFaultDetail, FaultValue, NameCount, Problem, ProblemDetail, ProblemKind, Severity,
+};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -218,14 +220,27 @@ struct Facts {
     host: bool,
 }
 
+/// The values of a `launch_fault` or `alloc_fault` problem in words ([`value_text`]);
+/// none for other kinds.
+pub(crate) fn value_texts(p: &Problem) -> Vec<String> {
+    p.call_fault()
+        .map(|d| {
+            d.values
+                .iter()
+                .map(|v| value_text(p.kind(), d, v))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// One value of a problem in words: `requested 1,056 threads, limit 1,024 threads (device
 /// 0; 1 process)`, `requested 2.0 GiB (2,147,483,648 bytes), 768.0 MiB free of 80.0 GiB: a
 /// genuine shortage (device 0; 1 process)`.
-pub(crate) fn value_text(p: &Problem, v: &FaultValue) -> String {
-    let check = p.check.as_deref().unwrap_or("");
-    let host = p.functions.iter().any(|f| f.name.contains("Host"));
+pub(crate) fn value_text(kind: ProblemKind, d: &CallFaultDetail, v: &FaultValue) -> String {
+    let check = d.check.as_str();
+    let host = d.functions.iter().any(|f| f.name.contains("Host"));
     let mut t = String::new();
-    if p.kind == ProblemKind::AllocFault {
+    if kind == ProblemKind::AllocFault {
         match (v.requested, v.requested_signed.filter(|s| *s < 0)) {
             (Some(r), Some(s)) => t.push_str(&format!(
                 "requested {} bytes ({} as a signed size: a negative size converted to size_t)",
@@ -264,7 +279,7 @@ pub(crate) fn value_text(p: &Problem, v: &FaultValue) -> String {
             (_, None) => {}
         }
     } else {
-        let u = |n: u64| match p.unit.as_deref() {
+        let u = |n: u64| match d.unit.as_deref() {
             Some("bytes") => fmt::bytes_exact(n),
             Some(u) => format!("{} {u}", fmt::count(n)),
             None => fmt::count(n),
@@ -298,6 +313,14 @@ pub(crate) fn value_text(p: &Problem, v: &FaultValue) -> String {
         plural(v.processes, "process", "processes")
     ));
     t
+}
+
+/// The problem detail of a fault of `kind`.
+fn detail(kind: ExplainedKind, d: CallFaultDetail) -> ProblemDetail {
+    match kind {
+        ExplainedKind::Launch => ProblemDetail::LaunchFault(d),
+        ExplainedKind::Alloc => ProblemDetail::AllocFault(d),
+    }
 }
 
 pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
@@ -525,13 +548,12 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         if a.procs.len() > 1 {
             context.extend(listed(&a.procs));
         }
-        let (label, pkind) = match kind {
-            ExplainedKind::Launch => ("launch fault", ProblemKind::LaunchFault),
-            ExplainedKind::Alloc => ("allocation fault", ProblemKind::AllocFault),
+        let label = match kind {
+            ExplainedKind::Launch => "launch fault",
+            ExplainedKind::Alloc => "allocation fault",
         };
         out.push(Problem {
             rank: 0,
-            kind: pkind,
             severity: Severity::Error,
             title: format!(
                 "{label}: {} in {function} ({check}{result_label}): {} {} in {}",
@@ -546,27 +568,28 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 key_part(function),
                 key_part(check)
             ),
-            code,
-            result,
             count: a.errors,
             processes: nprocs,
             hosts: a.hosts.into_iter().collect(),
-            functions: vec![NameCount {
-                name: function.to_string(),
-                count: a.errors,
-            }],
-            examples: Vec::new(),
             context,
             remediation: remediation(kind, check, &a.facts),
-            fault: None,
-            requested_ordinal: None,
-            processes_repaired: None,
-            explanations: ranked(a.explanations, MAX_TEXTS),
-            check: Some(check.to_string()),
-            unit: unit.map(str::to_string),
-            values,
-            driver_messages: ranked(a.driver_messages, MAX_TEXTS),
-            processes_refused: Some(a.refused),
+            detail: detail(
+                kind,
+                CallFaultDetail {
+                    code,
+                    result,
+                    functions: vec![NameCount {
+                        name: function.to_string(),
+                        count: a.errors,
+                    }],
+                    check: check.to_string(),
+                    unit: unit.map(str::to_string),
+                    values,
+                    explanations: ranked(a.explanations, MAX_TEXTS),
+                    driver_messages: ranked(a.driver_messages, MAX_TEXTS),
+                    processes_refused: a.refused,
+                },
+            ),
         });
     }
 }

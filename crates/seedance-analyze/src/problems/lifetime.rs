@@ -14,7 +14,9 @@ use crate::problems::parts::{
     MAX_EXPLANATIONS,
 };
 use crate::render::fmt;
-use crate::report::{DeviceLeak, NameCount, Problem, ProblemKind, ProcessHealth, Severity};
+use crate::report::{
+    DeviceLeak, LifetimeFaultDetail, NameCount, Problem, ProblemDetail, ProcessHealth, Severity,
+};
 use crate::SatAdd;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -214,7 +216,6 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         }
         out.push(Problem {
             rank: 0,
-            kind: ProblemKind::LifetimeFault,
             severity: if all_repaired {
                 Severity::Warning
             } else {
@@ -229,24 +230,17 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 "lifetime_fault/{}",
                 kind.replace('%', "%25").replace('/', "%2F")
             ),
-            code: None,
-            result: None,
             count: nprocs,
             processes: nprocs,
             hosts: a.hosts.into_iter().collect(),
-            functions,
-            examples: Vec::new(),
             context,
             remediation: remediation(kind, all_repaired),
-            fault: Some(kind.to_string()),
-            requested_ordinal: None,
-            processes_repaired: Some(a.repaired),
-            explanations: ranked(a.explanations, MAX_EXPLANATIONS),
-            check: None,
-            unit: None,
-            values: Vec::new(),
-            driver_messages: Vec::new(),
-            processes_refused: None,
+            detail: ProblemDetail::LifetimeFault(LifetimeFaultDetail {
+                fault: kind.to_string(),
+                processes_repaired: a.repaired,
+                functions: functions,
+                explanations: ranked(a.explanations, MAX_EXPLANATIONS),
+            }),
         });
     }
 }

@@ -2,7 +2,7 @@
 //! problem concerns, plural words, and the common shape of a [`Problem`].
 
 use crate::aggregate::proc::Proc;
-use crate::report::{NameCount, Problem, ProblemKind, Severity};
+use crate::report::{NameCount, Problem, ProblemDetail, Severity};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Explanations kept per problem.
@@ -70,7 +70,7 @@ fn describe(p: &Proc) -> String {
 }
 
 pub(crate) fn simple_problem(
-    kind: ProblemKind,
+    detail: ProblemDetail,
     severity: Severity,
     title: String,
     count: u64,
@@ -81,31 +81,15 @@ pub(crate) fn simple_problem(
     let hosts = hosts_of(affected);
     Problem {
         rank: 0,
-        kind,
         severity,
         title,
-        key: serde_json::to_value(kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        code: None,
-        result: None,
+        key: detail.kind().as_str(),
         count,
         processes: affected.len() as u64,
         hosts: hosts.into_iter().collect(),
-        functions: Vec::new(),
-        examples: Vec::new(),
         context,
         remediation: remediation.iter().map(|s| s.to_string()).collect(),
-        fault: None,
-        requested_ordinal: None,
-        processes_repaired: None,
-        explanations: Vec::new(),
-        check: None,
-        unit: None,
-        values: Vec::new(),
-        driver_messages: Vec::new(),
-        processes_refused: None,
+        detail,
     }
 }
 

@@ -11,7 +11,7 @@ use crate::aggregate::proc::Proc;
 use crate::problems::parts::{plural, processes_on_hosts, MAX_EXPLANATIONS};
 use crate::read::records::StrayInfo;
 use crate::render::fmt;
-use crate::report::{host_label, Problem, ProblemKind, Severity};
+use crate::report::{host_label, Problem, ProblemDetail, Severity, StrayContextDetail};
 use crate::report::{DeviceContexts, StrayProcess};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -208,7 +208,6 @@ pub(crate) fn stray_problems(procs: &[Proc], devices: &[DeviceContexts], out: &m
         explanations.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         out.push(Problem {
             rank: 0,
-            kind: ProblemKind::StrayContext,
             severity: if oom {
                 Severity::Error
             } else {
@@ -221,13 +220,9 @@ pub(crate) fn stray_problems(procs: &[Proc], devices: &[DeviceContexts], out: &m
                 memory_words(bytes, unknown, stray)
             ),
             key: format!("stray_context/{device}"),
-            code: None,
-            result: None,
             count: stray,
             processes: stray,
             hosts: hosts.into_iter().collect(),
-            functions: Vec::new(),
-            examples: Vec::new(),
             context,
             remediation: vec![
                 format!(
@@ -243,19 +238,14 @@ pub(crate) fn stray_problems(procs: &[Proc], devices: &[DeviceContexts], out: &m
                  other device to that device (see docs/configuration.md for when it is safe)."
                     .to_string(),
             ],
-            fault: None,
-            requested_ordinal: Some(device),
-            processes_repaired: None,
-            explanations: explanations
-                .into_iter()
-                .take(MAX_EXPLANATIONS)
-                .map(|(e, _)| e)
-                .collect(),
-            check: None,
-            unit: None,
-            values: Vec::new(),
-            driver_messages: Vec::new(),
-            processes_refused: None,
+            detail: ProblemDetail::StrayContext(StrayContextDetail {
+                device: device,
+                explanations: explanations
+                    .into_iter()
+                    .take(MAX_EXPLANATIONS)
+                    .map(|(e, _)| e)
+                    .collect(),
+            }),
         });
     }
 }

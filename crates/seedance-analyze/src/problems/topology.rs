@@ -4,7 +4,7 @@
 use crate::aggregate::proc::Proc;
 use crate::problems::parts::{hosts_of, listed, plural, processes_on_hosts, simple_problem, tally};
 use crate::render::fmt;
-use crate::report::{Problem, ProblemKind, Severity};
+use crate::report::{Problem, ProblemDetail, Severity};
 use std::collections::BTreeMap;
 
 pub(crate) fn topology_problems(procs: &[Proc], out: &mut Vec<Problem>) {
@@ -51,7 +51,7 @@ pub(crate) fn topology_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         let mut context = vec![format!("devices left visible: {visible}")];
         context.extend(listed(&affected));
         let mut problem = simple_problem(
-            ProblemKind::CudaVisibleDevicesInvalid,
+            ProblemDetail::CudaVisibleDevicesInvalid,
             Severity::Warning,
             format!(
                 "CUDA_VISIBLE_DEVICES={}: the driver stopped at entry {position} ({entry:?}), \
@@ -115,7 +115,7 @@ pub(crate) fn topology_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             .collect();
         context.extend(listed(&warned));
         out.push(simple_problem(
-            ProblemKind::DeviceOrder,
+            ProblemDetail::DeviceOrder,
             Severity::Warning,
             format!(
                 "CUDA's device numbering may not be the one the job expects (CUDA_DEVICE_ORDER) \

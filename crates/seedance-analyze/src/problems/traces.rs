@@ -8,7 +8,7 @@ use crate::aggregate::proc::Proc;
 use crate::aggregate::Aggregate;
 use crate::problems::parts::{hosts_of, listed, plural, processes_on_hosts, simple_problem, tally};
 use crate::render::fmt;
-use crate::report::{Problem, ProblemKind, Severity};
+use crate::report::{Problem, ProblemDetail, Severity};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Problem>) {
@@ -35,7 +35,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
         );
         let hosts = hosts_of(&dropped);
         out.push(simple_problem(
-            ProblemKind::DroppedRecords,
+            ProblemDetail::DroppedRecords,
             Severity::Warning,
             format!(
                 "{} trace {} dropped by the shim in {}",
@@ -66,7 +66,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
         let n: u64 = crate::sat_sum(missing.iter().map(|p| unexplained_missing(p)));
         let hosts = hosts_of(&missing);
         out.push(simple_problem(
-            ProblemKind::MissingRecords,
+            ProblemDetail::MissingRecords,
             Severity::Warning,
             format!(
                 "{} trace {} missing (gaps in sequence numbers) in {}",
@@ -107,7 +107,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
             .collect();
         let hosts = hosts_of(&unmatched);
         out.push(simple_problem(
-            ProblemKind::ProcaddrUnmatched,
+            ProblemDetail::ProcaddrUnmatched,
             Severity::Warning,
             format!(
                 "{} driver {} passed through uninstrumented (cuGetProcAddress returned an \
@@ -148,7 +148,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
             errors.into_iter().collect::<Vec<_>>().join("; ")
         ));
         out.push(simple_problem(
-            ProblemKind::TraceCut,
+            ProblemDetail::TraceCut,
             Severity::Warning,
             format!(
                 "{} whose trace was cut by a refused write (disk full or file size limit) on \
@@ -181,7 +181,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
         let hosts = hosts_of(&no_exit);
         let n = no_exit.len() as u64;
         out.push(simple_problem(
-            ProblemKind::NoExitSummary,
+            ProblemDetail::NoExitSummary,
             Severity::Warning,
             format!(
                 "{} without an exit summary (killed or still running) on {} {}",
@@ -210,7 +210,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
     if !no_start.is_empty() {
         let n = no_start.len() as u64;
         out.push(simple_problem(
-            ProblemKind::NoSessionStart,
+            ProblemDetail::NoSessionStart,
             Severity::Warning,
             format!(
                 "{n} {} without a session start record",
@@ -230,7 +230,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
     let bad = c.malformed_lines + c.truncated_lines + c.oversized_lines;
     if bad > 0 {
         out.push(simple_problem(
-            ProblemKind::MalformedInput,
+            ProblemDetail::MalformedInput,
             Severity::Info,
             format!(
                 "{} of {} {} could not be read as trace records",
@@ -255,7 +255,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
     if c.unreadable_files + c.files_with_read_errors > 0 {
         let n = c.unreadable_files + c.files_with_read_errors;
         out.push(simple_problem(
-            ProblemKind::UnreadableFiles,
+            ProblemDetail::UnreadableFiles,
             Severity::Warning,
             format!(
                 "{n} {} could not be read completely",
@@ -285,7 +285,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
             })
             .collect();
         out.push(simple_problem(
-            ProblemKind::MixedDriverVersions,
+            ProblemDetail::MixedDriverVersions,
             Severity::Info,
             format!(
                 "{} different driver versions across the processes: {}",
@@ -311,7 +311,7 @@ pub(crate) fn other_problems(agg: &Aggregate, procs: &[Proc], out: &mut Vec<Prob
 
     if c.newer_schema_records > 0 {
         out.push(simple_problem(
-            ProblemKind::NewerSchema,
+            ProblemDetail::NewerSchema,
             Severity::Info,
             format!(
                 "{} {} written with a newer trace schema than this analyzer knows",
@@ -432,7 +432,7 @@ fn runtime_newer_than_driver<'a>(sorted: &[&'a Proc<'a>], out: &mut Vec<Problem>
             ));
         }
         let mut p = simple_problem(
-            ProblemKind::RuntimeNewerThanDriver,
+            ProblemDetail::RuntimeNewerThanDriver,
             Severity::Info,
             format!(
                 "runtime {} on a {} driver: {} {} unavailable",

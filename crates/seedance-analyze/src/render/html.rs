@@ -145,15 +145,15 @@ fn problems(h: &mut String, r: &Report) {
             p.rank,
             escape(&p.title)
         );
-        if !p.functions.is_empty() {
+        if !p.functions().is_empty() {
             let f: Vec<String> = p
-                .functions
+                .functions()
                 .iter()
                 .map(|f| format!("<code>{}</code> ({})", escape(&f.name), fmt::count(f.count)))
                 .collect();
             let _ = write!(h, "<li>functions: {}</li>", f.join(", "));
         }
-        for e in &p.examples {
+        for e in p.examples() {
             let _ = write!(
                 h,
                 "<li>example: <code>{} {}</code> ({}&times;)</li>",
@@ -162,17 +162,13 @@ fn problems(h: &mut String, r: &Report) {
                 fmt::count(e.count)
             );
         }
-        for v in &p.values {
-            let _ = write!(
-                h,
-                "<li>value: {}</li>",
-                escape(&crate::problems::launch_alloc::value_text(p, v))
-            );
+        for v in crate::problems::launch_alloc::value_texts(p) {
+            let _ = write!(h, "<li>value: {}</li>", escape(&v));
         }
-        for e in &p.explanations {
+        for e in p.explanations() {
             let _ = write!(h, "<li>shim said: <q>{}</q></li>", escape(e));
         }
-        for e in &p.driver_messages {
+        for e in p.driver_messages() {
             let _ = write!(h, "<li>driver said: <q>{}</q></li>", escape(e));
         }
         for c in &p.context {
@@ -285,7 +281,7 @@ fn explained(h: &mut String, r: &Report) {
     let mut rows: Vec<&Problem> = r
         .problems
         .iter()
-        .filter(|p| matches!(p.kind, ProblemKind::LaunchFault | ProblemKind::AllocFault))
+        .filter(|p| matches!(p.kind(), ProblemKind::LaunchFault | ProblemKind::AllocFault))
         .collect();
     if rows.is_empty() {
         h.push_str("<p>No launch or allocation faults.</p>\n");
@@ -303,23 +299,22 @@ fn explained(h: &mut String, r: &Report) {
     );
     h.push_str("<table class=\"sortable\" id=\"explained-faults\"><thead><tr><th>Kind</th><th>Function</th><th>Check</th><th>Result</th><th class=\"n\">Errors</th><th class=\"n\">Processes</th><th>Values</th><th>Shim said</th></tr></thead><tbody>\n");
     for p in rows {
-        let values: Vec<String> = p
-            .values
+        let values: Vec<String> = crate::problems::launch_alloc::value_texts(p)
             .iter()
-            .map(|v| escape(&crate::problems::launch_alloc::value_text(p, v)))
+            .map(|v| escape(v))
             .collect();
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td class=\"n\" data-v=\"{}\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
-            if p.kind == ProblemKind::LaunchFault { "launch" } else { "allocation" },
-            escape(p.functions.first().map(|f| f.name.as_str()).unwrap_or("-")),
-            escape(p.check.as_deref().unwrap_or("-")),
-            escape(p.result.as_deref().unwrap_or("-")),
+            if p.kind() == ProblemKind::LaunchFault { "launch" } else { "allocation" },
+            escape(p.functions().first().map(|f| f.name.as_str()).unwrap_or("-")),
+            escape(p.call_fault().map_or("-", |d| d.check.as_str())),
+            escape(p.result().unwrap_or("-")),
             p.count,
             fmt::count(p.count),
             fmt::count(p.processes),
             if values.is_empty() { "-".to_string() } else { values.join("<br>") },
-            escape(p.explanations.first().map(String::as_str).unwrap_or("-"))
+            escape(p.explanations().first().map(String::as_str).unwrap_or("-"))
         );
     }
     h.push_str("</tbody></table>\n");

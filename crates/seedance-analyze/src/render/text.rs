@@ -144,32 +144,28 @@ fn problems_into(r: &Report, out: &mut String) {
             p.title
         ));
         let label = |name: &str| format!("        {name:<10} ");
-        if !p.functions.is_empty() {
+        if !p.functions().is_empty() {
             let f: Vec<String> = p
-                .functions
+                .functions()
                 .iter()
                 .map(|f| format!("{} ({})", f.name, fmt::count(f.count)))
                 .collect();
             push_wrapped(out, &label("functions:"), &f.join(", "));
         }
-        for e in &p.examples {
+        for e in p.examples() {
             push_wrapped(
                 out,
                 &label("example:"),
                 &format!("{} {} ({}x)", e.function, e.args, fmt::count(e.count)),
             );
         }
-        for v in &p.values {
-            push_wrapped(
-                out,
-                &label("value:"),
-                &crate::problems::launch_alloc::value_text(p, v),
-            );
+        for v in crate::problems::launch_alloc::value_texts(p) {
+            push_wrapped(out, &label("value:"), &v);
         }
-        for e in &p.explanations {
+        for e in p.explanations() {
             push_wrapped(out, &label("shim said:"), e);
         }
-        for e in &p.driver_messages {
+        for e in p.driver_messages() {
             push_wrapped(out, &label("driver:"), e);
         }
         for c in &p.context {

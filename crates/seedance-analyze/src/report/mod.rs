@@ -17,7 +17,11 @@ mod problem;
 mod process;
 pub(crate) mod repairs;
 
-pub use problem::{ArgExample, FaultValue, NameCount, Problem, ProblemKind, Severity};
+pub use problem::{
+    ArgExample, CallFaultDetail, CudaErrorDetail, DeviceFaultDetail, FaultValue,
+    LifetimeFaultDetail, NameCount, Problem, ProblemDetail, ProblemKind, Severity,
+    StrayContextDetail,
+};
 pub use process::{
     DeviceLeak, ProcessDevice, ProcessExplained, ProcessFault, ProcessHealth, ProcessReport,
     ProcessStatus, ProcessTopology, VisibilityStop,

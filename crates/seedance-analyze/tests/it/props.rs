@@ -438,7 +438,7 @@ proptest! {
         let counted: u64 = r
             .problems
             .iter()
-            .filter(|p| matches!(p.kind, ProblemKind::CudaError | ProblemKind::LaunchFault | ProblemKind::AllocFault))
+            .filter(|p| matches!(p.kind(), ProblemKind::CudaError | ProblemKind::LaunchFault | ProblemKind::AllocFault))
             .map(|p| p.count)
             .sum();
         let by_result: u64 = r.processes.iter().flat_map(|p| p.errors_by_result.values()).sum();

@@ -3,7 +3,15 @@
 use super::{call_failed, exit_summary, run, session_start, write_trace};
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use seedance_analyze::report::Severity;
+use seedance_analyze::report::{Problem, ProblemDetail, Severity};
+
+/// Of a `lifetime_fault` problem, the processes where every such fault was repaired.
+fn lifetime_repaired(p: &Problem) -> u64 {
+    match &p.detail {
+        ProblemDetail::LifetimeFault(d) => d.processes_repaired,
+        _ => panic!("not a lifetime fault: {p:?}"),
+    }
+}
 use seedance_analyze::{summarize, Options, Report};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -317,7 +325,7 @@ fn device_faults_and_repairs() {
         "",
     );
     let r = report(&[p1, p2]);
-    let f: Vec<&seedance_analyze::report::Problem> = r
+    let f: Vec<&Problem> = r
         .problems
         .iter()
         .filter(|p| p.key == "device_fault/invalid_ordinal/2")
@@ -325,10 +333,14 @@ fn device_faults_and_repairs() {
     assert_eq!(f.len(), 1, "one problem per (fault, ordinal)");
     let f = f[0];
     assert_eq!(f.severity, Severity::Error, "one process was not repaired");
-    assert_eq!((f.processes, f.processes_repaired), (2, Some(1)));
-    assert_eq!(f.functions[0].name, "cuDeviceGet");
+    let ProblemDetail::DeviceFault(d) = &f.detail else {
+        panic!("{f:?}")
+    };
+    assert_eq!((f.processes, d.processes_repaired), (2, 1));
+    assert_eq!(f.functions()[0].name, "cuDeviceGet");
     assert_eq!(
-        f.functions[0].count, 6,
+        f.functions()[0].count,
+        6,
         "5 from the exit summary, 1 from the record"
     );
     assert!(
@@ -344,7 +356,7 @@ fn device_faults_and_repairs() {
         .find(|p| p.key == "cuda_error/CUDA_ERROR_INVALID_DEVICE")
         .unwrap();
     assert_eq!(c.count, 2);
-    assert_eq!(c.functions.len(), 1);
+    assert_eq!(c.functions().len(), 1);
     assert!(c
         .context
         .iter()
@@ -476,7 +488,7 @@ fn schema_5_is_known_and_6_is_newer() {
     let newer = r
         .problems
         .iter()
-        .find(|p| p.kind == seedance_analyze::report::ProblemKind::NewerSchema)
+        .find(|p| p.kind() == seedance_analyze::report::ProblemKind::NewerSchema)
         .unwrap();
     assert_eq!(newer.count, 1);
     let f = r
@@ -485,13 +497,17 @@ fn schema_5_is_known_and_6_is_newer() {
         .find(|p| p.key == "launch_fault/cuLaunchKernel/block_dim")
         .unwrap();
     // No exit summary: one failed call per record.
-    assert_eq!((f.count, f.values.len()), (2, 2));
+    assert_eq!((f.count, f.call_fault().unwrap().values.len()), (2, 2));
     let oom = r
         .problems
         .iter()
         .find(|p| p.key == "alloc_fault/cuMemAlloc_v2/out_of_memory")
         .unwrap();
-    assert_eq!(oom.values[0].shortage, None, "free memory unknown");
+    assert_eq!(
+        oom.call_fault().unwrap().values[0].shortage,
+        None,
+        "free memory unknown"
+    );
     // The result's name is missing: counted under the number, as the shim would.
     assert_eq!(r.processes[0].errors_by_result["2"], 1);
 }
@@ -528,7 +544,7 @@ fn fault_records_and_summary_disagreeing() {
         .iter()
         .filter(|p| {
             matches!(
-                p.kind,
+                p.kind(),
                 seedance_analyze::report::ProblemKind::CudaError
                     | seedance_analyze::report::ProblemKind::LaunchFault
                     | seedance_analyze::report::ProblemKind::AllocFault
@@ -577,7 +593,7 @@ fn lifetime_records_are_read_leniently() {
         .find(|p| p.key == "lifetime_fault/event_after_reset")
         .unwrap();
     assert_eq!(f.severity, Severity::Error);
-    assert_eq!(f.processes_repaired, Some(0));
+    assert_eq!(lifetime_repaired(f), 0);
     assert_eq!(r.process_health.len(), 1);
     let h = &r.process_health[0];
     assert_eq!(
@@ -612,7 +628,7 @@ fn host_hazards_are_errors_and_repaired_ones_warnings_with_the_remedy() {
         .find(|p| p.key == "lifetime_fault/pinned_copy_race")
         .unwrap();
     assert_eq!(p.severity, Severity::Error);
-    assert_eq!(p.processes_repaired, Some(0));
+    assert_eq!(lifetime_repaired(p), 0);
     let text = format!("{p:?}");
     assert!(text.contains("cuStreamWaitEvent"), "{text}");
     assert!(text.contains("the second copy may run before the first one reads"));
@@ -630,7 +646,7 @@ fn host_hazards_are_errors_and_repaired_ones_warnings_with_the_remedy() {
         .find(|p| p.key == "lifetime_fault/pinned_copy_race")
         .unwrap();
     assert_eq!(p.severity, Severity::Warning);
-    assert_eq!(p.processes_repaired, Some(1));
+    assert_eq!(lifetime_repaired(p), 1);
 }
 
 /// A device that never ends its first line is refused as not a trace after a bounded read
@@ -751,7 +767,7 @@ fn call_failed_repeats_count_as_their_failures() {
     let problem = r
         .problems
         .iter()
-        .find(|p| p.result.as_deref() == Some("CUDA_ERROR_INVALID_DEVICE"))
+        .find(|p| p.result() == Some("CUDA_ERROR_INVALID_DEVICE"))
         .expect("the error is reported");
     assert_eq!(problem.count, 1000);
 }
@@ -786,7 +802,7 @@ fn a_trace_cut_by_a_refused_write_is_not_a_killed_process() {
     let p = r
         .problems
         .iter()
-        .find(|p| p.kind == ProblemKind::TraceCut)
+        .find(|p| p.kind() == ProblemKind::TraceCut)
         .expect("a trace_cut problem");
     assert_eq!(p.processes, 1);
     assert!(
@@ -799,7 +815,7 @@ fn a_trace_cut_by_a_refused_write_is_not_a_killed_process() {
     let n = r
         .problems
         .iter()
-        .find(|p| p.kind == ProblemKind::NoExitSummary)
+        .find(|p| p.kind() == ProblemKind::NoExitSummary)
         .unwrap();
     assert_eq!(n.processes, 1);
     assert_eq!(r.input.malformed_lines + r.input.truncated_lines, 0);
