@@ -4,12 +4,14 @@
 pub(crate) mod cuda_error;
 pub mod curesult;
 pub(crate) mod device_fault;
+pub(crate) mod input;
 pub(crate) mod launch_alloc;
 pub(crate) mod lifetime;
 pub(crate) mod parts;
+pub(crate) mod records;
 pub(crate) mod stray_context;
 pub(crate) mod topology;
-pub(crate) mod traces;
+pub(crate) mod versions;
 
 use crate::aggregate::proc::Proc;
 use crate::aggregate::Aggregate;
@@ -36,7 +38,17 @@ const FINDERS: &[Finder] = &[
     |i, out| lifetime::lifetime_problems(i.procs, out),
     |i, out| stray_context::stray_problems(i.procs, i.device_contexts, out),
     |i, out| topology::topology_problems(i.procs, out),
-    |i, out| traces::other_problems(i.agg, i.procs, out),
+    records::dropped_records,
+    records::missing_records,
+    versions::runtime_newer_than_driver,
+    versions::procaddr_unmatched,
+    records::trace_cut,
+    records::no_exit_summary,
+    records::no_session_start,
+    input::malformed_input,
+    input::unreadable_files,
+    versions::mixed_driver_versions,
+    input::newer_schema,
 ];
 
 /// The problems of `input`, most severe first, then most frequent, then by title, ranked

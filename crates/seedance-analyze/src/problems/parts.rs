@@ -93,6 +93,20 @@ pub(crate) fn simple_problem(
     }
 }
 
+/// The processes by host name, start time, pid and file: the order processes are listed in.
+pub(crate) fn sorted<'a>(procs: &'a [Proc<'a>]) -> Vec<&'a Proc<'a>> {
+    let mut sorted: Vec<&Proc> = procs.iter().collect();
+    sorted.sort_by(|a, b| {
+        (a.hostname(), a.start(), a.agg.pid, &a.agg.file).cmp(&(
+            b.hostname(),
+            b.start(),
+            b.agg.pid,
+            &b.agg.file,
+        ))
+    });
+    sorted
+}
+
 pub(crate) fn listed(affected: &[&Proc]) -> Vec<String> {
     let mut v: Vec<String> = affected
         .iter()
