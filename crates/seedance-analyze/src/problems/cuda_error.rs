@@ -60,27 +60,39 @@ fn runtime_teardown_release(p: &Proc, function: &str) -> bool {
             .is_some_and(|e| !e.calls_after_deinit.contains_key(function))
 }
 
-pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
-    struct Acc<'a> {
-        count: u64,
-        functions: BTreeMap<&'a str, u64>,
-        procs: Vec<&'a Proc<'a>>,
-        hosts: BTreeSet<String>,
-        examples: BTreeMap<&'a str, Examples>,
-        code: Option<u32>,
-        /// Errors of functions that a `device_fallback` of the same process repaired
-        /// (traces without `device_fault` records).
-        repaired: u64,
-        /// "function ordinal a -> b" -> processes.
-        fallbacks: BTreeMap<String, u64>,
-    }
-    let mut by_result: BTreeMap<&str, Acc> = BTreeMap::new();
-    // Errors left to the device_fault, launch_fault and alloc_fault problems, by result.
-    let mut to_faults: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut to_lifetime: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut to_explained: BTreeMap<(&str, ExplainedKind), u64> = BTreeMap::new();
-    // Failures the programs recovered from, by result: info, never a cuda_error problem.
-    let mut recovered: BTreeMap<&str, Recovered> = BTreeMap::new();
+/// What the errors of `procs` are left to, by result.
+#[derive(Default)]
+struct Tallies<'a> {
+    /// Errors left to the `cuda_error` problems.
+    by_result: BTreeMap<&'a str, Acc<'a>>,
+    /// Errors left to the device_fault problems.
+    to_faults: BTreeMap<&'a str, u64>,
+    /// Errors left to the lifetime_fault problems.
+    to_lifetime: BTreeMap<&'a str, u64>,
+    /// Errors left to the launch_fault and alloc_fault problems.
+    to_explained: BTreeMap<(&'a str, ExplainedKind), u64>,
+    /// Failures the programs recovered from: info, never a cuda_error problem.
+    recovered: BTreeMap<&'a str, Recovered<'a>>,
+}
+
+/// The errors of one result left to the `cuda_error` problem.
+struct Acc<'a> {
+    count: u64,
+    functions: BTreeMap<&'a str, u64>,
+    procs: Vec<&'a Proc<'a>>,
+    hosts: BTreeSet<String>,
+    examples: BTreeMap<&'a str, Examples>,
+    code: Option<u32>,
+    /// Errors of functions that a `device_fallback` of the same process repaired
+    /// (traces without `device_fault` records).
+    repaired: u64,
+    /// "function ordinal a -> b" -> processes.
+    fallbacks: BTreeMap<String, u64>,
+}
+
+/// Counts the errors of `procs` by result, and what each is left to.
+fn tally_errors<'a>(procs: &'a [Proc<'a>]) -> Tallies<'a> {
+    let mut t = Tallies::default();
     for p in procs {
         for (f, (_, _, by)) in &p.by_function {
             for (r, n) in by {
@@ -96,17 +108,17 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     continue;
                 }
                 if p.fault_covers(f, r) {
-                    to_faults.entry(r).or_default().sat_add(n);
+                    t.to_faults.entry(r).or_default().sat_add(n);
                     continue;
                 }
                 if p.lifetime_covers(f, r) {
-                    to_lifetime.entry(r).or_default().sat_add(n);
+                    t.to_lifetime.entry(r).or_default().sat_add(n);
                     continue;
                 }
                 let mut n = *n;
                 let back = p.recovered(f, r).min(n);
                 if back > 0 {
-                    let a = recovered.entry(r).or_default();
+                    let a = t.recovered.entry(r).or_default();
                     a.count.sat_add(back);
                     a.functions.entry(f).or_default().sat_add(back);
                     if !a.procs.iter().any(|q| std::ptr::eq(*q, p)) {
@@ -121,7 +133,7 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 for (kind, k) in p.explained_errors(f, r) {
                     let k = k.min(n);
                     if k > 0 {
-                        to_explained.entry((r, kind)).or_default().sat_add(k);
+                        t.to_explained.entry((r, kind)).or_default().sat_add(k);
                         n -= k;
                     }
                 }
@@ -129,7 +141,7 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                     continue;
                 }
                 let n = &n;
-                let a = by_result.entry(r).or_insert_with(|| Acc {
+                let a = t.by_result.entry(r).or_insert_with(|| Acc {
                     count: 0,
                     functions: BTreeMap::new(),
                     procs: Vec::new(),
@@ -166,7 +178,7 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
                 if p.version_probes_cover(f, r) {
                     continue;
                 }
-                if let Some(a) = by_result.get_mut(r.as_str()) {
+                if let Some(a) = t.by_result.get_mut(r.as_str()) {
                     a.code = a.code.or(Some(fl.code));
                     a.examples
                         .entry(f.as_str())
@@ -176,154 +188,178 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             }
         }
     }
-    recovered_problems(recovered, out);
-    for (result, a) in by_result {
-        let functions = name_counts(&a.functions);
-        let mut examples: Vec<ArgExample> = a
-            .examples
-            .iter()
-            .flat_map(|(f, ex)| {
-                ex.0.iter().map(move |(args, n)| ArgExample {
-                    function: f.to_string(),
-                    args: serde_json::from_str(args).unwrap_or(serde_json::Value::Null),
-                    count: *n,
-                })
+    t
+}
+
+/// The argument examples of one result, most frequent first.
+fn examples_of(a: &Acc) -> Vec<ArgExample> {
+    let mut examples: Vec<ArgExample> = a
+        .examples
+        .iter()
+        .flat_map(|(f, ex)| {
+            ex.0.iter().map(move |(args, n)| ArgExample {
+                function: f.to_string(),
+                args: serde_json::from_str(args).unwrap_or(serde_json::Value::Null),
+                count: *n,
             })
-            .collect();
-        examples.sort_by(|x, y| {
-            y.count
-                .cmp(&x.count)
-                .then_with(|| x.function.cmp(&y.function))
-                .then_with(|| x.args.to_string().cmp(&y.args.to_string()))
-        });
-        examples.truncate(MAX_EXAMPLES);
-        // Arguments that differ call by call (pointers, handles) give examples seen once
-        // each: one of them says as much as five.
-        if examples.len() == MAX_EXAMPLES
-            && examples.iter().all(|e| e.count == 1)
-            && a.count > MAX_EXAMPLES as u64
-        {
-            examples.truncate(1);
+        })
+        .collect();
+    examples.sort_by(|x, y| {
+        y.count
+            .cmp(&x.count)
+            .then_with(|| x.function.cmp(&y.function))
+            .then_with(|| x.args.to_string().cmp(&y.args.to_string()))
+    });
+    examples.truncate(MAX_EXAMPLES);
+    // Arguments that differ call by call (pointers, handles) give examples seen once
+    // each: one of them says as much as five.
+    if examples.len() == MAX_EXAMPLES
+        && examples.iter().all(|e| e.count == 1)
+        && a.count > MAX_EXAMPLES as u64
+    {
+        examples.truncate(1);
+    }
+    examples
+}
+
+/// The facts bearing on the cause of the errors of `result`.
+fn context_of(result: &str, a: &Acc, t: &Tallies) -> Vec<String> {
+    let mut context = Vec::new();
+    match a.code {
+        Some(101) | Some(100) => {
+            context.push(format!(
+                "visible devices in the affected processes: {}",
+                tally(a.procs.iter().map(|p| match &p.agg.session {
+                    Some(s) => s.devices.len().to_string(),
+                    None => "unknown".to_string(),
+                }))
+            ));
+            context.push(format!(
+                "CUDA_VISIBLE_DEVICES in the affected processes: {}",
+                tally(a.procs.iter().map(|p| cvd(p)))
+            ));
         }
-        let mut context = Vec::new();
-        match a.code {
-            Some(101) | Some(100) => {
-                context.push(format!(
-                    "visible devices in the affected processes: {}",
-                    tally(a.procs.iter().map(|p| match &p.agg.session {
-                        Some(s) => s.devices.len().to_string(),
-                        None => "unknown".to_string(),
-                    }))
-                ));
-                context.push(format!(
-                    "CUDA_VISIBLE_DEVICES in the affected processes: {}",
-                    tally(a.procs.iter().map(|p| cvd(p)))
-                ));
-            }
-            Some(2) => {
-                let mems: BTreeSet<String> = a
-                    .procs
-                    .iter()
-                    .filter_map(|p| p.agg.session.as_ref())
-                    .flat_map(|s| s.devices.iter())
-                    .map(|d| {
-                        format!(
-                            "{} {}",
-                            d.name.as_deref().unwrap_or("device"),
-                            d.total_mem_bytes
-                                .map(fmt::bytes)
-                                .unwrap_or_else(|| "?".into())
-                        )
-                    })
-                    .collect();
-                if !mems.is_empty() {
-                    context.push(format!(
-                        "device memory in the affected processes: {}",
-                        mems.into_iter().collect::<Vec<_>>().join(", ")
-                    ));
-                }
-            }
-            Some(34) => {
-                context.push(format!(
-                    "libcuda loaded from: {}",
-                    tally(a.procs.iter().map(|p| {
-                        p.agg
-                            .session
-                            .as_ref()
-                            .and_then(|s| s.libcuda_path.clone())
-                            .unwrap_or_else(|| "unknown".to_string())
-                    }))
-                ));
-            }
-            _ => {}
-        }
-        if a.repaired > 0 {
-            let list: Vec<String> = a
-                .fallbacks
+        Some(2) => {
+            let mems: BTreeSet<String> = a
+                .procs
                 .iter()
-                .map(|(k, n)| format!("{k} ({n} {})", plural(*n, "process", "processes")))
+                .filter_map(|p| p.agg.session.as_ref())
+                .flat_map(|s| s.devices.iter())
+                .map(|d| {
+                    format!(
+                        "{} {}",
+                        d.name.as_deref().unwrap_or("device"),
+                        d.total_mem_bytes
+                            .map(fmt::bytes)
+                            .unwrap_or_else(|| "?".into())
+                    )
+                })
                 .collect();
-            context.push(format!(
-                "{} of these {} {} in functions that the fix mode repaired by fallback in the \
-                 same process (device_fallback records): {}",
-                fmt::count(a.repaired),
-                fmt::count(a.count),
-                plural(a.count, "error was", "errors were"),
-                list.join(", ")
-            ));
-        }
-        if let Some(n) = to_faults.get(result) {
-            context.push(format!(
-                "{} more {} with this result {} device faults, counted in the device_fault \
-                 {} instead",
-                fmt::count(*n),
-                plural(*n, "error", "errors"),
-                plural(*n, "was a", "were"),
-                plural(*n, "problem", "problems")
-            ));
-        }
-        if let Some(n) = to_lifetime.get(result) {
-            context.push(format!(
-                "{} more {} with this result {} lifetime faults, counted in the lifetime_fault \
-                 {} instead",
-                fmt::count(*n),
-                plural(*n, "error", "errors"),
-                plural(*n, "was a", "were"),
-                plural(*n, "problem", "problems")
-            ));
-        }
-        for kind in [ExplainedKind::Launch, ExplainedKind::Alloc] {
-            if let Some(n) = to_explained.get(&(result, kind)) {
-                let (what, whats) = match kind {
-                    ExplainedKind::Launch => ("a launch fault", "launch faults"),
-                    ExplainedKind::Alloc => ("an allocation fault", "allocation faults"),
-                };
+            if !mems.is_empty() {
                 context.push(format!(
-                    "{} more {} with this result {} {}, counted in the {} {} instead",
-                    fmt::count(*n),
-                    plural(*n, "error", "errors"),
-                    plural(*n, "was", "were"),
-                    plural(*n, what, whats),
-                    kind.event(),
-                    plural(*n, "problem", "problems")
+                    "device memory in the affected processes: {}",
+                    mems.into_iter().collect::<Vec<_>>().join(", ")
                 ));
             }
         }
+        Some(34) => {
+            context.push(format!(
+                "libcuda loaded from: {}",
+                tally(a.procs.iter().map(|p| {
+                    p.agg
+                        .session
+                        .as_ref()
+                        .and_then(|s| s.libcuda_path.clone())
+                        .unwrap_or_else(|| "unknown".to_string())
+                }))
+            ));
+        }
+        _ => {}
+    }
+    if a.repaired > 0 {
+        let list: Vec<String> = a
+            .fallbacks
+            .iter()
+            .map(|(k, n)| format!("{k} ({n} {})", plural(*n, "process", "processes")))
+            .collect();
+        context.push(format!(
+            "{} of these {} {} in functions that the fix mode repaired by fallback in the \
+             same process (device_fallback records): {}",
+            fmt::count(a.repaired),
+            fmt::count(a.count),
+            plural(a.count, "error was", "errors were"),
+            list.join(", ")
+        ));
+    }
+    if let Some(n) = t.to_faults.get(result) {
+        context.push(format!(
+            "{} more {} with this result {} device faults, counted in the device_fault \
+             {} instead",
+            fmt::count(*n),
+            plural(*n, "error", "errors"),
+            plural(*n, "was a", "were"),
+            plural(*n, "problem", "problems")
+        ));
+    }
+    if let Some(n) = t.to_lifetime.get(result) {
+        context.push(format!(
+            "{} more {} with this result {} lifetime faults, counted in the lifetime_fault \
+             {} instead",
+            fmt::count(*n),
+            plural(*n, "error", "errors"),
+            plural(*n, "was a", "were"),
+            plural(*n, "problem", "problems")
+        ));
+    }
+    for kind in [ExplainedKind::Launch, ExplainedKind::Alloc] {
+        if let Some(n) = t.to_explained.get(&(result, kind)) {
+            let (what, whats) = match kind {
+                ExplainedKind::Launch => ("a launch fault", "launch faults"),
+                ExplainedKind::Alloc => ("an allocation fault", "allocation faults"),
+            };
+            context.push(format!(
+                "{} more {} with this result {} {}, counted in the {} {} instead",
+                fmt::count(*n),
+                plural(*n, "error", "errors"),
+                plural(*n, "was", "were"),
+                plural(*n, what, whats),
+                kind.event(),
+                plural(*n, "problem", "problems")
+            ));
+        }
+    }
+    context
+}
+
+/// What to try for the errors of `result`: the steps of the CUresult table.
+fn remediation_of(result: &str, code: Option<u32>) -> Vec<String> {
+    match code {
+        Some(c) if curesult::is_known(c) => {
+            curesult::steps(c).iter().map(|s| s.to_string()).collect()
+        }
+        _ => {
+            vec![format!(
+            "This code is not in the {} table; run `seedance-analyze explain {}` and check the \
+             driver's cuda.h.",
+            curesult::TABLE_VERSION,
+            code.map(|c| c.to_string()).unwrap_or_else(|| result.to_string())
+        )]
+        }
+    }
+}
+
+pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
+    let mut t = tally_errors(procs);
+    recovered_problems(std::mem::take(&mut t.recovered), out);
+    for (result, a) in std::mem::take(&mut t.by_result) {
+        let functions = name_counts(&a.functions);
+        let examples = examples_of(&a);
+        let mut context = context_of(result, &a, &t);
         let name_code = match a.code {
             Some(c) if c.to_string() != result => format!("{result} ({c})"),
             _ => result.to_string(),
         };
-        let remediation: Vec<String> = match a.code {
-            Some(c) if curesult::is_known(c) => {
-                curesult::steps(c).iter().map(|s| s.to_string()).collect()
-            }
-            _ => vec![format!(
-                "This code is not in the {} table; run `seedance-analyze explain {}` and check the \
-                 driver's cuda.h.",
-                curesult::TABLE_VERSION,
-                a.code.map(|c| c.to_string()).unwrap_or_else(|| result.to_string())
-            )],
-        };
+        let remediation = remediation_of(result, a.code);
         let nprocs = a.procs.len() as u64;
         let mut severity = severity_of(a.code);
         if only_probes(a.code, &functions) {
@@ -361,8 +397,8 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             detail: ProblemDetail::CudaError(CudaErrorDetail {
                 code: a.code,
                 result: result.to_string(),
-                functions: functions,
-                examples: examples,
+                functions,
+                examples,
             }),
         });
     }
@@ -412,7 +448,7 @@ fn recovered_problems(recovered: BTreeMap<&str, Recovered>, out: &mut Vec<Proble
                 "Nothing to do: the program recovered from these failures by itself.".to_string(),
             ],
             detail: ProblemDetail::CudaError(CudaErrorDetail {
-                code: code,
+                code,
                 result: result.to_string(),
                 functions: name_counts(&a.functions),
                 examples: Vec::new(),

@@ -106,21 +106,24 @@ fn fault_remediation(fault: &str, all_repaired: bool, some_unrepaired_fix: bool)
     v
 }
 
-pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
-    struct Acc<'a> {
-        procs: Vec<&'a Proc<'a>>,
-        repaired: u64,
-        unrepaired_fix: u64,
-        hosts: BTreeSet<String>,
-        /// Result number -> its key (name or number).
-        results: BTreeMap<u32, String>,
-        functions: BTreeMap<&'a str, u64>,
-        explanations: BTreeMap<&'a str, u64>,
-        /// "ordinal a -> b (pci)" -> processes.
-        fallbacks: BTreeMap<String, u64>,
-        /// Modes of the processes not repaired.
-        unrepaired_modes: Vec<String>,
-    }
+/// The processes with faults of one (fault, requested ordinal).
+struct Acc<'a> {
+    procs: Vec<&'a Proc<'a>>,
+    repaired: u64,
+    unrepaired_fix: u64,
+    hosts: BTreeSet<String>,
+    /// Result number -> its key (name or number).
+    results: BTreeMap<u32, String>,
+    functions: BTreeMap<&'a str, u64>,
+    explanations: BTreeMap<&'a str, u64>,
+    /// "ordinal a -> b (pci)" -> processes.
+    fallbacks: BTreeMap<String, u64>,
+    /// Modes of the processes not repaired.
+    unrepaired_modes: Vec<String>,
+}
+
+/// The faults of `procs` grouped by (fault, requested ordinal).
+fn group_faults<'a>(procs: &'a [Proc<'a>]) -> BTreeMap<(&'a str, i32), Acc<'a>> {
     let mut groups: BTreeMap<(&str, i32), Acc> = BTreeMap::new();
     for p in procs {
         // (fault, ordinal) -> (all repaired, functions with their result keys, explanations)
@@ -200,6 +203,11 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             }
         }
     }
+    groups
+}
+
+pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
+    let groups = group_faults(procs);
     for ((fault, ord), a) in groups {
         let nprocs = a.procs.len() as u64;
         let all_repaired = a.repaired == nprocs;
@@ -263,13 +271,13 @@ pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             context,
             remediation: fault_remediation(fault, all_repaired, a.unrepaired_fix > 0),
             detail: ProblemDetail::DeviceFault(DeviceFaultDetail {
-                code: code,
-                result: result,
-                functions: functions,
+                code,
+                result,
+                functions,
                 fault: fault.to_string(),
                 requested_ordinal: ord,
                 processes_repaired: a.repaired,
-                explanations: explanations,
+                explanations,
             }),
         });
     }

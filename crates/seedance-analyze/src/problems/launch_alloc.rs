@@ -11,7 +11,7 @@
 //! problem of the same result leaves them out.
 
 use crate::aggregate::proc::Proc;
-use crate::aggregate::{ExplainedKind, FaultValueKey};
+use crate::aggregate::{ExplainedAgg, ExplainedKind, FaultValueKey};
 use crate::problems::parts::{listed, plural, processes_on_hosts, ranked, tally};
 use crate::render::fmt;
 use crate::report::{
@@ -323,28 +323,128 @@ fn detail(kind: ExplainedKind, d: CallFaultDetail) -> ProblemDetail {
     }
 }
 
-pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
-    #[derive(Default)]
-    struct Acc<'a> {
-        procs: Vec<&'a Proc<'a>>,
-        hosts: BTreeSet<String>,
-        errors: u64,
-        /// Result number -> (its key, errors).
-        results: BTreeMap<u32, (String, u64)>,
-        /// Value -> (processes, records).
-        values: BTreeMap<&'a FaultValueKey, (u64, u64)>,
-        explanations: BTreeMap<&'a str, u64>,
-        driver_messages: BTreeMap<&'a str, u64>,
-        refused: u64,
-        facts: Facts,
-        unknown_free: u64,
-        /// What the processes held themselves, in words, one per process.
-        live: Vec<String>,
-        /// Device -> (processes, most free bytes).
-        rooms: BTreeMap<i32, (u64, u64)>,
-        rooms_none: u64,
-        rooms_unknown: u64,
+/// The processes with faults of one (kind, function, check).
+#[derive(Default)]
+struct Acc<'a> {
+    procs: Vec<&'a Proc<'a>>,
+    hosts: BTreeSet<String>,
+    errors: u64,
+    /// Result number -> (its key, errors).
+    results: BTreeMap<u32, (String, u64)>,
+    /// Value -> (processes, records).
+    values: BTreeMap<&'a FaultValueKey, (u64, u64)>,
+    explanations: BTreeMap<&'a str, u64>,
+    driver_messages: BTreeMap<&'a str, u64>,
+    refused: u64,
+    facts: Facts,
+    unknown_free: u64,
+    /// What the processes held themselves, in words, one per process.
+    live: Vec<String>,
+    /// Device -> (processes, most free bytes).
+    rooms: BTreeMap<i32, (u64, u64)>,
+    rooms_none: u64,
+    rooms_unknown: u64,
+}
+
+/// Adds the faults of one process `p` of one (kind, function, check) to `a`.
+fn add_process<'a>(
+    a: &mut Acc<'a>,
+    p: &'a Proc<'a>,
+    (kind, f, check): (ExplainedKind, &'a str, &'a str),
+    entries: Vec<(u32, &'a ExplainedAgg)>,
+) {
+    a.procs.push(p);
+    a.hosts.insert(p.host());
+    let mut values: BTreeMap<&FaultValueKey, u64> = BTreeMap::new();
+    let mut explanations: BTreeSet<&str> = BTreeSet::new();
+    let mut messages: BTreeSet<&str> = BTreeSet::new();
+    let mut refused = false;
+    let mut live: Option<(u64, u64)> = None;
+    let mut rooms: Option<BTreeMap<i32, u64>> = None;
+    for (r, ea) in entries {
+        let n = p.explained.get(&(kind, f, check, r)).copied().unwrap_or(0);
+        a.errors.sat_add(n);
+        let e = a.results.entry(r).or_insert_with(|| (ea.result_key(r), 0));
+        e.1.sat_add(n);
+        for (v, k) in &ea.values {
+            values.entry(v).or_default().sat_add(k);
+        }
+        explanations.extend(ea.explanations.iter().map(String::as_str));
+        messages.extend(ea.driver_messages.iter().map(String::as_str));
+        refused |= ea.refused > 0;
+        if let Some(l) = ea.live {
+            if live.is_none_or(|m| l.0 > m.0) {
+                live = Some(l);
+            }
+        }
+        if let Some(rs) = &ea.rooms {
+            let m = rooms.get_or_insert_with(BTreeMap::new);
+            for (d, free) in rs {
+                let x = m.entry(*d).or_default();
+                *x = (*x).max(*free);
+            }
+        }
     }
+    let (mut negative, mut genuine, mut fragmented) = (false, false, false);
+    for (v, k) in values {
+        negative |= v.requested_signed.is_some_and(|s| s < 0);
+        if check == "out_of_memory" {
+            match shortage(check, v) {
+                Some(true) => genuine = true,
+                Some(false) => fragmented = true,
+                None => {}
+            }
+        }
+        let e = a.values.entry(v).or_default();
+        e.0 += 1;
+        e.1.sat_add(k);
+    }
+    a.facts.processes += 1;
+    a.facts.negative.sat_add(u64::from(negative));
+    if check == "out_of_memory" {
+        if genuine {
+            a.facts.genuine += 1;
+        } else if fragmented {
+            a.facts.fragmented += 1;
+        } else {
+            a.unknown_free += 1;
+        }
+        if let Some((bytes, allocations)) = live {
+            a.live.push(if bytes == 0 && allocations == 0 {
+                "none".to_string()
+            } else {
+                format!(
+                    "{} in {} live {}",
+                    fmt::bytes(bytes),
+                    fmt::count(allocations),
+                    plural(allocations, "allocation", "allocations")
+                )
+            });
+        }
+        match rooms {
+            None => a.rooms_unknown += 1,
+            Some(m) if m.is_empty() => a.rooms_none += 1,
+            Some(m) => {
+                for (d, free) in m {
+                    let x = a.rooms.entry(d).or_default();
+                    x.0 += 1;
+                    x.1 = x.1.max(free);
+                }
+            }
+        }
+    }
+    a.facts.host |= f.contains("Host");
+    a.refused.sat_add(u64::from(refused));
+    for e in explanations {
+        *a.explanations.entry(e).or_default() += 1;
+    }
+    for m in messages {
+        *a.driver_messages.entry(m).or_default() += 1;
+    }
+}
+
+/// The launch and allocation faults of `procs` grouped by (kind, function, check).
+fn group_faults<'a>(procs: &'a [Proc<'a>]) -> BTreeMap<(ExplainedKind, &'a str, &'a str), Acc<'a>> {
     let mut groups: BTreeMap<(ExplainedKind, &str, &str), Acc> = BTreeMap::new();
     for p in procs {
         let mut mine: BTreeMap<(ExplainedKind, &str, &str), Vec<_>> = BTreeMap::new();
@@ -355,97 +455,113 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
         }
         for ((kind, f, check), entries) in mine {
             let a = groups.entry((kind, f, check)).or_default();
-            a.procs.push(p);
-            a.hosts.insert(p.host());
-            let mut values: BTreeMap<&FaultValueKey, u64> = BTreeMap::new();
-            let mut explanations: BTreeSet<&str> = BTreeSet::new();
-            let mut messages: BTreeSet<&str> = BTreeSet::new();
-            let mut refused = false;
-            let mut live: Option<(u64, u64)> = None;
-            let mut rooms: Option<BTreeMap<i32, u64>> = None;
-            for (r, ea) in entries {
-                let n = p.explained.get(&(kind, f, check, r)).copied().unwrap_or(0);
-                a.errors.sat_add(n);
-                let e = a.results.entry(r).or_insert_with(|| (ea.result_key(r), 0));
-                e.1.sat_add(n);
-                for (v, k) in &ea.values {
-                    values.entry(v).or_default().sat_add(k);
-                }
-                explanations.extend(ea.explanations.iter().map(String::as_str));
-                messages.extend(ea.driver_messages.iter().map(String::as_str));
-                refused |= ea.refused > 0;
-                if let Some(l) = ea.live {
-                    if live.is_none_or(|m| l.0 > m.0) {
-                        live = Some(l);
-                    }
-                }
-                if let Some(rs) = &ea.rooms {
-                    let m = rooms.get_or_insert_with(BTreeMap::new);
-                    for (d, free) in rs {
-                        let x = m.entry(*d).or_default();
-                        *x = (*x).max(*free);
-                    }
-                }
-            }
-            let (mut negative, mut genuine, mut fragmented) = (false, false, false);
-            for (v, k) in values {
-                negative |= v.requested_signed.is_some_and(|s| s < 0);
-                if check == "out_of_memory" {
-                    match shortage(check, v) {
-                        Some(true) => genuine = true,
-                        Some(false) => fragmented = true,
-                        None => {}
-                    }
-                }
-                let e = a.values.entry(v).or_default();
-                e.0 += 1;
-                e.1.sat_add(k);
-            }
-            a.facts.processes += 1;
-            a.facts.negative.sat_add(u64::from(negative));
-            if check == "out_of_memory" {
-                if genuine {
-                    a.facts.genuine += 1;
-                } else if fragmented {
-                    a.facts.fragmented += 1;
-                } else {
-                    a.unknown_free += 1;
-                }
-                if let Some((bytes, allocations)) = live {
-                    a.live.push(if bytes == 0 && allocations == 0 {
-                        "none".to_string()
-                    } else {
-                        format!(
-                            "{} in {} live {}",
-                            fmt::bytes(bytes),
-                            fmt::count(allocations),
-                            plural(allocations, "allocation", "allocations")
-                        )
-                    });
-                }
-                match rooms {
-                    None => a.rooms_unknown += 1,
-                    Some(m) if m.is_empty() => a.rooms_none += 1,
-                    Some(m) => {
-                        for (d, free) in m {
-                            let x = a.rooms.entry(d).or_default();
-                            x.0 += 1;
-                            x.1 = x.1.max(free);
-                        }
-                    }
-                }
-            }
-            a.facts.host |= f.contains("Host");
-            a.refused.sat_add(u64::from(refused));
-            for e in explanations {
-                *a.explanations.entry(e).or_default() += 1;
-            }
-            for m in messages {
-                *a.driver_messages.entry(m).or_default() += 1;
-            }
+            add_process(a, p, (kind, f, check), entries);
         }
     }
-    for ((kind, function, check), mut a) in groups {
+    groups
+}
+
+/// The values of a group, most processes first (at most [`MAX_VALUES`]).
+fn values_of(a: &Acc, check: &str) -> Vec<FaultValue> {
+    let mut values: Vec<FaultValue> = a
+        .values
+        .iter()
+        .filter(|(v, _)| v.limit.is_some() || v.requested.is_some())
+        .map(|(v, (procs, records))| FaultValue {
+            device: v.device,
+            limit: v.limit,
+            requested: v.requested,
+            requested_signed: v.requested_signed,
+            free_bytes: v.free_bytes,
+            total_bytes: v.total_bytes,
+            shortage: shortage(check, v),
+            processes: *procs,
+            records: *records,
+        })
+        .collect();
+    // Stable: the map's order breaks ties.
+    values.sort_by_key(|v| std::cmp::Reverse((v.processes, v.records)));
+    values.truncate(MAX_VALUES);
+    values
+}
+
+/// The facts bearing on the cause of a group's faults; notes in `a.facts` whether another
+/// device had room.
+fn context_of(kind: ExplainedKind, check: &str, a: &mut Acc) -> Vec<String> {
+    let procs_word = |n: u64| format!("{} {}", fmt::count(n), plural(n, "process", "processes"));
+    let mut context = Vec::new();
+    if check == "out_of_memory" && kind == ExplainedKind::Alloc {
+        if a.facts.genuine > 0 {
+            context.push(format!(
+                "a genuine shortage (the request was larger than the free memory) in {}",
+                procs_word(a.facts.genuine)
+            ));
+        }
+        if a.facts.fragmented > 0 {
+            context.push(format!(
+                "the request was smaller than the free memory (fragmentation, or memory held \
+                 back by a caching allocator, a pool or another process) in {}",
+                procs_word(a.facts.fragmented)
+            ));
+        }
+        if a.unknown_free > 0 {
+            context.push(format!(
+                "free memory at the failure unknown in {}",
+                procs_word(a.unknown_free)
+            ));
+        }
+        if !a.live.is_empty() {
+            context.push(format!(
+                "what the failing processes held themselves on the device: {}",
+                tally(std::mem::take(&mut a.live))
+            ));
+        }
+        if !a.rooms.is_empty() {
+            let list: Vec<String> = a
+                .rooms
+                .iter()
+                .map(|(d, (n, free))| {
+                    format!(
+                        "device {d} ({} free) in {}",
+                        fmt::bytes(*free),
+                        procs_word(*n)
+                    )
+                })
+                .collect();
+            context.push(format!(
+                "other devices with room for the request (NVML): {}",
+                list.join(", ")
+            ));
+            a.facts.rooms = true;
+        }
+        if a.rooms_none > 0 {
+            context.push(format!(
+                "no other visible device had room (NVML) in {}",
+                procs_word(a.rooms_none)
+            ));
+        }
+        if a.rooms_unknown > 0 && !a.facts.host {
+            context.push(format!(
+                "whether another device had room is unknown (no NVML) in {}",
+                procs_word(a.rooms_unknown)
+            ));
+        }
+    }
+    if a.refused > 0 {
+        context.push(format!(
+            "refused by the shim before reaching the driver (SEEDANCE_VALIDATE=pre) in {}; \
+             the program got the code the driver returns for this fault",
+            procs_word(a.refused)
+        ));
+    }
+    if a.procs.len() > 1 {
+        context.extend(listed(&a.procs));
+    }
+    context
+}
+
+pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
+    for ((kind, function, check), mut a) in group_faults(procs) {
         let nprocs = a.procs.len() as u64;
         let (code, result) = a
             .results
@@ -459,95 +575,8 @@ pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             _ => String::new(),
         };
         let unit = unit(kind, check);
-        let mut values: Vec<FaultValue> = a
-            .values
-            .iter()
-            .filter(|(v, _)| v.limit.is_some() || v.requested.is_some())
-            .map(|(v, (procs, records))| FaultValue {
-                device: v.device,
-                limit: v.limit,
-                requested: v.requested,
-                requested_signed: v.requested_signed,
-                free_bytes: v.free_bytes,
-                total_bytes: v.total_bytes,
-                shortage: shortage(check, v),
-                processes: *procs,
-                records: *records,
-            })
-            .collect();
-        // Stable: the map's order breaks ties.
-        values.sort_by_key(|v| std::cmp::Reverse((v.processes, v.records)));
-        values.truncate(MAX_VALUES);
-        let procs_word =
-            |n: u64| format!("{} {}", fmt::count(n), plural(n, "process", "processes"));
-        let mut context = Vec::new();
-        if check == "out_of_memory" && kind == ExplainedKind::Alloc {
-            if a.facts.genuine > 0 {
-                context.push(format!(
-                    "a genuine shortage (the request was larger than the free memory) in {}",
-                    procs_word(a.facts.genuine)
-                ));
-            }
-            if a.facts.fragmented > 0 {
-                context.push(format!(
-                    "the request was smaller than the free memory (fragmentation, or memory held \
-                     back by a caching allocator, a pool or another process) in {}",
-                    procs_word(a.facts.fragmented)
-                ));
-            }
-            if a.unknown_free > 0 {
-                context.push(format!(
-                    "free memory at the failure unknown in {}",
-                    procs_word(a.unknown_free)
-                ));
-            }
-            if !a.live.is_empty() {
-                context.push(format!(
-                    "what the failing processes held themselves on the device: {}",
-                    tally(std::mem::take(&mut a.live))
-                ));
-            }
-            if !a.rooms.is_empty() {
-                let list: Vec<String> = a
-                    .rooms
-                    .iter()
-                    .map(|(d, (n, free))| {
-                        format!(
-                            "device {d} ({} free) in {}",
-                            fmt::bytes(*free),
-                            procs_word(*n)
-                        )
-                    })
-                    .collect();
-                context.push(format!(
-                    "other devices with room for the request (NVML): {}",
-                    list.join(", ")
-                ));
-                a.facts.rooms = true;
-            }
-            if a.rooms_none > 0 {
-                context.push(format!(
-                    "no other visible device had room (NVML) in {}",
-                    procs_word(a.rooms_none)
-                ));
-            }
-            if a.rooms_unknown > 0 && !a.facts.host {
-                context.push(format!(
-                    "whether another device had room is unknown (no NVML) in {}",
-                    procs_word(a.rooms_unknown)
-                ));
-            }
-        }
-        if a.refused > 0 {
-            context.push(format!(
-                "refused by the shim before reaching the driver (SEEDANCE_VALIDATE=pre) in {}; \
-                 the program got the code the driver returns for this fault",
-                procs_word(a.refused)
-            ));
-        }
-        if a.procs.len() > 1 {
-            context.extend(listed(&a.procs));
-        }
+        let values = values_of(&a, check);
+        let context = context_of(kind, check, &mut a);
         let label = match kind {
             ExplainedKind::Launch => "launch fault",
             ExplainedKind::Alloc => "allocation fault",

@@ -238,7 +238,7 @@ pub(crate) fn lifetime_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             detail: ProblemDetail::LifetimeFault(LifetimeFaultDetail {
                 fault: kind.to_string(),
                 processes_repaired: a.repaired,
-                functions: functions,
+                functions,
                 explanations: ranked(a.explanations, MAX_EXPLANATIONS),
             }),
         });

@@ -239,7 +239,7 @@ pub(crate) fn stray_problems(procs: &[Proc], devices: &[DeviceContexts], out: &m
                     .to_string(),
             ],
             detail: ProblemDetail::StrayContext(StrayContextDetail {
-                device: device,
+                device,
                 explanations: explanations
                     .into_iter()
                     .take(MAX_EXPLANATIONS)
