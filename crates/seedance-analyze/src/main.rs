@@ -201,77 +201,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             otlp_header,
         } => {
             let ExportFormat::OtlpJson = format;
-            let push = match otlp_endpoint {
-                Some(e) => {
-                    let url = push::logs_url(&e).map_err(anyhow::Error::msg)?;
-                    let mut opts = push::PushOptions::new(url);
-                    opts.gzip = otlp_gzip;
-                    for h in &otlp_header {
-                        let (k, v) = h
-                            .split_once('=')
-                            .with_context(|| format!("--otlp-header {h}: not KEY=VALUE"))?;
-                        opts.headers
-                            .push((k.trim().to_string(), v.trim().to_string()));
-                    }
-                    Some(opts)
-                }
-                None => None,
-            };
-            let (urls, local) = seedance_analyze::read::input::split_urls(&paths);
-            let files: Vec<PathBuf> = seedance_analyze::read::input::collect_files(&local)
-                .context("cannot read the input")?
-                .0;
-            let env = otlp::Environment::from_process();
-            let mut resources = otlp::otlp_json(&files, &env);
-            for u in &urls {
-                resources.append(otlp::otlp_json_url(u, &env).map_err(anyhow::Error::msg)?);
-            }
-            if push.is_none() || output.is_some() {
-                emit(&resources.json, output)?;
-            }
-            if let Some(code) = no_trace_warning(
-                resources.files_read,
-                resources.files_seen,
-                resources.empty_files,
-                &paths,
-            ) {
-                return Ok(code);
-            }
-            let Some(opts) = push else {
-                return Ok(ExitCode::SUCCESS);
-            };
-            let r = push::push(&resources, &opts);
-            let requests = |n: u64| if n == 1 { "request" } else { "requests" };
-            let records = |n: u64| if n == 1 { "log record" } else { "log records" };
-            let rejected = match r.rejected_log_records {
-                0 => String::new(),
-                n => format!(", {n} rejected by the endpoint"),
-            };
-            match &r.failure {
-                None => {
-                    eprintln!(
-                        "seedance-analyze: sent {} {} in {} {} to {}{rejected}",
-                        r.log_records,
-                        records(r.log_records),
-                        r.requests,
-                        requests(r.requests),
-                        opts.url
-                    );
-                    Ok(ExitCode::SUCCESS)
-                }
-                Some(why) => {
-                    let total = r.requests + r.requests_left;
-                    eprintln!(
-                        "seedance-analyze: OTLP export to {} failed: {why}; {} of {total} {} ({} {}) delivered{rejected}",
-                        opts.url,
-                        r.requests,
-                        requests(total),
-                        r.log_records,
-                        records(r.log_records)
-                    );
-                    Ok(ExitCode::from(gate::EXIT_PUSH))
-                }
-            }
+            export(paths, output, otlp_endpoint, otlp_gzip, otlp_header)
         }
         Command::Explain { code, format } => match curesult::explain(&code) {
             Ok(e) => {
@@ -321,6 +251,101 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 None => Ok(ExitCode::SUCCESS),
             }
+        }
+    }
+}
+
+/// `export`: the traces' events as OTLP/JSON, written out or sent to an endpoint.
+fn export(
+    paths: Vec<PathBuf>,
+    output: Option<PathBuf>,
+    otlp_endpoint: Option<String>,
+    otlp_gzip: bool,
+    otlp_header: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    let push = push_options(otlp_endpoint, otlp_gzip, &otlp_header)?;
+    let (urls, local) = seedance_analyze::read::input::split_urls(&paths);
+    let files: Vec<PathBuf> = seedance_analyze::read::input::collect_files(&local)
+        .context("cannot read the input")?
+        .0;
+    let env = otlp::Environment::from_process();
+    let mut resources = otlp::otlp_json(&files, &env);
+    for u in &urls {
+        resources.append(otlp::otlp_json_url(u, &env).map_err(anyhow::Error::msg)?);
+    }
+    if push.is_none() || output.is_some() {
+        emit(&resources.json, output)?;
+    }
+    if let Some(code) = no_trace_warning(
+        resources.files_read,
+        resources.files_seen,
+        resources.empty_files,
+        &paths,
+    ) {
+        return Ok(code);
+    }
+    let Some(opts) = push else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let r = push::push(&resources, &opts);
+    Ok(push_outcome(&r, &opts))
+}
+
+/// The options of `export --otlp-endpoint`; `None` without an endpoint.
+fn push_options(
+    endpoint: Option<String>,
+    gzip: bool,
+    headers: &[String],
+) -> anyhow::Result<Option<push::PushOptions>> {
+    Ok(match endpoint {
+        Some(e) => {
+            let url = push::logs_url(&e).map_err(anyhow::Error::msg)?;
+            let mut opts = push::PushOptions::new(url);
+            opts.gzip = gzip;
+            for h in headers {
+                let (k, v) = h
+                    .split_once('=')
+                    .with_context(|| format!("--otlp-header {h}: not KEY=VALUE"))?;
+                opts.headers
+                    .push((k.trim().to_string(), v.trim().to_string()));
+            }
+            Some(opts)
+        }
+        None => None,
+    })
+}
+
+/// Says how `export --otlp-endpoint` went; the exit code.
+fn push_outcome(r: &push::PushReport, opts: &push::PushOptions) -> ExitCode {
+    let requests = |n: u64| if n == 1 { "request" } else { "requests" };
+    let records = |n: u64| if n == 1 { "log record" } else { "log records" };
+    let rejected = match r.rejected_log_records {
+        0 => String::new(),
+        n => format!(", {n} rejected by the endpoint"),
+    };
+    match &r.failure {
+        None => {
+            eprintln!(
+                "seedance-analyze: sent {} {} in {} {} to {}{rejected}",
+                r.log_records,
+                records(r.log_records),
+                r.requests,
+                requests(r.requests),
+                opts.url
+            );
+            ExitCode::SUCCESS
+        }
+        Some(why) => {
+            let total = r.requests + r.requests_left;
+            eprintln!(
+                "seedance-analyze: OTLP export to {} failed: {why}; {} of {total} {} ({} {}) delivered{rejected}",
+                opts.url,
+                r.requests,
+                requests(total),
+                r.log_records,
+                records(r.log_records)
+            );
+            ExitCode::from(gate::EXIT_PUSH)
         }
     }
 }

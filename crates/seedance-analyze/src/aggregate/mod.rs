@@ -30,7 +30,10 @@ pub use crate::aggregate::process::{
 };
 pub use crate::aggregate::timeline::{Timeline, MAX_BUCKETS, TIMELINE_BASE_NS};
 use crate::read::line::{CallFailedRef, Head, Line};
-use crate::read::records::{AllocFaultInfo, LaunchFaultInfo, LifetimeFaultInfo};
+use crate::read::records::{
+    AllocFaultInfo, CallFailedRepeatsInfo, DeviceFallbackInfo, DeviceFaultInfo, LaunchFaultInfo,
+    LifetimeFaultInfo, SessionInfo,
+};
 use crate::SatAdd;
 use std::collections::{BTreeMap, HashMap};
 
@@ -145,32 +148,7 @@ impl Aggregate {
             self.counters.newer_schema_records += 1;
         }
         match line {
-            Line::SessionStart(h, s) => {
-                self.counters.note_kind("session_start", false);
-                // A second session start for a pid begins a new process (a pid reused in a
-                // concatenated file, or an exec).
-                let existing = file.by_pid.get(&h.pid).copied();
-                let i = match existing {
-                    Some(i)
-                        if self.processes[i].session.is_none()
-                            && self.processes[i].exit.is_none() =>
-                    {
-                        i
-                    }
-                    Some(_) => {
-                        self.processes.push(ProcessAgg::new(&file.name, h.pid));
-                        let i = self.processes.len() - 1;
-                        file.by_pid.insert(h.pid, i);
-                        file.last = Some((h.pid, i));
-                        i
-                    }
-                    None => self.process(file, h.pid),
-                };
-                let p = &mut self.processes[i];
-                p.touch(&h);
-                p.session = Some(*s);
-                p.session_ts_ns = Some(h.ts_ns);
-            }
+            Line::SessionStart(h, s) => self.session_start(file, h, *s),
             Line::CallFailed(h, c) => {
                 if file.failed_kind_seen {
                     file.failed_kind_pending += 1;
@@ -191,57 +169,8 @@ impl Aggregate {
                     p.exit_ts_ns = Some(h.ts_ns);
                 }
             }
-            Line::DeviceFault(h, f) => {
-                self.counters.note_kind("device_fault", false);
-                let i = self.process(file, h.pid);
-                let p = &mut self.processes[i];
-                p.touch(&h);
-                p.fault_events += 1;
-                let f = *f;
-                let name = f
-                    .result_name
-                    .clone()
-                    .unwrap_or_else(|| f.result.to_string());
-                self.timeline.add(h.ts_ns, &name, 1);
-                let key = (f.function, f.requested_ordinal, f.result);
-                if let Some(e) = p.faults.get_mut(&key) {
-                    e.records += 1;
-                } else if p.faults.len() < MAX_DEVICE_KEYS {
-                    p.faults.insert(
-                        key,
-                        FaultAgg {
-                            fault: f.fault,
-                            result_name: f.result_name,
-                            visible_devices: f.visible_devices,
-                            explanation: f.explanation,
-                            records: 1,
-                        },
-                    );
-                }
-            }
-            Line::DeviceFallback(h, f) => {
-                self.counters.note_kind("device_fallback", false);
-                let i = self.process(file, h.pid);
-                let p = &mut self.processes[i];
-                p.touch(&h);
-                p.fallback_events += 1;
-                let f = *f;
-                let key = (f.function, f.requested_ordinal, f.chosen_ordinal);
-                if let Some(e) = p.fallbacks.get_mut(&key) {
-                    e.records += 1;
-                } else if p.fallbacks.len() < MAX_DEVICE_KEYS {
-                    p.fallbacks.insert(
-                        key,
-                        FallbackAgg {
-                            chosen_pci_bus_id: f.chosen_pci_bus_id,
-                            reason: f.reason,
-                            result: f.result,
-                            explanation: f.explanation,
-                            records: 1,
-                        },
-                    );
-                }
-            }
+            Line::DeviceFault(h, f) => self.device_fault(file, h, *f),
+            Line::DeviceFallback(h, f) => self.device_fallback(file, h, *f),
             Line::LaunchFault(h, f) => {
                 self.counters.note_kind("launch_fault", false);
                 let i = self.process(file, h.pid);
@@ -295,24 +224,7 @@ impl Aggregate {
                 }
                 self.lifetime_fault(i, &h, *f);
             }
-            Line::CallFailedRepeats(h, r) => {
-                self.counters.note_kind("call_failed_repeats", false);
-                let i = self.process(file, h.pid);
-                let r = *r;
-                let number = r.result.to_string();
-                let name = r.result_name.as_deref().unwrap_or(&number);
-                let args = r.last_args.as_deref().map(|a| a.get());
-                // At the time of the last of them: the record itself is written at exit.
-                let at = Head {
-                    ts_ns: if r.last_ts_ns > 0 {
-                        r.last_ts_ns
-                    } else {
-                        h.ts_ns
-                    },
-                    ..h
-                };
-                self.failed_n(file, i, &at, &r.function, name, r.result, args, r.count);
-            }
+            Line::CallFailedRepeats(h, r) => self.call_failed_repeats(file, h, *r),
             Line::TraceCut(h, c) => {
                 self.counters.note_kind("trace_cut", false);
                 let i = self.process(file, h.pid);
@@ -329,6 +241,101 @@ impl Aggregate {
             }
             Line::Blank | Line::Malformed | Line::NotRecord | Line::BadRecord(..) => {}
         }
+    }
+
+    /// A `session_start` record: a second one for a pid begins a new process.
+    fn session_start(&mut self, file: &mut FileState, h: Head, s: SessionInfo) {
+        self.counters.note_kind("session_start", false);
+        // A second session start for a pid begins a new process (a pid reused in a
+        // concatenated file, or an exec).
+        let existing = file.by_pid.get(&h.pid).copied();
+        let i = match existing {
+            Some(i) if self.processes[i].session.is_none() && self.processes[i].exit.is_none() => i,
+            Some(_) => {
+                self.processes.push(ProcessAgg::new(&file.name, h.pid));
+                let i = self.processes.len() - 1;
+                file.by_pid.insert(h.pid, i);
+                file.last = Some((h.pid, i));
+                i
+            }
+            None => self.process(file, h.pid),
+        };
+        let p = &mut self.processes[i];
+        p.touch(&h);
+        p.session = Some(s);
+        p.session_ts_ns = Some(h.ts_ns);
+    }
+
+    /// A `device_fault` record.
+    fn device_fault(&mut self, file: &mut FileState, h: Head, f: DeviceFaultInfo) {
+        self.counters.note_kind("device_fault", false);
+        let i = self.process(file, h.pid);
+        let p = &mut self.processes[i];
+        p.touch(&h);
+        p.fault_events += 1;
+        let name = f
+            .result_name
+            .clone()
+            .unwrap_or_else(|| f.result.to_string());
+        self.timeline.add(h.ts_ns, &name, 1);
+        let key = (f.function, f.requested_ordinal, f.result);
+        if let Some(e) = p.faults.get_mut(&key) {
+            e.records += 1;
+        } else if p.faults.len() < MAX_DEVICE_KEYS {
+            p.faults.insert(
+                key,
+                FaultAgg {
+                    fault: f.fault,
+                    result_name: f.result_name,
+                    visible_devices: f.visible_devices,
+                    explanation: f.explanation,
+                    records: 1,
+                },
+            );
+        }
+    }
+
+    /// A `device_fallback` record.
+    fn device_fallback(&mut self, file: &mut FileState, h: Head, f: DeviceFallbackInfo) {
+        self.counters.note_kind("device_fallback", false);
+        let i = self.process(file, h.pid);
+        let p = &mut self.processes[i];
+        p.touch(&h);
+        p.fallback_events += 1;
+        let key = (f.function, f.requested_ordinal, f.chosen_ordinal);
+        if let Some(e) = p.fallbacks.get_mut(&key) {
+            e.records += 1;
+        } else if p.fallbacks.len() < MAX_DEVICE_KEYS {
+            p.fallbacks.insert(
+                key,
+                FallbackAgg {
+                    chosen_pci_bus_id: f.chosen_pci_bus_id,
+                    reason: f.reason,
+                    result: f.result,
+                    explanation: f.explanation,
+                    records: 1,
+                },
+            );
+        }
+    }
+
+    /// A `call_failed_repeats` record: its failed calls, at the time of the last of them.
+    fn call_failed_repeats(&mut self, file: &mut FileState, h: Head, r: CallFailedRepeatsInfo) {
+        self.counters.note_kind("call_failed_repeats", false);
+        let i = self.process(file, h.pid);
+        let number = r.result.to_string();
+        let name = r.result_name.as_deref().unwrap_or(&number);
+        let args = r.last_args.as_deref().map(|a| a.get());
+        // At the time of the last of them: the record itself is written at exit.
+        let at = Head {
+            ts_ns: if r.last_ts_ns > 0 {
+                r.last_ts_ns
+            } else {
+                h.ts_ns
+            },
+            ..h
+        };
+        self.failed_n(file, i, &at, &r.function, name, r.result, args, r.count);
     }
 
     /// The entry of a launch or allocation fault, created unless the process has

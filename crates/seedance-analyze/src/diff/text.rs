@@ -36,23 +36,6 @@ fn render_escaped(d: &DiffReport) -> String {
         );
     }
 
-    let errors = |out: &mut String, title: &str, list: &[ErrorChange]| {
-        out.push_str(&format!("\n{title}\n"));
-        if list.is_empty() {
-            out.push_str("  none\n");
-            return;
-        }
-        let mut t = Table::new(&["FUNCTION", "RESULT", ">A", ">B"]);
-        for e in list {
-            t.row(vec![
-                e.function.clone(),
-                e.result.clone(),
-                fmt::count(e.count_a),
-                fmt::count(e.count_b),
-            ]);
-        }
-        out.push_str(&t.render("  "));
-    };
     errors(&mut out, "NEW ERRORS (in B, not in A)", &d.new_errors);
     errors(
         &mut out,
@@ -60,7 +43,48 @@ fn render_escaped(d: &DiffReport) -> String {
         &d.disappeared_errors,
     );
     errors(&mut out, "CHANGED ERROR COUNTS", &d.changed_errors);
+    call_shifts(&mut out, d);
+    faults(&mut out, d);
 
+    kinds(
+        &mut out,
+        "REPAIRS (calls repaired in fix mode, by kind)",
+        &d.new_repairs,
+        &d.repair_changes,
+        true,
+    );
+    kinds(
+        &mut out,
+        "UNKNOWN EVENT KINDS (records of kinds this analyzer does not know)",
+        &d.new_event_kinds,
+        &d.event_kind_changes,
+        false,
+    );
+    problems(&mut out, d);
+    out
+}
+
+/// One list of errors by (function, result).
+fn errors(out: &mut String, title: &str, list: &[ErrorChange]) {
+    out.push_str(&format!("\n{title}\n"));
+    if list.is_empty() {
+        out.push_str("  none\n");
+        return;
+    }
+    let mut t = Table::new(&["FUNCTION", "RESULT", ">A", ">B"]);
+    for e in list {
+        t.row(vec![
+            e.function.clone(),
+            e.result.clone(),
+            fmt::count(e.count_a),
+            fmt::count(e.count_b),
+        ]);
+    }
+    out.push_str(&t.render("  "));
+}
+
+/// The CALL COUNT SHIFTS section.
+fn call_shifts(out: &mut String, d: &DiffReport) {
     out.push_str("\nCALL COUNT SHIFTS\n");
     if d.call_shifts.is_empty() {
         out.push_str("  none\n");
@@ -83,7 +107,10 @@ fn render_escaped(d: &DiffReport) -> String {
             );
         }
     }
+}
 
+/// The section of launch, allocation and lifetime faults; nothing when none changed.
+fn faults(out: &mut String, d: &DiffReport) {
     if !(d.new_faults.is_empty() && d.resolved_faults.is_empty() && d.fault_changes.is_empty()) {
         let lifetime = [&d.new_faults, &d.resolved_faults, &d.fault_changes]
             .iter()
@@ -127,59 +154,45 @@ fn render_escaped(d: &DiffReport) -> String {
         }
         out.push_str(&t.render("  "));
     }
+}
 
-    let kinds = |out: &mut String,
-                 title: &str,
-                 new: &[KindChange],
-                 changed: &[KindChange],
-                 always: bool| {
-        if new.is_empty() && changed.is_empty() && !always {
-            return;
-        }
-        out.push_str(&format!("\n{title}\n"));
-        if new.is_empty() && changed.is_empty() {
-            out.push_str("  none\n");
-            return;
-        }
-        let mut t = Table::new(&["KIND", "CHANGE", ">A", ">B"]);
-        for k in new {
-            t.row(vec![
-                k.kind.clone(),
-                "new in B".to_string(),
-                fmt::count(k.count_a),
-                fmt::count(k.count_b),
-            ]);
-        }
-        for k in changed {
-            t.row(vec![
-                k.kind.clone(),
-                if k.count_b == 0 {
-                    "gone in B"
-                } else {
-                    "changed"
-                }
-                .to_string(),
-                fmt::count(k.count_a),
-                fmt::count(k.count_b),
-            ]);
-        }
-        out.push_str(&t.render("  "));
-    };
-    kinds(
-        &mut out,
-        "REPAIRS (calls repaired in fix mode, by kind)",
-        &d.new_repairs,
-        &d.repair_changes,
-        true,
-    );
-    kinds(
-        &mut out,
-        "UNKNOWN EVENT KINDS (records of kinds this analyzer does not know)",
-        &d.new_event_kinds,
-        &d.event_kind_changes,
-        false,
-    );
+/// A section of counts by kind: new ones, then changed ones.
+fn kinds(out: &mut String, title: &str, new: &[KindChange], changed: &[KindChange], always: bool) {
+    if new.is_empty() && changed.is_empty() && !always {
+        return;
+    }
+    out.push_str(&format!("\n{title}\n"));
+    if new.is_empty() && changed.is_empty() {
+        out.push_str("  none\n");
+        return;
+    }
+    let mut t = Table::new(&["KIND", "CHANGE", ">A", ">B"]);
+    for k in new {
+        t.row(vec![
+            k.kind.clone(),
+            "new in B".to_string(),
+            fmt::count(k.count_a),
+            fmt::count(k.count_b),
+        ]);
+    }
+    for k in changed {
+        t.row(vec![
+            k.kind.clone(),
+            if k.count_b == 0 {
+                "gone in B"
+            } else {
+                "changed"
+            }
+            .to_string(),
+            fmt::count(k.count_a),
+            fmt::count(k.count_b),
+        ]);
+    }
+    out.push_str(&t.render("  "));
+}
 
+/// The NEW, RESOLVED and CHANGED PROBLEMS sections.
+fn problems(out: &mut String, d: &DiffReport) {
     for (title, list) in [
         ("NEW PROBLEMS", &d.new_problems),
         ("RESOLVED PROBLEMS", &d.resolved_problems),
@@ -189,7 +202,7 @@ fn render_escaped(d: &DiffReport) -> String {
             out.push_str("  none\n");
         }
         for p in list {
-            push_wrapped(&mut out, &format!("  [{}] ", p.severity), &p.title);
+            push_wrapped(out, &format!("  [{}] ", p.severity), &p.title);
         }
     }
     out.push_str("\nCHANGED PROBLEMS (on both sides)\n");
@@ -202,10 +215,9 @@ fn render_escaped(d: &DiffReport) -> String {
         } else {
             format!("{}, was {}", p.severity_b, p.severity_a)
         };
-        push_wrapped(&mut out, &format!("  [{sev}] "), &p.title_b);
+        push_wrapped(out, &format!("  [{sev}] "), &p.title_b);
         if p.title_a != p.title_b {
-            push_wrapped(&mut out, "      was: ", &p.title_a);
+            push_wrapped(out, "      was: ", &p.title_a);
         }
     }
-    out
 }

@@ -155,21 +155,8 @@ fn rows(s: &str) -> usize {
     body.matches("<tr>").count()
 }
 
-/// Checks the DOM of the report of `fixture` against its JSON report.
-fn check_report(fixture: &str, page: &Page, r: &Value) {
-    let errors = console_errors(&page.log);
-    assert!(
-        errors.is_empty(),
-        "{fixture}: the browser logged errors:\n{}",
-        errors.join("\n")
-    );
-    let dom = &page.dom;
-    assert!(
-        dom.contains("<title>seedance-analyze report</title>"),
-        "{fixture}: not the report:\n{dom}"
-    );
-    let len = |v: &Value| v.as_array().unwrap().len();
-
+/// The errors-over-time chart of the report of `fixture`.
+fn check_errors_chart(fixture: &str, dom: &str, r: &Value) {
     // Errors over time: one bar per result in each display slot (at most six results: no
     // result is "other"). The slots are the report's buckets, widened by doubling until the
     // run (first to last record) fits in 600 of them, as render_html.rs draws them.
@@ -246,31 +233,11 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
     for res in &results {
         assert!(c.contains(res), "{fixture}: {res} not in the errors chart");
     }
+}
 
-    // Calls per function: a calls bar and an errors bar per function.
-    let functions = r["functions"].as_array().unwrap();
-    let c = chart(dom, "calls per function");
-    assert_eq!(
-        c.matches("<rect").count(),
-        2 * functions.len().min(30),
-        "{fixture}: calls per function"
-    );
-    for f in functions {
-        assert!(
-            c.contains(f["function"].as_str().unwrap()),
-            "{fixture}: {f} not charted"
-        );
-    }
-
-    // Process timeline: one bar per process.
-    let c = chart(dom, "process timeline");
-    assert_eq!(
-        c.matches("<rect").count(),
-        len(&r["processes"]).min(100),
-        "{fixture}: timeline"
-    );
-    assert_eq!(dom.matches("<svg").count(), 3, "{fixture}: three charts");
-
+/// The tables and lists of the report of `fixture`.
+fn check_tables(fixture: &str, dom: &str, r: &Value) {
+    let len = |v: &Value| v.as_array().unwrap().len();
     // Tables and lists.
     assert_eq!(
         rows(section(dom, "processes")),
@@ -279,7 +246,7 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
     );
     assert_eq!(
         rows(section(dom, "functions")),
-        functions.len(),
+        len(&r["functions"]),
         "{fixture}: functions"
     );
     assert_eq!(
@@ -308,6 +275,11 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
     } else {
         assert_eq!(rows(s), faults, "{fixture}: faults table");
     }
+}
+
+/// The counts in the header and the repairs, in words.
+fn check_words(fixture: &str, dom: &str, r: &Value) {
+    let u = |v: &Value| v.as_u64().unwrap();
     // Counts read in words as the text report writes them: no "1 hosts", "1 errors".
     let header = element(dom, "<header>", "</header>");
     for bad in [
@@ -352,6 +324,51 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
         u(&o["processes_without_exit_summary"]) > 0,
         "{fixture}: footnote"
     );
+}
+
+/// Checks the DOM of the report of `fixture` against its JSON report.
+fn check_report(fixture: &str, page: &Page, r: &Value) {
+    let errors = console_errors(&page.log);
+    assert!(
+        errors.is_empty(),
+        "{fixture}: the browser logged errors:\n{}",
+        errors.join("\n")
+    );
+    let dom = &page.dom;
+    assert!(
+        dom.contains("<title>seedance-analyze report</title>"),
+        "{fixture}: not the report:\n{dom}"
+    );
+
+    check_errors_chart(fixture, dom, r);
+
+    let len = |v: &Value| v.as_array().unwrap().len();
+    // Calls per function: a calls bar and an errors bar per function.
+    let functions = r["functions"].as_array().unwrap();
+    let c = chart(dom, "calls per function");
+    assert_eq!(
+        c.matches("<rect").count(),
+        2 * functions.len().min(30),
+        "{fixture}: calls per function"
+    );
+    for f in functions {
+        assert!(
+            c.contains(f["function"].as_str().unwrap()),
+            "{fixture}: {f} not charted"
+        );
+    }
+
+    // Process timeline: one bar per process.
+    let c = chart(dom, "process timeline");
+    assert_eq!(
+        c.matches("<rect").count(),
+        len(&r["processes"]).min(100),
+        "{fixture}: timeline"
+    );
+    assert_eq!(dom.matches("<svg").count(), 3, "{fixture}: three charts");
+
+    check_tables(fixture, dom, r);
+    check_words(fixture, dom, r);
 
     // The sorting script ran without error and left the tables sortable.
     assert!(dom.contains("<table class=\"sortable\""), "{fixture}");

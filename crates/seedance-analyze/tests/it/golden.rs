@@ -579,6 +579,12 @@ fn v3_numbers() {
         1
     );
 
+    v3_process_faults_and_timeline(&r);
+}
+
+/// v3: the faults each process lists, and the fault records in the errors over time; the
+/// no-double-counting invariant on the other fixtures.
+fn v3_process_faults_and_timeline(r: &Value) {
     // Each process lists its faults with the errors counted for them.
     let procs = r["processes"].as_array().unwrap();
     let a = procs.iter().find(|p| p["pid"] == 5001).unwrap();
