@@ -8,7 +8,7 @@
 //! time (`CLOCK_THREAD_CPUTIME_ID`) over its calls, averaged over threads, so that running
 //! 16 threads on fewer cores measures contention (shared cache lines, locks), not waiting
 //! for a core. The shim reads `SEEDANCE_MODE` once per process: run the benchmark once per
-//! mode (`scripts/bench-hotpath.sh` does, and prints the ratios).
+//! mode (`scripts/bench/hotpath.sh` does, and prints the ratios).
 //!
 //! Needs `target/release/libseedance_fix.so` (`cargo build --release -p seedance-fix`) and
 //! a C compiler for the null driver.

@@ -6,7 +6,7 @@
 //! A thread-local access from a shared library costs, after the driver's own work, a chain
 //! of dependent cache lines: the TLS descriptor in the global offset table, the loader's
 //! descriptor function, the thread's state, then the shard its pointer names
-//! (`scripts/lines-touched.sh`, docs/performance.md "Cache lines per call"). Here the chain is the
+//! (`scripts/bench/lines-touched.sh`, docs/performance.md "Cache lines per call"). Here the chain is the
 //! thread pointer (the thread control block's first line, which the C library's
 //! stack-protector reads keep warm) and then the line itself: [`Lines::own`] hashes the
 //! thread pointer to one line of a static table and compares the line's owner tag.

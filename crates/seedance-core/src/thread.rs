@@ -10,7 +10,7 @@
 use std::cell::Cell;
 
 /// On one cache line (61 bytes): every hook reads it, and after the driver's own work each
-/// line it spans can be a cache miss (scripts/cachegrind-evicted.sh). No `Drop`: a
+/// line it spans can be a cache miss (scripts/bench/cachegrind-evicted.sh). No `Drop`: a
 /// thread-local with one needs a state word beside it, read on every access and on a line
 /// of its own once the value is aligned; the shards are handed back by [`Release`].
 #[repr(align(64))]

@@ -234,7 +234,7 @@ pub struct EventMark {
 /// One stream key's counts in a shard, on a cache line of its own: a launch, copy or event
 /// record on the key reads and writes this one line (as parallel arrays, key and count
 /// were two lines, an event record's counts four; each is a cache miss after the driver's
-/// own work, scripts/cachegrind-evicted.sh).
+/// own work, scripts/bench/cachegrind-evicted.sh).
 #[repr(align(64))]
 struct StreamSlot {
     key: AtomicU64,
@@ -308,7 +308,7 @@ fn home(key: u64, n: usize) -> usize {
 /// event are ever compared ([`latest_event_mark`]), and those always take the same counter,
 /// so each event's records are in order; threads recording their own events bump counters
 /// no other such thread writes (one counter for the process made every record on every
-/// thread write one cache line: measured with `scripts/host-threads.sh`).
+/// thread write one cache line: measured with `scripts/bench/host-threads.sh`).
 static EVENT_SEQ: [Line<AtomicU64>; EVENT_CLOCKS] =
     [const { Line::new(AtomicU64::new(1)) }; EVENT_CLOCKS];
 /// Counters in [`EVENT_SEQ`] (a power of two).
