@@ -13,6 +13,7 @@
 
 pub mod alloc;
 pub mod bytes;
+pub mod cache_padded;
 pub mod config;
 pub mod counters;
 pub mod fallback;
@@ -24,7 +25,6 @@ pub mod hostguard;
 pub mod launch;
 pub mod libraries;
 pub mod lifetime;
-pub mod line;
 pub mod live;
 pub mod once;
 pub mod owners;

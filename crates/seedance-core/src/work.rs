@@ -28,10 +28,10 @@
 //! overwritten after [`COPIES`] newer copies on the same thread. The shim therefore confirms
 //! with the driver (`cuStreamQuery`) before it reports or repairs anything.
 
+use crate::cache_padded::CachePadded;
 use crate::counters::{Counters, MAX_FUNCTIONS};
 use crate::held::{Allocation, Counted, Held};
 use crate::held_lines::{Entry, Lines};
-use crate::line::Line;
 use crate::live::LiveTable;
 use crate::owners::AllocRing;
 use crate::thread::ThreadState;
@@ -287,7 +287,7 @@ pub struct Shard {
     allocs: AllocRing,
     /// This thread's latest device allocation, not yet in the live table
     /// ([`crate::held`]), for a thread without a line of [`LINES`].
-    held: Line<Held>,
+    held: CachePadded<Held>,
 }
 
 #[inline(always)]
@@ -309,8 +309,8 @@ fn home(key: u64, n: usize) -> usize {
 /// so each event's records are in order; threads recording their own events bump counters
 /// no other such thread writes (one counter for the process made every record on every
 /// thread write one cache line: measured with `scripts/bench/host-threads.sh`).
-static EVENT_SEQ: [Line<AtomicU64>; EVENT_CLOCKS] =
-    [const { Line::new(AtomicU64::new(1)) }; EVENT_CLOCKS];
+static EVENT_SEQ: [CachePadded<AtomicU64>; EVENT_CLOCKS] =
+    [const { CachePadded::new(AtomicU64::new(1)) }; EVENT_CLOCKS];
 /// Counters in [`EVENT_SEQ`] (a power of two).
 const EVENT_CLOCKS: usize = 256;
 
@@ -355,7 +355,7 @@ impl Shard {
             untracked: AtomicU64::new(0),
             used: AtomicU64::new(0),
             allocs: AllocRing::new(),
-            held: Line::new(Held::new()),
+            held: CachePadded::new(Held::new()),
         }
     }
 

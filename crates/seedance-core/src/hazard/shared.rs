@@ -99,7 +99,7 @@ impl Hasher for Mix {
 type Map<K, V> = HashMap<K, V, BuildHasherDefault<Mix>>;
 
 /// Keeps each shard on its own cache lines.
-use crate::line::Line as Pad;
+use crate::cache_padded::CachePadded as Pad;
 
 #[derive(Default)]
 struct Pending {
