@@ -2,7 +2,7 @@
 # The exit summary's counts of cuMemAlloc_v2 and cuMemFree_v2, compared between two builds
 # of the shim on the same programs (docs/validation.md, "Cost checks"): since the shim counts
 # their successful calls on each thread's held-allocation line instead of in the call
-# counters (seedance_core::held), the summary must give the same calls and errors as a
+# counters (seedance_hotpath::held), the summary must give the same calls and errors as a
 # build that counts them the old way. Programs: threads_bench.c's alloc_free at 4 threads
 # (cuMemAlloc_v2 linked, from threads that exit) and, where PyTorch is installed, a loop of
 # tensors with the caching allocator off (PYTORCH_NO_CUDA_MEMORY_CACHING=1: every tensor is

@@ -800,7 +800,7 @@ fn the_line_count_names_the_lines_an_allocation_and_its_free_touch() {
         "{stdout}"
     );
     // The held allocation is reached by the thread pointer, not through a thread-local
-    // (seedance_core::held_lines): the switches' line, the thread control block's first
+    // (seedance_hotpath::held_lines): the switches' line, the thread control block's first
     // line (read for the thread pointer) and the held line, in the shim's own zeroed data;
     // no loader code (its TLS descriptor function) and no thread state.
     assert_eq!(number(fix, "data lines"), 3.0, "{fix}");

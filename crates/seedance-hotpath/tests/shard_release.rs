@@ -1,9 +1,9 @@
 //! A thread's shards are handed back when it exits, and the next thread takes them over
-//! (`seedance_core::thread`: the state has no destructor of its own; a separate
+//! (`seedance_hotpath::thread`: the state has no destructor of its own; a separate
 //! thread-local's hands the shards back). Its own process: no other test takes the freed
 //! shard first.
 
-use seedance_core::work;
+use seedance_hotpath::work;
 
 /// The shard id a new thread gets after counting one launch.
 fn shard_of_new_thread() -> u32 {
