@@ -211,7 +211,7 @@ def _stage(link: str, target: str, host: str) -> tuple:
     # alone (as scripts/ci/callgrind-hotpath.sh and the release tarball build it), the fakes.
     cargo = ["cargo", "build", "--release", *cargo_target]
     _run(cargo + ["-p", "seedance-launch", "-p", "seedance-analyze"], env)
-    _run(cargo + ["-p", "seedance-fix"], env)
+    _run(cargo + ["-p", "seedance-shim"], env)
     _run(cargo + ["-p", "fake-cuda", "-p", "fake-nvml"], env)
 
     shutil.rmtree(STAGE, ignore_errors=True)

@@ -11,7 +11,7 @@ shim_or_release() {
   if [ -n "${1:-}" ]; then
     shim=$(readlink -f "$1")
   else
-    cargo build --release --quiet -p seedance-fix
+    cargo build --release --quiet -p seedance-shim
     shim=$PWD/target/release/libseedance_fix.so
   fi
 }

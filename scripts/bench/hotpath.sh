@@ -4,9 +4,9 @@
 # shim, the shim's added nanoseconds and the ratio. Usage: scripts/bench/hotpath.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release --quiet -p seedance-fix
+cargo build --release --quiet -p seedance-shim
 for mode in off observe fix; do
-  SEEDANCE_MODE=$mode cargo bench --quiet -p seedance-fix --bench hot_path >/dev/null 2>&1
+  SEEDANCE_MODE=$mode cargo bench --quiet -p seedance-shim --bench hot_path >/dev/null 2>&1
 done
 python3 - <<'PY'
 import json, pathlib

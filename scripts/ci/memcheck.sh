@@ -22,7 +22,7 @@ if [ $# -eq 0 ]; then
 fi
 
 if [ -z "${SEEDANCE_SHIM:-}" ]; then
-  cargo build -q -p seedance-fix
+  cargo build -q -p seedance-shim
   SEEDANCE_SHIM=$PWD/target/debug/libseedance_fix.so
 fi
 out=${MEMCHECK_OUT:-target/memcheck/$(date +%Y%m%d-%H%M%S)}

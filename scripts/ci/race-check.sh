@@ -46,9 +46,9 @@ rt=$(ls "$(rustc --print sysroot)/lib/rustlib/$triple/lib/"librustc-*_rt.tsan.a 
 
 say "building the shim with -Zsanitizer=thread into target/tsan"
 RUSTC_BOOTSTRAP=1 RUSTFLAGS="-Zsanitizer=thread -Cunsafe-allow-abi-mismatch=sanitizer" \
-  CARGO_TARGET_DIR=target/tsan cargo build -q -p seedance-fix --target "$triple"
+  CARGO_TARGET_DIR=target/tsan cargo build -q -p seedance-shim --target "$triple"
 shim=$root/target/tsan/$triple/debug/libseedance_fix.so
-cargo build -q -p seedance-fix -p fake-cuda
+cargo build -q -p seedance-shim -p fake-cuda
 cp target/debug/libcuda.so "$work/drv/libcuda.so.1"
 cp target/debug/libcuda.so "$work/drv/libcuda.so"
 

@@ -39,7 +39,7 @@ while (($#)); do
   esac
 done
 
-pkgid=$(cargo pkgid -p seedance-fix)              # path+file:///...#seedance-fix@0.1.0
+pkgid=$(cargo pkgid -p seedance-shim)              # path+file:///...#seedance-shim@0.1.0
 version=${pkgid##*@}
 version=${version##*#}
 if [[ ! $version =~ ^[0-9]+\.[0-9]+\.[0-9]+ ]]; then
@@ -52,11 +52,11 @@ epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 # Builds and packs one target; prints the tarball's path.
 package() {
 local target=$1
-local cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze -p seedance-launch -p fake-cuda -p fake-nvml --target "$target")
+local cargo_args=(build --release --locked -p seedance-shim -p seedance-analyze -p seedance-launch -p fake-cuda -p fake-nvml --target "$target")
 local out=${CARGO_TARGET_DIR:-target}/$target/release
 if [[ $target == "$host" ]]; then
   # The host's build lives in target/release, where the other scripts look for it.
-  cargo_args=(build --release --locked -p seedance-fix -p seedance-analyze -p seedance-launch -p fake-cuda -p fake-nvml)
+  cargo_args=(build --release --locked -p seedance-shim -p seedance-analyze -p seedance-launch -p fake-cuda -p fake-nvml)
   out=${CARGO_TARGET_DIR:-target}/release
 fi
 local strip=strip
