@@ -74,7 +74,8 @@ enum DiffFailOn {
 /// `export --format`.
 #[derive(Clone, Copy, ValueEnum)]
 enum ExportFormat {
-    /// OTLP log records in the OTLP/JSON encoding (one `ExportLogsServiceRequest`).
+    /// OTLP log records in the OTLP/JSON encoding: JSON lines, one `ExportLogsServiceRequest`
+    /// per trace file (more for a file of over 1000 records).
     OtlpJson,
 }
 
@@ -96,7 +97,8 @@ enum Command {
         fail_on: Option<FailOnArg>,
     },
     /// Write the traces' events in another format: OTLP/JSON log records for an
-    /// OpenTelemetry Collector (docs/analyzer.md, "OpenTelemetry").
+    /// OpenTelemetry Collector, as JSON lines of one ExportLogsServiceRequest per trace file
+    /// (docs/analyzer.md, "OpenTelemetry").
     Export {
         /// Trace files or directories (walked recursively); plain or gzip JSON lines.
         #[arg(required = true)]
@@ -269,10 +271,7 @@ fn export(
         .context("cannot read the input")?
         .0;
     let env = otlp::Environment::from_process();
-    let mut resources = otlp::otlp_json(&files, &env);
-    for u in &urls {
-        resources.append(otlp::otlp_json_url(u, &env).map_err(anyhow::Error::msg)?);
-    }
+    let resources = otlp::otlp_json_with_urls(&files, &urls, &env).map_err(anyhow::Error::msg)?;
     if push.is_none() || output.is_some() {
         emit(&resources.json, output)?;
     }
