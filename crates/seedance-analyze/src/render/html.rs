@@ -253,7 +253,7 @@ fn process_health(h: &mut String, r: &Report) {
             fmt::bytes(p.leaked_bytes),
             fmt::count(p.unsynchronized_streams),
             fmt::count(p.calls_after_deinit),
-            escape(&crate::problems::lifetime::health_words(p).join("; "))
+            escape(&crate::report::health::health_words(p).join("; "))
         );
     }
     h.push_str("</tbody></table>\n");
@@ -267,7 +267,7 @@ fn device_contexts(h: &mut String, r: &Report) {
         let list: Vec<String> = d
             .stray_processes
             .iter()
-            .map(crate::problems::stray_context::process_words)
+            .map(crate::report::device_contexts::process_words)
             .collect();
         let _ = write!(
             h,
@@ -277,7 +277,7 @@ fn device_contexts(h: &mut String, r: &Report) {
             fmt::count(d.processes),
             fmt::count(d.worked),
             fmt::count(d.stray),
-            escape(&crate::problems::stray_context::memory_words(d.stray_bytes, d.stray_bytes_unknown, d.stray)),
+            escape(&crate::report::device_contexts::memory_words(d.stray_bytes, d.stray_bytes_unknown, d.stray)),
             escape(&list.join("; "))
         );
     }

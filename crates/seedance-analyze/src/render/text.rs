@@ -282,7 +282,7 @@ fn process_health_into(r: &Report, out: &mut String) {
         more(out, r.process_health.len(), "processes");
         for p in r.process_health.iter().take(MAX_ROWS) {
             let name = p.executable.as_deref().map(basename).unwrap_or("?");
-            for w in crate::problems::lifetime::health_words(p) {
+            for w in crate::report::health::health_words(p) {
                 push_wrapped(out, "  ", &format!("{name} pid {}: {w}", p.pid));
             }
         }
@@ -315,7 +315,7 @@ fn device_contexts_into(r: &Report, out: &mut String) {
                 fmt::count(d.processes),
                 fmt::count(d.worked),
                 fmt::count(d.stray),
-                crate::problems::stray_context::memory_words(
+                crate::report::device_contexts::memory_words(
                     d.stray_bytes,
                     d.stray_bytes_unknown,
                     d.stray,
@@ -332,7 +332,7 @@ fn device_contexts_into(r: &Report, out: &mut String) {
                     format!(
                         "{} {}",
                         s.executable.as_deref().map(basename).unwrap_or("?"),
-                        crate::problems::stray_context::process_words(s)
+                        crate::report::device_contexts::process_words(s)
                     )
                 })
                 .collect();

@@ -6,9 +6,10 @@
 
 use crate::aggregate::proc::{compute_mode_name, session_devices, topology_device, Proc};
 use crate::aggregate::{Aggregate, ExplainedKind, Timeline};
-use crate::problems::{self, lifetime};
+use crate::problems;
 use crate::read::records::DeviceEntry;
 use crate::render::fmt;
+use crate::report::health;
 use crate::report::repairs;
 use crate::report::{
     DeviceReport, ErrorsOverTime, FileError, FunctionReport, HostReport, InputReport, Overview,
@@ -27,7 +28,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
     let functions = function_reports(&procs);
     let hosts = host_reports(&procs);
     let repairs = repairs::repairs_report(&procs);
-    let device_contexts = crate::problems::stray_context::device_contexts(&procs);
+    let device_contexts = crate::report::device_contexts::device_contexts(&procs);
     let problems = problems::find(&problems::Input {
         agg: &agg,
         procs: &procs,
@@ -45,7 +46,7 @@ pub fn build_report(agg: Aggregate, paths: &[String]) -> Report {
         functions,
         errors_over_time: errors_over_time(&agg.timeline),
         repairs,
-        process_health: lifetime::process_health(&procs),
+        process_health: health::process_health(&procs),
         device_contexts,
     }
 }

@@ -13,6 +13,8 @@
 //! output.
 
 pub(crate) mod build;
+pub(crate) mod device_contexts;
+pub(crate) mod health;
 mod problem;
 mod process;
 pub(crate) mod repairs;
