@@ -3,18 +3,27 @@
 //!
 //! # Design
 //!
-//! The input can be large (a fleet writes gigabytes of JSON lines), so the analyzer streams:
-//! every file is read line by line through one reused buffer ([`input`]), each line is parsed
-//! first loosely into borrowed fields and only then, for the rare record kinds that need it,
-//! into lenient copies of the [`seedance_trace`] types ([`records`]). What is kept is a set
-//! of mergeable aggregates ([`aggregate`]) keyed by process, function and CUresult: memory
-//! grows with the number of distinct keys, never with the number of lines. Files are independent, so they are read in
-//! parallel (one rayon task per file) and their aggregates merged.
+//! The sources are folders, one per stage, each using only the stages before it:
 //!
-//! The aggregates are then turned into a [`report::Report`], a documented, versioned and
-//! serde-serializable value (`report_version`), which the renderers print as a terminal table
-//! ([`render_text`]), JSON ([`render_json`]) or a self-contained HTML page ([`render_html`]).
-//! [`diff`] compares two reports, [`explain`] describes a CUresult code.
+//! - [`read`]: finding the input (files, directories, object-storage prefixes), splitting
+//!   it into lines and parsing each line. The input can be large (a fleet writes gigabytes
+//!   of JSON lines), so every file is read line by line through one reused buffer
+//!   ([`read::input`]), each line parsed first loosely into borrowed fields and only then,
+//!   for the rare record kinds that need it, into lenient copies of the [`seedance_trace`]
+//!   types ([`read::records`]).
+//! - [`aggregate`]: what is kept, a set of mergeable aggregates keyed by process, function
+//!   and CUresult: memory grows with the number of distinct keys, never with the number of
+//!   lines. Files are independent, so they are read in parallel (one rayon task per file)
+//!   and their aggregates merged.
+//! - [`problems`]: one finder per problem kind or family of kinds, run from one list.
+//! - [`report`]: the [`report::Report`], a documented, versioned and serde-serializable
+//!   value (`report_version`), and its builder; each problem carries its kind's own data
+//!   ([`report::ProblemDetail`]).
+//! - [`render`]: the report as a terminal table ([`render::text`], one public function per
+//!   section), JSON ([`render::json`]) or a self-contained HTML page ([`render::html`]).
+//! - [`diff`] compares two reports, [`export`] turns the traces' events into OTLP log
+//!   records and sends them, [`gate`] decides the exit codes of CI gates, and
+//!   [`problems::curesult`] describes a CUresult code.
 //!
 //! Robustness rules: unknown event kinds are counted and skipped (later schema versions add
 //! kinds); malformed, truncated or oversized lines are counted, never fatal; files that are

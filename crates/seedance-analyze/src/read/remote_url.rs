@@ -1,5 +1,5 @@
 //! Which paths are object-storage URLs (`s3://`, `gs://`, `az://`, ...), known to every build;
-//! reading them needs the `remote` feature (src/remote.rs). Without it a URL is refused
+//! reading them needs the `remote` feature (src/read/remote.rs). Without it a URL is refused
 //! with one line naming the feature ([`unsupported`]), never read as a local path.
 
 /// Whether `s` is an object-storage URL rather than a local path.

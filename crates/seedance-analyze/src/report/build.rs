@@ -1,8 +1,8 @@
 //! The report builder: turns a finished [`Aggregate`] into a [`Report`] (the schema in
-//! [`crate::report`]), section by section; the repairs section is [`crate::report::repairs`]'s,
-//! and the problem finders live in [`crate::problems::cuda_error`], [`crate::problems::device_fault`],
-//! [`crate::problems::topology`], [`crate::problems::launch_alloc`], [`crate::problems::lifetime`], [`crate::problems::stray_context`] and
-//! [`crate::problems::traces`].
+//! [`crate::report`]), section by section; the repairs, process health and device contexts
+//! sections are [`crate::report::repairs`]'s, [`crate::report::health`]'s and
+//! [`crate::report::device_contexts`]'s, the problems those of the finders of
+//! [`crate::problems`].
 
 use crate::aggregate::proc::{compute_mode_name, session_devices, topology_device, Proc};
 use crate::aggregate::{Aggregate, ExplainedKind, Timeline};

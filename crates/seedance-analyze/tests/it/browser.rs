@@ -170,7 +170,7 @@ fn rows(s: &str) -> usize {
 fn check_errors_chart(fixture: &str, dom: &str, r: &Value) {
     // Errors over time: one bar per result in each display slot (at most six results: no
     // result is "other"). The slots are the report's buckets, widened by doubling until the
-    // run (first to last record) fits in 600 of them, as render_html.rs draws them.
+    // run (first to last record) fits in 600 of them, as render/html/charts.rs draws them.
     let buckets = r["errors_over_time"]["buckets"].as_array().unwrap();
     let results: std::collections::BTreeSet<&str> = buckets
         .iter()

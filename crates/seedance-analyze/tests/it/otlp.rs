@@ -1,7 +1,7 @@
 //! `export --format otlp-json` decoded with the OpenTelemetry project's own OTLP types
 //! (`opentelemetry-proto` with its serde JSON mapping): every line is one
 //! `ExportLogsServiceRequest`, one resource per traced process, with the semantic-convention
-//! attributes the exporter documents (crates/seedance-analyze/src/export.rs).
+//! attributes the exporter documents (crates/seedance-analyze/src/export/otlp.rs).
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value as Any, KeyValue};

@@ -1,5 +1,5 @@
 //! `export --otlp-endpoint`: the log records sent over OTLP/HTTP (crates/seedance-analyze/
-//! src/push.rs) to a receiver this test starts on 127.0.0.1, which answers each request as
+//! src/export/push.rs) to a receiver this test starts on 127.0.0.1, which answers each request as
 //! scripted and hands what it received back to the test. The receiver serves a fixed
 //! number of connections (one request each, `Connection: close`); nothing waits on a clock.
 

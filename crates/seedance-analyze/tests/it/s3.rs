@@ -1,4 +1,4 @@
-//! Traces in object storage (crates/seedance-analyze/src/remote.rs), end to end against a
+//! Traces in object storage (crates/seedance-analyze/src/read/remote.rs), end to end against a
 //! real S3-compatible server: moto's server mode (`moto_server`, PyPI `moto[server]`),
 //! started by the test on 127.0.0.1. The same few thousand small traces (and a gzip one,
 //! and a file that is not a trace) go to a bucket and to a local directory; `summary`,
