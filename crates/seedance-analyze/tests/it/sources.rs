@@ -91,7 +91,7 @@ fn no_function_over_150_lines() {
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
         for (name, line, n) in long_functions(&text, MAX_FN_LINES) {
-            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            let rel = f.strip_prefix(root).unwrap().display().to_string();
             long.push(format!("{rel}:{line}: fn {name}: {n} lines"));
         }
     }
