@@ -337,14 +337,13 @@ fn remediation_of(result: &str, code: Option<u32>) -> Vec<String> {
         Some(c) if curesult::is_known(c) => {
             curesult::steps(c).iter().map(|s| s.to_string()).collect()
         }
-        _ => {
-            vec![format!(
+        _ => vec![format!(
             "This code is not in the {} table; run `seedance-analyze explain {}` and check the \
              driver's cuda.h.",
             curesult::TABLE_VERSION,
-            code.map(|c| c.to_string()).unwrap_or_else(|| result.to_string())
-        )]
-        }
+            code.map(|c| c.to_string())
+                .unwrap_or_else(|| result.to_string())
+        )],
     }
 }
 

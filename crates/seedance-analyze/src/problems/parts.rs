@@ -83,7 +83,7 @@ pub(crate) fn simple_problem(
         rank: 0,
         severity,
         title,
-        key: detail.kind().as_str(),
+        key: detail.kind().name(),
         count,
         processes: affected.len() as u64,
         hosts: hosts.into_iter().collect(),

@@ -106,8 +106,8 @@ problem_kinds! {
 }
 
 impl ProblemKind {
-    /// The kind as the JSON report spells it (`cuda_error`, `device_fault`, ...).
-    pub fn as_str(self) -> String {
+    /// The kind's name as the JSON report spells it (`cuda_error`, `device_fault`, ...).
+    pub fn name(self) -> String {
         serde_json::to_value(self)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
@@ -492,7 +492,7 @@ impl TryFrom<ProblemJson> for Problem {
 
     fn try_from(j: ProblemJson) -> Result<Problem, String> {
         let kind = j.kind;
-        let missing = |field: &str| format!("a {} problem without `{field}`", kind.as_str());
+        let missing = |field: &str| format!("a {} problem without `{field}`", kind.name());
         let call_fault = |j: &mut ProblemJson| -> Result<CallFaultDetail, String> {
             Ok(CallFaultDetail {
                 code: j.code,

@@ -164,7 +164,7 @@ fn every_problem_kind_has_its_row_in_docs_analyzer_md() {
     assert_eq!(ProblemKind::ALL.len(), 19);
     let missing: Vec<String> = ProblemKind::ALL
         .iter()
-        .map(|k| k.as_str())
+        .map(|k| k.name())
         .filter(|name| {
             !docs
                 .lines()
