@@ -347,6 +347,8 @@ fn remediation_of(result: &str, code: Option<u32>) -> Vec<String> {
     }
 }
 
+/// The `cuda_error` problems: one per result, and one info problem per result the programs
+/// recovered from.
 pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     let mut t = tally_errors(procs);
     recovered_problems(std::mem::take(&mut t.recovered), out);

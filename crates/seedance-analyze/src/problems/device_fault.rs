@@ -206,6 +206,7 @@ fn group_faults<'a>(procs: &'a [Proc<'a>]) -> BTreeMap<(&'a str, i32), Acc<'a>> 
     groups
 }
 
+/// The `device_fault` problems: one per (fault, requested ordinal).
 pub(crate) fn device_fault_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     let groups = group_faults(procs);
     for ((fault, ord), a) in groups {

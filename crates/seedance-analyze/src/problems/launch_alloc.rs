@@ -560,7 +560,8 @@ fn context_of(kind: ExplainedKind, check: &str, a: &mut Acc) -> Vec<String> {
     context
 }
 
-pub(crate) fn explained_problems(procs: &[Proc], out: &mut Vec<Problem>) {
+/// The `launch_fault` and `alloc_fault` problems: one per (kind, function, check).
+pub(crate) fn launch_alloc_problems(procs: &[Proc], out: &mut Vec<Problem>) {
     for ((kind, function, check), mut a) in group_faults(procs) {
         let nprocs = a.procs.len() as u64;
         let (code, result) = a

@@ -34,7 +34,7 @@ type Finder = fn(&Input, &mut Vec<Problem>);
 const FINDERS: &[Finder] = &[
     |i, out| cuda_error::cuda_problems(i.procs, out),
     |i, out| device_fault::device_fault_problems(i.procs, out),
-    |i, out| launch_alloc::explained_problems(i.procs, out),
+    |i, out| launch_alloc::launch_alloc_problems(i.procs, out),
     |i, out| lifetime::lifetime_problems(i.procs, out),
     |i, out| stray_context::stray_problems(i.procs, i.device_contexts, out),
     |i, out| topology::topology_problems(i.procs, out),

@@ -97,7 +97,9 @@ pub fn render(r: &Report) -> String {
 
     problems(&mut h, r);
     section(&mut h, "Repairs", |h| repairs(h, r));
-    section(&mut h, "Launch and allocation faults", |h| explained(h, r));
+    section(&mut h, "Launch and allocation faults", |h| {
+        launch_alloc_faults(h, r)
+    });
     if !r.process_health.is_empty() {
         section(&mut h, "Process health", |h| process_health(h, r));
     }
@@ -285,7 +287,7 @@ fn device_contexts(h: &mut String, r: &Report) {
 }
 
 /// The `launch_fault` and `alloc_fault` problems as one table, most errors first.
-fn explained(h: &mut String, r: &Report) {
+fn launch_alloc_faults(h: &mut String, r: &Report) {
     let mut rows: Vec<&Problem> = r
         .problems
         .iter()
