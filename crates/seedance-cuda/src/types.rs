@@ -146,6 +146,14 @@ pub mod attr {
     pub const MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
 }
 
+/// `CUuuid` (`cuda.h`): 16 opaque bytes, what `cuDeviceGetUuid(_v2)` writes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CUuuid {
+    /// The UUID bytes (`char bytes[16]`).
+    pub bytes: [std::ffi::c_char; 16],
+}
+
 /// `CUmemGenericAllocationHandle` (`cuda.h`, CUDA 10.2+): a physical allocation made by
 /// `cuMemCreate`, an opaque 64-bit value.
 pub type CUmemGenericAllocationHandle = u64;
