@@ -234,12 +234,7 @@ pub enum Lookup {
 /// the legacy forms; of those, the newest whose `since` is at most `cuda_version`. A base
 /// name with no such variant at any version is not found; one whose variants are all newer
 /// than `cuda_version` is not sufficient. Suffixed names (`cuMemAlloc_v2`) are not base names.
-pub fn select(
-    base: &str,
-    cuda_version: i32,
-    flags: u64,
-    has: impl Fn(&Variant) -> bool,
-) -> Lookup {
+pub fn select(base: &str, cuda_version: i32, flags: u64, has: impl Fn(&Variant) -> bool) -> Lookup {
     let Some(entry) = entry(base) else {
         return Lookup::NotFound;
     };

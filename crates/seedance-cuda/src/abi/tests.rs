@@ -22,8 +22,18 @@ fn every_symbol_is_listed_once_under_its_base_name() {
                 "{}: not a suffix of an ABI variant",
                 v.symbol
             );
-            assert_eq!(v.form == Form::Ptsz, v.symbol.ends_with("_ptsz"), "{}", v.symbol);
-            assert_eq!(v.form == Form::Ptds, v.symbol.ends_with("_ptds"), "{}", v.symbol);
+            assert_eq!(
+                v.form == Form::Ptsz,
+                v.symbol.ends_with("_ptsz"),
+                "{}",
+                v.symbol
+            );
+            assert_eq!(
+                v.form == Form::Ptds,
+                v.symbol.ends_with("_ptds"),
+                "{}",
+                v.symbol
+            );
             assert_eq!(find(v.symbol), Some((e, v)));
             assert_eq!(base_of(v.symbol), e.base);
         }
@@ -89,8 +99,14 @@ fn selection_follows_the_versions() {
     assert_eq!(ctx(12049), Found("cuCtxCreate_v3"));
     assert_eq!(ctx(11039), Found("cuCtxCreate_v2"));
     assert_eq!(ctx(3019), Old);
-    assert_eq!(select("cuCtxSynchronize", 12090, 0, all), Found("cuCtxSynchronize"));
-    assert_eq!(select("cuCtxSynchronize", 13000, 2, all), Found("cuCtxSynchronize_v2"));
+    assert_eq!(
+        select("cuCtxSynchronize", 12090, 0, all),
+        Found("cuCtxSynchronize")
+    );
+    assert_eq!(
+        select("cuCtxSynchronize", 13000, 2, all),
+        Found("cuCtxSynchronize_v2")
+    );
     let wait = |v, f| select("cuStreamWaitValue32", v, f, all);
     assert_eq!(wait(8000, 0), Found("cuStreamWaitValue32"));
     assert_eq!(wait(8000, 2), Found("cuStreamWaitValue32_ptsz"));
@@ -120,7 +136,10 @@ fn a_library_without_some_variants_selects_among_its_own() {
     );
     // Only hooked variants: a name the library does not have.
     assert_eq!(select("cuStreamWaitValue64", 13000, 0, faked), NotFound);
-    assert_eq!(select("cuDeviceGetName", 13000, 0, |v| v.sides.hooked()), NotFound);
+    assert_eq!(
+        select("cuDeviceGetName", 13000, 0, |v| v.sides.hooked()),
+        NotFound
+    );
 }
 
 #[test]
@@ -134,7 +153,10 @@ fn argument_layouts_are_those_of_the_c_abi() {
     let (_, sync) = find("cuCtxSynchronize").unwrap();
     assert!(sync.args.is_empty());
     let f: unsafe extern "C" fn(*mut u64, usize) -> crate::CUresult = dummy;
-    assert_eq!(arg_sizes_of(f), find("cuMemAlloc_v2").unwrap().1.arg_sizes());
+    assert_eq!(
+        arg_sizes_of(f),
+        find("cuMemAlloc_v2").unwrap().1.arg_sizes()
+    );
 }
 
 extern "C" fn dummy(_: *mut u64, _: usize) -> crate::CUresult {
