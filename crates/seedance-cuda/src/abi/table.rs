@@ -276,7 +276,7 @@ macro_rules! driver_abi {
             cuMemsetD2D32Async 0 legacy both;
             cuMemsetD2D32Async_ptsz 0 ptsz both;
         }
-        cuGraphLaunch (hCUgraphExec: CUgraphExec, hStream: CUstream) {
+        cuGraphLaunch (hGraphExec: CUgraphExec, hStream: CUstream) {
             cuGraphLaunch 0 legacy both;
             cuGraphLaunch_ptsz 0 ptsz both;
         }
@@ -316,7 +316,7 @@ macro_rules! driver_abi {
             cuMemcpy3DBatchAsync_v2 13000 legacy hooked (numOps: usize, opList: *mut c_void, flags: u64, hStream: CUstream);
             cuMemcpy3DBatchAsync_v2_ptsz 13000 ptsz hooked (numOps: usize, opList: *mut c_void, flags: u64, hStream: CUstream);
         }
-        cuGraphUpload (hCUgraphExec: CUgraphExec, hStream: CUstream) {
+        cuGraphUpload (hGraphExec: CUgraphExec, hStream: CUstream) {
             cuGraphUpload 0 legacy hooked;
             cuGraphUpload_ptsz 0 ptsz hooked;
         }
