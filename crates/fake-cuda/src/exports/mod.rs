@@ -63,6 +63,7 @@ macro_rules! fake_exports {
 
         /// The argument sizes of each exported table variant's definition.
         #[cfg(test)]
+        #[allow(clippy::vec_init_then_push)] // one push per exported variant, by the table
         fn defined_arg_sizes() -> Vec<(&'static str, Vec<usize>)> {
             let mut out = Vec::new();
             $( $( signature!(out, $sides, $sym, $args $( ( $($own)* ) )?); )* )*
