@@ -39,7 +39,7 @@ pub fn settle() {
 /// The driver is held for it ([`crate::driver::real::hold_driver`]): a program that closed
 /// the copy the shim's queries would call has nothing called in it at exit. Nothing is
 /// done when the session record did not come in time ([`record::settle`]).
-fn settle_here() {
+pub(super) fn settle_here() {
     record::settle();
     worker::step();
     if record::abandoned() {
@@ -66,7 +66,7 @@ pub fn shutdown() {
 /// [`shutdown`]'s work: under a hold of the driver; nothing at all when the exit gave up
 /// waiting for the session record ([`record::abandoned`]). Each step done is progress for
 /// the exiting thread's wait ([`worker::step`]); so is each line the trace's writer writes.
-fn shutdown_here() {
+pub(super) fn shutdown_here() {
     if record::abandoned() {
         return;
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// children this process may fork ([`crate::rt::lineage`]). The first also starts the exit's
 /// thread ([`super::worker`]).
 pub fn after_init(r: CUresult) {
-    super::worker::start();
+    super::worker::start(super::settle_here, super::shutdown_here);
     if r.0 == 0 {
         crate::rt::lineage::note_initialised();
     }

@@ -50,6 +50,8 @@ static EXIT_TID: AtomicU64 = AtomicU64::new(0);
 /// [`bound`], in milliseconds, fixed when the thread starts (the configuration is read
 /// then; the exit reads only this word).
 static BOUND_MS: AtomicU64 = AtomicU64::new(0);
+/// The work of each job ([`Job::Settle`], [`Job::Shutdown`]), given to [`start`].
+static WORK: OnceCell<[fn(); 2]> = OnceCell::new();
 
 /// Longest the exit waits beyond `SEEDANCE_NVML_TIMEOUT` for a step of its work: the
 /// session record's own wait ([`super::record::settle`]) is bounded by the same sum.
@@ -64,12 +66,14 @@ fn bound() -> Duration {
     Duration::from_millis(BOUND_MS.load(Ordering::Relaxed))
 }
 
-/// Starts the thread, once (from the first `cuInit`'s `after` hook). Nothing in a forked
-/// child; when the thread cannot be started the exit's work stays on the exiting thread.
-pub fn start() {
-    if config::forked() || STARTED.swap(true, Ordering::AcqRel) {
+/// Starts the thread, once (from the first `cuInit`'s `after` hook), to run `settle` and
+/// `shutdown` when the exit asks. Nothing in a forked child; when the thread cannot be
+/// started the exit's work stays on the exiting thread.
+pub fn start(settle: fn(), shutdown: fn()) {
+    if STARTED.load(Ordering::Acquire) || config::forked() || STARTED.swap(true, Ordering::AcqRel) {
         return;
     }
+    let _ = WORK.set([settle, shutdown]);
     let ms = Duration::from_millis(config::get().nvml_timeout_ms) + MARGIN;
     BOUND_MS.store(ms.as_millis() as u64, Ordering::Relaxed);
     if let Ok(handle) = platform::spawn_quiet("seedance-exit", serve) {
@@ -82,13 +86,9 @@ fn serve() {
     loop {
         let asked = ASKED.load(Ordering::Acquire);
         if asked != 0 && asked != DONE.load(Ordering::Acquire) {
-            let _ = std::panic::catch_unwind(|| {
-                if asked == Job::Settle as u32 {
-                    super::settle_here();
-                } else {
-                    super::shutdown_here();
-                }
-            });
+            if let Some(work) = WORK.get() {
+                let _ = std::panic::catch_unwind(work[asked as usize - 1]);
+            }
             DONE.store(asked, Ordering::Release);
             platform::wake_word(&DONE);
             continue;
