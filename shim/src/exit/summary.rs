@@ -5,8 +5,8 @@
 
 use crate::hooks::ids::HookId;
 use crate::rt::{config, output};
-use seedance_core::Counters;
 use seedance_cuda::CUresult;
+use seedance_hotpath::Counters;
 use seedance_trace::{ExitSummary, FunctionStats};
 use std::collections::BTreeMap;
 
@@ -28,7 +28,7 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
     // Successful allocations and frees are counted on each thread's held-allocation line.
     for (id, n) in crate::faults::alloc::HELD_COUNTED
         .iter()
-        .zip(seedance_core::work::held_counts())
+        .zip(seedance_hotpath::work::held_counts())
     {
         counts[*id as usize].calls += n;
     }
