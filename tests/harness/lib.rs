@@ -152,6 +152,10 @@ fn build() -> Artifacts {
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
     cc("capture_sync", &["capture_sync.c", &l, "-lcuda"]);
+    cc(
+        "static_runtime_select",
+        &["static_runtime_select.c", &l, "-lcuda"],
+    );
     cc("recovered", &["recovered.c", &l, "-lcuda", "-lpthread"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc("stray", &["stray.c", &l, "-lcuda"]);
