@@ -19,6 +19,7 @@ pub mod fallback;
 pub mod fork;
 pub mod hazard;
 pub mod held;
+pub mod holders;
 pub mod held_lines;
 pub mod hostguard;
 pub mod launch;
