@@ -11,7 +11,7 @@ stages them where pyproject.toml's `tool.maturin.data` points (target/wheel-data
 
 and then hands over to maturin's own PEP 517 hooks, so `pip install .` and `pip wheel .`
 give the complete package, and the launcher finds the shim it was installed with
-(crates/seedance-launch/src/locate.rs). scripts/wheel.sh is `pip wheel .` with the
+(crates/seedance-launch/src/locate.rs). scripts/release/wheel.sh is `pip wheel .` with the
 settings below.
 
 Two environment variables choose the build (docs/configuration.md, "Packaging"):
@@ -208,10 +208,10 @@ def _stage(link: str, target: str, host: str) -> tuple:
     # Three cargo runs, each selecting what maturin's or an ordinary build selects, so cargo's
     # feature unification is the same and their dependencies are built once: the analyzer
     # with the launcher (which maturin then builds against the same dependencies), the shim
-    # alone (as scripts/callgrind-hotpath.sh and the release tarball build it), the fakes.
+    # alone (as scripts/ci/callgrind-hotpath.sh and the release tarball build it), the fakes.
     cargo = ["cargo", "build", "--release", *cargo_target]
     _run(cargo + ["-p", "seedance-launch", "-p", "seedance-analyze"], env)
-    _run(cargo + ["-p", "seedance-fix"], env)
+    _run(cargo + ["-p", "seedance-shim"], env)
     _run(cargo + ["-p", "fake-cuda", "-p", "fake-nvml"], env)
 
     shutil.rmtree(STAGE, ignore_errors=True)

@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn table_is_consistent() {
-        assert!(HookId::ALL.len() <= seedance_core::counters::MAX_FUNCTIONS);
+        assert!(HookId::ALL.len() <= seedance_hotpath::counters::MAX_FUNCTIONS);
         for (i, id) in HookId::ALL.iter().enumerate() {
             assert_eq!(*id as usize, i);
         }

@@ -53,7 +53,7 @@ pub fn release_shim() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         let mut cmd = cargo_build();
-        cmd.args(["--release", "-p", "seedance-fix"]);
+        cmd.args(["--release", "-p", "seedance-shim"]);
         run_cargo(cmd, "cargo build --release of the shim");
         // target/<profile> -> target/release (CARGO_TARGET_DIR, inherited, is the same).
         target_dir()
@@ -86,7 +86,7 @@ fn build() -> Artifacts {
     let release = host_profile_dir.file_name().is_some_and(|n| n == "release");
     let profile_dir = target::profile_dir(&host_profile_dir);
     let mut cmd = cargo_build();
-    cmd.args(["-p", "seedance-fix", "-p", "fake-cuda", "-p", "fake-nvml"]);
+    cmd.args(["-p", "seedance-shim", "-p", "fake-cuda", "-p", "fake-nvml"]);
     cmd.args(target::cargo_args());
     if release {
         cmd.arg("--release");

@@ -244,7 +244,7 @@ impl Driver {
     /// What `cuCtxGetDevice` answers for `ctx`: as [`Self::ctx_device`], except that a
     /// primary context that was reset still names its device, while launches in it get
     /// `CUDA_ERROR_CONTEXT_IS_DESTROYED` (measured: H200, driver 580.159.04,
-    /// scripts/gpu-launch.sh case `destroyed_context`).
+    /// scripts/gpu/launch.sh case `destroyed_context`).
     pub fn get_device_answer(&self, ctx: usize) -> Result<usize, CUresult> {
         match self.contexts.get(&ctx) {
             Some(r) if r.primary && !r.alive => Ok(r.device),

@@ -221,8 +221,10 @@ pub fn remediation(code: u32) -> Vec<String> {
 }
 
 /// The step for codes without specific advice.
-const GENERIC: &[&str] = &["Look at the failing call and its arguments in the trace, then the CUDA \
-                            driver API documentation of that function for this result."];
+const GENERIC: &[&str] = &[
+    "Look at the failing call and its arguments in the trace, then the CUDA \
+                            driver API documentation of that function for this result.",
+];
 
 /// `cuda.h` names of the codes [`steps`] has specific advice for, so that reports can
 /// name, rank and advise on them even while the CUresult table lacks a row.

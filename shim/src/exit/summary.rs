@@ -5,8 +5,8 @@
 
 use crate::hooks::ids::HookId;
 use crate::rt::{config, output};
-use seedance_core::Counters;
 use seedance_cuda::CUresult;
+use seedance_hotpath::Counters;
 use seedance_trace::{ExitSummary, FunctionStats};
 use std::collections::BTreeMap;
 
@@ -28,7 +28,7 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
     // Successful allocations and frees are counted on each thread's held-allocation line.
     for (id, n) in crate::faults::alloc::HELD_COUNTED
         .iter()
-        .zip(seedance_core::work::held_counts())
+        .zip(seedance_hotpath::work::held_counts())
     {
         counts[*id as usize].calls += n;
     }
@@ -106,7 +106,11 @@ pub fn memory_holders() -> Vec<seedance_trace::MemoryHolder> {
             },
         )
         .collect();
-    v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.library.cmp(&b.library)));
+    v.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.library.cmp(&b.library))
+    });
     v
 }
 

@@ -326,7 +326,7 @@ pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
 
 /// The calling thread's thread pointer: an address unique among the process's live threads
 /// (its thread control block), read from the thread register with one instruction and no
-/// thread-local access (`seedance_core::held_lines`). x86-64: the first word of the control
+/// thread-local access (`seedance_hotpath::held_lines`). x86-64: the first word of the control
 /// block, which the x86-64 ELF TLS ABI defines as its own address (`fs:0`); aarch64:
 /// `tpidr_el0`. 0 on other architectures (no entry is found by it).
 #[inline(always)]

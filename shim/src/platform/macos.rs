@@ -250,7 +250,7 @@ pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
     found
 }
 
-/// The calling thread's thread pointer, as `seedance_core::held_lines` finds a thread's
+/// The calling thread's thread pointer, as `seedance_hotpath::held_lines` finds a thread's
 /// held-allocation line by: not read on macOS (0, which owns no line: every allocation takes
 /// the thread-local path).
 #[inline(always)]

@@ -63,7 +63,7 @@ pub fn open(path: &str, flags: c_int) -> *mut c_void {
 /// caller gives back with `dlclose`), or null. The object is looked for in the default
 /// link-map namespace only: a driver the program opened with `dlmopen` in a namespace of
 /// its own is not found, so the shim never calls into it from a thread of its own (on the
-/// H200, driver 580.159, such calls crashed the program: `scripts/gpu-reopen.sh`,
+/// H200, driver 580.159, such calls crashed the program: `scripts/gpu/reopen.sh`,
 /// docs/validation.md).
 pub fn handle_of(addr: *const c_void) -> *mut c_void {
     match object_of(addr).and_then(|o| o.path) {

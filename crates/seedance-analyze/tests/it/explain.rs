@@ -93,7 +93,10 @@ fn usage_errors_exit_2() {
 fn every_explained_result_has_the_shims_words_in_its_problem() {
     let dir = tempfile::tempdir().unwrap();
     let mut checked = 0;
-    for row in seedance_cuda::CUresult::table().iter().filter(|r| r.code != 0) {
+    for row in seedance_cuda::CUresult::table()
+        .iter()
+        .filter(|r| r.code != 0)
+    {
         let lines = [
             super::session_start(7, 1, 1000),
             super::call_failed(7, 2, 2000, "cuCtxSynchronize", row.code, row.name),

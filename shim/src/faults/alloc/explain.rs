@@ -85,7 +85,7 @@ fn live_on(device: i32) -> (LiveOnDevice, Vec<Holding>) {
         ..LiveOnDevice::default()
     };
     let mut by: std::collections::BTreeMap<u8, (u64, u64)> = std::collections::BTreeMap::new();
-    let mut add = |live: &mut LiveOnDevice, e: &seedance_core::live::Entry| {
+    let mut add = |live: &mut LiveOnDevice, e: &seedance_hotpath::live::Entry| {
         live.bytes += e.bytes;
         live.count += 1;
         let h = by.entry(e.holder).or_default();

@@ -8,7 +8,7 @@
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 use seedance_core::holders::{classify, Known, Object};
-use seedance_core::live::LiveTable;
+use seedance_hotpath::live::LiveTable;
 
 /// Return address -> what its object is: a holder index (1 to 255), [`PASS`] or
 /// [`UNKNOWN`] (in the table's size word).
