@@ -3,6 +3,8 @@
 #
 #   scripts/gpu/words.sh [path/to/libseedance_fix.so]
 #
+# Programs: scripts/gpu/words_*.py.
+#
 # 1. JAX then PyTorch out of memory: the explanation names JAX's share of the device
 #    ("JAX (<file>) holds ...") and the exit summary's memory_holders has it.
 # 2. cupy.cuda.Device(1) and 3. cuda-python's cudaSetDevice(1) on one GPU: the static runtime
@@ -14,9 +16,9 @@
 # and cuda-python, and target/release/{seedance-fix,seedance-analyze} (cargo build --release).
 # Environment: OUT (/tmp/seedance-words), PYTHON (python3).
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-cd "$here/../.."
-. "$here/common.sh"
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$(dirname "$here")"
+. "$here/gpu/lib/common.sh"
 gpu_prologue /tmp/seedance-words "${1:-}"
 trap 'rm -rf "$work"' EXIT
 py=${PYTHON:-python3}
@@ -30,7 +32,7 @@ judge() { # judge NAME OK LINE
 
 # 1. JAX then PyTorch.
 t="$out/oom"; rm -rf "$t"; mkdir -p "$t"
-LD_PRELOAD="$shim" SEEDANCE_TRACE_DIR="$t" "$py" "$here/words/jax_torch_oom.py" \
+LD_PRELOAD="$shim" SEEDANCE_TRACE_DIR="$t" "$py" "$here/gpu/words_jax_torch_oom.py" \
   >"$out/oom.out" 2>"$out/oom.err"
 line=$(grep -m1 'CUDA_ERROR_OUT_OF_MEMORY (2): ' "$out/oom.err")
 ok=0; [[ "$line" == *"JAX ("*") holds "*"XLA_PYTHON_CLIENT_PREALLOCATE=false"* ]] && ok=1
@@ -49,7 +51,7 @@ judge exit_summary_memory_holders "$ok" "$holders"
 
 # 2 and 3. A device refused above the driver.
 for prog in cupy_device1 cuda_python_device1; do
-  "$launcher" run -- "$py" "$here/words/$prog.py" >"$out/$prog.out" 2>"$out/$prog.err"
+  "$launcher" run -- "$py" "$here/gpu/words_$prog.py" >"$out/$prog.out" 2>"$out/$prog.err"
   rc=$?
   line=$(grep -m1 'a device selection may have been refused above the driver' "$out/$prog.err")
   ok=0; [ "$rc" -ne 0 ] && [[ "$line" == *"(1 device, ordinal 0)"* ]] && ok=1
@@ -58,7 +60,7 @@ done
 
 # 4. The capture failure: stderr and the report.
 t="$out/capture"; rm -rf "$t"; mkdir -p "$t"
-LD_PRELOAD="$shim" SEEDANCE_TRACE_DIR="$t" "$py" "$here/words/capture_item.py" \
+LD_PRELOAD="$shim" SEEDANCE_TRACE_DIR="$t" "$py" "$here/gpu/words_capture_item.py" \
   >"$out/capture.out" 2>"$out/capture.err"
 line=$(grep -m1 'returned CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900): ' "$out/capture.err")
 judge capture_explained "$([ -n "$line" ] && echo 1 || echo 0)" "$line"
@@ -76,4 +78,4 @@ ok=0; [ -n "$line" ] && [ "$report" = "$said" ] && ok=1
 judge capture_report_says_the_same "$ok" "report: $report"
 
 echo "words: $fails failed (outputs in $out)"
-[ "$fails" -eq 0 ]
+exit "$fails"
