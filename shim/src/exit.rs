@@ -98,6 +98,7 @@ pub(super) fn shutdown_here() {
         crate::rt::guard::test_panic("exit_summary");
         let mut s = summary::build(w.dropped()).unwrap_or_default();
         s.cuda_libraries = summary::cuda_libraries();
+        s.memory_holders = summary::memory_holders();
         s.records_over_limit = w.over_limit();
         s
     }));

@@ -151,6 +151,20 @@ fn build() -> Artifacts {
     );
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
+    cc("capture_sync", &["capture_sync.c", &l, "-lcuda"]);
+    cc(
+        "libholder_a.so",
+        &["-shared", "-fPIC", "holder_a.c", &l, "-lcuda"],
+    );
+    let lholder = format!("-L{}", bin_dir.display());
+    cc(
+        "holder_main",
+        &["holder_main.c", &lholder, "-lholder_a", &l, "-lcuda"],
+    );
+    cc(
+        "static_runtime_select",
+        &["static_runtime_select.c", &l, "-lcuda"],
+    );
     cc("recovered", &["recovered.c", &l, "-lcuda", "-lpthread"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc("stray", &["stray.c", &l, "-lcuda"]);
