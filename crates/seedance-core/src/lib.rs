@@ -18,6 +18,7 @@ pub mod config;
 pub mod fallback;
 pub mod fork;
 pub mod hazard;
+pub mod holders;
 pub mod hostguard;
 pub mod launch;
 pub mod libraries;

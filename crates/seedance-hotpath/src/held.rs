@@ -66,6 +66,28 @@ pub struct Allocation {
     /// The context current on the allocating thread, as the shim's context hooks last saw
     /// it; 0 for none or unknown.
     pub ctx: u64,
+    /// The library that asked for it (the shim's index, 0 for unknown).
+    pub holder: u8,
+}
+
+impl Allocation {
+    /// The allocation at `addr` whose size word ([`crate::live::size_word`]) is `word`.
+    #[inline(always)]
+    pub fn from_word(addr: u64, word: u64, ctx: u64) -> Allocation {
+        let (bytes, holder) = crate::live::split_word(word);
+        Allocation {
+            addr,
+            bytes,
+            ctx,
+            holder,
+        }
+    }
+
+    /// Its size word.
+    #[inline(always)]
+    pub fn word(&self) -> u64 {
+        crate::live::size_word(self.bytes, self.holder)
+    }
 }
 
 impl From<Allocation> for crate::live::Entry {
@@ -75,6 +97,7 @@ impl From<Allocation> for crate::live::Entry {
             key: a.addr,
             bytes: a.bytes,
             device: None,
+            holder: a.holder,
         }
     }
 }
@@ -113,7 +136,8 @@ impl Held {
         ]
     }
 
-    /// Owner thread only: holds the allocation `addr` of `bytes`, made in `ctx`. The one
+    /// Owner thread only: holds the allocation `addr` of `bytes` (a size word,
+    /// [`crate::live::size_word`]), made in `ctx`. The one
     /// held before, if no other thread took it and it is not `addr` itself, is published
     /// into `table` first and returned (the caller files it by context). Address 0 or a
     /// size of 0 is not held.
@@ -192,12 +216,9 @@ impl Held {
     #[inline(never)]
     fn publish<const N: usize>(&self, table: &LiveTable<N>, old: u64) -> Option<Allocation> {
         // Only the owner writes the size and context, so its own reads are exact.
-        let a = Allocation {
-            addr: old,
-            bytes: self.bytes.load(Ordering::Relaxed),
-            ctx: self.ctx.load(Ordering::Relaxed),
-        };
-        let inserted = table.insert(old, a.bytes, None);
+        let word = self.bytes.load(Ordering::Relaxed);
+        let a = Allocation::from_word(old, word, self.ctx.load(Ordering::Relaxed));
+        let inserted = table.insert(old, word, None);
         match self
             .addr
             .compare_exchange(old, 0, Ordering::AcqRel, Ordering::Relaxed)
@@ -246,11 +267,11 @@ impl Held {
         if addr == 0 {
             return None;
         }
-        let a = Allocation {
+        let a = Allocation::from_word(
             addr,
-            bytes: self.bytes.load(Ordering::Relaxed),
-            ctx: self.ctx.load(Ordering::Relaxed),
-        };
+            self.bytes.load(Ordering::Relaxed),
+            self.ctx.load(Ordering::Relaxed),
+        );
         std::sync::atomic::fence(Ordering::Acquire);
         (self.addr.load(Ordering::Relaxed) == addr).then_some(a)
     }
@@ -271,7 +292,8 @@ mod tests {
             Some(Allocation {
                 addr: 0x1000,
                 bytes: 512,
-                ctx: 7
+                ctx: 7,
+                holder: 0
             })
         );
         assert_eq!(
@@ -279,7 +301,8 @@ mod tests {
             Some(Allocation {
                 addr: 0x1000,
                 bytes: 512,
-                ctx: 7
+                ctx: 7,
+                holder: 0
             })
         );
         assert_eq!(t.get(0x1000).map(|e| e.bytes), Some(512));

@@ -233,7 +233,8 @@ mod tests {
             Some(Allocation {
                 addr: 0x1000,
                 bytes: 512,
-                ctx: 7
+                ctx: 7,
+                holder: 0
             }),
             "held under the context the claim mirrored"
         );

@@ -25,6 +25,27 @@ const EMPTY: u64 = 0;
 const GONE: u64 = u64::MAX;
 const BYTES_MASK: u64 = (1 << 56) - 1;
 
+/// Bits of a size word ([`size_word`]) that hold the size; the next 8 hold the holder.
+pub const SIZE_BITS: u32 = 48;
+/// The largest size a size word holds (256 TiB - 1); larger sizes saturate.
+pub const MAX_SIZE: u64 = (1 << SIZE_BITS) - 1;
+
+/// The word a live allocation's size travels in (held lines, this table): the size in the
+/// low [`SIZE_BITS`] bits (saturated at [`MAX_SIZE`]), the library that asked for the
+/// allocation in the next 8 (`holder`, an index the shim hands out; 0 for unknown). A plain
+/// size below 2^48 is a size word of holder 0.
+#[inline(always)]
+pub const fn size_word(bytes: u64, holder: u8) -> u64 {
+    let b = if bytes > MAX_SIZE { MAX_SIZE } else { bytes };
+    b | ((holder as u64) << SIZE_BITS)
+}
+
+/// The size and the holder of a size word ([`size_word`]).
+#[inline(always)]
+pub const fn split_word(word: u64) -> (u64, u8) {
+    (word & MAX_SIZE, (word >> SIZE_BITS) as u8)
+}
+
 struct Slot {
     key: AtomicU64,
     value: AtomicU64,
@@ -35,10 +56,12 @@ struct Slot {
 pub struct Entry {
     /// The device address (or allocation handle).
     pub key: u64,
-    /// Size in bytes (saturated at 2^56 - 1).
+    /// Size in bytes (saturated at [`MAX_SIZE`]).
     pub bytes: u64,
     /// The device ordinal, when it was known at insert time.
     pub device: Option<u8>,
+    /// The library that asked for the allocation (the shim's index, 0 for unknown).
+    pub holder: u8,
 }
 
 /// A lock-free table of at most `N` live allocations (`N` a power of two, at least 2).
@@ -82,7 +105,8 @@ impl<const N: usize> LiveTable<N> {
         &self.slots[(start + i) & (N - 1)]
     }
 
-    /// Records a live allocation of `bytes` at `key`; `device` when known. Takes the first
+    /// Records a live allocation at `key` of `bytes`, a size word ([`size_word`]: a plain
+    /// size below 2^48, or one with its holder); `device` when known. Takes the first
     /// free slot (empty or a tombstone) from the key's home slot, so an insert costs one
     /// compare-and-swap in the common case. A stale entry with the same key (an address the
     /// driver reused after freeing it implicitly) may remain further on: [`Self::entries`]
@@ -93,7 +117,9 @@ impl<const N: usize> LiveTable<N> {
         if key == EMPTY || key == GONE || bytes == 0 {
             return false;
         }
-        let value = bytes.min(BYTES_MASK) | device.map_or(0, |d| (u64::from(d) + 1) << 56);
+        // A word above the size word's range is a plain size too large for it: saturated.
+        let word = if bytes > BYTES_MASK { MAX_SIZE } else { bytes };
+        let value = word | device.map_or(0, |d| (u64::from(d) + 1) << 56);
         let start = Self::start(key);
         for i in 0..MAX_PROBE.min(N) {
             let s = self.slot(start, i);
@@ -188,10 +214,12 @@ impl<const N: usize> LiveTable<N> {
 
 fn decode(key: u64, v: u64) -> Entry {
     let d = v >> 56;
+    let (bytes, holder) = split_word(v & BYTES_MASK);
     Entry {
         key,
-        bytes: v & BYTES_MASK,
+        bytes,
         device: (d > 0).then(|| (d - 1) as u8),
+        holder,
     }
 }
 
@@ -215,12 +243,14 @@ mod tests {
                 Entry {
                     key: 0x7000_0000_0000,
                     bytes: 4096,
-                    device: None
+                    device: None,
+                    holder: 0
                 },
                 Entry {
                     key: 0x7000_0000_1000,
                     bytes: 100,
-                    device: Some(1)
+                    device: Some(1),
+                    holder: 0
                 },
             ]
         );
@@ -229,7 +259,8 @@ mod tests {
             Some(Entry {
                 key: 0x7000_0000_1000,
                 bytes: 100,
-                device: Some(1)
+                device: Some(1),
+                holder: 0
             })
         );
         assert_eq!(t.remove(0x7000_0000_1000), None);
@@ -264,8 +295,24 @@ mod tests {
         let t: LiveTable<8> = LiveTable::new();
         assert!(t.insert(0x1000, u64::MAX - 4095, Some(3)));
         let e = t.entries()[0];
-        assert_eq!(e.bytes, BYTES_MASK);
+        assert_eq!(e.bytes, MAX_SIZE);
         assert_eq!(e.device, Some(3));
+        assert_eq!(e.holder, 0);
+    }
+
+    #[test]
+    fn the_holder_travels_with_the_size() {
+        let t: LiveTable<8> = LiveTable::new();
+        assert!(t.insert(0x1000, size_word(4096, 7), Some(2)));
+        assert!(t.insert(0x2000, size_word(u64::MAX, 255), None));
+        let mut e = t.entries();
+        e.sort_by_key(|e| e.key);
+        assert_eq!((e[0].bytes, e[0].holder, e[0].device), (4096, 7, Some(2)));
+        assert_eq!(
+            (e[1].bytes, e[1].holder, e[1].device),
+            (MAX_SIZE, 255, None)
+        );
+        assert_eq!(split_word(size_word(100, 3)), (100, 3));
     }
 
     #[test]

@@ -92,6 +92,28 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
     Some(summary)
 }
 
+/// The device memory still held, by library, largest first
+/// ([`crate::faults::alloc::holders_by_device`]). Cold: once, at exit.
+pub fn memory_holders() -> Vec<seedance_trace::MemoryHolder> {
+    let mut v: Vec<seedance_trace::MemoryHolder> = crate::faults::alloc::holders_by_device()
+        .into_iter()
+        .map(
+            |((device, library), (allocations, bytes))| seedance_trace::MemoryHolder {
+                library,
+                device,
+                allocations,
+                bytes,
+            },
+        )
+        .collect();
+    v.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.library.cmp(&b.library))
+    });
+    v
+}
+
 /// Most bytes of `/proc/self/maps` read for the library list (a process maps a few hundred
 /// files; a pathological one cannot make the exit read without end).
 const MAX_MAPS_BYTES: u64 = 4 << 20;

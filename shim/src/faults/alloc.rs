@@ -17,6 +17,7 @@
 //! `cuMemCreate` size off the granularity is refused with the driver's own code).
 
 mod explain;
+pub mod holder;
 
 use crate::driver::query;
 use crate::hooks::ids::HookId;
@@ -101,6 +102,8 @@ pub fn count_failure(id: HookId, r: CUresult) {
 /// `cuMemAlloc_v2`'s, counted here ([`HELD_COUNTED`]).
 #[inline(always)]
 fn record(addr: CUdeviceptr, bytes: u64, counted: bool) {
+    // The size travels with the library that asked (one stack walk per allocation).
+    let bytes = seedance_hotpath::live::size_word(bytes, holder::caller());
     let tp = crate::platform::thread_pointer();
     if !work::hold_alloc(tp, &POINTERS, addr, bytes, counted, file_previous) {
         if counted {
@@ -123,7 +126,7 @@ fn file_previous(a: seedance_hotpath::held::Allocation) {
 }
 
 /// An allocation made while the thread's local storage is torn down: straight into the
-/// table, filed under no context.
+/// table (`bytes` a size word), filed under no context.
 #[cold]
 #[inline(never)]
 fn unheld(addr: CUdeviceptr, bytes: u64) {
@@ -158,6 +161,29 @@ pub fn live_by_device() -> std::collections::BTreeMap<i32, (u64, u64)> {
             g.0 += 1;
             g.1 += e.bytes;
         }
+    }
+    out
+}
+
+/// What each library holds now ([`holder`]), by device: `(device, library file) ->
+/// (allocations, bytes)`, device `None` where the driver no longer places the address (at
+/// exit, after its teardown). Allocations whose library is unknown are left out. Cold: a
+/// driver query per address (at most 4096).
+pub fn holders_by_device() -> std::collections::BTreeMap<(Option<i32>, String), (u64, u64)> {
+    let mut out: std::collections::BTreeMap<(Option<i32>, String), (u64, u64)> =
+        std::collections::BTreeMap::new();
+    let mut add = |device: Option<i32>, e: &seedance_hotpath::live::Entry| {
+        if let Some((file, _)) = holder::named(e.holder) {
+            let g = out.entry((device, file)).or_default();
+            g.0 += 1;
+            g.1 += e.bytes;
+        }
+    };
+    for e in live_pointers().into_iter().take(MAX_ATTRIBUTED) {
+        add(query::pointer_device(e.key).ok(), &e);
+    }
+    for e in HANDLES.entries() {
+        add(e.device.map(i32::from), &e);
     }
     out
 }
@@ -351,7 +377,8 @@ pub unsafe fn ok_mem_create(
         .prop
         .filter(|p| p.location.type_ == CU_MEM_LOCATION_TYPE_DEVICE)
         .and_then(|p| u8::try_from(p.location.id).ok());
-    HANDLES.insert(h, size as u64, device);
+    let word = seedance_hotpath::live::size_word(size as u64, holder::caller());
+    HANDLES.insert(h, word, device);
 }
 
 /// After a successful `cuMemFreeAsync(_ptsz)`: forgets the allocation.

@@ -334,9 +334,7 @@ fn context_of(result: &str, a: &Acc, t: &Tallies) -> Vec<String> {
 /// What to try for the errors of `result`: the steps of the CUresult table.
 fn remediation_of(result: &str, code: Option<u32>) -> Vec<String> {
     match code {
-        Some(c) if curesult::is_known(c) => {
-            curesult::steps(c).iter().map(|s| s.to_string()).collect()
-        }
+        Some(c) if curesult::is_known(c) => curesult::remediation(c),
         _ => vec![format!(
             "This code is not in the {} table; run `seedance-analyze explain {}` and check the \
              driver's cuda.h.",
