@@ -801,10 +801,30 @@ fn the_line_count_names_the_lines_an_allocation_and_its_free_touch() {
     );
     // The held allocation is reached by the thread pointer, not through a thread-local
     // (seedance_hotpath::held_lines): the switches' line, the thread control block's first
-    // line (read for the thread pointer) and the held line, in the shim's own zeroed data;
-    // no loader code (its TLS descriptor function) and no thread state.
-    assert_eq!(number(fix, "data lines"), 3.0, "{fix}");
-    assert_eq!(number(fix, "other code lines"), 0.0, "{fix}");
+    // line (read for the thread pointer) and the held line, in the shim's own zeroed data,
+    // and no thread state. The stack walk that names the library holding each new
+    // allocation (docs/design.md "Who holds the memory") adds the lines of its return-address
+    // cache: 10 in all, measured 2026-12-07 (3 before the walk).
+    assert_eq!(number(fix, "data lines"), 10.0, "{fix}");
+    // Other objects' code: only that walk's (libgcc_s's unwinder, the C library's and the
+    // loader's lookup of each frame's object).
+    let other: Vec<&str> = fix
+        .lines()
+        .skip_while(|l| !l.starts_with("other code lines"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(other.len() as f64, number(fix, "other code lines"), "{fix}");
+    assert!(
+        other.iter().all(|l| [
+            "  libgcc_s.so.1 +",
+            "  libc.so.6 +",
+            "  loader or program +"
+        ]
+        .iter()
+        .any(|p| l.starts_with(p))),
+        "{fix}"
+    );
     assert!(
         fix.lines()
             .any(|l| l.starts_with("  heap or TLS: ") && l.contains("thread_pointer")),
