@@ -385,6 +385,25 @@ fn check_report(fixture: &str, page: &Page, r: &Value) {
     assert!(dom.contains("<table class=\"sortable\""), "{fixture}");
 }
 
+/// The HTML report of `tests/fixtures/<f>` written into `dir`, and the JSON report of the
+/// same input.
+fn render_fixture(dir: &Path, f: &str) -> (PathBuf, Value) {
+    let html = dir.join(format!("{f}.html"));
+    let path = format!("tests/fixtures/{f}");
+    let (code, _, err) = run(&[
+        "summary",
+        "--format",
+        "html",
+        "-o",
+        html.to_str().unwrap(),
+        &path,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, json, err) = run(&["summary", "--format", "json", &path]);
+    assert_eq!(code, 0, "{err}");
+    (html, serde_json::from_str(&json).unwrap())
+}
+
 #[test]
 fn html_report_renders_in_chromium() {
     let started = Instant::now();
@@ -397,20 +416,8 @@ fn html_report_renders_in_chromium() {
     let mut jobs: Vec<(String, PathBuf)> = Vec::new();
     let mut reports: Vec<Value> = Vec::new();
     for f in fixtures {
-        let html = dir.path().join(format!("{f}.html"));
-        let path = format!("tests/fixtures/{f}");
-        let (code, _, err) = run(&[
-            "summary",
-            "--format",
-            "html",
-            "-o",
-            html.to_str().unwrap(),
-            &path,
-        ]);
-        assert_eq!(code, 0, "{err}");
-        let (code, json, err) = run(&["summary", "--format", "json", &path]);
-        assert_eq!(code, 0, "{err}");
-        reports.push(serde_json::from_str(&json).unwrap());
+        let (html, report) = render_fixture(dir.path(), f);
+        reports.push(report);
         jobs.push((f.to_string(), html));
     }
     // The control: the fleet report with a script that throws.
@@ -658,17 +665,7 @@ fn html_report_layout_in_chromium() {
     let mut reports = std::collections::BTreeMap::new();
     let mut plain = std::collections::BTreeMap::new();
     for f in fixtures {
-        let html = dir.path().join(format!("{f}.html"));
-        let path = format!("tests/fixtures/{f}");
-        let (code, _, err) = run(&[
-            "summary",
-            "--format",
-            "html",
-            "-o",
-            html.to_str().unwrap(),
-            &path,
-        ]);
-        assert_eq!(code, 0, "{err}");
+        let (html, report) = render_fixture(dir.path(), f);
         let text = std::fs::read_to_string(&html).unwrap();
         plain.insert(f, text.clone());
         std::fs::write(
@@ -676,8 +673,7 @@ fn html_report_layout_in_chromium() {
             text.replace("</body>", &format!("{LAYOUT_PROBE}</body>")),
         )
         .unwrap();
-        let (_, json, _) = run(&["summary", "--format", "json", &path]);
-        reports.insert(f, serde_json::from_str::<Value>(&json).unwrap());
+        reports.insert(f, report);
         for w in [900, 1400] {
             jobs.push((f.to_string(), html.clone(), Some(w)));
         }

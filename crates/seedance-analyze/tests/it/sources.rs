@@ -161,7 +161,7 @@ fn at_most_12_entries_at_the_top_of_src() {
 fn every_problem_kind_has_its_row_in_docs_analyzer_md() {
     use seedance_analyze::report::ProblemKind;
     let docs = std::fs::read_to_string(super::crate_dir().join("../../docs/analyzer.md")).unwrap();
-    assert_eq!(ProblemKind::ALL.len(), 19);
+    assert!(ProblemKind::ALL.len() >= 19, "the kind list lost kinds");
     let missing: Vec<String> = ProblemKind::ALL
         .iter()
         .map(|k| k.name())
