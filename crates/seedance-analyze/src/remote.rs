@@ -102,6 +102,23 @@ fn client_options(prefix: &str) -> ClientOptions {
     options
 }
 
+/// An error with the causes its message leaves out: object_store says "error sending
+/// request" for a connection it could not make, and only the chain of sources says why (a
+/// certificate the trust roots do not cover, a refused connection).
+fn describe(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 fn store_for(url: &url::Url) -> Result<Box<dyn ObjectStore>, String> {
     use object_store::ObjectStoreScheme as S;
     let (scheme, _) = S::parse(url).map_err(|e| e.to_string())?;
@@ -125,7 +142,7 @@ fn store_for(url: &url::Url) -> Result<Box<dyn ObjectStore>, String> {
             .map(|b| Box::new(b) as Box<dyn ObjectStore>),
         _ => return Err(format!("{s}: not an object-storage URL")),
     };
-    built.map_err(|e| e.to_string())
+    built.map_err(|e| describe(&e))
 }
 
 /// Lists what `url` names (see the module documentation).
@@ -156,14 +173,14 @@ pub fn list(url: &str) -> Result<Listing, String> {
             .list(p)
             .try_collect()
             .await
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(|e| format!("{url}: {}", describe(&e)))?;
         if metas.is_empty() && p.is_some() {
             // Nothing under it: the URL names one object.
             metas.push(
                 store
                     .head(&prefix)
                     .await
-                    .map_err(|e| format!("{url}: {e}"))?,
+                    .map_err(|e| format!("{url}: {}", describe(&e)))?,
             );
         }
         metas.sort_by(|a, b| a.location.cmp(&b.location));
@@ -217,8 +234,8 @@ impl Listing {
                         let store = store.clone();
                         async move {
                             match store.get(&l).await {
-                                Ok(r) => r.bytes().await.map_err(|e| e.to_string()),
-                                Err(e) => Err(e.to_string()),
+                                Ok(r) => r.bytes().await.map_err(|e| describe(&e)),
+                                Err(e) => Err(describe(&e)),
                             }
                         }
                     })
