@@ -396,7 +396,9 @@ fn fake_driver_print_path_is_the_directory_of_the_fake_driver() {
         assert_eq!(text(&out.stdout), format!("{}\n", want.display()), "{layout}");
         assert_eq!(text(&out.stderr), "", "{layout}");
     }
-    // A cargo target directory: the fake driver is libcuda.so beside the launcher.
+    // A cargo target directory: the fake driver is libcuda.so beside the launcher (built
+    // there by the end-to-end harness).
+    let _ = artifacts();
     let out = command(&launcher(), tmp.path(), &["fake-driver", "--print-path"])
         .output()
         .unwrap();
