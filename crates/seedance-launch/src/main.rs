@@ -220,8 +220,7 @@ fn fake_driver_text(dir: &Path, file: &Path, nvml: Option<&Path>) -> String {
 /// else in single quotes.
 fn shell_quoted(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._+-=:,@%".contains(c))
     {
         s.to_string()

@@ -376,7 +376,10 @@ fn installed(root: &Path, files: &[&str]) -> PathBuf {
 fn fake_driver_print_path_is_the_directory_of_the_fake_driver() {
     let tmp = tempfile::tempdir().unwrap();
     for (layout, dir) in [
-        ("venv", "lib/python3.11/site-packages/seedance_fix/fake-cuda"),
+        (
+            "venv",
+            "lib/python3.11/site-packages/seedance_fix/fake-cuda",
+        ),
         ("site", "seedance_fix/fake-cuda"),
         ("tarball", "lib/fake-cuda"),
     ] {
@@ -391,9 +394,18 @@ fn fake_driver_print_path_is_the_directory_of_the_fake_driver() {
         let out = command(&exe, tmp.path(), &["fake-driver", "--print-path"])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{layout}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{layout}: {}",
+            text(&out.stderr)
+        );
         let want = std::fs::canonicalize(root.join(dir)).unwrap();
-        assert_eq!(text(&out.stdout), format!("{}\n", want.display()), "{layout}");
+        assert_eq!(
+            text(&out.stdout),
+            format!("{}\n", want.display()),
+            "{layout}"
+        );
         assert_eq!(text(&out.stderr), "", "{layout}");
     }
     // A cargo target directory: the fake driver is libcuda.so beside the launcher (built
@@ -423,7 +435,9 @@ fn fake_driver_says_how_to_build_and_run_against_it() {
     );
     let d = std::fs::canonicalize(root.join(dir)).unwrap();
     let d = d.display();
-    let out = command(&exe, tmp.path(), &["fake-driver"]).output().unwrap();
+    let out = command(&exe, tmp.path(), &["fake-driver"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stdout),
@@ -442,7 +456,9 @@ fn fake_driver_says_how_to_build_and_run_against_it() {
     let exe = installed(&spaced, &["seedance_fix/fake-cuda/libcuda.so.1"]);
     let d = std::fs::canonicalize(spaced.join("seedance_fix/fake-cuda")).unwrap();
     let d = d.display();
-    let out = command(&exe, tmp.path(), &["fake-driver"]).output().unwrap();
+    let out = command(&exe, tmp.path(), &["fake-driver"])
+        .output()
+        .unwrap();
     assert_eq!(
         text(&out.stdout),
         format!(

@@ -40,9 +40,9 @@ mod robust;
 mod runtime;
 #[cfg(feature = "remote")]
 mod s3;
+mod s3_off;
 #[cfg(feature = "remote")]
 mod s3rver;
-mod s3_off;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

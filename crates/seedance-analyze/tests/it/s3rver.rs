@@ -179,5 +179,8 @@ fn summary_reads_a_bucket_over_https_with_signed_requests() {
     let (code, _, err) = run(&["summary", &url], KEY_ID, &dir.path().join("none.pem"));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(&url), "{err}");
-    assert!(err.contains("invalid peer certificate: UnknownIssuer"), "{err}");
+    assert!(
+        err.contains("invalid peer certificate: UnknownIssuer"),
+        "{err}"
+    );
 }
