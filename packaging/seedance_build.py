@@ -11,7 +11,7 @@ stages them where pyproject.toml's `tool.maturin.data` points (target/wheel-data
 
 and then hands over to maturin's own PEP 517 hooks, so `pip install .` and `pip wheel .`
 give the complete package, and the launcher finds the shim it was installed with
-(crates/seedance-launch/src/locate.rs). scripts/wheel.sh is `pip wheel .` with the
+(crates/seedance-launch/src/locate.rs). scripts/release/wheel.sh is `pip wheel .` with the
 settings below.
 
 Two environment variables choose the build (docs/configuration.md, "Packaging"):
@@ -228,7 +228,7 @@ def _stage(link: str, target: str, host: str) -> tuple:
     # Three cargo runs, each selecting what maturin's or an ordinary build selects, so cargo's
     # feature unification is the same and their dependencies are built once: the analyzer
     # with the launcher (which maturin then builds against the same dependencies), the shim
-    # alone (as scripts/callgrind-hotpath.sh and the release tarball build it), the fakes.
+    # alone (as scripts/ci/callgrind-hotpath.sh and the release tarball build it), the fakes.
     cargo = ["cargo", "build", "--release", *cargo_target]
     what = f"{target}, {'zig, glibc ' + ZIG_GLIBC if link == 'zig' else 'this machine'}"
     _run(
@@ -237,7 +237,7 @@ def _stage(link: str, target: str, host: str) -> tuple:
         f"cargo build 1/3: launcher and analyzer ({what}; several minutes the first time, "
         "pip install -v shows cargo's progress)",
     )
-    _run(cargo + ["-p", "seedance-fix"], env, "cargo build 2/3: the shim")
+    _run(cargo + ["-p", "seedance-shim"], env, "cargo build 2/3: the shim")
     _run(cargo + ["-p", "fake-cuda", "-p", "fake-nvml"], env, "cargo build 3/3: the fake driver and fake NVML")
 
     shutil.rmtree(STAGE, ignore_errors=True)

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "== building the shim, the launcher, the analyzer and the fake driver and NVML"
 echo "   (cargo build --release; a few minutes the first time, seconds after that)"
-cargo build --release --quiet -p seedance-fix -p fake-cuda -p fake-nvml -p seedance-analyze \
+cargo build --release --quiet -p seedance-shim -p fake-cuda -p fake-nvml -p seedance-analyze \
   -p seedance-launch
 tgt=${CARGO_TARGET_DIR:-target}
 mkdir -p "$tgt"

@@ -1,5 +1,5 @@
 /* What a primary context costs in device memory, and a healthy single-GPU driver-API
- * program (scripts/gpu-contexts.sh). Usage: contexts_driver MODE
+ * program (scripts/gpu/contexts.sh). Usage: contexts_driver MODE
  *   measure  NVML's used memory of device 0 and of this process (and the driver's free
  *            memory) at each stage: before cuInit, after cuInit, after
  *            cuDevicePrimaryCtxRetain + cuCtxSetCurrent, after one tiny kernel launch (PTX

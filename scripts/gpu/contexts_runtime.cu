@@ -1,5 +1,5 @@
 // What the CUDA runtime's context costs (cudaFree(0), the usual way to create it), and a
-// healthy runtime program (scripts/gpu-contexts.sh). Usage: contexts_runtime MODE
+// healthy runtime program (scripts/gpu/contexts.sh). Usage: contexts_runtime MODE
 //   measure  NVML's used memory of device 0 and of this process before and after
 //            cudaFree(0), and after a tiny kernel
 //   healthy  allocate, fill with a kernel, copy back, check: prints "result ok"

@@ -1,5 +1,5 @@
 """What PyTorch's CUDA initialisation costs on device 0, and a healthy single-GPU PyTorch
-program (scripts/gpu-contexts.sh). Usage: contexts_torch.py MODE
+program (scripts/gpu/contexts.sh). Usage: contexts_torch.py MODE
   measure  NVML's used memory of device 0 and of this process before and after
            torch.cuda.init(), and after a one-element tensor and a kernel on it
   healthy  a small matmul on cuda:0 checked against the CPU: prints "result ok"

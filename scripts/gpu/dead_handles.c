@@ -1,4 +1,4 @@
-/* Calls on streams and events whose context was destroyed (scripts/gpu-dead-handles.sh).
+/* Calls on streams and events whose context was destroyed (scripts/gpu/dead-handles.sh).
  * Usage: dead_handles CASE   with CASE one of stream_sync, stream_destroy, event_sync,
  * event_destroy, live (the same calls before the destroy: all must succeed).
  * Prints "CALL -> CODE" for the call under test, then "done"; a crash inside the driver

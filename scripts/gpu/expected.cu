@@ -1,4 +1,4 @@
-// Expected failures and context cost on a real GPU (scripts/gpu-expected.sh): the CUDA
+// Expected failures and context cost on a real GPU (scripts/gpu/expected.sh): the CUDA
 // runtime's start-up (its cuGetProcAddress_v2 version probes), LIVE cudaMalloc buffers in the
 // primary context, then PAIRS cuCtxCreate_v2 + cuCtxDestroy_v2 through the driver API, timed.
 // Usage: expected PAIRS LIVE. Prints the runtime and driver versions and the time per pair.

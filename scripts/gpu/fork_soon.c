@@ -1,7 +1,7 @@
 /* Forks soon after cuInit, while work the first cuInit started on other threads (a
  * preloaded library's) may still be inside the driver. The child asks the driver two
  * questions and prints the codes; a child still running 20 s later is ended by SIGALRM
- * (exit status 14 in the parent's line). For scripts/gpu-fork.sh.
+ * (exit status 14 in the parent's line). For scripts/gpu/fork.sh.
  *
  *   fork_soon DELAY_US   prints "child count=<code>/<n> get=<code> parent=<code> exit=<status>" */
 #include "cuda_min.h"

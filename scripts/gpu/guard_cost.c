@@ -1,4 +1,4 @@
-/* Cost of the host-write guard per copy size (scripts/gpu-guard-cost.sh).
+/* Cost of the host-write guard per copy size (scripts/bench/gpu-guard-cost.sh).
  *
  *   guard_cost BYTES COPIES
  *

@@ -1,4 +1,4 @@
-// Launch and allocation faults against the real driver, for scripts/gpu-launch.sh.
+// Launch and allocation faults against the real driver, for scripts/gpu/launch.sh.
 //
 // Built twice from this one file:
 //   nvcc -cubin -arch=sm_90 -maxrregcount=255 -DLAUNCH_FAULTS_KERNELS -o faults.cubin launch_faults.cu

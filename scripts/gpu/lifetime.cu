@@ -1,5 +1,5 @@
 // Context lifetime and asynchronous safety against the real driver, for
-// scripts/gpu-lifetime.sh.
+// scripts/gpu/lifetime.sh.
 //
 // Built twice from this one file:
 //   nvcc -cubin -arch=sm_90 -DLIFETIME_KERNELS -o lifetime.cubin lifetime.cu

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The table of scripts/gpu-threads-perf.sh: hardware events the shim's wrappers add per
+"""The table of scripts/bench/gpu-threads-perf.sh: hardware events the shim's wrappers add per
 operation, from threads_bench.c's PERF=1 lines prefixed with their round and mode:
 
     round R mode M perf NAME threads T event E linked L direct D added A

@@ -1,5 +1,5 @@
 // Races between asynchronous copies on pinned host memory against the real driver, for
-// scripts/gpu-pinned.sh.
+// scripts/gpu/pinned.sh.
 //
 // Built twice from this one file:
 //   nvcc -cubin -arch=sm_90 -DPINNED_KERNELS -o pinned.cubin pinned.cu

@@ -1,6 +1,6 @@
 /* Shared by the driver-API rule programs (the .c files of scripts/gpu/rules/ and
  * scripts/gpu/multi/), which report on stdout in "result: " lines that their scripts compare
- * between runs without and with the shim (scripts/gpu/checks.sh).
+ * between runs without and with the shim (scripts/gpu/lib/checks.sh).
  *
  * CHECK(call): a driver call that must succeed; on failure prints "result: CALL failed: CODE"
  * (the CUresult) on stdout and exits 1. (scripts/gpu/cu_check.h is the benchmarks' form, on

@@ -1,6 +1,6 @@
 // cudaSetDevice(N) for N on the command line, then real work on that device. Prints the
 // runtime's answer and the PCI bus id of the device that did the work. Built with static and
-// with shared cudart by scripts/gpu-devices.sh.
+// with shared cudart by scripts/gpu/devices.sh.
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-/* Thread-scaling benchmark of the driver calls the shim tracks (scripts/gpu-threads.sh).
+/* Thread-scaling benchmark of the driver calls the shim tracks (scripts/bench/gpu-threads.sh).
  *
  *   threads_bench THREADS ITERATIONS
  *
@@ -52,7 +52,7 @@
  * (ns per operation: the block's wall time from the first thread's start to the last one's
  * end, and the threads' mean CPU time). What the shim does to the driver's state outside
  * its wrappers (its own calls, its memory) is in both blocks alike: the process-level
- * schedule of scripts/gpu-threads.sh covers that; this measures what its wrappers add.
+ * schedule of scripts/bench/gpu-threads.sh covers that; this measures what its wrappers add.
  * Calls through the direct definitions are invisible to the shim, which forgets nothing
  * it needs for these loops (each thread keeps to its own stream and buffers).
  *

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Statistics of scripts/gpu-threads.sh: paired ratios to plain with confidence intervals.
+"""Statistics of scripts/bench/gpu-threads.sh: paired ratios to plain with confidence intervals.
 
     threads_stats.py RAW...         the tables, from the raw files the benchmark writes
     threads_stats.py --added RAW... nanoseconds added per operation instead of ratios (for
-                                    runs against the null driver, scripts/host-threads.sh,
+                                    runs against the null driver, scripts/bench/host-threads.sh,
                                     where the driver costs next to nothing and a ratio says
                                     nothing)
     threads_stats.py --selftest     checks the statistics on synthetic data (no GPU)

@@ -1,4 +1,4 @@
-"""PyTorch pinned-memory patterns, for scripts/gpu-pinned.sh.
+"""PyTorch pinned-memory patterns, for scripts/gpu/pinned.sh.
 
 Usage:
   torch_pinned.py loop [copies]   copy-bound loop: `copies` non_blocking host-to-device

@@ -1,4 +1,4 @@
-"""The shim's traces as the GPU scripts' checks read them (gpu-contexts.sh, gpu-lifetime.sh:
+"""The shim's traces as the GPU scripts' checks read them (gpu/contexts.sh, gpu/lifetime.sh:
 their Python runs with scripts/gpu on PYTHONPATH)."""
 import json
 import pathlib

@@ -1,4 +1,4 @@
-# A small PyTorch program for scripts/gpu-wheel.sh: a matmul, a reduction and a copy back,
+# A small PyTorch program for scripts/gpu/wheel.sh: a matmul, a reduction and a copy back,
 # printed with fixed formatting so that runs with and without seedance-fix compare exactly.
 import torch
 

@@ -6,7 +6,7 @@
 //! copy size, nanoseconds per copy and per KiB of the copy (the median of 7 rounds).
 //! Pageable memory stands in for pinned memory: the CPU reads it the same way.
 //!
-//! `cargo bench -p seedance-fix --bench host_guard` (figures in docs/performance.md).
+//! `cargo bench -p seedance-shim --bench host_guard` (figures in docs/performance.md).
 
 #[allow(dead_code)]
 #[path = "../src/faults/hostguard/digest.rs"]

@@ -8,9 +8,9 @@
 //! time (`CLOCK_THREAD_CPUTIME_ID`) over its calls, averaged over threads, so that running
 //! 16 threads on fewer cores measures contention (shared cache lines, locks), not waiting
 //! for a core. The shim reads `SEEDANCE_MODE` once per process: run the benchmark once per
-//! mode (`scripts/bench-hotpath.sh` does, and prints the ratios).
+//! mode (`scripts/bench/hotpath.sh` does, and prints the ratios).
 //!
-//! Needs `target/release/libseedance_fix.so` (`cargo build --release -p seedance-fix`) and
+//! Needs `target/release/libseedance_fix.so` (`cargo build --release -p seedance-shim`) and
 //! a C compiler for the null driver.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -82,7 +82,7 @@ fn load() -> (Api, Api) {
     let shim_path = root().join("target/release/libseedance_fix.so");
     assert!(
         shim_path.exists(),
-        "build the shim first: cargo build --release -p seedance-fix"
+        "build the shim first: cargo build --release -p seedance-shim"
     );
     let s = open(&shim_path, libc::RTLD_NOW | libc::RTLD_LOCAL);
     let api = |h| Api {

@@ -40,7 +40,8 @@ mod rt;
 #[cfg(target_os = "linux")]
 extern "C" fn seedance_fini() {
     // The session record is built on a thread started by the first cuInit; finish it now,
-    // while the driver and NVML libraries have not yet run their own destructors.
+    // while the driver and NVML libraries have not yet run their own destructors (on the
+    // exit's own thread, waited for while it makes progress: `exit::settle`).
     exit::settle();
     extern "C" {
         fn __cxa_atexit(

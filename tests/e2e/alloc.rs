@@ -106,8 +106,8 @@ fn out_of_memory_names_free_memory_own_allocations_and_another_device() {
         f["explanation"],
         "the program asked for 2.0 GiB (2147483648 bytes) on device 0, which has 768.0 MiB free \
          of 80.0 GiB right now (cuMemGetInfo): the request is larger than the free memory (a \
-         genuine shortage); this process holds 256.0 MiB in 1 live allocation on device 0; device \
-         1 (80.0 GiB free) has room (NVML); free what is no longer needed or ask for less (a \
+         genuine shortage); this process holds 256.0 MiB in 1 live allocation on device 0: \
+         alloc_faults holds 256.0 MiB in 1 allocation; device 1 (80.0 GiB free) has room (NVML); free what is no longer needed or ask for less (a \
          smaller batch), or use device 1"
     );
     assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
@@ -160,4 +160,44 @@ fn validate_pre_refuses_without_reaching_the_driver() {
     assert_eq!(f["refused_before_driver"], true);
     assert_eq!(f["check"], "exceeds_total");
     assert_eq!(f["result"], 2);
+}
+
+/// Out of memory with most of the device held by a library of the program
+/// (`libholder_a.so`, as JAX's preallocation): the explanation and the exit summary name each
+/// library that holds memory by its file name, with its allocations and bytes.
+#[test]
+fn out_of_memory_names_the_libraries_that_hold_the_memory() {
+    let r = Run::new("holder_main", true)
+        .env("FAKE_CUDA_FREE_MEM", "1073741824,")
+        .finish();
+    assert_eq!(r.stdout(), "library 0, own 0, big 2\n");
+    let f = &r.events("alloc_fault")[0];
+    assert_eq!(f["process_live_allocations"], 4);
+    assert_eq!(f["process_live_bytes"].as_u64(), Some(832 << 20));
+    assert_eq!(
+        f["explanation"],
+        "the program asked for 512.0 MiB (536870912 bytes) on device 0, which has 192.0 MiB \
+         free of 80.0 GiB right now (cuMemGetInfo): the request is larger than the free memory \
+         (a genuine shortage); this process holds 832.0 MiB in 4 live allocations on device 0: \
+         libholder_a.so holds 768.0 MiB in 3 allocations; holder_main holds 64.0 MiB in 1 \
+         allocation; whether another device has room is unknown (no NVML); free what is no \
+         longer needed or ask for less (a smaller batch); which other processes hold memory on \
+         device 0 is unknown (no NVML)"
+    );
+    let err = r.stderr();
+    assert!(
+        err.contains(
+            "on device 0: libholder_a.so holds 768.0 MiB in 3 allocations; holder_main holds \
+             64.0 MiB in 1 allocation;"
+        ),
+        "{err}"
+    );
+    let summary = &r.events("exit_summary")[0];
+    assert_eq!(
+        summary["memory_holders"],
+        serde_json::json!([
+            {"library": "libholder_a.so", "device": 0, "allocations": 3, "bytes": 805306368u64},
+            {"library": "holder_main", "device": 0, "allocations": 1, "bytes": 67108864u64},
+        ])
+    );
 }

@@ -1,4 +1,4 @@
-//! The GPU benchmark scripts' parts that run without a GPU: scripts/gpu-threads.sh against
+//! The GPU benchmark scripts' parts that run without a GPU: scripts/bench/gpu-threads.sh against
 //! the fake driver (the program scripts/gpu/threads_bench.c built with `cc`, the paired
 //! schedule, the raw file and the table), and the statistics of
 //! scripts/gpu/threads_stats.py on synthetic data (`--selftest`).
@@ -7,8 +7,8 @@ use seedance_e2e::{artifacts, optional_tool};
 use std::path::Path;
 use std::process::Command;
 
-/// Why scripts/host-threads.sh does not run under emulation.
-const HOST_THREADS_NOT_EMULATED: &str = "scripts/host-threads.sh builds the null driver and \
+/// Why scripts/bench/host-threads.sh does not run under emulation.
+const HOST_THREADS_NOT_EMULATED: &str = "scripts/bench/host-threads.sh builds the null driver and \
      its program with the host's cc, which cannot load the shim built for the emulated target";
 
 /// The file `name` a benchmark script wrote into its output directory.
@@ -111,7 +111,7 @@ fn threads_benchmark_statistics_selftest() {
     );
 }
 
-/// [`run_script`] of a script that runs scripts/gpu-threads.sh against the fake driver
+/// [`run_script`] of a script that runs scripts/bench/gpu-threads.sh against the fake driver
 /// (`FAKE_DRIVER_DIR` added to `settings`). The script builds threads_bench.c with this
 /// machine's cc, as it runs on the GPU machine, so it links against a fake driver of the
 /// host's architecture only (`None` under emulation).
@@ -124,7 +124,7 @@ fn run_on_fake_driver(
     all.extend_from_slice(settings);
     run_script(
         script,
-        "scripts/gpu-threads.sh builds its program with the host's cc, which cannot link the \
+        "scripts/bench/gpu-threads.sh builds its program with the host's cc, which cannot link the \
          fake driver built for the emulated target",
         &all,
     )
@@ -133,7 +133,7 @@ fn run_on_fake_driver(
 #[test]
 fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
     let Some((out, stdout)) = run_on_fake_driver(
-        "scripts/gpu-threads.sh",
+        "scripts/bench/gpu-threads.sh",
         &[("ROUNDS", "2"), ("THREADS", "1 3"), ("ITERATIONS", "200")],
     ) else {
         return;
@@ -179,12 +179,12 @@ fn threads_benchmark_runs_its_paired_schedule_on_the_fake_driver() {
 }
 
 /// A run that ROUNDS ends with most of BUDGET_S left says so on its `rounds:` line (the
-/// line scripts/gpu-threads-interleaved.sh passes on); a run the budget ends does not.
+/// line scripts/bench/gpu-threads-interleaved.sh passes on); a run the budget ends does not.
 #[test]
 fn the_benchmark_says_when_rounds_and_not_the_budget_ended_it() {
     let run = |budget: &str| {
         run_on_fake_driver(
-            "scripts/gpu-threads.sh",
+            "scripts/bench/gpu-threads.sh",
             &[
                 ("ROUNDS", "1"),
                 ("THREADS", "1"),
@@ -218,7 +218,7 @@ fn the_benchmark_says_when_rounds_and_not_the_budget_ended_it() {
 #[test]
 fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanoseconds() {
     let Some((out, _)) = run_script(
-        "scripts/host-threads.sh",
+        "scripts/bench/host-threads.sh",
         HOST_THREADS_NOT_EMULATED,
         &[
             ("ROUNDS", "1"),
@@ -264,7 +264,7 @@ fn host_cost_benchmark_runs_against_the_null_driver_and_reports_added_nanosecond
 #[test]
 fn the_benchmark_runs_only_the_operations_asked_for_with_their_iterations_on_the_cores_given() {
     let Some((out, _)) = run_script(
-        "scripts/host-threads.sh",
+        "scripts/bench/host-threads.sh",
         HOST_THREADS_NOT_EMULATED,
         &[
             ("ROUNDS", "1"),
@@ -327,7 +327,7 @@ fn interleaved_schedule(raw: &str, round: u32, threads: u32) -> Vec<(u32, String
 fn the_interleaved_schedule_runs_one_plain_process_per_round_when_asked() {
     let run = |between: &str| {
         run_on_fake_driver(
-            "scripts/gpu-threads.sh",
+            "scripts/bench/gpu-threads.sh",
             &[
                 ("ROUNDS", "2"),
                 ("THREADS", "2"),
@@ -388,7 +388,7 @@ fn the_interleaved_schedule_runs_one_plain_process_per_round_when_asked() {
 #[test]
 fn the_thread_table_keeps_every_thread_counts_raw_lines_in_one_file() {
     let Some((out, stdout)) = run_on_fake_driver(
-        "scripts/gpu-threads-interleaved.sh",
+        "scripts/bench/gpu-threads-interleaved.sh",
         &[
             ("ROWS", "1 20 5 50\n2 20 5 50"),
             ("ROUNDS", "1"),
@@ -420,7 +420,7 @@ fn the_thread_table_keeps_every_thread_counts_raw_lines_in_one_file() {
 #[test]
 fn the_interleaved_benchmark_compares_the_shims_wrappers_with_the_drivers_own_definitions() {
     let Some((out, _)) = run_script(
-        "scripts/host-threads.sh",
+        "scripts/bench/host-threads.sh",
         HOST_THREADS_NOT_EMULATED,
         &[
             ("ROUNDS", "1"),
@@ -464,7 +464,7 @@ fn the_interleaved_benchmark_compares_the_shims_wrappers_with_the_drivers_own_de
     assert!(ratio > 2.0 && fix.contains("over"), "{row}");
 }
 
-/// scripts/gpu-alloc-parts.sh against the fake driver, one round of two pairs per process
+/// scripts/bench/gpu-alloc-parts.sh against the fake driver, one round of two pairs per process
 /// with blocks of 50, and `settings` beside: its output directory, once it reported no
 /// failed run (`None` where it cannot run, as [`run_script`]).
 fn alloc_parts(settings: &[(&str, &str)]) -> Option<tempfile::TempDir> {
@@ -477,8 +477,8 @@ fn alloc_parts(settings: &[(&str, &str)]) -> Option<tempfile::TempDir> {
     ];
     all.extend_from_slice(settings);
     let (out, stdout) = run_script(
-        "scripts/gpu-alloc-parts.sh",
-        "scripts/gpu-alloc-parts.sh builds its program with the host's cc, which cannot link \
+        "scripts/bench/gpu-alloc-parts.sh",
+        "scripts/bench/gpu-alloc-parts.sh builds its program with the host's cc, which cannot link \
          the fake driver built for the emulated target",
         &all,
     )?;
@@ -571,7 +571,7 @@ fn the_alloc_parts_benchmark_measures_a_gap_between_driver_calls_without_the_shi
     );
 }
 
-/// scripts/gpu-held-counts.sh against the fake driver: the exit summary counts every
+/// scripts/bench/gpu-held-counts.sh against the fake driver: the exit summary counts every
 /// cuMemAlloc_v2 and cuMemFree_v2 of four threads that exit (counted on their held-allocation
 /// lines), exactly, and the same with BEFORE's build.
 #[test]
@@ -580,8 +580,8 @@ fn the_held_counts_check_finds_every_allocation_and_free_of_exited_threads() {
     let fake = a.fake_dir.to_string_lossy().into_owned();
     let before = a.shim.to_string_lossy().into_owned();
     let Some((_out, stdout)) = run_script(
-        "scripts/gpu-held-counts.sh",
-        "scripts/gpu-held-counts.sh builds its program with the host's cc, which cannot link \
+        "scripts/bench/gpu-held-counts.sh",
+        "scripts/bench/gpu-held-counts.sh builds its program with the host's cc, which cannot link \
          the fake driver built for the emulated target",
         &[("FAKE_DRIVER_DIR", &fake), ("BEFORE", &before)],
     ) else {
@@ -615,11 +615,11 @@ fn the_interleaved_benchmark_reaches_the_driver_through_dlsym_when_asked() {
     let a = artifacts();
     let dir = tempfile::tempdir().unwrap();
     let tb = dir.path().join("tb");
-    // The scripts' own build of it (scripts/gpu/common.sh, build_threads_bench).
+    // The scripts' own build of it (scripts/gpu/lib/common.sh, build_threads_bench).
     let built = Command::new("bash")
         .args([
             "-c",
-            "here=scripts; . scripts/gpu/common.sh; build_threads_bench \"$1\"",
+            "here=scripts; . scripts/gpu/lib/common.sh; build_threads_bench \"$1\"",
             "build",
         ])
         .arg(&tb)
@@ -674,7 +674,7 @@ fn the_interleaved_benchmark_reaches_the_driver_through_dlsym_when_asked() {
     );
 }
 
-/// scripts/gpu-threads-perf.sh runs the interleaved mode with hardware counters against the
+/// scripts/bench/gpu-threads-perf.sh runs the interleaved mode with hardware counters against the
 /// fake driver: a table of events where perf_event_open works, one line where it does not
 /// (containers refuse it), and its table's parser passes its selftest either way.
 #[test]
@@ -682,8 +682,8 @@ fn the_hardware_event_benchmark_runs_and_says_what_it_counted() {
     let a = artifacts();
     let fake = a.fake_dir.to_string_lossy().into_owned();
     let Some((out, stdout)) = run_script(
-        "scripts/gpu-threads-perf.sh",
-        "scripts/gpu-threads-perf.sh builds its program with the host's cc, which cannot link \
+        "scripts/bench/gpu-threads-perf.sh",
+        "scripts/bench/gpu-threads-perf.sh builds its program with the host's cc, which cannot link \
          the fake driver built for the emulated target",
         &[
             ("FAKE_DRIVER_DIR", &fake),
@@ -727,8 +727,8 @@ fn the_cold_cache_benchmark_counts_the_lines_the_shim_misses_per_call() {
         return;
     };
     let Some((_, stdout)) = run_script(
-        "scripts/cachegrind-evicted.sh",
-        "scripts/cachegrind-evicted.sh builds the null driver with the host's cc, which cannot \
+        "scripts/bench/cachegrind-evicted.sh",
+        "scripts/bench/cachegrind-evicted.sh builds the null driver with the host's cc, which cannot \
          load the shim built for the emulated target",
         &[("KINDS", "pinned")],
     ) else {
@@ -758,14 +758,14 @@ fn the_line_count_names_the_lines_an_allocation_and_its_free_touch() {
         return;
     };
     // Checked before the release build is made (run_script_on checks it again).
-    const NOT_EMULATED: &str = "scripts/lines-touched.sh measures the host's release build \
+    const NOT_EMULATED: &str = "scripts/bench/lines-touched.sh measures the host's release build \
          of the shim, which the emulated target's run does not test";
     if seedance_e2e::target::skip_under_emulation(NOT_EMULATED) {
         return;
     }
     let Some((_, stdout)) = run_script_on(
         seedance_e2e::release_shim(),
-        "scripts/lines-touched.sh",
+        "scripts/bench/lines-touched.sh",
         NOT_EMULATED,
         &[("KINDS", "alloc"), ("MODES", "off fix"), ("N", "100")],
     ) else {
@@ -800,7 +800,7 @@ fn the_line_count_names_the_lines_an_allocation_and_its_free_touch() {
         "{stdout}"
     );
     // The held allocation is reached by the thread pointer, not through a thread-local
-    // (seedance_core::held_lines): the switches' line, the thread control block's first
+    // (seedance_hotpath::held_lines): the switches' line, the thread control block's first
     // line (read for the thread pointer) and the held line, in the shim's own zeroed data;
     // no loader code (its TLS descriptor function) and no thread state.
     assert_eq!(number(fix, "data lines"), 3.0, "{fix}");
@@ -816,7 +816,7 @@ fn the_line_count_names_the_lines_an_allocation_and_its_free_touch() {
         "{fix}"
     );
     let o = Command::new("python3")
-        .arg(root().join("scripts/lines_touched.py"))
+        .arg(root().join("scripts/bench/lines_touched.py"))
         .arg("--selftest")
         .output()
         .unwrap();

@@ -362,3 +362,40 @@ fn the_trace_size_limit_counts_what_it_does_not_write() {
     assert_eq!(bad.events("call_failed").len(), 10);
     assert_eq!(bad.events("exit_summary")[0]["records_over_limit"], 0);
 }
+
+/// A stream synchronised while it is captured (`.item()` inside `torch.cuda.graph`): the
+/// shim's stderr line and the analyzer's problem for the failure say the same words (the
+/// CUresult table's description of `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED`).
+#[test]
+fn capture_failure_says_the_same_on_stderr_and_in_the_report() {
+    let r = Run::new("capture_sync", true).finish();
+    assert_eq!(r.output.status.code(), Some(1), "{}", r.stderr());
+    assert_eq!(r.stdout(), "sync 900, end 901\n");
+    let err = r.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("cuStreamSynchronize("))
+        .unwrap_or_else(|| panic!("{err}"));
+    let said = "returned CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900): ";
+    let words = &line[line.find(said).unwrap_or_else(|| panic!("{line}")) + said.len()..];
+    assert!(
+        words.starts_with("The operation is not allowed while the stream is captured"),
+        "{line}"
+    );
+    assert!(
+        words.ends_with("use stream-ordered async variants inside capture or move the call out."),
+        "{line}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = r.records.iter().map(|v| v.to_string()).collect();
+    std::fs::write(dir.path().join("capture.jsonl"), lines.join("\n") + "\n").unwrap();
+    let report = crate::signals::analyze(dir.path());
+    let problem = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "cuda_error/CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(problem["remediation"][0], words);
+    assert_eq!(problem["count"], 1);
+}

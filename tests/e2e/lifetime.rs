@@ -956,7 +956,7 @@ fn assert_one_leak(r: &Finished, bytes: u64) {
 
 /// Allocations whose threads exited before another thread freed them (32 threads, 24 of
 /// them one after another, so that later ones get earlier ones' thread pointers and the
-/// shim's lines found by them, `seedance_core::held_lines`), then 8 more threads that
+/// shim's lines found by them, `seedance_hotpath::held_lines`), then 8 more threads that
 /// allocate and free their own: each free finds its allocation wherever the exited thread
 /// left it (the one never freed stays on the line of the last thread), so exactly the one
 /// never freed is reported, none of the freed ones is published again by a later thread, and
@@ -979,7 +979,7 @@ fn memory_freed_after_its_thread_exited_is_not_left_live() {
 
 /// An allocation freed on another thread while its own thread has made no allocation since
 /// (the shim holds a thread's latest allocation in that thread's record,
-/// `seedance_core::held`): the free reaches the record, so the exit report names only the
+/// `seedance_hotpath::held`): the free reaches the record, so the exit report names only the
 /// allocation that was never freed, and the allocation freed right after it was made on
 /// its own thread is never reported.
 #[test]

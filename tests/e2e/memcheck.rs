@@ -29,7 +29,7 @@
 //! uninitialised-value or free suppression.
 //!
 //! Without valgrind on the machine the test says so and passes, unless
-//! `SEEDANCE_REQUIRE_VALGRIND=1` (CI installs valgrind). `scripts/memcheck.sh` runs one
+//! `SEEDANCE_REQUIRE_VALGRIND=1` (CI installs valgrind). `scripts/ci/memcheck.sh` runs one
 //! program the same way by hand and keeps the reports.
 
 use seedance_e2e::{Finished, Run};
@@ -184,7 +184,7 @@ fn memcheck_args(valgrind: &Path, out: &Path, leaks: bool) -> Vec<String> {
         // The fake NVML is dlclosed before the leak check; keep its symbols for the
         // suppression and for readable stacks.
         "--keep-debuginfo=yes".into(),
-        // Inlined frames cost 15% of each run (the debug shim's DWARF); scripts/memcheck.sh
+        // Inlined frames cost 15% of each run (the debug shim's DWARF); scripts/ci/memcheck.sh
         // keeps them, for a closer look at a failure.
         "--read-inline-info=no".into(),
         "--num-callers=30".into(),
@@ -660,7 +660,7 @@ fn programs_under_memcheck_have_no_memory_errors() {
     assert_eq!(results.len(), selected.len());
     assert!(
         failures.is_empty(),
-        "{} of {} cases failed under memcheck (scripts/memcheck.sh reruns one with inlined \
+        "{} of {} cases failed under memcheck (scripts/ci/memcheck.sh reruns one with inlined \
          frames in the stacks):\n{}",
         failures.len(),
         selected.len(),

@@ -144,7 +144,7 @@ fn a_driver_opened_with_dlmopen_is_never_queried_by_the_shims_own_thread() {
     // session record's thread runs. A copy in the default namespace (dlopen) is described
     // (its 2 devices); one the program opened with dlmopen, in a namespace of its own, is
     // not called from the shim's thread (on the H200 that crashed the program,
-    // scripts/gpu-reopen.sh): that record lists no devices, or the second copy's 3 when the
+    // scripts/gpu/reopen.sh): that record lists no devices, or the second copy's 3 when the
     // thread ran after the program had looked that one up.
     let (_keep, a, b, count) = two_then_three();
     let env = [count, ("REOPEN_HOLD_MS", "300".to_string())];

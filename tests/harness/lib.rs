@@ -53,7 +53,7 @@ pub fn release_shim() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         let mut cmd = cargo_build();
-        cmd.args(["--release", "-p", "seedance-fix"]);
+        cmd.args(["--release", "-p", "seedance-shim"]);
         run_cargo(cmd, "cargo build --release of the shim");
         // target/<profile> -> target/release (CARGO_TARGET_DIR, inherited, is the same).
         target_dir()
@@ -86,7 +86,7 @@ fn build() -> Artifacts {
     let release = host_profile_dir.file_name().is_some_and(|n| n == "release");
     let profile_dir = target::profile_dir(&host_profile_dir);
     let mut cmd = cargo_build();
-    cmd.args(["-p", "seedance-fix", "-p", "fake-cuda", "-p", "fake-nvml"]);
+    cmd.args(["-p", "seedance-shim", "-p", "fake-cuda", "-p", "fake-nvml"]);
     cmd.args(target::cargo_args());
     if release {
         cmd.arg("--release");
@@ -151,6 +151,20 @@ fn build() -> Artifacts {
     );
     cc("launch_faults", &["launch_faults.c", &l, "-lcuda"]);
     cc("alloc_faults", &["alloc_faults.c", &l, "-lcuda"]);
+    cc("capture_sync", &["capture_sync.c", &l, "-lcuda"]);
+    cc(
+        "libholder_a.so",
+        &["-shared", "-fPIC", "holder_a.c", &l, "-lcuda"],
+    );
+    let lholder = format!("-L{}", bin_dir.display());
+    cc(
+        "holder_main",
+        &["holder_main.c", &lholder, "-lholder_a", &l, "-lcuda"],
+    );
+    cc(
+        "static_runtime_select",
+        &["static_runtime_select.c", &l, "-lcuda"],
+    );
     cc("recovered", &["recovered.c", &l, "-lcuda", "-lpthread"]);
     cc("lifetime", &["lifetime.c", &l, "-lcuda"]);
     cc("stray", &["stray.c", &l, "-lcuda"]);
@@ -280,9 +294,10 @@ pub struct Finished {
     pub trace_files: usize,
     /// The fake driver's call log lines made on the program's own threads, in the order
     /// each thread made them. Calls made on the shim's background threads (the session
-    /// record, NVML helper and metrics threads, named `seedance-*`, which the fake driver
-    /// tags: `crates/fake-support/src/log.rs`) are left out: they can land anywhere
-    /// between the program's calls, so no assertion on order may see them. They are in
+    /// record, NVML helper, metrics and exit threads, named `seedance-*`, which the fake
+    /// driver tags: `crates/fake-support/src/log.rs`) are left out: they can land anywhere
+    /// between the program's calls, so no assertion on order may see them (the exit's
+    /// queries come after the program's last call). They are in
     /// [`Finished::shim_thread_calls`].
     pub driver_calls: Vec<String>,
     /// The calls made on the shim's own background threads, each still tagged with its

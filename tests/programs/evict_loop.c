@@ -1,4 +1,4 @@
-/* A hooked call in a loop with the caches cleared between calls (scripts/cachegrind-evicted.sh):
+/* A hooked call in a loop with the caches cleared between calls (scripts/bench/cachegrind-evicted.sh):
  *
  *   evict_loop KIND COUNT      KIND: launch, copy (pageable H2D), pinned (H2D from pinned),
  *                              alloc (cuMemAlloc_v2 + cuMemFree_v2 of 4 KiB),

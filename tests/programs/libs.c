@@ -67,8 +67,9 @@ static void *make_and_leave(void *arg) {
     return NULL;
 }
 
-/* Whether the shim's own threads are done: every thread of this process but the main one
- * and the trace writer ("seedance-trace", which the session record's thread starts) has
+/* Whether the shim's own threads are done: every thread of this process but the main one,
+ * the trace writer ("seedance-trace", which the session record's thread starts) and the
+ * exit's thread ("seedance-exit", which waits for the exit and holds nothing meanwhile) has
  * ended, and the writer exists. A thread's name is set by the thread itself, so a thread
  * not named yet counts as running. */
 static int only_writer_left(void) {
@@ -88,7 +89,7 @@ static int only_writer_left(void) {
         fclose(f);
         if (strcmp(comm, "seedance-trace") == 0)
             writer = 1;
-        else
+        else if (strcmp(comm, "seedance-exit") != 0)
             others++;
     }
     closedir(d);

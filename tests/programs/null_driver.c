@@ -1,6 +1,6 @@
 /* A driver that does nothing, for measuring the shim's own cost: every entry point returns
  * CUDA_SUCCESS at once. Built as libcuda.so.1 by the benchmarks and the instruction-count
- * guard (scripts/callgrind-hotpath.sh, scripts/host-threads.sh), never used for behaviour
+ * guard (scripts/ci/callgrind-hotpath.sh, scripts/bench/host-threads.sh), never used for behaviour
  * tests. Streams and events get a new handle per create (threads on their own streams
  * share no handle); pinned host memory is malloc'd (the program writes it). */
 #include <stddef.h>

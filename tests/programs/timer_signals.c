@@ -11,6 +11,15 @@
  *   timer_signals inside    one tick, 100 ms after cuInit, while the program is inside
  *                           cuDeviceGetName (FAKE_CUDA_NAME_DELAY_MS holds the driver's
  *                           lock): its handler calls exit(7).
+ *   timer_signals malloc N  a context with an allocation alive, then only malloc and free
+ *                           (sizes the allocator serves under its arena lock) in a loop
+ *                           until the handler's Nth run, which calls exit(7): the exit
+ *                           nearly always interrupts the C library's allocator.
+ *   timer_signals calls N   the same with only driver calls in the loop (a device name,
+ *                           the count, an allocation made and freed, a failed cuDeviceGet):
+ *                           the exit interrupts the shim or the driver (with
+ *                           FAKE_CUDA_NAME_DELAY_MS, mostly the driver, inside
+ *                           cuDeviceGetName holding its lock).
  * Everything the handler does is async-signal-safe but exit(). */
 #define _GNU_SOURCE
 #include "cuda_min.h"
@@ -34,6 +43,7 @@ CUresult cuDeviceGetName(char *, int, CUdevice);
 
 static pid_t main_tid;
 static volatile sig_atomic_t runs, elsewhere, exit_at;
+static void *volatile kept;
 
 static long long now_ns(void) {
     struct timespec t;
@@ -82,7 +92,36 @@ static void some_work(CUdevice dev) {
         cuCtxDestroy_v2(ctx);
     }
     cuDeviceGet(&bad, 99);
-    free(malloc(1000 + (size_t)(now_ns() % 5000)));
+    kept = malloc(1000 + (size_t)(now_ns() % 5000));
+    free(kept);
+}
+
+/* The C library's allocator only: sizes above its per-thread cache (1032 bytes) and below
+ * its mmap threshold, so each call takes the arena's lock. Many rounds between two looks at
+ * the clock, which may be a system call (on a virtual machine without a usable TSC), on
+ * whose return the signal would nearly always be delivered instead. */
+static void allocator_work(void) {
+    for (int i = 0; i < 100000; i++) {
+        /* Through a volatile pointer: the compiler may not drop a malloc/free pair. */
+        kept = malloc(2048 + (size_t)(i * 977) % 30000);
+        void *a = kept;
+        kept = malloc(4096 + (size_t)(i * 311) % 20000);
+        free(a);
+        free(kept);
+    }
+}
+
+/* Driver calls only, in the current context: the shim's work around them and the driver's
+ * own (cuDeviceGetName holds the fake driver's lock for FAKE_CUDA_NAME_DELAY_MS). */
+static void driver_work(CUdevice dev) {
+    CUdeviceptr p = 0;
+    CUdevice bad;
+    char name[64];
+    int n;
+    cuDeviceGetName(name, sizeof name, dev);
+    cuDeviceGetCount(&n);
+    if (cuMemAlloc_v2(&p, 4096) == 0) cuMemFree_v2(p);
+    cuDeviceGet(&bad, 99);
 }
 
 int main(int argc, char **argv) {
@@ -107,6 +146,31 @@ int main(int argc, char **argv) {
         setitimer(ITIMER_REAL, &once, NULL);
         cuDeviceGetName(name, sizeof name, dev);
         printf("not interrupted\n");
+        return 0;
+    }
+    int only_malloc = strcmp(how, "malloc") == 0, only_calls = strcmp(how, "calls") == 0;
+    if ((only_malloc || only_calls) && argc > 2) {
+        /* A context with an allocation alive: the exit has a lifetime report to make. */
+        CUcontext ctx = NULL;
+        CUdeviceptr p = 0;
+        if (cuCtxCreate_v2(&ctx, 0, dev) || cuMemAlloc_v2(&p, 1 << 20)) {
+            printf("setup failed\n");
+            return 10;
+        }
+        /* The exit comes after start-up is over (as the program's work would). */
+        usleep(200000);
+        exit_at = atoi(argv[2]);
+        printf("started\n"); /* left in the buffer */
+        start_timer();
+        long long until = now_ns() + 10000000000LL;
+        while (now_ns() < until) {
+            if (only_malloc)
+                allocator_work();
+            else
+                driver_work(dev);
+        }
+        stop_timer();
+        printf("handler ran %d times, no exit\n", (int)runs);
         return 0;
     }
     if (strcmp(how, "exit") == 0 && argc > 2) exit_at = atoi(argv[2]);

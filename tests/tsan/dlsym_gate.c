@@ -1,4 +1,4 @@
-/* Test-only preload for running the TSan-instrumented shim (scripts/race-check.sh).
+/* Test-only preload for running the TSan-instrumented shim (scripts/ci/race-check.sh).
  *
  * The TSan runtime resolves its interceptors with dlsym(RTLD_NEXT, ..) while it initialises,
  * before its thread state exists. With the shim preloaded, those calls reach the shim's

@@ -1,4 +1,4 @@
-/* Static stand-in for llvm-symbolizer (scripts/race-check.sh). The TSan runtime starts the
+/* Static stand-in for llvm-symbolizer (scripts/ci/race-check.sh). The TSan runtime starts the
  * symbolizer as a child process, which inherits LD_PRELOAD; the TSan-instrumented shim cannot
  * load into a process without the TSan runtime. Linked statically, this wrapper ignores
  * LD_PRELOAD, removes it, and runs the real symbolizer. */

@@ -1,265 +1,29 @@
 //! Which exported variant `cuGetProcAddress` returns for a base name, CUDA version and
-//! flags, following the real driver's rules:
-//!
-//! | base name | rule |
-//! |---|---|
-//! | cuMemAlloc, cuMemFree, cuMemAllocPitch, cuMemGetInfo, cuDeviceTotalMem | >= 3020: `_v2`; below: version not sufficient (the 32-bit v1 ABI is not implemented) |
-//! | cuCtxCreate | >= 12050: `_v4`; >= 11040: `_v3`; >= 3020: `_v2`; below: version not sufficient |
-//! | cuCtxDestroy | >= 4000: `_v2`, else plain |
-//! | cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxReset | >= 11000: `_v2`, else plain |
-//! | cuCtxSynchronize | >= 13000: `_v2`, else plain |
-//! | cuDeviceGetUuid | >= 11040: `_v2`, else plain |
-//! | cuGetProcAddress | >= 12000: `_v2`, else plain |
-//! | cuLaunchKernel, cuStreamSynchronize | flags & 2: `_ptsz`, else plain |
-//! | cuLaunchKernelEx | < 11060: version not sufficient; flags & 2: `_ptsz`, else plain |
-//! | cuMemAllocAsync, cuMemFreeAsync, cuLaunchCooperativeKernel | flags & 2: `_ptsz`, else plain |
-//! | cuStreamDestroy, cuEventDestroy, cuCtxPushCurrent, cuCtxPopCurrent | >= 4000: `_v2`; below: version not sufficient |
-//! | cuMemAllocHost, cuMemcpyHtoD, cuMemcpyDtoH | >= 3020: `_v2`; below: version not sufficient |
-//! | cuMemcpyHtoDAsync, cuMemcpyDtoHAsync | >= 3020: flags & 2: `_v2_ptsz`, else `_v2`; below: version not sufficient |
-//! | cuMemHostRegister | >= 6050: `_v2`; below: version not sufficient |
-//! | cuStreamQuery, cuStreamWaitEvent, cuEventRecord, cuEventRecordWithFlags, cuMemcpyAsync | flags & 2: `_ptsz`, else plain |
-//! | cuMemsetD8Async, cuMemsetD16Async, cuMemsetD32Async, cuMemsetD2D8Async, cuMemsetD2D16Async, cuMemsetD2D32Async, cuGraphLaunch, cuLaunchHostFunc | flags & 2: `_ptsz`, else plain |
-//! | cuLogsRegisterCallback, cuLogsUnregisterCallback | < 12090: version not sufficient; else plain |
-//! | cuStreamBeginCapture | < 10010: version not sufficient (the one-argument v1 is not implemented); flags & 2: `_v2_ptsz`, else `_v2` |
-//! | cuStreamEndCapture | flags & 2: `_ptsz`, else plain |
-//! | cuMemcpy2DAsync | >= 3020: flags & 2: `_v2_ptsz`, else `_v2`; below: version not sufficient |
-//! | cuStreamWaitValue32, cuStreamWriteValue32 | flags & 2: `_v2_ptsz`, else `_v2` |
-//! | every other exported base name | plain |
-//! | anything else (including suffixed names such as `cuMemAlloc_v2`) | not found |
+//! flags: the driver-ABI table's choice (`seedance_cuda::abi::select`) among the variants
+//! this library exports. Per entry point the table lists each ABI variant and the
+//! `cudaVersion` from which the driver hands it out; of the variants exported here, the
+//! per-thread form when the flags ask for `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM` and
+//! one is exported, else the legacy ones, the newest the version allows. So `cuMemAlloc`
+//! below 3020 is not sufficient (the 32-bit v1 ABI is not implemented), `cuCtxCreate` is
+//! `_v4` from 12050, `_v3` from 11040, `_v2` from 3020, and `cuStreamBeginCapture` below
+//! 10010 is not sufficient (its one-argument v1 is not implemented). Names the table does
+//! not have, names of variants only the shim hooks, and suffixed names such as
+//! `cuMemAlloc_v2` are not found.
 
-use seedance_cuda::CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM as PTDS;
+pub use seedance_cuda::abi::Lookup;
 
-/// The outcome of a lookup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lookup {
-    /// The exported symbol to return.
-    Found(&'static str),
-    /// The name is not a driver entry point (`CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND`).
-    NotFound,
-    /// The entry point exists but not for this version
-    /// (`CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT`).
-    VersionNotSufficient,
-}
-
-/// Base names whose only variant is the plain name.
-const PLAIN: &[&str] = &[
-    "cuInit",
-    "cuDriverGetVersion",
-    "cuDeviceGet",
-    "cuDeviceGetCount",
-    "cuDeviceGetName",
-    "cuDeviceGetAttribute",
-    "cuDeviceGetPCIBusId",
-    "cuDevicePrimaryCtxRetain",
-    "cuCtxSetCurrent",
-    "cuCtxGetCurrent",
-    "cuCtxGetDevice",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuGetErrorName",
-    "cuGetErrorString",
-    "cuFuncGetAttribute",
-    "cuFuncSetAttribute",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-    "cuStreamCreate",
-    "cuStreamGetCtx",
-    "cuMemAllocManaged",
-    "cuMemCreate",
-    "cuMemRelease",
-    "cuMemGetAllocationGranularity",
-    "cuPointerGetAttribute",
-    "cuLogsRegisterCallback",
-    "cuLogsUnregisterCallback",
-    "cuStreamCreateWithPriority",
-    "cuEventCreate",
-    "cuEventSynchronize",
-    "cuEventQuery",
-    "cuMemHostUnregister",
-    "cuDevicePrimaryCtxGetState",
-];
-
-/// Every base name `cuGetProcAddress` knows.
-pub const BASE_NAMES: &[&str] = &[
-    "cuInit",
-    "cuDriverGetVersion",
-    "cuDeviceGet",
-    "cuDeviceGetCount",
-    "cuDeviceGetName",
-    "cuDeviceGetAttribute",
-    "cuDeviceGetPCIBusId",
-    "cuDeviceTotalMem",
-    "cuDeviceGetUuid",
-    "cuCtxCreate",
-    "cuCtxDestroy",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease",
-    "cuDevicePrimaryCtxReset",
-    "cuCtxSetCurrent",
-    "cuCtxGetCurrent",
-    "cuCtxGetDevice",
-    "cuCtxSynchronize",
-    "cuMemAlloc",
-    "cuMemAllocPitch",
-    "cuMemAllocAsync",
-    "cuMemFree",
-    "cuMemGetInfo",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cuStreamSynchronize",
-    "cuGetProcAddress",
-    "cuGetErrorName",
-    "cuGetErrorString",
-    "cuLaunchCooperativeKernel",
-    "cuFuncGetAttribute",
-    "cuFuncSetAttribute",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-    "cuStreamCreate",
-    "cuStreamDestroy",
-    "cuStreamGetCtx",
-    "cuMemAllocManaged",
-    "cuMemFreeAsync",
-    "cuMemCreate",
-    "cuMemRelease",
-    "cuMemGetAllocationGranularity",
-    "cuPointerGetAttribute",
-    "cuLogsRegisterCallback",
-    "cuLogsUnregisterCallback",
-    "cuStreamCreateWithPriority",
-    "cuStreamQuery",
-    "cuStreamWaitEvent",
-    "cuEventCreate",
-    "cuEventDestroy",
-    "cuEventRecord",
-    "cuEventSynchronize",
-    "cuEventQuery",
-    "cuMemcpyHtoDAsync",
-    "cuMemcpyDtoHAsync",
-    "cuMemcpyAsync",
-    "cuMemcpyHtoD",
-    "cuMemcpyDtoH",
-    "cuMemAllocHost",
-    "cuMemHostRegister",
-    "cuMemHostUnregister",
-    "cuCtxPushCurrent",
-    "cuCtxPopCurrent",
-    "cuDevicePrimaryCtxGetState",
-    "cuMemsetD8Async",
-    "cuMemsetD16Async",
-    "cuMemsetD32Async",
-    "cuMemsetD2D8Async",
-    "cuMemsetD2D16Async",
-    "cuMemsetD2D32Async",
-    "cuGraphLaunch",
-    "cuLaunchHostFunc",
-    "cuEventRecordWithFlags",
-    "cuStreamBeginCapture",
-    "cuStreamEndCapture",
-    "cuStreamWaitValue32",
-    "cuStreamWriteValue32",
-    "cuMemcpy2DAsync",
-    "cuCtxRecordEvent",
-    "cuCtxWaitEvent",
-];
-
-fn at_least(version: i32, min: i32, name: &'static str, older: Lookup) -> Lookup {
-    if version >= min {
-        Lookup::Found(name)
-    } else {
-        older
-    }
+/// Every base name `cuGetProcAddress` knows: the table's rows with a variant exported here.
+pub fn base_names() -> Vec<&'static str> {
+    seedance_cuda::abi::ENTRIES
+        .iter()
+        .filter(|e| e.variants.iter().any(|v| v.sides.faked()))
+        .map(|e| e.base)
+        .collect()
 }
 
 /// Picks the variant of `base` for `cuda_version` (e.g. 12040) and `flags`.
 pub fn select(base: &str, cuda_version: i32, flags: u64) -> Lookup {
-    use Lookup::{Found, NotFound, VersionNotSufficient as Old};
-    let v = cuda_version;
-    let ptds = flags & PTDS != 0;
-    let stream = |ptsz: &'static str, plain: &'static str| Found(if ptds { ptsz } else { plain });
-    match base {
-        "cuMemAlloc" => at_least(v, 3020, "cuMemAlloc_v2", Old),
-        "cuMemFree" => at_least(v, 3020, "cuMemFree_v2", Old),
-        "cuMemAllocPitch" => at_least(v, 3020, "cuMemAllocPitch_v2", Old),
-        "cuMemGetInfo" => at_least(v, 3020, "cuMemGetInfo_v2", Old),
-        "cuDeviceTotalMem" => at_least(v, 3020, "cuDeviceTotalMem_v2", Old),
-        "cuCtxCreate" => at_least(
-            v,
-            12050,
-            "cuCtxCreate_v4",
-            at_least(
-                v,
-                11040,
-                "cuCtxCreate_v3",
-                at_least(v, 3020, "cuCtxCreate_v2", Old),
-            ),
-        ),
-        "cuCtxDestroy" => at_least(v, 4000, "cuCtxDestroy_v2", Found("cuCtxDestroy")),
-        "cuDevicePrimaryCtxRelease" => at_least(
-            v,
-            11000,
-            "cuDevicePrimaryCtxRelease_v2",
-            Found("cuDevicePrimaryCtxRelease"),
-        ),
-        "cuDevicePrimaryCtxReset" => at_least(
-            v,
-            11000,
-            "cuDevicePrimaryCtxReset_v2",
-            Found("cuDevicePrimaryCtxReset"),
-        ),
-        "cuCtxSynchronize" => at_least(v, 13000, "cuCtxSynchronize_v2", Found("cuCtxSynchronize")),
-        "cuDeviceGetUuid" => at_least(v, 11040, "cuDeviceGetUuid_v2", Found("cuDeviceGetUuid")),
-        "cuGetProcAddress" => at_least(v, 12000, "cuGetProcAddress_v2", Found("cuGetProcAddress")),
-        "cuLaunchKernel" => stream("cuLaunchKernel_ptsz", "cuLaunchKernel"),
-        "cuStreamSynchronize" => stream("cuStreamSynchronize_ptsz", "cuStreamSynchronize"),
-        "cuLaunchKernelEx" if v < 11060 => Old,
-        "cuLaunchKernelEx" => stream("cuLaunchKernelEx_ptsz", "cuLaunchKernelEx"),
-        "cuMemAllocAsync" => stream("cuMemAllocAsync_ptsz", "cuMemAllocAsync"),
-        "cuMemFreeAsync" => stream("cuMemFreeAsync_ptsz", "cuMemFreeAsync"),
-        "cuLaunchCooperativeKernel" => stream(
-            "cuLaunchCooperativeKernel_ptsz",
-            "cuLaunchCooperativeKernel",
-        ),
-        "cuStreamDestroy" => at_least(v, 4000, "cuStreamDestroy_v2", Old),
-        "cuEventDestroy" => at_least(v, 4000, "cuEventDestroy_v2", Old),
-        "cuCtxPushCurrent" => at_least(v, 4000, "cuCtxPushCurrent_v2", Old),
-        "cuCtxPopCurrent" => at_least(v, 4000, "cuCtxPopCurrent_v2", Old),
-        "cuMemAllocHost" => at_least(v, 3020, "cuMemAllocHost_v2", Old),
-        "cuMemcpyHtoD" => at_least(v, 3020, "cuMemcpyHtoD_v2", Old),
-        "cuMemcpyDtoH" => at_least(v, 3020, "cuMemcpyDtoH_v2", Old),
-        "cuMemcpyHtoDAsync" if v < 3020 => Old,
-        "cuMemcpyHtoDAsync" => stream("cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyHtoDAsync_v2"),
-        "cuMemcpyDtoHAsync" if v < 3020 => Old,
-        "cuMemcpyDtoHAsync" => stream("cuMemcpyDtoHAsync_v2_ptsz", "cuMemcpyDtoHAsync_v2"),
-        "cuMemHostRegister" => at_least(v, 6050, "cuMemHostRegister_v2", Old),
-        "cuStreamQuery" => stream("cuStreamQuery_ptsz", "cuStreamQuery"),
-        "cuStreamWaitEvent" => stream("cuStreamWaitEvent_ptsz", "cuStreamWaitEvent"),
-        "cuEventRecord" => stream("cuEventRecord_ptsz", "cuEventRecord"),
-        "cuEventRecordWithFlags" => stream("cuEventRecordWithFlags_ptsz", "cuEventRecordWithFlags"),
-        "cuStreamBeginCapture" if v < 10010 => Old,
-        "cuStreamBeginCapture" => stream("cuStreamBeginCapture_v2_ptsz", "cuStreamBeginCapture_v2"),
-        "cuStreamEndCapture" => stream("cuStreamEndCapture_ptsz", "cuStreamEndCapture"),
-        "cuMemcpy2DAsync" if v < 3020 => Old,
-        "cuMemcpy2DAsync" => stream("cuMemcpy2DAsync_v2_ptsz", "cuMemcpy2DAsync_v2"),
-        "cuStreamWaitValue32" => stream("cuStreamWaitValue32_v2_ptsz", "cuStreamWaitValue32_v2"),
-        "cuStreamWriteValue32" => stream("cuStreamWriteValue32_v2_ptsz", "cuStreamWriteValue32_v2"),
-        "cuMemcpyAsync" => stream("cuMemcpyAsync_ptsz", "cuMemcpyAsync"),
-        "cuMemsetD8Async" => stream("cuMemsetD8Async_ptsz", "cuMemsetD8Async"),
-        "cuMemsetD16Async" => stream("cuMemsetD16Async_ptsz", "cuMemsetD16Async"),
-        "cuMemsetD32Async" => stream("cuMemsetD32Async_ptsz", "cuMemsetD32Async"),
-        "cuMemsetD2D8Async" => stream("cuMemsetD2D8Async_ptsz", "cuMemsetD2D8Async"),
-        "cuMemsetD2D16Async" => stream("cuMemsetD2D16Async_ptsz", "cuMemsetD2D16Async"),
-        "cuMemsetD2D32Async" => stream("cuMemsetD2D32Async_ptsz", "cuMemsetD2D32Async"),
-        "cuGraphLaunch" => stream("cuGraphLaunch_ptsz", "cuGraphLaunch"),
-        "cuLaunchHostFunc" => stream("cuLaunchHostFunc_ptsz", "cuLaunchHostFunc"),
-        "cuLogsRegisterCallback" | "cuLogsUnregisterCallback" if v < 12090 => Old,
-        "cuCtxRecordEvent" => at_least(v, 12050, "cuCtxRecordEvent", Old),
-        "cuCtxWaitEvent" => at_least(v, 12050, "cuCtxWaitEvent", Old),
-        _ => PLAIN
-            .iter()
-            .find(|&&p| p == base)
-            .map_or(NotFound, |&p| Found(p)),
-    }
+    seedance_cuda::abi::select(base, cuda_version, flags, |v| v.sides.faked())
 }
 
 #[cfg(test)]
@@ -427,12 +191,30 @@ mod tests {
         }
     }
 
+    /// Base names whose only exported variant is the plain name.
+    fn plain() -> Vec<&'static str> {
+        seedance_cuda::abi::ENTRIES
+            .iter()
+            .filter(|e| {
+                let mut faked = e.variants.iter().filter(|v| v.sides.faked());
+                faked.clone().count() == 1 && faked.all(|v| v.symbol == e.base)
+            })
+            .map(|e| e.base)
+            .collect()
+    }
+
     #[test]
     fn plain_names_and_unknown() {
-        for &base in PLAIN {
+        let plain = plain();
+        assert_eq!(plain.len(), 36);
+        for base in plain {
             assert_eq!(select(base, 13000, 0), Found(base));
-            if !base.starts_with("cuLogs") {
-                assert_eq!(select(base, 1000, 2), Found(base));
+            if base.starts_with("cuLogs") {
+                assert_eq!(select(base, 12080, 0), Old, "{base}");
+            } else if base.starts_with("cuCtx") && base.ends_with("Event") {
+                assert_eq!(select(base, 12040, 2), Old, "{base}");
+            } else {
+                assert_eq!(select(base, 1000, 2), Found(base), "{base}");
             }
         }
         assert_eq!(select("cuMemAlloc_v2", 13000, 0), NotFound);
@@ -444,8 +226,8 @@ mod tests {
 
     #[test]
     fn every_base_name_resolves_to_an_export() {
-        assert_eq!(BASE_NAMES.len(), 81);
-        for &base in BASE_NAMES {
+        assert_eq!(base_names().len(), 83);
+        for base in base_names() {
             for v in [1000, 3020, 4000, 11000, 11040, 11060, 12000, 12050, 13000] {
                 for flags in [0, 1, 2] {
                     match select(base, v, flags) {

@@ -113,6 +113,8 @@ pub struct Driver {
     queues: HashMap<QueueKey, Queue>,
     /// Queues being captured (`cuStreamBeginCapture_v2`): work for them is dropped.
     capturing: HashSet<QueueKey>,
+    /// Captures a forbidden call invalidated: their end answers `STREAM_CAPTURE_INVALIDATED`.
+    invalidated: HashSet<QueueKey>,
     next_graph: usize,
     events: HashMap<usize, Event>,
     next_event: usize,
@@ -147,6 +149,7 @@ impl Driver {
             registered: BTreeMap::new(),
             queues: HashMap::new(),
             capturing: HashSet::new(),
+            invalidated: HashSet::new(),
             next_graph: 0,
             events: HashMap::new(),
             next_event: 0,
@@ -241,7 +244,7 @@ impl Driver {
     /// What `cuCtxGetDevice` answers for `ctx`: as [`Self::ctx_device`], except that a
     /// primary context that was reset still names its device, while launches in it get
     /// `CUDA_ERROR_CONTEXT_IS_DESTROYED` (measured: H200, driver 580.159.04,
-    /// scripts/gpu-launch.sh case `destroyed_context`).
+    /// scripts/gpu/launch.sh case `destroyed_context`).
     pub fn get_device_answer(&self, ctx: usize) -> Result<usize, CUresult> {
         match self.contexts.get(&ctx) {
             Some(r) if r.primary && !r.alive => Ok(r.device),
@@ -752,11 +755,25 @@ impl Driver {
         Ok(())
     }
 
+    /// A synchronisation of queue `key` while it is capturing, which the real driver
+    /// refuses: `STREAM_CAPTURE_UNSUPPORTED`, and the capture is invalidated (its end
+    /// answers `STREAM_CAPTURE_INVALIDATED`). `Ok` when the queue is not capturing.
+    pub fn refuse_in_capture(&mut self, key: QueueKey) -> Result<(), CUresult> {
+        if self.capturing.contains(&key) {
+            self.invalidated.insert(key);
+            return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        }
+        Ok(())
+    }
+
     /// `cuStreamEndCapture` on queue `key`: a new graph handle, `ILLEGAL_STATE` when it is
     /// not capturing.
     pub fn capture_end(&mut self, key: QueueKey) -> Result<usize, CUresult> {
         if !self.capturing.remove(&key) {
             return Err(CUresult::CUDA_ERROR_ILLEGAL_STATE);
+        }
+        if self.invalidated.remove(&key) {
+            return Err(CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         }
         self.next_graph += 1;
         Ok(0x6a00_0000 + (self.next_graph << 8))

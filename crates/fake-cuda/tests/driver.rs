@@ -11,6 +11,29 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
 use std::process::Command;
 
+use seedance_cuda::{CUlaunchAttribute, CUlaunchConfig, CUmemAllocationProp, CUmemLocation};
+
+/// A `CUlaunchConfig` on the legacy stream.
+fn launch_config(
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    attrs: *mut CUlaunchAttribute,
+    num_attrs: c_uint,
+) -> CUlaunchConfig {
+    CUlaunchConfig {
+        grid_dim_x: grid[0],
+        grid_dim_y: grid[1],
+        grid_dim_z: grid[2],
+        block_dim_x: block[0],
+        block_dim_y: block[1],
+        block_dim_z: block[2],
+        shared_mem_bytes: 0,
+        h_stream: std::ptr::null_mut(),
+        attrs,
+        num_attrs,
+    }
+}
+
 type R = u32;
 type Ptr = *mut c_void;
 
@@ -123,21 +146,10 @@ type FnLaunch = unsafe extern "C" fn(
     *mut Ptr,
     *mut Ptr,
 ) -> R;
-type FnLaunchEx = unsafe extern "C" fn(*const LaunchConfig, Ptr, *mut Ptr, *mut Ptr) -> R;
+type FnLaunchEx = unsafe extern "C" fn(*const CUlaunchConfig, Ptr, *mut Ptr, *mut Ptr) -> R;
 type FnProc = unsafe extern "C" fn(*const c_char, *mut Ptr, c_int, u64) -> R;
 type FnProc2 = unsafe extern "C" fn(*const c_char, *mut Ptr, c_int, u64, *mut c_int) -> R;
 type FnErr = unsafe extern "C" fn(R, *mut *const c_char) -> R;
-
-/// `CUlaunchConfig` as C lays it out.
-#[repr(C)]
-struct LaunchConfig {
-    grid: [c_uint; 3],
-    block: [c_uint; 3],
-    shmem: c_uint,
-    stream: Ptr,
-    attrs: Ptr,
-    num_attrs: c_uint,
-}
 
 fn run_scenario(name: &str, env: &[(&str, &str)]) -> std::process::Output {
     build_lib();
@@ -356,16 +368,9 @@ fn basic(cu: &Cuda) {
         assert_eq!(launch(f, 1, 65536, 1, 1, 1, 1, 0, s0, np, np), 1);
         assert_eq!(launch(f, 1, 1, 1, 1, 1, 1, 49153, s0, np, np), 1);
         let ex = cu.f::<FnLaunchEx>("cuLaunchKernelEx_ptsz");
-        let mut cfg = LaunchConfig {
-            grid: [2, 2, 2],
-            block: [32, 32, 1],
-            shmem: 0,
-            stream: s0,
-            attrs: s0,
-            num_attrs: 0,
-        };
+        let mut cfg = launch_config([2, 2, 2], [32, 32, 1], std::ptr::null_mut(), 0);
         assert_eq!(ex(&cfg, f, np, np), 0);
-        cfg.block = [32, 32, 2];
+        cfg.block_dim_z = 2;
         assert_eq!(ex(&cfg, f, np, np), 1);
         assert_eq!(ex(std::ptr::null(), f, np, np), 1);
 
@@ -889,30 +894,11 @@ type FnStreamCtx = unsafe extern "C" fn(Ptr, *mut Ptr) -> R;
 type FnLogCb = unsafe extern "C" fn(Ptr, c_int, *mut c_char, usize);
 type FnLogsRegister = unsafe extern "C" fn(Option<FnLogCb>, Ptr, *mut Ptr) -> R;
 type FnManaged = unsafe extern "C" fn(*mut u64, usize, c_uint) -> R;
-type FnMemCreate = unsafe extern "C" fn(*mut u64, usize, *const MemProp, u64) -> R;
+type FnMemCreate = unsafe extern "C" fn(*mut u64, usize, *const CUmemAllocationProp, u64) -> R;
 type FnRelease = unsafe extern "C" fn(u64) -> R;
-type FnGranularity = unsafe extern "C" fn(*mut usize, *const MemProp, c_int) -> R;
+type FnGranularity = unsafe extern "C" fn(*mut usize, *const CUmemAllocationProp, c_int) -> R;
 type FnPtrAttr = unsafe extern "C" fn(Ptr, c_int, u64) -> R;
 type FnFreeAsync = unsafe extern "C" fn(u64, Ptr) -> R;
-
-/// `CUlaunchAttribute` as C lays it out (8-byte aligned: the value union holds pointers).
-#[repr(C)]
-struct LaunchAttr {
-    id: c_uint,
-    pad: [u8; 4],
-    value: [u64; 8],
-}
-
-/// `CUmemAllocationProp` as C lays it out.
-#[repr(C)]
-struct MemProp {
-    kind: c_int,
-    handle_types: c_int,
-    location_type: c_int,
-    location_id: c_int,
-    win32: Ptr,
-    flags: [u8; 8],
-}
 
 std::thread_local! {
     static LOGGED: std::cell::RefCell<Vec<(c_int, String, usize)>> =
@@ -993,29 +979,21 @@ fn kernels(cu: &Cuda) {
 
         // Clusters through cuLaunchKernelEx.
         let ex = cu.f::<FnLaunchEx>("cuLaunchKernelEx");
-        let mut attrs = [LaunchAttr {
+        let mut attrs = [CUlaunchAttribute {
             id: 4,
             pad: [0; 4],
             value: [0; 8],
         }];
         attrs[0].value[..2].copy_from_slice(&[3 | (1 << 32), 1]);
-        let mut cfg = LaunchConfig {
-            grid: [8, 1, 1],
-            block: [128, 1, 1],
-            shmem: 0,
-            stream: s0,
-            attrs: attrs.as_mut_ptr().cast(),
-            num_attrs: 1,
-        };
+        let mut cfg = launch_config([8, 1, 1], [128, 1, 1], attrs.as_mut_ptr(), 1);
         assert_eq!(ex(&cfg, plain, np, np), 912);
         attrs[0].value[..2].copy_from_slice(&[2 | (1 << 32), 1]);
-        cfg.attrs = attrs.as_mut_ptr().cast();
+        cfg.attrs = attrs.as_mut_ptr();
         assert_eq!(ex(&cfg, plain, np, np), 0);
         attrs[0].id = 2;
         attrs[0].value[0] = 1;
-        cfg.attrs = attrs.as_mut_ptr().cast();
-        cfg.grid = [300, 1, 1];
-        cfg.block = [1024, 1, 1];
+        cfg.attrs = attrs.as_mut_ptr();
+        (cfg.grid_dim_x, cfg.block_dim_x) = (300, 1024);
         assert_eq!(ex(&cfg, plain, np, np), 720);
 
         // Streams belong to their context.
@@ -1079,13 +1057,12 @@ fn memory_extras(cu: &Cuda) {
         );
         assert_eq!(ptr_attr((&mut dev as *mut c_int).cast(), 9, p), 1);
 
-        let prop = MemProp {
-            kind: 1,
-            handle_types: 0,
-            location_type: 1,
-            location_id: 0,
-            win32: std::ptr::null_mut(),
-            flags: [0; 8],
+        let prop = CUmemAllocationProp {
+            type_: 1,
+            requested_handle_types: 0,
+            location: CUmemLocation { type_: 1, id: 0 },
+            win32_handle_meta_data: std::ptr::null_mut(),
+            alloc_flags: [0; 8],
         };
         let mut g = 0usize;
         let gran = cu.f::<FnGranularity>("cuMemGetAllocationGranularity");
@@ -1098,8 +1075,8 @@ fn memory_extras(cu: &Cuda) {
         assert_eq!(create(&mut h, 4 << 20, &prop, 0), 0);
         assert_eq!(h, 0x6000_0001);
         assert_eq!(create(&mut h, 64 << 20, &prop, 0), 2);
-        let bad = MemProp {
-            location_id: 9,
+        let bad = CUmemAllocationProp {
+            location: CUmemLocation { type_: 1, id: 9 },
             ..prop
         };
         assert_eq!(create(&mut h, 2 << 20, &bad, 0), 101);

@@ -32,7 +32,8 @@ pub fn format_line(name: &str, args: &str, code: impl Display) -> String {
 }
 
 /// Names of the shim's own threads start with this (`seedance-init`, `seedance-nvml`,
-/// `seedance-metrics`, `seedance-trace`); calls made on them are tagged in the log.
+/// `seedance-metrics`, `seedance-trace`, `seedance-exit`); calls made on them are tagged in
+/// the log.
 pub const SHIM_THREAD_PREFIX: &str = "seedance-";
 
 /// The calling thread's name when it is one of the shim's (see [`SHIM_THREAD_PREFIX`]),

@@ -35,8 +35,10 @@ use std::collections::{BTreeMap, HashMap};
 /// and this one only when the analyzer has learnt the new version.
 pub const KNOWN_SCHEMA_VERSION: u32 = 5;
 
-/// Result key of a `lifetime_fault` found before the call reached the driver.
-pub const NOT_CALLED: &str = "(not called)";
+/// Result key of a `lifetime_fault` found before the call reached the driver, when no
+/// `lifetime_repair` of the same function says what the program got: the call went on to the
+/// driver (observe mode) and its result is not in the trace.
+pub const NOT_CALLED: &str = "(not recorded)";
 
 /// Distinct device faults, and distinct device fallbacks, kept per process (the shim writes
 /// one record per distinct function and ordinal, so a real trace has a handful); records
@@ -257,6 +259,25 @@ impl Aggregate {
                 let p = &mut self.processes[i];
                 p.touch(&h);
                 p.lifetime_events += 1;
+                // What the program got is the repair's result: a fault found before the
+                // call reached the driver has none of its own (`(not called)`).
+                if let Some(e) = p
+                    .lifetime_faults
+                    .iter_mut()
+                    .find(|((_, f), e)| *f == r.function && e.results.contains_key(NOT_CALLED))
+                    .map(|(_, e)| e)
+                {
+                    let got = seedance_cuda::CUresult(r.result)
+                        .name()
+                        .map_or_else(|| r.result.to_string(), str::to_string);
+                    if let Some(n) = e.results.get_mut(NOT_CALLED) {
+                        *n -= 1;
+                        if *n == 0 {
+                            e.results.remove(NOT_CALLED);
+                        }
+                    }
+                    *e.results.entry(got).or_default() += 1;
+                }
                 let key = (r.kind, r.function);
                 if p.lifetime_repairs.contains_key(&key)
                     || p.lifetime_repairs.len() < MAX_DEVICE_KEYS

@@ -314,9 +314,7 @@ pub(crate) fn cuda_problems(procs: &[Proc], out: &mut Vec<Problem>) {
             _ => result.to_string(),
         };
         let remediation: Vec<String> = match a.code {
-            Some(c) if explain::is_known(c) => {
-                explain::steps(c).iter().map(|s| s.to_string()).collect()
-            }
+            Some(c) if explain::is_known(c) => explain::remediation(c),
             _ => vec![format!(
                 "This code is not in the {} table; run `seedance-analyze explain {}` and check the \
                  driver's cuda.h.",

@@ -201,12 +201,30 @@ pub fn steps(code: u32) -> &'static [&'static str] {
             "An internal driver error: check dmesg for Xid messages and the driver version; \
              retry on another host to rule out a hardware fault.",
         ],
-        _ => &[
-            "Look at the failing call and its arguments in the trace, then the CUDA driver API \
-             documentation of that function for this result.",
-        ],
+        _ => GENERIC,
     }
 }
+
+/// What a report's problem for failures with `code` says to do: the shim's own words
+/// first (the CUresult table's description, which the shim prints on stderr after
+/// `returned NAME (code):`, [`CUresult::said`]), then the steps specific to the code; the
+/// generic step only for a code the table lacks.
+pub fn remediation(code: u32) -> Vec<String> {
+    let specific = steps(code);
+    match CUresult(code).info() {
+        Some(info) => std::iter::once(info.description)
+            .chain(specific.iter().copied().filter(|s| *s != GENERIC[0]))
+            .map(str::to_string)
+            .collect(),
+        None => specific.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// The step for codes without specific advice.
+const GENERIC: &[&str] = &[
+    "Look at the failing call and its arguments in the trace, then the CUDA \
+                            driver API documentation of that function for this result.",
+];
 
 /// `cuda.h` names of the codes [`steps`] has specific advice for, so that reports can
 /// name, rank and advise on them even while the CUresult table lacks a row.

@@ -4,12 +4,15 @@
 //!
 //! The output is JSON lines: each line is one complete `ExportLogsServiceRequest`
 //! (`{"resourceLogs":[...]}`) holding one trace file (one process) as one resource, split
-//! into lines of at most [`RECORDS_PER_LINE`] log records. The encoding follows the OTLP
+//! into lines of at most [`RECORDS_PER_LINE`] log records: one request per trace file (more
+//! for a file of more records), not one for the whole input. The encoding follows the OTLP
 //! specification's JSON mapping (opentelemetry-proto `docs/specification.md`, "JSON Protobuf
 //! Encoding"): field names in lowerCamelCase, 64-bit integers as decimal strings, enums as
 //! numbers.
 //!
-//! Attributes follow the OpenTelemetry semantic conventions where one exists:
+//! Attributes follow the OpenTelemetry semantic conventions where one exists, version
+//! [`SCHEMA_URL`] (1.37.0, the first with `hw.model` and `hw.vendor`), named in every
+//! resource's and scope's `schemaUrl`:
 //!
 //! - resource: `host.name`, `process.pid`, `process.executable.path`,
 //!   `process.command_args`, `service.name` (the executable's file name), and the `k8s.*`
@@ -17,21 +20,41 @@
 //!   `OTEL_RESOURCE_ATTRIBUTES` and the Downward API variables `K8S_POD_NAME`, ...), since
 //!   the trace itself does not record them;
 //! - log record: `event.name` = `seedance.<event>` (our namespace: `seedance.device_fault`,
-//!   `seedance.exit_summary`, ...), `error.type` = the CUresult name of a failing call
+//!   `seedance.exit_summary`, ...; the record's `eventName` too, which replaces the
+//!   attribute since 1.30.0: kept for back-ends that read only attributes), `error.type` = the CUresult name of a failing call
 //!   (never `CUDA_SUCCESS`), `code.function.name` = the driver function, `thread.id`,
 //!   `hw.id` = the GPU UUID, `hw.model` = its name, `hw.vendor` = `NVIDIA`, `hw.type` =
 //!   `gpu` for the device the record is about (its ordinal looked up in the session start),
 //!   `seedance.device.ordinal`, and `seedance.record`: the whole record as a structured
-//!   value, nothing lost (below [`MAX_RECORD_DEPTH`], as JSON text). The body is the
-//!   record's `explanation` when it has one, else the event name.
+//!   value, nothing lost (below [`MAX_RECORD_DEPTH`], as JSON text), and
+//!   `seedance.problem.key`: the `key` of the report problem the record belongs to (as
+//!   `summary --format json` of the same input writes it), when it belongs to one.
+//!
+//! The body is a sentence a person reads in a log viewer: the record's `explanation` when
+//! it has one, else one built from its fields (`cuMemAlloc_v2 failed:
+//! CUDA_ERROR_OUT_OF_MEMORY (2)`, `session start: /usr/bin/python3 (mode observe,
+//! seedance-fix 0.5.0)`, ...), never the bare event name.
 //!
 //! The files are read by `summary`'s reader ([`input::read_file_with`]): the same files are
 //! traces, the same lines are records, with the same envelope (`pid` u32, `ts_ns` u64).
 //!
-//! Severity: `*_fault` and `call_failed` are ERROR (17), `device_fallback` and
-//! `lifetime_repair` WARN (13), the rest INFO (9).
+//! Severity: a record that belongs to a problem of the report (`summary` of the same input)
+//! has that problem's severity: `error` is ERROR (17), `warning` WARN (13), `info` INFO
+//! (9), so that a Collector filtering on severity keeps what the report calls a problem
+//! (a pinned-copy race that was not repaired is an error, a stray context a warning, a
+//! `call_failed` of a failure the program recovered from info). Which problem: a
+//! `device_fault`, `launch_fault`, `alloc_fault`, `lifetime_fault`, `host_hazard`,
+//! `stray_context` or `trace_cut` record names it by its fields; a `device_fallback` or
+//! `lifetime_repair` belongs to the fault it repaired (same process, function and ordinal,
+//! or function); a `call_failed` or `call_failed_repeats` to the fault record of the same
+//! process, function and result when there is one (the report counts those errors under
+//! the fault), else to the `cuda_error` problem of its result, else to the
+//! `cuda_error_recovered` one. A record of no problem is INFO; a record whose problem the
+//! report does not have (more distinct faults than the report keeps) is ERROR for a fault
+//! or `host_hazard`, WARN for a repair, a fallback, a stray context or a trace cut.
 
 use crate::input::{self, Head, Line, Options};
+use crate::report::Severity;
 use rayon::prelude::*;
 use serde::de::{self, DeserializeOwned, Visitor};
 use serde::Deserialize;
@@ -41,6 +64,11 @@ use std::path::{Path, PathBuf};
 
 /// Most log records in one output line (one `ExportLogsServiceRequest`).
 pub const RECORDS_PER_LINE: usize = 1000;
+
+/// The semantic conventions the attributes follow (`schemaUrl` of every resource and
+/// scope): 1.37.0 is the first version with `hw.model` and `hw.vendor`, and every other
+/// attribute name written is current there.
+pub const SCHEMA_URL: &str = "https://opentelemetry.io/schemas/1.37.0";
 
 /// OTLP `SeverityNumber` values (opentelemetry-proto `logs/v1/logs.proto`).
 const SEVERITY_INFO: u32 = 9;
@@ -148,37 +176,44 @@ pub struct Export {
 /// documentation. The files are read by `summary`'s reader ([`input::read_file_with`]), with
 /// its rules: a file `summary` does not take for a trace is not exported, and a log record
 /// is written for exactly the lines `summary` counts as records (the report's
-/// `input.records`), with their envelope as `summary` reads it.
+/// `input.records`), with their envelope as `summary` reads it. Severities are those of the
+/// report of the same files.
 pub fn otlp_json(files: &[PathBuf], env: &Environment) -> Export {
-    let parts: Vec<Export> = files.par_iter().map(|f| export_file(f, env)).collect();
-    let mut out = Export::default();
-    for p in parts {
-        out.append(p);
-    }
-    out
+    finish(read_files(files, env))
 }
 
-/// [`otlp_json`] of the objects an object-storage URL names, in key order: in a build
-/// without the `remote` feature, always the error naming it.
+/// [`otlp_json`] of `files` and of the objects the object-storage URLs `urls` name (in key
+/// order), with the severities of the report of all of them together. `Err` when a URL
+/// cannot be listed, or in a build without the `remote` feature, the error naming it.
+pub fn otlp_json_with_urls(
+    files: &[PathBuf],
+    urls: &[String],
+    env: &Environment,
+) -> Result<Export, String> {
+    let mut parts = read_files(files, env);
+    for u in urls {
+        parts.extend(read_url(u, env)?);
+    }
+    Ok(finish(parts))
+}
+
+fn read_files(files: &[PathBuf], env: &Environment) -> Vec<Part> {
+    files.par_iter().map(|f| export_file(f, env)).collect()
+}
+
 #[cfg(not(feature = "remote"))]
-pub fn otlp_json_url(url: &str, _env: &Environment) -> Result<Export, String> {
+fn read_url(url: &str, _env: &Environment) -> Result<Vec<Part>, String> {
     Err(crate::remote_url::unsupported(url))
 }
 
-/// [`otlp_json`] of the objects an object-storage URL names (`crate::remote`), in key
-/// order. `Err` when the URL cannot be listed.
 #[cfg(feature = "remote")]
-pub fn otlp_json_url(url: &str, env: &Environment) -> Result<Export, String> {
+fn read_url(url: &str, env: &Environment) -> Result<Vec<Part>, String> {
     let listing = crate::remote::list(url)?;
-    let mut out = Export::default();
-    for p in listing.read_all(|name, data| {
+    Ok(listing.read_all(|name, data| {
         export_with(env, |hook| {
             crate::remote::read_object(name, data, &Options::default(), Some(hook))
         })
-    }) {
-        out.append(p);
-    }
-    Ok(out)
+    }))
 }
 
 impl Export {
@@ -191,6 +226,180 @@ impl Export {
         self.log_records += other.log_records;
         self.empty_files += other.empty_files;
         self.skipped_lines += other.skipped_lines;
+    }
+}
+
+/// One trace file read: its counts, its aggregate (for the report the severities come
+/// from) and its log records, not yet written.
+struct Part {
+    counts: Export,
+    agg: crate::Aggregate,
+    logs: Option<FileLogs>,
+}
+
+/// The log records of one trace file, before the report is known.
+struct FileLogs {
+    session: Session,
+    records: Vec<Pending>,
+}
+
+/// A log record without its severity, and what ties it to a problem of the report.
+struct Pending {
+    record: Value,
+    link: Link,
+    /// The severity when the record's problem is not in the report.
+    otherwise: (u32, &'static str),
+}
+
+/// What ties a record to the report problem it belongs to; resolved once every file is read.
+enum Link {
+    /// No problem.
+    None,
+    /// A fault record (`device_fault`, `launch_fault`, `lifetime_fault`, `host_hazard`, ...)
+    /// of problem `key`, made by `function` of process `pid`, which returned `result`
+    /// (name, else number) for a requested `ordinal` (device faults).
+    Fault {
+        key: String,
+        pid: u32,
+        function: Option<String>,
+        result: Option<String>,
+        ordinal: Option<i64>,
+    },
+    /// A failed call (`call_failed`, `call_failed_repeats`).
+    Call {
+        pid: u32,
+        function: String,
+        result: String,
+    },
+    /// A `lifetime_repair`: the lifetime fault of the same function.
+    Repair { pid: u32, function: String },
+    /// A `device_fallback`: the device fault of the same function and ordinal.
+    Fallback {
+        pid: u32,
+        function: String,
+        ordinal: i64,
+    },
+}
+
+/// The report of every part's aggregate, then each part's records, severities set, as
+/// OTLP/JSON lines.
+fn finish(parts: Vec<Part>) -> Export {
+    let mut agg = crate::Aggregate::default();
+    let mut logs = Vec::new();
+    let mut out = Export::default();
+    for p in parts {
+        agg = agg.merge(p.agg);
+        out.append(p.counts);
+        logs.extend(p.logs);
+    }
+    agg.finish();
+    let report = crate::build_report(agg, &[]);
+    let severity: std::collections::HashMap<&str, Severity> = report
+        .problems
+        .iter()
+        .map(|p| (p.key.as_str(), p.severity))
+        .collect();
+    for file in logs {
+        write_file(file, &severity, &mut out);
+    }
+    out
+}
+
+/// One file's records with their severities, as lines of at most [`RECORDS_PER_LINE`].
+fn write_file(
+    file: FileLogs,
+    severity: &std::collections::HashMap<&str, Severity>,
+    out: &mut Export,
+) {
+    // The fault records of this file, by what the other records refer to them with.
+    type Call<'a> = (u32, &'a str, &'a str);
+    let mut by_call: std::collections::HashMap<Call, &str> = Default::default();
+    let mut by_function: std::collections::HashMap<(u32, &str), &str> = Default::default();
+    let mut by_ordinal: std::collections::HashMap<(u32, &str, i64), &str> = Default::default();
+    for r in &file.records {
+        if let Link::Fault {
+            key,
+            pid,
+            function: Some(f),
+            result,
+            ordinal,
+        } = &r.link
+        {
+            if let Some(res) = result {
+                by_call.entry((*pid, f, res)).or_insert(key);
+            }
+            if key.starts_with("lifetime_fault/") {
+                by_function.entry((*pid, f)).or_insert(key);
+            }
+            if let Some(o) = ordinal {
+                by_ordinal.entry((*pid, f, *o)).or_insert(key);
+            }
+        }
+    }
+    let known = |k: String| severity.contains_key(k.as_str()).then_some(k);
+    let keys: Vec<Option<String>> = file
+        .records
+        .iter()
+        .map(|r| match &r.link {
+            Link::None => None,
+            Link::Fault { key, .. } => Some(key.clone()),
+            Link::Call {
+                pid,
+                function,
+                result,
+            } => by_call
+                .get(&(*pid, function.as_str(), result.as_str()))
+                .map(|k| k.to_string())
+                .or_else(|| known(format!("cuda_error/{result}")))
+                .or_else(|| known(format!("cuda_error_recovered/{result}"))),
+            Link::Repair { pid, function } => by_function
+                .get(&(*pid, function.as_str()))
+                .map(|k| k.to_string()),
+            Link::Fallback {
+                pid,
+                function,
+                ordinal,
+            } => by_ordinal
+                .get(&(*pid, function.as_str(), *ordinal))
+                .map(|k| k.to_string()),
+        })
+        .collect();
+    let records: Vec<Value> = file
+        .records
+        .into_iter()
+        .zip(keys)
+        .map(|(r, key)| {
+            let (number, text) = match key.as_deref().and_then(|k| severity.get(k)) {
+                Some(Severity::Error) => (SEVERITY_ERROR, "ERROR"),
+                Some(Severity::Warning) => (SEVERITY_WARN, "WARN"),
+                Some(Severity::Info) => (SEVERITY_INFO, "INFO"),
+                None => r.otherwise,
+            };
+            let mut rec = r.record;
+            rec["severityNumber"] = json!(number);
+            rec["severityText"] = json!(text);
+            if let (Some(k), Some(attrs)) = (key, rec["attributes"].as_array_mut()) {
+                attrs.push(kv("seedance.problem.key", json!({ "stringValue": k })));
+            }
+            rec
+        })
+        .collect();
+    let sess = &file.session;
+    for chunk in records.chunks(RECORDS_PER_LINE) {
+        let item = json!({
+            "resource": { "attributes": sess.resource },
+            "scopeLogs": [{
+                "scope": { "name": "seedance-fix", "version": sess.scope_version },
+                "logRecords": chunk,
+                "schemaUrl": SCHEMA_URL,
+            }],
+            "schemaUrl": SCHEMA_URL,
+        })
+        .to_string();
+        out.json.push_str("{\"resourceLogs\":[");
+        out.json.push_str(&item);
+        out.json.push_str("]}\n");
+        out.resource_logs.push((item, chunk.len() as u64));
     }
 }
 
@@ -294,21 +503,21 @@ fn session(rec: &Fields, head: &Head, env: &Environment) -> Session {
     }
 }
 
-fn export_file(path: &Path, env: &Environment) -> Export {
+fn export_file(path: &Path, env: &Environment) -> Part {
     export_with(env, |hook| {
         input::read_file_with(path, &Options::default(), Some(hook))
     })
 }
 
-/// The export of one file, which `read` reads with `summary`'s reader, handing it the hook
+/// The records of one file, which `read` reads with `summary`'s reader, handing it the hook
 /// that builds the log records.
 fn export_with(
     env: &Environment,
     read: impl FnOnce(input::RecordHook<'_>) -> crate::Aggregate,
-) -> Export {
+) -> Part {
     let mut out = Export::default();
     let mut sess: Option<Session> = None;
-    let mut records: Vec<Value> = Vec::new();
+    let mut records: Vec<Pending> = Vec::new();
     let mut hook = |text: &[u8], line: &Line<'_>| {
         let Some(head) = line.head() else {
             return;
@@ -327,12 +536,16 @@ fn export_with(
     out.files_seen = c.files_seen;
     out.empty_files = c.empty_files;
     if c.files_read == 0 {
-        return out;
+        return Part {
+            counts: out,
+            agg,
+            logs: None,
+        };
     }
     out.files_read = c.files_read;
     out.log_records = records.len() as u64;
     out.skipped_lines = crate::sat_sum([c.malformed_lines, c.truncated_lines, c.oversized_lines]);
-    let sess = sess.unwrap_or_else(|| {
+    let session = sess.unwrap_or_else(|| {
         // No session start (the head of the file is missing): the pid is in every record.
         let mut s = Session::default();
         for (k, v) in &env.attributes {
@@ -340,21 +553,11 @@ fn export_with(
         }
         s
     });
-    for chunk in records.chunks(RECORDS_PER_LINE) {
-        let item = json!({
-            "resource": { "attributes": sess.resource },
-            "scopeLogs": [{
-                "scope": { "name": "seedance-fix", "version": sess.scope_version },
-                "logRecords": chunk,
-            }],
-        })
-        .to_string();
-        out.json.push_str("{\"resourceLogs\":[");
-        out.json.push_str(&item);
-        out.json.push_str("]}\n");
-        out.resource_logs.push((item, chunk.len() as u64));
+    Part {
+        counts: out,
+        agg,
+        logs: Some(FileLogs { session, records }),
     }
-    out
 }
 
 /// The ordinal of the device a record is about: `device`, else where a fallback sent the
@@ -367,19 +570,22 @@ fn device_ordinal(rec: &Fields) -> Option<i64> {
 
 /// The log record of one trace record: `head` is its envelope as `summary` read it, `rec`
 /// its fields (`None` for a line only `summary`'s own scanner reads, then `text` is
-/// exported as a string).
+/// exported as a string). Its severity is set once the report is known.
 fn log_record(
     head: &Head,
     rec: Option<&Fields>,
     text: &[u8],
     devices: &[(i64, Option<String>, Option<String>)],
-) -> Value {
+) -> Pending {
     let event = rec
         .and_then(|r| r.get::<String>("event"))
         .unwrap_or_else(|| "unknown".to_string());
-    let severity = if event.ends_with("_fault") || event == "call_failed" {
+    let otherwise = if event.ends_with("_fault") || event == "host_hazard" {
         (SEVERITY_ERROR, "ERROR")
-    } else if event == "device_fallback" || event == "lifetime_repair" {
+    } else if matches!(
+        event.as_str(),
+        "device_fallback" | "lifetime_repair" | "stray_context" | "trace_cut"
+    ) {
         (SEVERITY_WARN, "WARN")
     } else {
         (SEVERITY_INFO, "INFO")
@@ -388,7 +594,8 @@ fn log_record(
         "event.name",
         json!({ "stringValue": format!("seedance.{event}") }),
     )];
-    let mut body = event.clone();
+    let mut link = Link::None;
+    let body;
     if let Some(rec) = rec {
         if let Some(r) = rec.get::<String>("result_name") {
             if r != "CUDA_SUCCESS" {
@@ -415,24 +622,168 @@ fn log_record(
             }
         }
         attrs.push(kv("seedance.record", kvlist(&rec.0, 1)));
-        if let Some(e) = rec.get::<String>("explanation") {
-            body = e;
-        }
+        link = problem_link(&event, head.pid, rec);
+        body = rec
+            .get::<String>("explanation")
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| body_of(&event, rec));
     } else {
         let text = String::from_utf8_lossy(text);
         attrs.push(kv("seedance.record", json!({ "stringValue": text.trim() })));
+        body = format!("seedance-fix {event} record: {}", text.trim());
     }
     // `summary` reads every record's `ts_ns` as a u64 (lines without one are not records).
     let ts = head.ts_ns.to_string();
-    json!({
-        "timeUnixNano": ts,
-        "observedTimeUnixNano": ts,
-        "severityNumber": severity.0,
-        "severityText": severity.1,
-        "eventName": format!("seedance.{event}"),
-        "body": { "stringValue": body },
-        "attributes": attrs,
-    })
+    Pending {
+        record: json!({
+            "timeUnixNano": ts,
+            "observedTimeUnixNano": ts,
+            "eventName": format!("seedance.{event}"),
+            "body": { "stringValue": body },
+            "attributes": attrs,
+        }),
+        link,
+        otherwise,
+    }
+}
+
+/// The result of a record as the report keys it: its name, else its number.
+fn result_key(rec: &Fields) -> Option<String> {
+    rec.get::<String>("result_name")
+        .or_else(|| rec.get::<u64>("result").map(|r| r.to_string()))
+}
+
+/// A name as a part of a problem key, as the report writes it (`%` and `/` escaped).
+fn key_part(s: &str) -> String {
+    s.replace('%', "%25").replace('/', "%2F")
+}
+
+/// What ties the record of kind `event` of process `pid` to its report problem: the
+/// problem keys are those of the report's modules (`faults`, `explained`, `lifetime`,
+/// `stray`, `cuda_errors`, `problems`).
+fn problem_link(event: &str, pid: u32, rec: &Fields) -> Link {
+    let function = rec.get::<String>("function");
+    let fault = |key: String, ordinal: Option<i64>| Link::Fault {
+        key,
+        pid,
+        function: function.clone(),
+        result: result_key(rec),
+        ordinal,
+    };
+    match event {
+        "device_fault" => match (
+            rec.get::<String>("fault"),
+            rec.get::<i64>("requested_ordinal"),
+        ) {
+            (Some(f), Some(o)) => fault(format!("device_fault/{f}/{o}"), Some(o)),
+            _ => Link::None,
+        },
+        "launch_fault" | "alloc_fault" => match (&function, rec.get::<String>("check")) {
+            (Some(f), Some(c)) => fault(format!("{event}/{}/{}", key_part(f), key_part(&c)), None),
+            _ => Link::None,
+        },
+        "lifetime_fault" | "host_hazard" => match rec.get::<String>("kind") {
+            Some(k) => fault(format!("lifetime_fault/{}", key_part(&k)), None),
+            None => Link::None,
+        },
+        "stray_context" => match rec.get::<i64>("device") {
+            Some(d) => fault(format!("stray_context/{d}"), None),
+            None => Link::None,
+        },
+        "trace_cut" => fault("trace_cut".to_string(), None),
+        "call_failed" | "call_failed_repeats" => match (function, result_key(rec)) {
+            (Some(function), Some(result)) => Link::Call {
+                pid,
+                function,
+                result,
+            },
+            _ => Link::None,
+        },
+        "lifetime_repair" => match function {
+            Some(function) => Link::Repair { pid, function },
+            None => Link::None,
+        },
+        "device_fallback" => match (function, rec.get::<i64>("requested_ordinal")) {
+            (Some(function), Some(ordinal)) => Link::Fallback {
+                pid,
+                function,
+                ordinal,
+            },
+            _ => Link::None,
+        },
+        _ => Link::None,
+    }
+}
+
+/// The body of a record without an explanation: what happened, in words.
+fn body_of(event: &str, rec: &Fields) -> String {
+    let function = rec.get::<String>("function");
+    let result = match (rec.get::<String>("result_name"), rec.get::<u64>("result")) {
+        (Some(n), Some(r)) => format!("{n} ({r})"),
+        (Some(n), None) => n,
+        (None, Some(r)) => format!("result {r}"),
+        (None, None) => "an error".to_string(),
+    };
+    let f = function.as_deref().unwrap_or("a call");
+    match event {
+        "call_failed" => format!("{f} failed: {result}"),
+        "call_failed_repeats" => {
+            let n = rec.get::<u64>("count").unwrap_or(0);
+            format!(
+                "{f} failed {n} more {} with {result} (counted, not written one by one)",
+                if n == 1 { "time" } else { "times" }
+            )
+        }
+        "session_start" => {
+            let mut s = format!(
+                "session start: {}",
+                rec.get::<String>("executable")
+                    .unwrap_or_else(|| "(executable unknown)".to_string())
+            );
+            let mut parts = Vec::new();
+            if let Some(m) = rec.get::<String>("mode") {
+                parts.push(format!("mode {m}"));
+            }
+            if let Some(v) = rec.get::<String>("shim_version") {
+                parts.push(format!("seedance-fix {v}"));
+            }
+            if !parts.is_empty() {
+                s.push_str(&format!(" ({})", parts.join(", ")));
+            }
+            s
+        }
+        "exit_summary" => {
+            let (mut calls, mut errors) = (0u64, 0u64);
+            if let Some(Value::Object(fs)) = rec.get::<Value>("functions") {
+                for st in fs.values() {
+                    calls = calls.saturating_add(st["calls"].as_u64().unwrap_or(0));
+                    errors = errors.saturating_add(st["errors"].as_u64().unwrap_or(0));
+                }
+            }
+            let dropped = rec.get::<u64>("dropped_records").unwrap_or(0);
+            let mut s = format!(
+                "exit summary: {calls} {}, {errors} {}",
+                if calls == 1 { "call" } else { "calls" },
+                if errors == 1 { "error" } else { "errors" }
+            );
+            if dropped > 0 {
+                s.push_str(&format!(
+                    ", {dropped} trace {} dropped",
+                    if dropped == 1 { "record" } else { "records" }
+                ));
+            }
+            s
+        }
+        "trace_cut" => format!(
+            "trace cut: the trace file refused a write ({})",
+            rec.get::<String>("error")
+                .unwrap_or_else(|| "error unknown".to_string())
+        ),
+        _ => match function {
+            Some(f) => format!("seedance-fix {event} record of {f}"),
+            None => format!("seedance-fix {event} record"),
+        },
+    }
 }
 
 fn kv(key: &str, value: Value) -> Value {

@@ -73,7 +73,8 @@ enum DiffFailOn {
 /// `export --format`.
 #[derive(Clone, Copy, ValueEnum)]
 enum ExportFormat {
-    /// OTLP log records in the OTLP/JSON encoding (one `ExportLogsServiceRequest`).
+    /// OTLP log records in the OTLP/JSON encoding: JSON lines, one `ExportLogsServiceRequest`
+    /// per trace file (more for a file of over 1000 records).
     OtlpJson,
 }
 
@@ -95,7 +96,8 @@ enum Command {
         fail_on: Option<FailOnArg>,
     },
     /// Write the traces' events in another format: OTLP/JSON log records for an
-    /// OpenTelemetry Collector (docs/analyzer.md, "OpenTelemetry").
+    /// OpenTelemetry Collector, as JSON lines of one ExportLogsServiceRequest per trace file
+    /// (docs/analyzer.md, "OpenTelemetry").
     Export {
         /// Trace files or directories (walked recursively); plain or gzip JSON lines.
         #[arg(required = true)]
@@ -221,10 +223,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .context("cannot read the input")?
                 .0;
             let env = export::Environment::from_process();
-            let mut resources = export::otlp_json(&files, &env);
-            for u in &urls {
-                resources.append(export::otlp_json_url(u, &env).map_err(anyhow::Error::msg)?);
-            }
+            let resources =
+                export::otlp_json_with_urls(&files, &urls, &env).map_err(anyhow::Error::msg)?;
             if push.is_none() || output.is_some() {
                 emit(&resources.json, output)?;
             }

@@ -113,8 +113,9 @@ pub struct FallbackAgg {
 pub struct LifetimeAgg {
     /// The shim's explanations, distinct (at most [`MAX_FAULT_TEXTS`], the smallest).
     pub explanations: BTreeSet<String>,
-    /// Results the program got, by key (name, else number; `(not called)` when the shim
-    /// found the hazard before the call reached the driver).
+    /// Results the program got, by key (name, else number; for a hazard the shim found
+    /// before the call reached the driver, the result of its `lifetime_repair`, else
+    /// `(not recorded)`).
     pub results: BTreeMap<String, u64>,
     /// Some record said the fix mode repaired it.
     pub repaired_flag: bool,

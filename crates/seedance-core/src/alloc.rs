@@ -237,6 +237,9 @@ pub struct OomFacts {
     pub total: Option<u64>,
     /// The process's own live allocations on the device, if tracked.
     pub live: Option<LiveOnDevice>,
+    /// Those allocations by the library that asked for them (the tracked ones whose
+    /// library the shim found; [`crate::holders`]).
+    pub holders: Vec<crate::holders::Holding>,
     /// The other visible devices with their free memory (NVML); `None` when unknown.
     pub others: Option<Vec<OtherDevice>>,
 }
@@ -320,6 +323,10 @@ pub fn explain_oom(f: &OomFacts) -> AllocFinding {
             );
             if live.untracked > 0 {
                 let _ = write!(t, " (and {} more not tracked)", live.untracked);
+            }
+            let by = crate::holders::describe(&f.holders, short);
+            if !by.is_empty() {
+                let _ = write!(t, ": {by}");
             }
         }
     }
@@ -465,6 +472,7 @@ mod tests {
                 count: 3,
                 untracked: 0,
             }),
+            holders: Vec::new(),
             others: Some(vec![
                 OtherDevice {
                     ordinal: 1,
@@ -476,6 +484,28 @@ mod tests {
                 },
             ]),
         }
+    }
+
+    #[test]
+    fn names_the_libraries_that_hold_the_memory() {
+        let mut facts = oom(20 * GIB, 8 * GIB);
+        facts.holders = vec![crate::holders::Holding {
+            file: "libxla_extension.so".into(),
+            known: Some(crate::holders::Known::Jax),
+            count: 3,
+            bytes: 60 * GIB,
+        }];
+        let f = explain_oom(&facts);
+        assert!(
+            f.explanation.contains(
+                "; this process holds 60.0 GiB in 3 live allocations on device 0: JAX \
+                 (libxla_extension.so) holds 60.0 GiB in 3 allocations (JAX preallocates 75% of \
+                 the device's memory when it starts: set XLA_PYTHON_CLIENT_PREALLOCATE=false, or \
+                 a smaller XLA_PYTHON_CLIENT_MEM_FRACTION); device 1"
+            ),
+            "{}",
+            f.explanation
+        );
     }
 
     #[test]
@@ -542,6 +572,7 @@ mod tests {
             free: Some(10 * GIB),
             total: Some(16 * GIB),
             live: None,
+            holders: Vec::new(),
             others: None,
         });
         assert!(f.explanation.starts_with(

@@ -57,7 +57,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use crate::alloc::short as human;
-use crate::work::{key_context, key_kind, KeyKind};
+use seedance_hotpath::work::{key_context, key_kind, KeyKind};
 
 /// Pending accesses kept at most; when full, the oldest is forgotten (counted).
 pub const MAX_PENDING: usize = 1024;
@@ -71,7 +71,7 @@ pub const MAX_BARRIER_CONTEXTS: usize = 64;
 
 /// The legacy default stream's key of context `ctx`.
 pub fn legacy_key(ctx: u64) -> u64 {
-    crate::work::stream_key(0, ctx as usize, false)
+    seedance_hotpath::work::stream_key(0, ctx as usize, false)
 }
 
 /// How a copy touches host memory.
@@ -116,7 +116,7 @@ pub struct Range {
 pub struct Access {
     /// Exported symbol of the copy (`cuMemcpyHtoDAsync_v2`).
     pub function: &'static str,
-    /// Stream key ([`crate::work::stream_key`]).
+    /// Stream key ([`seedance_hotpath::work::stream_key`]).
     pub key: u64,
     /// The stream argument as the program passed it (0, 1, 2 or a handle).
     pub stream: u64,
@@ -388,7 +388,7 @@ impl Table {
     /// stream's earlier work, and so after every blocking stream's work queued before the
     /// context's latest legacy barrier.
     pub fn per_thread_synced(&mut self, ctx: u64, tid: u64) {
-        let pt = crate::work::stream_key(0, ctx as usize, true);
+        let pt = seedance_hotpath::work::stream_key(0, ctx as usize, true);
         let now = self.next_seq;
         let b = self.barriers.get(&legacy_key(ctx)).copied().unwrap_or(0);
         self.complete_through(pt, tid, now, 0);
@@ -796,7 +796,7 @@ fn stream_arg(a: &Access) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::work::stream_key;
+    use seedance_hotpath::work::stream_key;
 
     const CTX: u64 = 0x5eed_c000_0100;
     const A: u64 = 0x5eed_5000_0100;

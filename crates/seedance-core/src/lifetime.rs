@@ -9,7 +9,7 @@
 //! a lock in per-thread shards ([`crate::work`]), which also keep, per stream key, the counts
 //! at the stream's last synchronisation (a baseline), so what is pending is the difference
 //! ([`Tracker::pending`]); a synchronize raises the baselines without the tracker
-//! ([`crate::work::retire_key`], [`crate::work::retire_event`]).
+//! ([`seedance_hotpath::work::retire_key`], [`seedance_hotpath::work::retire_event`]).
 //!
 //! The tracker counts the stream and event handles it holds whose context ended
 //! ([`Tracker::dead_handles`]) and can publish that count in an atomic, so the checks before
@@ -33,7 +33,7 @@
 //! The explanations (`explain_*`) and the exit line are built in [`explain`] so they
 //! can be tested without a driver; they are re-exported here.
 
-use crate::work::{key_kind, CopyRecord, Counts, KeyKind, Shard};
+use seedance_hotpath::work::{key_kind, CopyRecord, Counts, KeyKind, Shard};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -187,7 +187,7 @@ pub struct DeadMemory {
 /// Work pending on one stream key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending {
-    /// Stream key ([`crate::work::stream_key`]).
+    /// Stream key ([`seedance_hotpath::work::stream_key`]).
     pub key: u64,
     /// Shards (threads) with pending work on the key.
     pub shards: Vec<u32>,

@@ -9,9 +9,13 @@
 //!   (`typedef struct CUctx_st *CUcontext`). `CUdeviceptr` is a 64-bit integer
 //!   (`unsigned long long` on 64-bit hosts since CUDA 3.2, the `_v2` ABI).
 //! * Nothing here calls the driver; this crate only describes it.
+//! * [`abi`] is the one table of the driver entry points the shim hooks and the fake driver
+//!   exports: their ABI variants, the versions `cuGetProcAddress` hands each out for, and
+//!   their argument layouts.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod abi;
 mod result;
 mod types;
 

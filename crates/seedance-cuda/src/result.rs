@@ -74,6 +74,17 @@ impl CUresult {
             .map(|r| CUresult(r.code))
     }
 
+    /// What the shim says on stderr after a call failed with this code: `NAME (code):
+    /// description` from the table (cause and what to do), or `code (not in the CUDA 13.0
+    /// table)`. The analyzer's problem for such a failure carries the same description
+    /// ([`ResultInfo::description`]), so the two never say different things.
+    pub fn said(self) -> String {
+        match self.info() {
+            Some(i) => format!("{} ({}): {}", i.name, i.code, i.description),
+            None => format!("{} (not in the CUDA 13.0 table)", self.0),
+        }
+    }
+
     /// The whole table, ascending by code.
     pub fn table() -> &'static [ResultInfo] {
         TABLE
@@ -107,6 +118,18 @@ mod tests {
         for w in TABLE.windows(2) {
             assert!(w[0].code < w[1].code, "{} then {}", w[0].name, w[1].name);
         }
+    }
+
+    #[test]
+    fn said_is_name_code_and_description() {
+        assert_eq!(
+            CUresult(900).said(),
+            "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900): The operation is not allowed while \
+             the stream is captured into a graph (e.g. a synchronous copy, cuMemAlloc, or a sync \
+             or query of the capturing stream), and the capture is now invalid; use \
+             stream-ordered async variants inside capture or move the call out."
+        );
+        assert_eq!(CUresult(12345).said(), "12345 (not in the CUDA 13.0 table)");
     }
 
     #[test]

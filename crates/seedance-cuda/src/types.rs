@@ -146,6 +146,14 @@ pub mod attr {
     pub const MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
 }
 
+/// `CUuuid` (`cuda.h`): 16 opaque bytes, what `cuDeviceGetUuid(_v2)` writes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CUuuid {
+    /// The UUID bytes (`char bytes[16]`).
+    pub bytes: [std::ffi::c_char; 16],
+}
+
 /// `CUmemGenericAllocationHandle` (`cuda.h`, CUDA 10.2+): a physical allocation made by
 /// `cuMemCreate`, an opaque 64-bit value.
 pub type CUmemGenericAllocationHandle = u64;
@@ -227,6 +235,54 @@ mod layout_tests {
         assert_eq!(std::mem::size_of::<CUlaunchAttribute>(), 72);
         assert_eq!(std::mem::offset_of!(CUlaunchConfig, h_stream), 32);
         assert_eq!(std::mem::size_of::<CUlaunchConfig>(), 56);
+    }
+
+    /// Sizes and offsets of the structs declared here, as CUDA 13.0's `cuda.h` lays them out
+    /// on 64-bit Linux (no `cuda.h` is installed where these tests run, so the values are
+    /// pinned from the header's declarations):
+    ///
+    /// * `CUuuid_st { char bytes[16]; }`: 16 bytes.
+    /// * `CUmemLocation_st { CUmemLocationType type; int id; }`: 8 bytes, `id` at 4.
+    /// * `CUmemAllocationProp_st { CUmemAllocationType type; CUmemAllocationHandleType
+    ///   requestedHandleTypes; CUmemLocation location; void *win32HandleMetaData; struct {
+    ///   unsigned char compressionType; unsigned char gpuDirectRDMACapable; unsigned short
+    ///   usage; unsigned char reserved[4]; } allocFlags; }`: 32 bytes; `location` at 8,
+    ///   `win32HandleMetaData` at 16, `allocFlags` at 24.
+    /// * `CUlaunchAttribute_st { CUlaunchAttributeID id; char pad[8 - sizeof(CUlaunchAttributeID)];
+    ///   CUlaunchAttributeValue value; }` with a 64-byte value union: 72 bytes, `value` at 8.
+    /// * `CUlaunchConfig_st { unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+    ///   blockDimZ, sharedMemBytes; CUstream hStream; CUlaunchAttribute *attrs; unsigned int
+    ///   numAttrs; }`: 56 bytes; `sharedMemBytes` at 24, `hStream` at 32, `attrs` at 40,
+    ///   `numAttrs` at 48.
+    /// * `CUDA_MEMCPY2D_st` (`_v2`): 128 bytes; `srcMemoryType` at 16, `srcHost` at 24,
+    ///   `srcDevice` at 32, `srcPitch` at 48, `dstMemoryType` at 72, `dstDevice` at 88,
+    ///   `WidthInBytes` at 112, `Height` at 120.
+    #[test]
+    fn cuda_13_header_layouts() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!((size_of::<CUuuid>(), align_of::<CUuuid>()), (16, 1));
+        assert_eq!(size_of::<CUmemLocation>(), 8);
+        assert_eq!(offset_of!(CUmemLocation, id), 4);
+        assert_eq!(size_of::<CUmemAllocationProp>(), 32);
+        assert_eq!(offset_of!(CUmemAllocationProp, location), 8);
+        assert_eq!(offset_of!(CUmemAllocationProp, win32_handle_meta_data), 16);
+        assert_eq!(offset_of!(CUmemAllocationProp, alloc_flags), 24);
+        assert_eq!(size_of::<CUlaunchAttribute>(), 72);
+        assert_eq!(offset_of!(CUlaunchAttribute, value), 8);
+        assert_eq!(size_of::<CUlaunchConfig>(), 56);
+        assert_eq!(offset_of!(CUlaunchConfig, shared_mem_bytes), 24);
+        assert_eq!(offset_of!(CUlaunchConfig, h_stream), 32);
+        assert_eq!(offset_of!(CUlaunchConfig, attrs), 40);
+        assert_eq!(offset_of!(CUlaunchConfig, num_attrs), 48);
+        assert_eq!(size_of::<CUDA_MEMCPY2D>(), 128);
+        assert_eq!(offset_of!(CUDA_MEMCPY2D, srcMemoryType), 16);
+        assert_eq!(offset_of!(CUDA_MEMCPY2D, srcHost), 24);
+        assert_eq!(offset_of!(CUDA_MEMCPY2D, srcDevice), 32);
+        assert_eq!(offset_of!(CUDA_MEMCPY2D, srcPitch), 48);
+        assert_eq!(offset_of!(CUDA_MEMCPY2D, dstMemoryType), 72);
+        assert_eq!(offset_of!(CUDA_MEMCPY2D, dstDevice), 88);
+        assert_eq!(offset_of!(CUDA_MEMCPY2D, WidthInBytes), 112);
+        assert_eq!(offset_of!(CUDA_MEMCPY2D, Height), 120);
     }
 }
 

@@ -4,7 +4,7 @@
 //! | Layout | Launcher | Shim | Fake driver |
 //! | --- | --- | --- | --- |
 //! | `cargo build --release` | `target/release/seedance-fix` | `target/release/libseedance_fix.so` | `target/release/libcuda.so` |
-//! | release tarball (`scripts/package.sh`) | `bin/seedance-fix` | `lib/libseedance_fix.so` | `lib/fake-cuda/libcuda.so.1` |
+//! | release tarball (`scripts/release/package.sh`) | `bin/seedance-fix` | `lib/libseedance_fix.so` | `lib/fake-cuda/libcuda.so.1` |
 //! | pip wheel in a virtualenv or `--user` (`pyproject.toml`) | `bin/seedance-fix` | `lib/python3.X/site-packages/seedance_fix/libseedance_fix.so` | `.../seedance_fix/fake-cuda/libcuda.so.1` |
 //! | pip wheel, `pip install --target DIR` | `DIR/bin/seedance-fix` | `DIR/seedance_fix/libseedance_fix.so` | `DIR/seedance_fix/fake-cuda/libcuda.so.1` |
 //!

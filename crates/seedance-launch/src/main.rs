@@ -395,7 +395,7 @@ fn run(a: RunArgs) -> ExitCode {
     };
 
     if tracing {
-        report_run(traces, &before, a.report.as_deref());
+        report_run(traces, &before, a.report.as_deref(), code);
     }
     ExitCode::from(code)
 }
@@ -480,8 +480,10 @@ fn trace_files(dir: &Path) -> HashSet<PathBuf> {
 }
 
 /// Reads the traces the run added to `traces` and prints what they say (nothing when there
-/// is nothing to say); writes the HTML report when asked.
-fn report_run(traces: TraceDir, before: &HashSet<PathBuf>, html: Option<&Path>) {
+/// is nothing to say), and, for a command that exited with `status` not 0 without a
+/// failing call, that a device selection may have been refused above the driver
+/// ([`summary::refused_above_driver`]); writes the HTML report when asked.
+fn report_run(traces: TraceDir, before: &HashSet<PathBuf>, html: Option<&Path>, status: u8) {
     let mut files: Vec<PathBuf> = trace_files(traces.path())
         .into_iter()
         .filter(|p| !before.contains(p))
@@ -517,6 +519,13 @@ fn report_run(traces: TraceDir, before: &HashSet<PathBuf>, html: Option<&Path>) 
         let text = summary::sections(&seedance_analyze::render_text::render(r));
         eprint!("\nseedance-fix: what the shim saw in this run\n{text}");
     }
+    let refused = report
+        .as_ref()
+        .and_then(|r| summary::refused_above_driver(r, status));
+    if let Some(line) = &refused {
+        say(line);
+    }
+    let speak = speak || refused.is_some();
     let keep = speak || html.is_some();
     match traces {
         TraceDir::Private(t) if keep => {

@@ -354,6 +354,50 @@ fn without_a_shim_the_command_runs_as_without_it() {
     );
 }
 
+/// A program whose own (static) CUDA runtime refuses `cudaSetDevice(1)` on a one-device
+/// host after asking the driver for the count, as CuPy 14 and cuda-python 13 do: no driver
+/// call fails, so the shim has nothing to explain; the launcher says one line with the
+/// count. The same program selecting a device it has says nothing.
+#[test]
+fn a_device_refused_above_the_driver_gets_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = run_fake(tmp.path(), &[], "static_runtime_select", &["1"])
+        .env("FAKE_CUDA_DEVICE_COUNT", "1")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    let err = text(&run.stderr);
+    let mut lines = err.lines();
+    assert_eq!(
+        lines.next(),
+        Some("cudaErrorInvalidDevice: invalid device ordinal")
+    );
+    assert_eq!(
+        lines.next(),
+        Some(
+            "seedance-fix: the program exited with status 1 after asking the driver for the \
+             device count (1 device, ordinal 0), and no driver call failed: a device selection \
+             may have been refused above the driver, by a CUDA runtime linked into the program \
+             or an extension module (CuPy, cuda-python), which checks the ordinal against that \
+             count itself"
+        ),
+        "{err}"
+    );
+    assert!(
+        lines.next().unwrap().starts_with("seedance-fix: traces: "),
+        "{err}"
+    );
+    assert_eq!(lines.next(), None, "{err}");
+
+    let ok = run_fake(tmp.path(), &[], "static_runtime_select", &["0"])
+        .env("FAKE_CUDA_DEVICE_COUNT", "1")
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    assert_eq!(text(&ok.stdout), "device 0 of 1\n");
+    assert_eq!(text(&ok.stderr), "");
+}
+
 /// The launcher copied to `root/bin/seedance-fix`, with empty files at the `files` paths
 /// under `root` (an install layout; only the paths matter to `fake-driver`).
 fn installed(root: &Path, files: &[&str]) -> PathBuf {

@@ -679,6 +679,25 @@ pub struct ExitSummary {
     /// gives (schema 5). Read from `/proc/self/maps`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cuda_libraries: Vec<CudaLibrary>,
+    /// The device memory still held at exit, by the library that asked for it (the first
+    /// caller outside the driver, the CUDA runtime and the shim: `libxla_extension.so`,
+    /// `libc10_cuda.so`, the program's own file), largest first. Absent when the shim
+    /// knows of none, and in earlier traces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_holders: Vec<MemoryHolder>,
+}
+
+/// Device memory one library held at exit, in the exit summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryHolder {
+    /// The library's file name.
+    pub library: String,
+    /// The device, `None` where the driver no longer placed the addresses.
+    pub device: Option<i32>,
+    /// Live allocations it asked for.
+    pub allocations: u64,
+    /// Their bytes.
+    pub bytes: u64,
 }
 
 /// The runtime's entry-point look-ups (`cuGetProcAddress`, `cuGetProcAddress_v2`), in the

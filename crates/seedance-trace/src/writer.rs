@@ -567,6 +567,12 @@ impl TraceWriter {
         self.max_bytes
     }
 
+    /// Lines the writer thread has written to the file so far (with [`dropped`](Self::dropped),
+    /// how far the writing has come: the exit waits while it advances).
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
     /// Records dropped so far: the queue was full, a record failed to serialize, or the
     /// file refused a write (that record and every later one).
     pub fn dropped(&self) -> u64 {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The facts scripts/gpu-multi.sh checks in a trace directory, one line each, for grep
+"""The facts scripts/gpu/multi.sh checks in a trace directory, one line each, for grep
 (record and field names from docs/trace-schema.md):
 
     python3 facts.py TRACEDIR

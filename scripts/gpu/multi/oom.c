@@ -1,5 +1,5 @@
 /* Out of memory on device 0 while another process holds it (driver API; build: nvcc -o oom
- * oom.c -lcuda). Run by scripts/gpu-multi.sh (section 2):
+ * oom.c -lcuda). Run by scripts/gpu/multi.sh (section 2):
  *
  *   oom hold LEAVE_MIB READY_FIFO RELEASE_FIFO
  *       The holder: device 0's primary context, then allocations (1 GiB each, then one

@@ -1,5 +1,5 @@
 /* Device ordinals under CUDA_VISIBLE_DEVICES on a 2-GPU host (driver API; build: nvcc -o
- * ordinals_visible ordinals_visible.c -lcuda). Run by scripts/gpu-multi.sh (section 5) under
+ * ordinals_visible ordinals_visible.c -lcuda). Run by scripts/gpu/multi.sh (section 5) under
  * CUDA_VISIBLE_DEVICES=1 (one device visible: physical GPU 1 is ordinal 0) and
  * CUDA_VISIBLE_DEVICES=1,0 (two visible, renumbered: ordinal 0 = physical GPU 1, ordinal 1 =
  * physical GPU 0):
@@ -24,7 +24,7 @@
  * cuDeviceGetCount failed or on bad usage.
  *
  * Built with -DMULTI_FAKE_DRIVER against the repository's fake driver (crates/fake-cuda) and
- * a cuda.h for local tests of scripts/gpu-multi.sh: the fake has no synchronous memset, so
+ * a cuda.h for local tests of scripts/gpu/multi.sh: the fake has no synchronous memset, so
  * the buffer is written with cuMemcpyHtoD in both builds.
  */
 #include <cuda.h>

@@ -1,6 +1,6 @@
 /* Peer and cross-GPU copies with one pinned staging buffer shared by two GPUs' streams
  * (driver API; build: nvcc -o peer_copies peer_copies.c -lcuda). Run by
- * scripts/gpu-multi.sh (section 3):
+ * scripts/gpu/multi.sh (section 3):
  *
  *   peer_copies SCENARIO
  *
@@ -33,7 +33,7 @@
  * prints "result: skipped: needs 2 devices" and exits 0.
  *
  * Built with -DMULTI_FAKE_DRIVER against the repository's fake driver (crates/fake-cuda) and a
- * cuda.h for local tests of scripts/gpu-multi.sh: the fake has no modules and no peer
+ * cuda.h for local tests of scripts/gpu/multi.sh: the fake has no modules and no peer
  * copies, so the kernel is a handle the fake accepts and the peer copy is a cuMemcpyAsync.
  * (The fake runs a stream's work when it is synchronised: s1 is synchronised first, as a GPU
  * runs s1's copies while s0 still spins.)

@@ -1,4 +1,4 @@
-"""Shared by the multi-process PyTorch programs of scripts/gpu-multi.sh (torch_pair.py,
+"""Shared by the multi-process PyTorch programs of scripts/gpu/multi.sh (torch_pair.py,
 torch_nccl.py): a launcher that runs one process per rank, and two probes of what a process
 holds that do not depend on the shim.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Cross-GPU copies in PyTorch on 2 GPUs, under the shim's pinned-copy race tracker (run by
-scripts/gpu-multi.sh, section 3). A long kernel (torch.cuda._sleep) on the first stream
+scripts/gpu/multi.sh, section 3). A long kernel (torch.cuda._sleep) on the first stream
 ahead of its copy makes a missing ordering really corrupt data:
 
     python3 torch_cross.py IDIOM correct|racing

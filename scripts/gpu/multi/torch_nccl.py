@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A 2-rank torch.distributed NCCL job, the pytorch#126381 pattern (run by
-scripts/gpu-multi.sh, section 1):
+scripts/gpu/multi.sh, section 1):
 
     python3 torch_nccl.py launch stray|sync0|correct     (starts both ranks, see ranks.py)
 

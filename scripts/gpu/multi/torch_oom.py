@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The second process of the out-of-memory case (run by scripts/gpu-multi.sh, section 2,
+"""The second process of the out-of-memory case (run by scripts/gpu/multi.sh, section 2,
 while `oom hold` fills GPU 0 to about 2 GiB free):
 
     python3 torch_oom.py GIB

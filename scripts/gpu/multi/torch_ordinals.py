@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch device ordinals under CUDA_VISIBLE_DEVICES (run by scripts/gpu-multi.sh,
+"""PyTorch device ordinals under CUDA_VISIBLE_DEVICES (run by scripts/gpu/multi.sh,
 section 5, with CUDA_VISIBLE_DEVICES=1 or =1,0):
 
     python3 torch_ordinals.py visible    torch.cuda.device_count(), then a small computation

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Two processes, each working on its own GPU (rank r on cuda:r), the pytorch#9871 pattern
-(run by scripts/gpu-multi.sh, section 1):
+(run by scripts/gpu/multi.sh, section 1):
 
     python3 torch_pair.py launch stray|correct     (starts both ranks, see ranks.py)
 

@@ -1,5 +1,5 @@
 /* Short-lived contexts on every device, then real work on device 0 (driver API; build:
- * nvcc -o contexts_short contexts_short.c -lcuda -lpthread). Run by scripts/gpu-rules.sh:
+ * nvcc -o contexts_short contexts_short.c -lcuda -lpthread). Run by scripts/gpu/rules.sh:
  *
  *   contexts_short created   for each device: cuCtxCreate, cuMemGetInfo, cuCtxDestroy;
  *                            then on device 0 a new context, two 8 MiB allocations, a copy

@@ -1,6 +1,6 @@
 /* Context-wide events and green contexts around pinned copies (driver API, CUDA 12.5+ for
  * cuCtxRecordEvent / cuCtxWaitEvent, 12.4+ for green contexts; build: nvcc -o ctx_events
- * ctx_events.c -lcuda). Run by scripts/gpu-rules.sh (section H):
+ * ctx_events.c -lcuda). Run by scripts/gpu/rules.sh (section H):
  *
  *   ctx_events SCENARIO
  *

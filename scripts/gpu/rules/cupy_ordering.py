@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A pinned staging buffer reused across CuPy streams (run by scripts/gpu-rules.sh):
+"""A pinned staging buffer reused across CuPy streams (run by scripts/gpu/rules.sh):
 
     python3 cupy_ordering.py correct|racing
 

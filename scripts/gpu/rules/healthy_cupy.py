@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A small, correct CuPy workload (run by scripts/gpu-rules.sh): a cuBLAS matmul, copies
+"""A small, correct CuPy workload (run by scripts/gpu/rules.sh): a cuBLAS matmul, copies
 (pageable and pinned host-to-device on a stream, device-to-device, device-to-host) and a
 reduction on small integer-valued data. Prints "result: checksum=... expected=...
 match=...".

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A small, correct JAX workload (run by scripts/gpu-rules.sh): a matmul, host-to-device
+"""A small, correct JAX workload (run by scripts/gpu/rules.sh): a matmul, host-to-device
 and device-to-host copies, a device-to-device copy and a reduction on small integer-valued
 data (exact even with TF32). Prints "result: checksum=... expected=... match=...".
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A small, correct PyTorch workload (run by scripts/gpu-rules.sh): a matmul, copies
+"""A small, correct PyTorch workload (run by scripts/gpu/rules.sh): a matmul, copies
 (pageable and pinned host-to-device, device-to-device, device-to-host) and a reduction, on
 small integer-valued data so that every result is exact. Prints "result: checksum=...
 expected=... match=..." (expected computed on the host with integers).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""JAX asked for a device the host lacks (run by scripts/gpu-rules.sh, section B, and
-scripts/gpu-multi.sh, section 5, under CUDA_VISIBLE_DEVICES=1 or =1,0).
+"""JAX asked for a device the host lacks (run by scripts/gpu/rules.sh, section B, and
+scripts/gpu/multi.sh, section 5, under CUDA_VISIBLE_DEVICES=1 or =1,0).
 
     python3 jax_missing_device.py correct      jax_cuda_visible_devices = "0"
     python3 jax_missing_device.py faulty       jax_cuda_visible_devices = "0,1" (a missing

@@ -1,5 +1,5 @@
 /* Device-ordinal rules for libseedance_fix.so (driver API; build: nvcc -o ordinals_rules
- * ordinals_rules.c -lcuda -lpthread). Run by scripts/gpu-rules.sh as
+ * ordinals_rules.c -lcuda -lpthread). Run by scripts/gpu/rules.sh as
  *
  *   ordinals_rules CASE
  *

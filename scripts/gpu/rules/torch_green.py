@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pinned non_blocking copies on a PyTorch green-context stream (run by scripts/gpu-rules.sh,
+"""Pinned non_blocking copies on a PyTorch green-context stream (run by scripts/gpu/rules.sh,
 section H):
 
     python3 torch_green.py correct|racing

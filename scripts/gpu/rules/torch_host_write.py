@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Host writes into the source of a pending host-to-device copy (run by
-scripts/gpu-rules.sh, with and without SEEDANCE_HOST_GUARD=on):
+scripts/gpu/rules.sh, with and without SEEDANCE_HOST_GUARD=on):
 
     python3 torch_host_write.py correct|racing|threads8|threads8_racing
 

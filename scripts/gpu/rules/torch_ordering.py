@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ordering idioms for pinned host memory and non_blocking copies in PyTorch, each on side
 streams, with a long-running kernel (torch.cuda._sleep) on the copy stream ahead of the
-copy so that a missing ordering really corrupts data (run by scripts/gpu-rules.sh):
+copy so that a missing ordering really corrupts data (run by scripts/gpu/rules.sh):
 
     python3 torch_ordering.py IDIOM correct|racing
 

@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 /// Runs after every `cuInit` (the `after` hook of its wrapper, also when no driver could be
 /// loaded: `crate::driver::missing`): the session record, then, after the first success,
 /// the driver-message callback ([`driverlog::register`]). A success is noted for the
-/// children this process may fork ([`crate::rt::lineage`]).
+/// children this process may fork ([`crate::rt::lineage`]). The first also starts the exit's
+/// thread ([`super::worker`]).
 pub fn after_init(r: CUresult) {
+    super::worker::start(super::settle_here, super::shutdown_here);
     if r.0 == 0 {
         crate::rt::lineage::note_initialised();
     }

@@ -5,8 +5,8 @@
 
 use crate::hooks::ids::HookId;
 use crate::rt::{config, output};
-use seedance_core::Counters;
 use seedance_cuda::CUresult;
+use seedance_hotpath::Counters;
 use seedance_trace::{ExitSummary, FunctionStats};
 use std::collections::BTreeMap;
 
@@ -28,7 +28,7 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
     // Successful allocations and frees are counted on each thread's held-allocation line.
     for (id, n) in crate::faults::alloc::HELD_COUNTED
         .iter()
-        .zip(seedance_core::work::held_counts())
+        .zip(seedance_hotpath::work::held_counts())
     {
         counts[*id as usize].calls += n;
     }
@@ -90,6 +90,28 @@ pub fn build(dropped: u64) -> Option<ExitSummary> {
     (summary.device_use, summary.stray_contexts) = crate::faults::lifetime::stray::stray_summary();
     summary.runtime_probes = crate::rt::probes::probes();
     Some(summary)
+}
+
+/// The device memory still held, by library, largest first
+/// ([`crate::faults::alloc::holders_by_device`]). Cold: once, at exit.
+pub fn memory_holders() -> Vec<seedance_trace::MemoryHolder> {
+    let mut v: Vec<seedance_trace::MemoryHolder> = crate::faults::alloc::holders_by_device()
+        .into_iter()
+        .map(
+            |((device, library), (allocations, bytes))| seedance_trace::MemoryHolder {
+                library,
+                device,
+                allocations,
+                bytes,
+            },
+        )
+        .collect();
+    v.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.library.cmp(&b.library))
+    });
+    v
 }
 
 /// Most bytes of `/proc/self/maps` read for the library list (a process maps a few hundred

@@ -7,8 +7,8 @@
 //! other devices have room (NVML).
 //!
 //! Success path: a thread's latest allocation is held in its own shard
-//! ([`seedance_core::held`]: three stores, and one on its free), and moves into a lock-free
-//! table of live allocations ([`seedance_core::live::LiveTable`]) when the thread allocates
+//! ([`seedance_hotpath::held`]: three stores, and one on its free), and moves into a lock-free
+//! table of live allocations ([`seedance_hotpath::live::LiveTable`]) when the thread allocates
 //! again before freeing it; a free of an allocation in the table is a removal. The device of each
 //! live address is asked of the driver (`cuPointerGetAttribute`) only when an explanation
 //! needs it; addresses the driver no longer knows (freed with their context) are dropped
@@ -17,6 +17,7 @@
 //! `cuMemCreate` size off the granularity is refused with the driver's own code).
 
 mod explain;
+pub mod holder;
 
 use crate::driver::query;
 use crate::hooks::ids::HookId;
@@ -24,13 +25,13 @@ use crate::rt::config;
 use explain::{fault, pre, Request};
 use once_cell::sync::OnceCell;
 use seedance_core::alloc::AllocKind;
-use seedance_core::held::Counted;
-use seedance_core::live::LiveTable;
-use seedance_core::work;
 use seedance_cuda::{
     CUdeviceptr, CUmemAllocationProp, CUmemGenericAllocationHandle, CUresult,
     CU_MEM_LOCATION_TYPE_DEVICE,
 };
+use seedance_hotpath::held::Counted;
+use seedance_hotpath::live::LiveTable;
+use seedance_hotpath::work;
 use seedance_topology::Nvml;
 
 /// Live device allocations by address (`cuMemAlloc*`), 65536 slots (1 MiB of `.bss`,
@@ -45,7 +46,7 @@ const MAX_ATTRIBUTED: usize = 4096;
 /// The tracked live allocation at `addr`, in the table or held by a thread (for the
 /// lifetime checks; a held one is scanned for in every thread's shard when the table has
 /// it not).
-pub fn live_pointer(addr: CUdeviceptr) -> Option<seedance_core::live::Entry> {
+pub fn live_pointer(addr: CUdeviceptr) -> Option<seedance_hotpath::live::Entry> {
     POINTERS
         .get(addr)
         .or_else(|| work::held_at(addr).map(Into::into))
@@ -60,14 +61,14 @@ pub fn published(addr: CUdeviceptr) -> bool {
 
 /// Every tracked live allocation, each address once (cold: walks the whole table and every
 /// thread's held allocation).
-pub fn live_pointers() -> Vec<seedance_core::live::Entry> {
+pub fn live_pointers() -> Vec<seedance_hotpath::live::Entry> {
     let mut v = POINTERS.entries();
     let mut seen: std::collections::HashSet<u64> = v.iter().map(|e| e.key).collect();
     v.extend(
         work::held_all()
             .into_iter()
             .filter(|a| seen.insert(a.addr))
-            .map(seedance_core::live::Entry::from),
+            .map(seedance_hotpath::live::Entry::from),
     );
     v
 }
@@ -80,7 +81,7 @@ pub fn forget_pointer(addr: CUdeviceptr) {
 }
 
 /// The functions whose successful calls are counted on the calling thread's
-/// held-allocation line (`seedance_core::held`, in the order of [`Counted`]) instead of in the
+/// held-allocation line (`seedance_hotpath::held`, in the order of [`Counted`]) instead of in the
 /// call counters: their `count` clause ([`count_failure`]) counts only failures, their `ok`
 /// clause ([`ok_mem_alloc_counted`], [`ok_mem_free_counted`]) the successes. The exit
 /// summary adds [`work::held_counts`] to these ids.
@@ -101,6 +102,8 @@ pub fn count_failure(id: HookId, r: CUresult) {
 /// `cuMemAlloc_v2`'s, counted here ([`HELD_COUNTED`]).
 #[inline(always)]
 fn record(addr: CUdeviceptr, bytes: u64, counted: bool) {
+    // The size travels with the library that asked (one stack walk per allocation).
+    let bytes = seedance_hotpath::live::size_word(bytes, holder::caller());
     let tp = crate::platform::thread_pointer();
     if !work::hold_alloc(tp, &POINTERS, addr, bytes, counted, file_previous) {
         if counted {
@@ -118,12 +121,12 @@ fn record(addr: CUdeviceptr, bytes: u64, counted: bool) {
 /// line (called from the path that publishes), so that an allocation that publishes
 /// nothing (after a free) saves only the registers it uses.
 #[inline(never)]
-fn file_previous(a: seedance_core::held::Allocation) {
+fn file_previous(a: seedance_hotpath::held::Allocation) {
     crate::faults::lifetime::memory::file_published(a.ctx, a.addr);
 }
 
 /// An allocation made while the thread's local storage is torn down: straight into the
-/// table, filed under no context.
+/// table (`bytes` a size word), filed under no context.
 #[cold]
 #[inline(never)]
 fn unheld(addr: CUdeviceptr, bytes: u64) {
@@ -158,6 +161,29 @@ pub fn live_by_device() -> std::collections::BTreeMap<i32, (u64, u64)> {
             g.0 += 1;
             g.1 += e.bytes;
         }
+    }
+    out
+}
+
+/// What each library holds now ([`holder`]), by device: `(device, library file) ->
+/// (allocations, bytes)`, device `None` where the driver no longer places the address (at
+/// exit, after its teardown). Allocations whose library is unknown are left out. Cold: a
+/// driver query per address (at most 4096).
+pub fn holders_by_device() -> std::collections::BTreeMap<(Option<i32>, String), (u64, u64)> {
+    let mut out: std::collections::BTreeMap<(Option<i32>, String), (u64, u64)> =
+        std::collections::BTreeMap::new();
+    let mut add = |device: Option<i32>, e: &seedance_hotpath::live::Entry| {
+        if let Some((file, _)) = holder::named(e.holder) {
+            let g = out.entry((device, file)).or_default();
+            g.0 += 1;
+            g.1 += e.bytes;
+        }
+    };
+    for e in live_pointers().into_iter().take(MAX_ATTRIBUTED) {
+        add(query::pointer_device(e.key).ok(), &e);
+    }
+    for e in HANDLES.entries() {
+        add(e.device.map(i32::from), &e);
     }
     out
 }
@@ -351,7 +377,8 @@ pub unsafe fn ok_mem_create(
         .prop
         .filter(|p| p.location.type_ == CU_MEM_LOCATION_TYPE_DEVICE)
         .and_then(|p| u8::try_from(p.location.id).ok());
-    HANDLES.insert(h, size as u64, device);
+    let word = seedance_hotpath::live::size_word(size as u64, holder::caller());
+    HANDLES.insert(h, word, device);
 }
 
 /// After a successful `cuMemFreeAsync(_ptsz)`: forgets the allocation.

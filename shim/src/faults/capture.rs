@@ -14,8 +14,8 @@
 
 use crate::hooks::ids::HookId;
 use parking_lot::Mutex;
-use seedance_core::work;
 use seedance_cuda::{CUresult, CUstream};
+use seedance_hotpath::work;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Stream keys being captured now ([`work::key_for`]), with the thread that began each.

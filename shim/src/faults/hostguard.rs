@@ -38,8 +38,8 @@ use crate::{driver::query, platform, rt::config, rt::stderr};
 use digest::Digest;
 use parking_lot::Mutex;
 use seedance_core::hazard::Range;
-use seedance_core::work;
 use seedance_cuda::{CUdeviceptr, CUevent, CUresult, CUstream, CU_STREAM_PER_THREAD};
+use seedance_hotpath::work;
 use std::cell::RefCell;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,7 +52,7 @@ const DISABLE_TIMING: u32 = 2;
 /// One watched copy.
 struct Slot {
     function: HookId,
-    /// Stream key (`seedance_core::work::key_for`), for the report.
+    /// Stream key (`seedance_hotpath::work::key_for`), for the report.
     key: u64,
     /// The stream as the plain entry points name it.
     stream: usize,

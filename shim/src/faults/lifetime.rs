@@ -10,7 +10,7 @@
 //! [`report`] reports a finding once, [`exit`] the calls after deinitialisation and the exit
 //! report.
 //! Decisions and records live in `seedance_core::lifetime` (a [`Tracker`] behind a mutex)
-//! and `seedance_core::work` (lock-free per-thread counts of launches, copies and other
+//! and `seedance_hotpath::work` (lock-free per-thread counts of launches, copies and other
 //! stream operations).
 //!
 //! Cost on the success path:
@@ -51,13 +51,13 @@ use seedance_core::lifetime::{
     explain_pinned_release_waited, Context, EndKind, ExitFindings, HandleKind, Leak, Pending,
     Pinned, PinnedKind, Site, StreamWork, Tracker,
 };
-use seedance_core::live::LiveTable;
-use seedance_core::owners::Index;
-use seedance_core::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
 use seedance_cuda::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUlaunchConfig, CUresult, CUstream,
     CU_STREAM_PER_THREAD,
 };
+use seedance_hotpath::live::LiveTable;
+use seedance_hotpath::owners::Index;
+use seedance_hotpath::work::{self, key_kind, CopyKind, Counts, KeyKind, Shard};
 use seedance_trace::{Event, LeakedAllocations, LiveContext, UnsynchronizedStream};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -92,7 +92,7 @@ fn any_dead() -> bool {
     config::switches_now() & config::sw::ANY_DEAD != 0
 }
 
-/// Device allocations by the context they were made in ([`seedance_core::owners`]), filed
+/// Device allocations by the context they were made in ([`seedance_hotpath::owners`]), filed
 /// from the threads' rings at a context's end or when a ring fills.
 static OWNERS: Lazy<Mutex<Index>> = Lazy::new(|| Mutex::new(Index::new()));
 

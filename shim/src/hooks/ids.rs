@@ -63,8 +63,8 @@ macro_rules! cstr {
 
 macro_rules! ids {
     (
-        wrapped { $( $sym:ident / $base:literal $args:tt $( $clause:ident $body:tt )* ; )* }
-        custom { $( $csym:ident / $cbase:literal ; )* }
+        wrapped { $( $sym:ident $args:tt $( $clause:ident $body:tt )* ; )* }
+        custom { $( $csym:ident ; )* }
         unlisted { $( $usym:ident ; )* }
     ) => {
         /// Identifies a hooked function; the value indexes the call counters.
@@ -137,13 +137,13 @@ macro_rules! ids {
 
         /// Every hook that `dlsym` and `cuGetProcAddress` can hand out.
         pub static TABLE: &[Hook] = &[
-            $( Hook { base: $base, id: HookId::$sym, slot: &slots::ALL.$sym }, )*
-            $( Hook { base: $cbase, id: HookId::$csym, slot: &slots::ALL.$csym }, )*
+            $( Hook { base: seedance_cuda::abi::base_of(stringify!($sym)), id: HookId::$sym, slot: &slots::ALL.$sym }, )*
+            $( Hook { base: seedance_cuda::abi::base_of(stringify!($csym)), id: HookId::$csym, slot: &slots::ALL.$csym }, )*
         ];
     };
 }
 
-/// One bit per [`HookId`], set for the `_ptsz` forms; aligned so that up to 256 ids lie on
+/// One bit per [`HookId`], set for the `_ptsz` forms (the table's `ptsz` variants); aligned so that up to 256 ids lie on
 /// one cache line.
 #[repr(align(32))]
 struct PtszBits<const W: usize>([u64; W]);
@@ -153,7 +153,7 @@ const fn ptsz_bits<const W: usize>(names: &[&str]) -> [u64; W] {
     let mut out = [0u64; W];
     let mut i = 0;
     while i < names.len() {
-        if ends_with_ptsz(names[i]) {
+        if is_ptsz(names[i]) {
             out[i / 64] |= 1 << (i % 64);
         }
         i += 1;
@@ -161,22 +161,13 @@ const fn ptsz_bits<const W: usize>(names: &[&str]) -> [u64; W] {
     out
 }
 
-/// Whether `name` ends with `_ptsz` (a `const fn`: the per-thread table is built at compile
-/// time).
-const fn ends_with_ptsz(name: &str) -> bool {
-    let b = name.as_bytes();
-    let tail = b"_ptsz";
-    if b.len() < tail.len() {
-        return false;
+/// Whether `name` is a `_ptsz` form in the driver-ABI table (a `const fn`: the per-thread
+/// table is built at compile time); `false` for a name the table lacks (`cudaSetDevice`).
+const fn is_ptsz(name: &str) -> bool {
+    match seedance_cuda::abi::find(name) {
+        Some((_, v)) => matches!(v.form, seedance_cuda::abi::Form::Ptsz),
+        None => false,
     }
-    let mut i = 0;
-    while i < tail.len() {
-        if b[b.len() - tail.len() + i] != tail[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 hook_table!(ids);

@@ -137,8 +137,8 @@ macro_rules! count_call {
 
 macro_rules! wrappers {
     (
-        wrapped { $( $sym:ident / $base:literal ( $($arg:ident : $ty:ty),* ) $(device($dev:ident : $kind:ident))? $(pre $pre:tt)? $(source($sarg:ident = $($src:tt)+))? $(fault $fault:tt)? $(ok $ok:tt)? $(count $count:tt)? $(stream_op($st:ident))? $(after $after:tt)? ; )* }
-        custom { $( $csym:ident / $cbase:literal ; )* }
+        wrapped { $( $sym:ident ( $($arg:ident : $ty:ty),* ) $(device($dev:ident : $kind:ident))? $(pre $pre:tt)? $(source($sarg:ident = $($src:tt)+))? $(fault $fault:tt)? $(ok $ok:tt)? $(count $count:tt)? $(stream_op($st:ident))? $(after $after:tt)? ; )* }
+        custom { $( $csym:ident ; )* }
         unlisted { $( $usym:ident ; )* }
     ) => {
         $(

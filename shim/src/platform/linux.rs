@@ -326,7 +326,7 @@ pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
 
 /// The calling thread's thread pointer: an address unique among the process's live threads
 /// (its thread control block), read from the thread register with one instruction and no
-/// thread-local access (`seedance_core::held_lines`). x86-64: the first word of the control
+/// thread-local access (`seedance_hotpath::held_lines`). x86-64: the first word of the control
 /// block, which the x86-64 ELF TLS ABI defines as its own address (`fs:0`); aarch64:
 /// `tpidr_el0`. 0 on other architectures (no entry is found by it).
 #[inline(always)]
@@ -418,3 +418,32 @@ pub fn secure_execution() -> bool {
 
 /// `PTHREAD_CANCEL_DISABLE` (glibc <pthread.h>: PTHREAD_CANCEL_ENABLE = 0, PTHREAD_CANCEL_DISABLE = 1).
 pub(super) const CANCEL_DISABLE: c_int = 1;
+
+/// Waits until `word` may no longer hold `expected`, at most `timeout` (a spurious wake-up or
+/// a signal returns early). A `futex` wait: no allocation, lock or descriptor, so it is safe
+/// on a thread interrupted anywhere.
+pub fn wait_word(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: std::time::Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    let op = libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG;
+    // SAFETY: `word` is a live, aligned 32-bit atomic; FUTEX_WAIT only reads it and sleeps,
+    // with a relative timeout read from `ts`.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            op,
+            expected,
+            &ts as *const _,
+        )
+    };
+}
+
+/// Wakes every thread waiting in [`wait_word`] on `word`.
+pub fn wake_word(word: &std::sync::atomic::AtomicU32) {
+    let op = libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG;
+    // SAFETY: `word` is a live, aligned 32-bit atomic; FUTEX_WAKE does not access memory.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), op, i32::MAX) };
+}

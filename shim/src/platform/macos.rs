@@ -250,7 +250,7 @@ pub fn loaded_objects_matching(needle: &str) -> Vec<String> {
     found
 }
 
-/// The calling thread's thread pointer, as `seedance_core::held_lines` finds a thread's
+/// The calling thread's thread pointer, as `seedance_hotpath::held_lines` finds a thread's
 /// held-allocation line by: not read on macOS (0, which owns no line: every allocation takes
 /// the thread-local path).
 #[inline(always)]
@@ -294,3 +294,15 @@ pub fn secure_execution() -> bool {
 
 /// `PTHREAD_CANCEL_DISABLE` (macOS <pthread.h>: PTHREAD_CANCEL_ENABLE = 0x01, PTHREAD_CANCEL_DISABLE = 0x00).
 pub(super) const CANCEL_DISABLE: c_int = 0;
+
+/// Waits until `word` may no longer hold `expected`, at most `timeout`: macOS has no public
+/// wait on an address, so this sleeps at most 1 ms (`nanosleep`: no allocation, no lock)
+/// and the caller looks at the word again.
+pub fn wait_word(word: &std::sync::atomic::AtomicU32, expected: u32, timeout: std::time::Duration) {
+    if word.load(std::sync::atomic::Ordering::Acquire) == expected {
+        std::thread::sleep(timeout.min(std::time::Duration::from_millis(1)));
+    }
+}
+
+/// Nothing to wake: [`wait_word`] sleeps briefly and looks again.
+pub fn wake_word(_word: &std::sync::atomic::AtomicU32) {}

@@ -63,7 +63,7 @@ pub fn open(path: &str, flags: c_int) -> *mut c_void {
 /// caller gives back with `dlclose`), or null. The object is looked for in the default
 /// link-map namespace only: a driver the program opened with `dlmopen` in a namespace of
 /// its own is not found, so the shim never calls into it from a thread of its own (on the
-/// H200, driver 580.159, such calls crashed the program: `scripts/gpu-reopen.sh`,
+/// H200, driver 580.159, such calls crashed the program: `scripts/gpu/reopen.sh`,
 /// docs/validation.md).
 pub fn handle_of(addr: *const c_void) -> *mut c_void {
     match object_of(addr).and_then(|o| o.path) {
@@ -206,4 +206,56 @@ where
 {
     let _blocked = SignalsBlocked::new();
     std::thread::Builder::new().name(name.into()).spawn(f)
+}
+
+/// An unwinder's frame context (`struct _Unwind_Context`), opaque.
+#[repr(C)]
+pub struct UnwindContext {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    // libgcc_s's unwinder (LLVM libunwind's on macOS), which Rust's standard library already
+    // links for panics: using it loads nothing. glibc's backtrace() would dlopen libgcc_s
+    // on first use, which the shim must not cause (a library loaded under the program).
+    fn _Unwind_Backtrace(
+        trace: extern "C" fn(*mut UnwindContext, *mut c_void) -> c_int,
+        arg: *mut c_void,
+    ) -> c_int;
+    fn _Unwind_GetIP(ctx: *mut UnwindContext) -> usize;
+}
+
+/// `_URC_NO_REASON`: go on to the next frame.
+const URC_NO_REASON: c_int = 0;
+/// `_URC_NORMAL_STOP`: the walk was stopped by its callback.
+const URC_NORMAL_STOP: c_int = 4;
+
+extern "C" fn each_frame(ctx: *mut UnwindContext, arg: *mut c_void) -> c_int {
+    // SAFETY: arg is the `&mut dyn FnMut` that walk_stack passed, alive for the walk.
+    let f = unsafe { &mut *(arg as *mut &mut dyn FnMut(usize) -> bool) };
+    // SAFETY: ctx is the unwinder's context for this frame.
+    let ip = unsafe { _Unwind_GetIP(ctx) };
+    if ip == 0 || !f(ip) {
+        URC_NORMAL_STOP
+    } else {
+        URC_NO_REASON
+    }
+}
+
+/// Walks the calling thread's stack from the caller of this function outwards, handing
+/// `f` each frame's return address until it answers `false` or the unwinder finds no more
+/// frames (code without unwind tables ends the walk). Takes no lock of its own; the
+/// unwinder finds each frame's tables through the loader (`_dl_find_object` or
+/// `dl_iterate_phdr`), never loads a library.
+#[inline(never)]
+pub fn walk_stack(f: &mut dyn FnMut(usize) -> bool) {
+    let mut f = f;
+    // SAFETY: each_frame casts the argument back to the same type, used only during the
+    // call.
+    unsafe {
+        _Unwind_Backtrace(
+            each_frame,
+            &mut f as *mut &mut dyn FnMut(usize) -> bool as *mut c_void,
+        )
+    };
 }

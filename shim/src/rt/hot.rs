@@ -13,7 +13,7 @@
 //! first half of the block of real-function slots (`crate::hooks::ids::slots::All`, aligned
 //! to a line pair), whose first two slots, `cuMemAlloc_v2`'s and `cuMemFree_v2`'s, fill the
 //! other half: an allocation and its free read one line for the switches and the driver's
-//! function instead of two (`scripts/lines-touched.sh`). The slots are written only when a
+//! function instead of two (`scripts/bench/lines-touched.sh`). The slots are written only when a
 //! look-up hands out a real address, so no other thread's writes invalidate the line
 //! during a program's work.
 

@@ -20,8 +20,9 @@ use crate::rt::stderr;
 use crate::rt::stderr::{say, say_once};
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
-use seedance_core::{Counters, ErrorTally};
+use seedance_core::ErrorTally;
 use seedance_cuda::CUresult;
+use seedance_hotpath::Counters;
 use seedance_trace::{CallFailed, Event, SessionStart, TraceFile, TraceWriter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CStr;
@@ -134,10 +135,8 @@ fn report_failure(id: HookId, r: CUresult, args: &[(&str, ArgVal)]) {
             .iter()
             .map(|(k, v)| format!("{k}={}", v.to_json()))
             .collect();
-        let what = match r.info() {
-            Some(i) => format!("{} ({}): {}", i.name, i.code, i.description),
-            None => format!("{} (not in the CUDA 13.0 table)", r.0),
-        };
+        // The words of the one table, which the analyzer's problem repeats.
+        let what = r.said();
         format!(
             "{}({}) returned {what}",
             id.name(),

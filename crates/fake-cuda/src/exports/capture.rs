@@ -1,8 +1,11 @@
 //! Stream capture and stream memory operations, kept minimal: `cuStreamBeginCapture_v2`,
 //! `cuStreamEndCapture` (each with `_ptsz`): work queued on a capturing stream is dropped
 //! (it would go into a graph, and this driver has no graphs) and the end hands back a
-//! non-null graph handle; `cuStreamWaitValue32_v2` and `cuStreamWriteValue32_v2` (each with
-//! `_ptsz`) are queued as one launch, the value neither waited for nor written.
+//! non-null graph handle, or `STREAM_CAPTURE_INVALIDATED` (901) after a synchronisation of
+//! the capturing stream was refused (900, as the real driver does); `cuStreamWaitValue32_v2`
+//! and `cuStreamWriteValue32_v2` (each with `_ptsz`, and the CUDA 8.0 ABIs without `_v2` that
+//! `cuGetProcAddress` hands out below 11070) are queued as one launch, the value neither
+//! waited for nor written.
 
 use std::ffi::{c_uint, c_void};
 
@@ -174,4 +177,64 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2_ptsz(
     flags: c_uint,
 ) -> CUresult {
     value_op("cuStreamWriteValue32_v2_ptsz", stream, addr, value, flags)
+}
+
+/// `cuStreamWaitValue32`: the CUDA 8.0 ABI of `cuStreamWaitValue32`, the same arguments as `cuStreamWaitValue32_v2`.
+///
+/// # Safety
+///
+/// None: nothing is dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamWaitValue32(
+    stream: CUstream,
+    addr: CUdeviceptr,
+    value: u32,
+    flags: c_uint,
+) -> CUresult {
+    value_op("cuStreamWaitValue32", stream, addr, value, flags)
+}
+
+/// `cuStreamWaitValue32_ptsz`: the CUDA 8.0 ABI of `cuStreamWaitValue32`, the same arguments as `cuStreamWaitValue32_v2`.
+///
+/// # Safety
+///
+/// None: nothing is dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamWaitValue32_ptsz(
+    stream: CUstream,
+    addr: CUdeviceptr,
+    value: u32,
+    flags: c_uint,
+) -> CUresult {
+    value_op("cuStreamWaitValue32_ptsz", stream, addr, value, flags)
+}
+
+/// `cuStreamWriteValue32`: the CUDA 8.0 ABI of `cuStreamWriteValue32`, the same arguments as `cuStreamWriteValue32_v2`.
+///
+/// # Safety
+///
+/// None: nothing is dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamWriteValue32(
+    stream: CUstream,
+    addr: CUdeviceptr,
+    value: u32,
+    flags: c_uint,
+) -> CUresult {
+    value_op("cuStreamWriteValue32", stream, addr, value, flags)
+}
+
+/// `cuStreamWriteValue32_ptsz`: the CUDA 8.0 ABI of `cuStreamWriteValue32`, the same arguments as `cuStreamWriteValue32_v2`.
+///
+/// # Safety
+///
+/// None: nothing is dereferenced.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamWriteValue32_ptsz(
+    stream: CUstream,
+    addr: CUdeviceptr,
+    value: u32,
+    flags: c_uint,
+) -> CUresult {
+    value_op("cuStreamWriteValue32_ptsz", stream, addr, value, flags)
 }

@@ -4,18 +4,10 @@
 
 use std::ffi::{c_char, c_int};
 
-use seedance_cuda::{CUdevice, CUresult};
+use seedance_cuda::{CUdevice, CUresult, CUuuid};
 
 use super::{copy_c_string, non_null};
 use crate::global::call_driver;
-
-/// `CUuuid` (`cuda.h`): 16 opaque bytes.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CUuuid {
-    /// The UUID bytes.
-    pub bytes: [c_char; 16],
-}
 
 /// `cuDeviceGet(CUdevice *device, int ordinal)`: the handle equals the ordinal;
 /// `CUDA_ERROR_INVALID_DEVICE` outside `0..count`.

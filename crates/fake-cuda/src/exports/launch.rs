@@ -324,13 +324,15 @@ fn stream_synchronize(name: &str, stream: CUstream) -> CUresult {
         || format!("stream={:#x}", stream as usize),
         |d| {
             let (queue, _) = d.target_queue(stream as usize, current())?;
+            d.refuse_in_capture(queue)?;
             d.sync_queue(queue);
             Ok(())
         },
     )
 }
 
-/// `cuStreamSynchronize(CUstream hStream)`: runs the stream's queued work. A created
+/// `cuStreamSynchronize(CUstream hStream)`: runs the stream's queued work; a capturing
+/// stream answers `STREAM_CAPTURE_UNSUPPORTED` (900) and its capture is invalidated. A created
 /// stream needs no current context (709 when its own was destroyed); the default streams
 /// and unknown handles need a live current context (201/709), then an unknown handle is
 /// `INVALID_HANDLE`.

@@ -38,142 +38,83 @@ pub use ops::*;
 pub use procaddr::*;
 pub use stream::*;
 
-macro_rules! export_table {
-    ($($f:ident),* $(,)?) => {
-        /// Every exported entry point's symbol name.
-        pub const EXPORTED: &[&str] = &[$(stringify!($f)),*];
-
-        /// The address of this library's exported function `name` (what
-        /// `dlsym(handle, name)` returns), `None` for a name not exported.
-        pub fn address_of(name: &str) -> Option<*mut c_void> {
-            match name {
-                $(stringify!($f) => Some($f as *mut c_void),)*
-                _ => None,
-            }
+/// One statement of [`address_of`] for a table variant this library exports (`both` or
+/// `faked`): nothing for a variant only the shim hooks.
+macro_rules! export_arm {
+    (hooked, $name:ident, $sym:ident) => {};
+    ($sides:ident, $name:ident, $sym:ident) => {
+        if $name == stringify!($sym) {
+            return Some($sym as *mut c_void);
         }
     };
 }
 
-export_table![
-    cuInit,
-    cuDriverGetVersion,
-    cuDeviceGet,
-    cuDeviceGetCount,
-    cuDeviceGetName,
-    cuDeviceGetAttribute,
-    cuDeviceGetPCIBusId,
-    cuDeviceTotalMem_v2,
-    cuDeviceGetUuid,
-    cuDeviceGetUuid_v2,
-    cuCtxCreate_v2,
-    cuCtxCreate_v3,
-    cuCtxCreate_v4,
-    cuCtxDestroy,
-    cuCtxDestroy_v2,
-    cuDevicePrimaryCtxRetain,
-    cuDevicePrimaryCtxRelease,
-    cuDevicePrimaryCtxRelease_v2,
-    cuDevicePrimaryCtxReset,
-    cuDevicePrimaryCtxReset_v2,
-    cuCtxSetCurrent,
-    cuCtxGetCurrent,
-    cuCtxGetDevice,
-    cuCtxSynchronize,
-    cuCtxSynchronize_v2,
-    cuMemAlloc_v2,
-    cuMemAllocPitch_v2,
-    cuMemAllocAsync,
-    cuMemAllocAsync_ptsz,
-    cuMemFree_v2,
-    cuMemGetInfo_v2,
-    cuMemHostAlloc,
-    cuMemFreeHost,
-    cuLaunchKernel,
-    cuLaunchKernel_ptsz,
-    cuLaunchKernelEx,
-    cuLaunchKernelEx_ptsz,
-    cuStreamSynchronize,
-    cuStreamSynchronize_ptsz,
-    cuGetProcAddress,
-    cuGetProcAddress_v2,
-    cuGetErrorName,
-    cuGetErrorString,
-    cuLaunchCooperativeKernel,
-    cuLaunchCooperativeKernel_ptsz,
-    cuFuncGetAttribute,
-    cuFuncSetAttribute,
-    cuOccupancyMaxActiveBlocksPerMultiprocessor,
-    cuStreamCreate,
-    cuStreamDestroy_v2,
-    cuStreamGetCtx,
-    cuMemAllocManaged,
-    cuMemFreeAsync,
-    cuMemFreeAsync_ptsz,
-    cuMemCreate,
-    cuMemRelease,
-    cuMemGetAllocationGranularity,
-    cuPointerGetAttribute,
-    cuLogsRegisterCallback,
-    cuLogsUnregisterCallback,
-    cuStreamCreateWithPriority,
-    cuStreamGetFlags,
-    cuMemsetD8_v2,
-    cuStreamQuery,
-    cuStreamQuery_ptsz,
-    cuStreamWaitEvent,
-    cuStreamWaitEvent_ptsz,
-    cuEventCreate,
-    cuEventDestroy_v2,
-    cuEventRecord,
-    cuEventRecord_ptsz,
-    cuEventRecordWithFlags,
-    cuEventRecordWithFlags_ptsz,
-    cuCtxRecordEvent,
-    cuCtxWaitEvent,
-    fakeEventRecordUnseen,
-    cuStreamBeginCapture_v2,
-    cuStreamBeginCapture_v2_ptsz,
-    cuStreamEndCapture,
-    cuStreamEndCapture_ptsz,
-    cuStreamWaitValue32_v2,
-    cuStreamWaitValue32_v2_ptsz,
-    cuStreamWriteValue32_v2,
-    cuStreamWriteValue32_v2_ptsz,
-    cuMemcpy2DAsync_v2,
-    cuMemcpy2DAsync_v2_ptsz,
-    cuEventSynchronize,
-    cuEventQuery,
-    cuMemcpyHtoDAsync_v2,
-    cuMemcpyHtoDAsync_v2_ptsz,
-    cuMemcpyDtoHAsync_v2,
-    cuMemcpyDtoHAsync_v2_ptsz,
-    cuMemcpyAsync,
-    cuMemcpyAsync_ptsz,
-    cuMemcpyHtoD_v2,
-    cuMemcpyDtoH_v2,
-    cuMemAllocHost_v2,
-    cuMemHostRegister_v2,
-    cuMemHostUnregister,
-    cuCtxPushCurrent_v2,
-    cuCtxPopCurrent_v2,
-    cuDevicePrimaryCtxGetState,
-    cuMemsetD8Async,
-    cuMemsetD8Async_ptsz,
-    cuMemsetD16Async,
-    cuMemsetD16Async_ptsz,
-    cuMemsetD32Async,
-    cuMemsetD32Async_ptsz,
-    cuMemsetD2D8Async,
-    cuMemsetD2D8Async_ptsz,
-    cuMemsetD2D16Async,
-    cuMemsetD2D16Async_ptsz,
-    cuMemsetD2D32Async,
-    cuMemsetD2D32Async_ptsz,
-    cuGraphLaunch,
-    cuGraphLaunch_ptsz,
-    cuLaunchHostFunc,
-    cuLaunchHostFunc_ptsz,
-];
+/// The exports of this library, from the driver-ABI table (`seedance_cuda::driver_abi!`):
+/// every variant marked `both` or `faked` there must be defined here (else this does not
+/// compile), and a test checks the converse and each one's argument sizes.
+macro_rules! fake_exports {
+    ($( $base:ident $args:tt { $( $sym:ident $since:literal $form:ident $sides:ident $( ( $($own:tt)* ) )? ; )* } )*) => {
+        /// The address of this library's exported function `name` (what
+        /// `dlsym(handle, name)` returns), `None` for a name not exported.
+        pub fn address_of(name: &str) -> Option<*mut c_void> {
+            $( $( export_arm!($sides, name, $sym); )* )*
+            (name == "fakeEventRecordUnseen").then_some(fakeEventRecordUnseen as *mut c_void)
+        }
+
+        /// The argument sizes of each exported table variant's definition.
+        #[cfg(test)]
+        #[allow(clippy::vec_init_then_push)] // one push per exported variant, by the table
+        fn defined_arg_sizes() -> Vec<(&'static str, Vec<usize>)> {
+            let mut out = Vec::new();
+            $( $( signature!(out, $sides, $sym, $args $( ( $($own)* ) )?); )* )*
+            out
+        }
+    };
+}
+
+/// `$sym` as a function pointer of its arity (for [`seedance_cuda::abi::arg_sizes_of`]);
+/// the entry points that a thread cancellation may unwind through are `"C-unwind"`.
+#[cfg(test)]
+macro_rules! signature {
+    ($out:ident, hooked, $($rest:tt)*) => {};
+    ($out:ident, $sides:ident, $sym:ident, $row:tt $own:tt) => {
+        signature!($out, $sides, $sym, $own)
+    };
+    ($out:ident, $sides:ident, cuCtxSynchronize, ()) => {
+        $out.push(("cuCtxSynchronize", seedance_cuda::abi::arg_sizes_of(cuCtxSynchronize as unsafe extern "C-unwind" fn() -> _)))
+    };
+    ($out:ident, $sides:ident, cuStreamSynchronize, ($a:ident : $t:ty)) => {
+        $out.push(("cuStreamSynchronize", seedance_cuda::abi::arg_sizes_of(cuStreamSynchronize as unsafe extern "C-unwind" fn(_) -> _)))
+    };
+    ($out:ident, $sides:ident, cuStreamSynchronize_ptsz, ($a:ident : $t:ty)) => {
+        $out.push(("cuStreamSynchronize_ptsz", seedance_cuda::abi::arg_sizes_of(cuStreamSynchronize_ptsz as unsafe extern "C-unwind" fn(_) -> _)))
+    };
+    ($out:ident, $sides:ident, $sym:ident, ($($a:ident : $t:ty),*)) => {
+        $out.push((stringify!($sym), seedance_cuda::abi::arg_sizes_of($sym as unsafe extern "C" fn($(placeholder!($t)),*) -> _)))
+    };
+}
+
+/// `_`, for one argument type.
+#[cfg(test)]
+macro_rules! placeholder {
+    ($t:ty) => {
+        _
+    };
+}
+
+seedance_cuda::driver_abi!(fake_exports);
+
+/// Every exported entry point's symbol name: the table's `both` and `faked` variants, and
+/// `fakeEventRecordUnseen` (the fake's own, no driver entry point).
+pub fn exported() -> Vec<&'static str> {
+    seedance_cuda::abi::ENTRIES
+        .iter()
+        .flat_map(|e| e.variants)
+        .filter(|v| v.sides.faked())
+        .map(|v| v.symbol)
+        .chain(["fakeEventRecordUnseen"])
+        .collect()
+}
 
 /// `Err(CUDA_ERROR_INVALID_VALUE)` when any of the pointers is null.
 pub(crate) fn non_null(ptrs: &[*const c_void]) -> Result<(), CUresult> {
@@ -214,8 +155,8 @@ mod tests {
 
     #[test]
     fn export_table_is_complete() {
-        assert_eq!(EXPORTED.len(), 118);
-        for name in EXPORTED {
+        assert_eq!(exported().len(), 122);
+        for name in exported() {
             assert!(address_of(name).is_some_and(|p| !p.is_null()), "{name}");
         }
         assert_eq!(address_of("cuMemAlloc"), None);
@@ -223,6 +164,53 @@ mod tests {
             address_of("cuMemAlloc_v2"),
             Some(cuMemAlloc_v2 as *mut c_void)
         );
+    }
+
+    /// The converse of [`fake_exports`]'s compile-time check: every `extern` function the
+    /// export modules define is a table variant this library exports (or the fake's own
+    /// `fakeEventRecordUnseen`), and each definition has the table's argument sizes.
+    #[test]
+    fn every_definition_is_a_table_variant_with_its_argument_sizes() {
+        let sources = [
+            include_str!("capture.rs"),
+            include_str!("context.rs"),
+            include_str!("copy.rs"),
+            include_str!("device.rs"),
+            include_str!("event.rs"),
+            include_str!("function.rs"),
+            include_str!("init.rs"),
+            include_str!("launch.rs"),
+            include_str!("logs.rs"),
+            include_str!("memory.rs"),
+            include_str!("ops.rs"),
+            include_str!("procaddr.rs"),
+            include_str!("stream.rs"),
+        ];
+        let mut defined = std::collections::BTreeSet::new();
+        for src in sources {
+            for line in src.lines().map(str::trim) {
+                // `pub unsafe extern "C" fn name(` and the memset macros' `name / name_ptsz (`.
+                let names: Vec<&str> = if let Some(rest) = line.split(" fn ").nth(1) {
+                    rest.split('(').next().into_iter().collect()
+                } else if line.starts_with("cu") && line.contains(" / ") {
+                    line.split(" (").next().unwrap().split(" / ").collect()
+                } else {
+                    continue;
+                };
+                if line.contains("fn ") && !line.contains("extern \"C") {
+                    continue;
+                }
+                defined.extend(names.into_iter().filter(|n| !n.starts_with('$')));
+            }
+        }
+        let listed: std::collections::BTreeSet<&str> = exported().into_iter().collect();
+        assert_eq!(defined, listed);
+        let sizes = defined_arg_sizes();
+        assert_eq!(sizes.len(), listed.len() - 1);
+        for (name, sizes) in sizes {
+            let (_, v) = seedance_cuda::abi::find(name).unwrap();
+            assert_eq!(sizes, v.arg_sizes(), "{name}");
+        }
     }
 
     #[test]

@@ -93,7 +93,13 @@ pub(super) fn errors_chart(h: &mut String, r: &Report) {
     let (w, ht, left, bottom, top) = (960.0, 240.0, 56.0, 34.0, 10.0);
     let plot_w = w - left - 10.0;
     let plot_h = ht - bottom - top;
-    let bar = plot_w / nslots as f64;
+    // The axis runs from the first record to the last (at least one slot), so a run of a
+    // millisecond is a millisecond wide; a bar is at its slot's time, as wide as the slot,
+    // but never more than a twentieth of the plot (a slot longer than the run).
+    let span = (last - first).max(1);
+    let bar = (plot_w * width as f64 / span as f64)
+        .min(plot_w / 20.0)
+        .max(1.0);
     let _ = write!(
         h,
         "<svg viewBox=\"0 0 {w} {ht}\" width=\"100%\" role=\"img\" aria-label=\"errors over time\">"
@@ -111,9 +117,10 @@ pub(super) fn errors_chart(h: &mut String, r: &Report) {
         );
     }
     for (i, s) in slots.iter().enumerate() {
-        let x = left + bar * i as f64;
-        let mut y = top + plot_h;
         let start = base + width * i as u64;
+        let x = (left + plot_w * start.saturating_sub(first) as f64 / span as f64)
+            .min(left + plot_w - bar);
+        let mut y = top + plot_h;
         let mut keys: Vec<(&&str, &u64)> = s.iter().collect();
         keys.sort_by_key(|(k, _)| named.iter().position(|n| n == *k).unwrap_or(usize::MAX));
         for (k, v) in keys {
@@ -130,15 +137,14 @@ pub(super) fn errors_chart(h: &mut String, r: &Report) {
             );
         }
     }
-    let end = base + width * nslots as u64;
     let _ = write!(
         h,
         "<text x=\"{left}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">+{}</text>",
         ht - 12.0,
-        fmt::timestamp(base),
+        fmt::timestamp(first),
         w - 10.0,
         ht - 12.0,
-        fmt::duration(end - base)
+        fmt::duration(last - first)
     );
     let _ = write!(
         h,
@@ -196,21 +202,22 @@ pub(super) fn functions_chart(h: &mut String, r: &Report) {
         let _ = write!(
             h,
             "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
-             <rect x=\"{left}\" y=\"{:.1}\" width=\"{cw:.1}\" height=\"9\" fill=\"#1f77b4\"><title>{} calls</title></rect>\
-             <rect x=\"{left}\" y=\"{:.1}\" width=\"{ew:.1}\" height=\"7\" fill=\"#d62728\"><title>{} errors</title></rect>\
-             <text x=\"{:.1}\" y=\"{:.1}\">{}{} calls, {} errors</text>",
+             <rect x=\"{left}\" y=\"{:.1}\" width=\"{cw:.1}\" height=\"9\" fill=\"#1f77b4\"><title>{}</title></rect>\
+             <rect x=\"{left}\" y=\"{:.1}\" width=\"{ew:.1}\" height=\"7\" fill=\"#d62728\"><title>{}</title></rect>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{}{} {}, {}</text>",
             left - 6.0,
             y + 12.0,
             escape(&f.function),
             y + 1.0,
-            fmt::count(f.calls),
+            fmt::counted(f.calls, "call", "calls"),
             y + 11.0,
-            fmt::count(f.errors),
+            fmt::counted(f.errors, "error", "errors"),
             left + plot_w + 6.0,
             y + 12.0,
             fmt::count(f.calls),
             if f.processes_without_exit_summary > 0 { "+" } else { "" },
-            fmt::count(f.errors)
+            if f.calls == 1 { "call" } else { "calls" },
+            fmt::counted(f.errors, "error", "errors")
         );
     }
     h.push_str("</svg>\n");
@@ -224,8 +231,12 @@ pub(super) fn functions_chart(h: &mut String, r: &Report) {
     if r.functions.len() > CHART_FUNCTIONS {
         let _ = write!(
             h,
-            "<p class=\"muted\">{} more functions in the table below.</p>",
-            r.functions.len() - CHART_FUNCTIONS
+            "<p class=\"muted\">{} more in the table below.</p>",
+            fmt::counted(
+                (r.functions.len() - CHART_FUNCTIONS) as u64,
+                "function",
+                "functions"
+            )
         );
     }
 }
@@ -268,7 +279,7 @@ pub(super) fn timeline_chart(h: &mut String, r: &Report) {
         let _ = write!(
             h,
             "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
-             <rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"12\" rx=\"2\" fill=\"{}\"><title>{}: {} .. {} ({}), {} errors{}</title></rect>\
+             <rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"12\" rx=\"2\" fill=\"{}\"><title>{}: {} .. {} ({}), {}{}</title></rect>\
              <text x=\"{:.1}\" y=\"{:.1}\">{} err{}</text>",
             left - 6.0,
             y + 11.0,
@@ -280,7 +291,7 @@ pub(super) fn timeline_chart(h: &mut String, r: &Report) {
             fmt::timestamp(p.start_ts_ns),
             fmt::timestamp(end),
             fmt::duration(p.duration_ns),
-            fmt::count(p.errors),
+            fmt::counted(p.errors, "error", "errors"),
             if killed { ", no exit summary (killed or still running)" } else { "" },
             x1.max(x0 + 2.0) + 4.0,
             y + 11.0,
@@ -294,7 +305,7 @@ pub(super) fn timeline_chart(h: &mut String, r: &Report) {
         "<text x=\"{left}\" y=\"{yb}\">{}</text><text x=\"{}\" y=\"{yb}\" text-anchor=\"end\">{}</text>",
         fmt::timestamp(t0),
         left + plot_w,
-        fmt::timestamp(t1)
+        end_label(t0, t1)
     );
     h.push_str("</svg>\n");
     legend(
@@ -310,8 +321,8 @@ pub(super) fn timeline_chart(h: &mut String, r: &Report) {
     if r.processes.len() > CHART_PROCESSES {
         let _ = write!(
             h,
-            "<p class=\"muted\">First {CHART_PROCESSES} of {} processes.</p>",
-            r.processes.len()
+            "<p class=\"muted\">First {CHART_PROCESSES} of {}.</p>",
+            fmt::counted(r.processes.len() as u64, "process", "processes")
         );
     }
 }
@@ -328,5 +339,15 @@ fn tick_step(highest: u64) -> u64 {
             }
         }
         p = p.saturating_mul(10);
+    }
+}
+
+/// The end of a time axis that starts at `t0`: its length (`+1 ms`, `+12.5 s`) for a span
+/// under a minute, where a timestamp's whole seconds would hide it, else its timestamp.
+fn end_label(t0: u64, t1: u64) -> String {
+    if t1 - t0 < 60_000_000_000 {
+        format!("+{}", fmt::duration(t1 - t0))
+    } else {
+        fmt::timestamp(t1)
     }
 }

@@ -19,8 +19,8 @@ pub(super) fn topology(h: &mut String, r: &Report) {
         if let Some(hr) = hr {
             let _ = write!(
                 h,
-                "<p class=\"muted\">{} processes, driver {}</p>",
-                hr.processes,
+                "<p class=\"muted\">{}, driver {}</p>",
+                fmt::counted(hr.processes, "process", "processes"),
                 escape(&if hr.driver_versions.is_empty() {
                     "unknown".to_string()
                 } else {
@@ -102,7 +102,12 @@ pub(super) fn topology(h: &mut String, r: &Report) {
         if !views.is_empty() {
             h.push_str("<ul>");
             for (v, n) in views {
-                let _ = write!(h, "<li class=\"muted\">{} ({n} processes)</li>", escape(&v));
+                let _ = write!(
+                    h,
+                    "<li class=\"muted\">{} ({})</li>",
+                    escape(&v),
+                    fmt::counted(n, "process", "processes")
+                );
             }
             h.push_str("</ul>");
         }
@@ -239,6 +244,8 @@ pub(super) fn input(h: &mut String, r: &Report) {
         ),
     ];
     for (k, v) in rows {
+        // An empty list is none of them: 0, as the counts around it.
+        let v = if v.is_empty() { "0".to_string() } else { v };
         let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>", escape(k), escape(&v));
     }
     h.push_str("</tbody></table>\n");

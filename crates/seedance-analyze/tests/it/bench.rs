@@ -1,6 +1,6 @@
 //! Throughput of `summarize` on a generated trace (ignored by default; run with
 //! `cargo test -p seedance-analyze --release -- --ignored --nocapture bench`).
-//! `scripts/analyze-bench.sh` compares the binary with jq on a larger input.
+//! `scripts/bench/analyze.sh` compares the binary with jq on a larger input.
 
 use super::{call_failed, exit_summary, session_start};
 use seedance_analyze::{summarize, Options};

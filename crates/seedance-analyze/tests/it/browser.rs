@@ -9,6 +9,11 @@
 //! passes, unless `SEEDANCE_REQUIRE_CHROMIUM=1`, when it fails, saying to install it (Debian
 //! package `chromium`; `.ci/run` installs it and sets the variable). It takes a few seconds
 //! (the pages load in parallel).
+//!
+//! `html_report_layout_in_chromium` loads the reports again at 900 and 1400 px with a
+//! script that measures the laid-out page ([`LAYOUT_PROBE`]): nothing sticks out of its card
+//! (wide tables scroll inside theirs), no identifier that fits is split across lines,
+//! Processes rows are one line, and the counts and plurals are the JSON report's.
 
 use super::run;
 use serde_json::Value;
@@ -60,6 +65,11 @@ struct Page {
 
 /// Loads `html` in headless Chromium with a fresh profile under `profile`.
 fn load(browser: &Path, html: &Path, profile: &Path) -> Page {
+    load_at(browser, html, profile, None)
+}
+
+/// [`load`] in a window `width` CSS pixels wide (Chromium's default without).
+fn load_at(browser: &Path, html: &Path, profile: &Path, width: Option<u32>) -> Page {
     let mut child = Command::new(browser)
         .args([
             "--headless",
@@ -74,6 +84,7 @@ fn load(browser: &Path, html: &Path, profile: &Path) -> Page {
             "--v=0",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
+        .args(width.map(|w| format!("--window-size={w},1200")))
         .arg("--dump-dom")
         .arg(format!("file://{}", html.display()))
         .stdin(Stdio::null())
@@ -426,4 +437,242 @@ fn html_report_renders_in_chromium() {
         jobs.len(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// Measures the laid-out page and writes what it found into the DOM, for `--dump-dom`:
+/// elements that stick out of their card (section) other than inside a `.scroll` wrapper,
+/// cards wider than themselves, identifiers (`code` without blanks) drawn on more than one
+/// line although they fit their box on one, Processes rows taller than 40 px (one line), and the
+/// page's text.
+const LAYOUT_PROBE: &str = r#"<script>(function(){
+var out={overflow:[],split:[],tall:[],text:document.body.textContent};
+document.querySelectorAll('section').forEach(function(s){
+  if(s.scrollWidth>s.clientWidth+1)out.overflow.push(s.id+': card '+s.scrollWidth+' > '+s.clientWidth);
+  var c=s.getBoundingClientRect();
+  s.querySelectorAll('*').forEach(function(e){
+    if(e.parentElement.closest('.scroll'))return;
+    var r=e.getBoundingClientRect();
+    if(r.width>0&&r.right>c.right+1)out.overflow.push(s.id+': '+e.tagName+' '+(e.textContent||'').slice(0,40)+' ends at '+Math.round(r.right)+' > '+Math.round(c.right));
+  });
+});
+document.querySelectorAll('code').forEach(function(e){
+  var t=e.textContent;if(/\s/.test(t)||e.getClientRects().length<2)return;
+  var box=e.parentElement.getBoundingClientRect().width;
+  e.style.whiteSpace='nowrap';var w=e.getBoundingClientRect().width;e.style.whiteSpace='';
+  if(w<=box)out.split.push(t+' ('+e.getClientRects().length+' lines, '+Math.round(w)+' of '+Math.round(box)+' px)');
+});
+document.querySelectorAll('#processes tbody tr').forEach(function(tr){
+  var h=tr.getBoundingClientRect().height;if(h>40)out.tall.push(Math.round(h)+' px: '+tr.textContent.slice(0,60));
+});
+var pre=document.createElement('pre');pre.id='layout-result';pre.textContent=JSON.stringify(out);document.body.appendChild(pre);
+})();</script>"#;
+
+/// The layout probe's findings from a dumped DOM.
+fn layout_result(dom: &str) -> Value {
+    let text = element(dom, "<pre id=\"layout-result\">", "</pre>");
+    let text = text
+        .trim_start_matches("<pre id=\"layout-result\">")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// `1,234`: counts as the reports write them.
+fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `1 call`, `2 calls`, `1,234 calls`: the text report's rule.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{} {}", count(n), if n == 1 { one } else { many })
+}
+
+/// The HTML report as people read it, in headless Chromium at 900 and 1400 px: no card
+/// overflows (wide tables scroll inside their card), no identifier is split across lines,
+/// Processes rows stay short, counts and plurals are those of the JSON report, the Input
+/// table has no empty cell, time axes are scaled to the span, and a repaired lifetime fault
+/// says what the program got.
+#[test]
+fn html_report_layout_in_chromium() {
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = ["fleet", "v2", "v3", "v4", "v5", "fix"];
+    let mut jobs: Vec<(String, PathBuf, Option<u32>)> = Vec::new();
+    let mut reports = std::collections::BTreeMap::new();
+    let mut plain = std::collections::BTreeMap::new();
+    for f in fixtures {
+        let html = dir.path().join(format!("{f}.html"));
+        let path = format!("tests/fixtures/{f}");
+        let (code, _, err) = run(&[
+            "summary",
+            "--format",
+            "html",
+            "-o",
+            html.to_str().unwrap(),
+            &path,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let text = std::fs::read_to_string(&html).unwrap();
+        plain.insert(f, text.clone());
+        std::fs::write(
+            &html,
+            text.replace("</body>", &format!("{LAYOUT_PROBE}</body>")),
+        )
+        .unwrap();
+        let (_, json, _) = run(&["summary", "--format", "json", &path]);
+        reports.insert(f, serde_json::from_str::<Value>(&json).unwrap());
+        for w in [900, 1400] {
+            jobs.push((f.to_string(), html.clone(), Some(w)));
+        }
+    }
+    let pages: Vec<Page> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|(name, html, w)| {
+                let profile = dir.path().join(format!("profile-{name}-{}", w.unwrap()));
+                let browser = &browser;
+                s.spawn(move || load_at(browser, html, &profile, *w))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut failures: Vec<String> = Vec::new();
+    for ((f, _, w), page) in jobs.iter().zip(&pages) {
+        let w = w.unwrap();
+        let l = layout_result(&page.dom);
+        for (what, list) in [
+            ("overflows its card", &l["overflow"]),
+            ("identifier split across lines", &l["split"]),
+            ("Processes row taller than 40 px", &l["tall"]),
+        ] {
+            for item in list.as_array().unwrap() {
+                failures.push(format!("{f} at {w} px: {what}: {item}"));
+            }
+        }
+        let text = l["text"].as_str().unwrap();
+        for noun in [
+            "calls",
+            "errors",
+            "processes",
+            "hosts",
+            "devices",
+            "functions",
+            "records",
+        ] {
+            for pre in [" ", ">", "(", "\u{a0}"] {
+                let bad = format!("{pre}1 {noun}");
+                if text.contains(&bad) {
+                    failures.push(format!("{f}: \"{}\" in the page", bad.trim_start()));
+                }
+            }
+        }
+        let r = &reports[f.as_str()];
+        let o = &r["overview"];
+        let n = |v: &Value| v.as_u64().unwrap();
+        for (k, one, many) in [
+            ("processes", "process", "processes"),
+            ("calls", "call", "calls"),
+            ("errors", "error", "errors"),
+        ] {
+            let want = counted(n(&o[k]), one, many);
+            if !text.contains(&want) {
+                failures.push(format!("{f}: the header lacks {want:?}"));
+            }
+        }
+        for func in r["functions"].as_array().unwrap().iter().take(30) {
+            let plus = if n(&func["processes_without_exit_summary"]) > 0 {
+                "+"
+            } else {
+                ""
+            };
+            let calls = n(&func["calls"]);
+            let want = format!(
+                "{}{plus} {}, {}",
+                count(calls),
+                if calls == 1 { "call" } else { "calls" },
+                counted(n(&func["errors"]), "error", "errors")
+            );
+            if !text.contains(&want) {
+                failures.push(format!("{f}: calls chart lacks {want:?}"));
+            }
+        }
+    }
+    for (f, html) in &plain {
+        let input = section(html, "input");
+        if input.contains("<td></td>") {
+            failures.push(format!("{f}: an empty cell in the Input table"));
+        }
+        if html.contains("(not called)") {
+            failures.push(format!("{f}: \"(not called)\""));
+        }
+        // Short runs: the axes end at the span, in milliseconds.
+        let r = &reports[f];
+        let o = &r["overview"];
+        let (first, last) = (
+            o["first_ts_ns"].as_u64().unwrap(),
+            o["last_ts_ns"].as_u64().unwrap(),
+        );
+        if last - first < 1_000_000_000
+            && !r["errors_over_time"]["buckets"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        {
+            let c = chart(html, "errors over time");
+            let want = format!(">+{} ms</text>", (last - first) / 1_000_000);
+            if !c.contains(&want) {
+                failures.push(format!("{f}: the errors chart does not end at {want}"));
+            }
+            let widest = c
+                .split("<rect ")
+                .skip(1)
+                .map(|rect| {
+                    let w = rect.split("width=\"").nth(1).unwrap();
+                    w.split('"').next().unwrap().parse::<f64>().unwrap()
+                })
+                .fold(0.0, f64::max);
+            if widest > 894.0 / 20.0 {
+                failures.push(format!(
+                    "{f}: a bar {widest} wide for a run of {} ns",
+                    last - first
+                ));
+            }
+        }
+        let procs = r["processes"].as_array().unwrap();
+        let t0 = procs
+            .iter()
+            .map(|p| p["start_ts_ns"].as_u64().unwrap())
+            .min()
+            .unwrap();
+        let t1 = procs
+            .iter()
+            .map(|p| {
+                (p["start_ts_ns"].as_u64().unwrap() + p["duration_ns"].as_u64().unwrap())
+                    .max(p["end_ts_ns"].as_u64().unwrap())
+            })
+            .max()
+            .unwrap()
+            .max(t0 + 1);
+        if t1 - t0 < 1_000_000_000 {
+            let c = chart(html, "process timeline");
+            let want = format!(">+{} ms</text>", (t1 - t0) / 1_000_000);
+            if !c.contains(&want) {
+                failures.push(format!("{f}: the process timeline does not end at {want}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -84,3 +84,42 @@ fn usage_errors_exit_2() {
     let (code, _, _) = run(&["summary", "--format", "pdf", "x"]);
     assert_eq!(code, 2);
 }
+
+/// For every CUresult the shim explains on stderr (`function(args) returned NAME (code):
+/// description`, `CUresult::said`), the report's problem for a failed call with that result
+/// carries the same words: its first step is the description, which with the name and code
+/// gives the shim's text exactly.
+#[test]
+fn every_explained_result_has_the_shims_words_in_its_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for row in seedance_cuda::CUresult::table()
+        .iter()
+        .filter(|r| r.code != 0)
+    {
+        let lines = [
+            super::session_start(7, 1, 1000),
+            super::call_failed(7, 2, 2000, "cuCtxSynchronize", row.code, row.name),
+            super::exit_summary(7, 3, 3000, "cuCtxSynchronize", 1, 1, row.name),
+        ];
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let name = format!("seedance-{}.jsonl", row.code);
+        let path = super::write_trace(dir.path(), &name, &lines, "");
+        let report =
+            seedance_analyze::summarize(&[path], &seedance_analyze::Options::default()).unwrap();
+        let key = format!("cuda_error/{}", row.name);
+        let problem = report
+            .problems
+            .iter()
+            .find(|p| p.key == key)
+            .unwrap_or_else(|| panic!("no problem {key}"));
+        let first = problem.remediation.first().expect("a step");
+        assert_eq!(
+            format!("{} ({}): {first}", row.name, row.code),
+            seedance_cuda::CUresult(row.code).said(),
+            "{key}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, seedance_cuda::CUresult::table().len() - 1);
+}

@@ -171,3 +171,162 @@ fn an_empty_directory_is_a_warning_and_exit_3() {
         )
     );
 }
+
+/// The OTLP severity number and text of a report severity (`error`, `warning`, `info`).
+fn otlp_severity(report_severity: &str) -> (i32, &'static str) {
+    match report_severity {
+        "error" => (17, "ERROR"),
+        "warning" => (13, "WARN"),
+        "info" => (9, "INFO"),
+        other => panic!("report severity {other}"),
+    }
+}
+
+/// Exports `path` and checks every log record against `summary --format json` of the same
+/// path: a record tied to a problem (`seedance.problem.key`) has that problem's severity,
+/// every fault record is tied to one, every resource and scope names the semantic
+/// conventions' schema, and every body is a sentence, not the bare event name. Returns
+/// (event name, severity number, body, problem key) of every record.
+fn check_against_report(path: &str) -> Vec<(String, i32, String, Option<String>)> {
+    let (code, reqs, err) = export(path, &[]);
+    assert_eq!(code, 0, "{path}: {err}");
+    let (_, summary, _) = super::run(&["summary", "--format", "json", path]);
+    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    let problems: std::collections::HashMap<&str, &str> = summary["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["key"].as_str().unwrap(), p["severity"].as_str().unwrap()))
+        .collect();
+    let mut out = Vec::new();
+    for rl in reqs.iter().flat_map(|r| &r.resource_logs) {
+        assert_eq!(rl.schema_url, "https://opentelemetry.io/schemas/1.37.0");
+        for sl in &rl.scope_logs {
+            assert_eq!(sl.schema_url, "https://opentelemetry.io/schemas/1.37.0");
+            for l in &sl.log_records {
+                let event = l.event_name.clone();
+                let bare = event.trim_start_matches("seedance.");
+                let body = match l.body.as_ref().and_then(|b| b.value.as_ref()) {
+                    Some(Any::StringValue(s)) => s.clone(),
+                    other => panic!("{path}: {event}: body {other:?}"),
+                };
+                assert!(
+                    !body.is_empty() && body != event && body != bare,
+                    "{path}: {event}: body {body:?}"
+                );
+                let key = string(&l.attributes, "seedance.problem.key");
+                match &key {
+                    Some(k) => {
+                        let severity = problems
+                            .get(k.as_str())
+                            .unwrap_or_else(|| panic!("{path}: {event}: no problem {k}"));
+                        let (number, text) = otlp_severity(severity);
+                        assert_eq!(l.severity_number, number, "{path}: {event} ({k})");
+                        assert_eq!(l.severity_text, text, "{path}: {event} ({k})");
+                    }
+                    None => assert!(
+                        !matches!(
+                            bare,
+                            "device_fault"
+                                | "launch_fault"
+                                | "alloc_fault"
+                                | "lifetime_fault"
+                                | "host_hazard"
+                                | "stray_context"
+                        ),
+                        "{path}: {event} without a problem key"
+                    ),
+                }
+                out.push((event, l.severity_number, body, key));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_record_has_the_severity_of_its_problem_and_a_readable_body() {
+    for dir in [
+        "tests/fixtures/fleet",
+        "tests/fixtures/v2",
+        "tests/fixtures/v3",
+        "tests/fixtures/v4",
+        "tests/fixtures/v5",
+    ] {
+        check_against_report(dir);
+    }
+    // A stray context on a device where an allocation then ran out of memory: the report's
+    // error, where the export said INFO.
+    let v5 = check_against_report("tests/fixtures/v5");
+    let stray: Vec<_> = v5
+        .iter()
+        .filter(|r| r.0 == "seedance.stray_context")
+        .collect();
+    assert_eq!(stray.len(), 3);
+    for r in stray {
+        assert_eq!((r.1, r.3.as_deref()), (17, Some("stray_context/0")));
+    }
+    // A failed call: its function and result, not the event name.
+    let fleet = check_against_report("tests/fixtures/fleet");
+    let oom: Vec<&str> = fleet
+        .iter()
+        .filter(|r| r.3.as_deref() == Some("cuda_error/CUDA_ERROR_OUT_OF_MEMORY"))
+        .map(|r| r.2.as_str())
+        .collect();
+    assert_eq!(oom.len(), 4);
+    assert!(
+        oom.contains(&"cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (2)"),
+        "{oom:?}"
+    );
+}
+
+#[test]
+fn a_pinned_copy_race_has_the_severity_of_its_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let hazard = |pid: u32, repaired: bool| {
+        format!(
+            r#"{{"v":5,"seq":1,"ts_ns":2,"pid":{pid},"tid":{pid},"event":"host_hazard","function":"cuMemcpyDtoHAsync_v2","kind":"pinned_copy_race","range":{{"address":"0x7f0000000000","bytes":65536}},"made_by":"cuMemHostAlloc","first":{{"function":"cuMemcpyHtoDAsync_v2","stream":"0x5eed50000100","default_stream":null,"tid":{pid},"access":"read","offset":0,"bytes":65536}},"second":{{"function":"cuMemcpyDtoHAsync_v2","stream":"0x5eed50000200","default_stream":null,"tid":{pid},"access":"write","offset":0,"bytes":65536}},"repaired":{repaired},"repair":{},"explanation":"the second copy may run before the first one reads"}}"#,
+            if repaired { r#""event_wait""# } else { "null" }
+        )
+    };
+    let failed = r#"{"v":5,"seq":2,"ts_ns":3,"pid":31,"tid":31,"event":"call_failed","function":"cuMemAlloc_v2","result":2,"result_name":"CUDA_ERROR_OUT_OF_MEMORY","args":{"bytesize":1}}"#;
+    let cases = [
+        ("observe", 31, false, 17, "ERROR"),
+        ("fix", 32, true, 13, "WARN"),
+    ];
+    for (name, pid, repaired, number, text) in cases {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        let mut lines = vec![super::session_start(pid, 0, 1), hazard(pid, repaired)];
+        if pid == 31 {
+            lines.push(failed.to_string());
+        }
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        super::write_trace(&sub, "t.jsonl", &lines, "");
+        let records = check_against_report(sub.to_str().unwrap());
+        let h = records
+            .iter()
+            .find(|r| r.0 == "seedance.host_hazard")
+            .unwrap();
+        assert_eq!(
+            (h.1, h.3.as_deref()),
+            (number, Some("lifetime_fault/pinned_copy_race")),
+            "{name}"
+        );
+        assert_eq!(h.2, "the second copy may run before the first one reads");
+        let (_, reqs, _) = export(sub.to_str().unwrap(), &[]);
+        let l = &reqs[0].resource_logs[0].scope_logs[0].log_records[1];
+        assert_eq!(l.severity_text, text);
+        if pid == 31 {
+            let c = &records[2];
+            assert_eq!(
+                (c.0.as_str(), c.1, c.2.as_str()),
+                (
+                    "seedance.call_failed",
+                    17,
+                    "cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (2)"
+                )
+            );
+        }
+    }
+}

@@ -42,9 +42,9 @@ use super::{
     legacy_key, Access, Direction, Hazard, Range, MAX_BARRIER_CONTEXTS, MAX_EVENTS, MAX_PENDING,
     MAX_WAITS,
 };
-use crate::work::{key_kind, KeyKind};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
+use seedance_hotpath::work::{key_kind, KeyKind};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -99,7 +99,7 @@ impl Hasher for Mix {
 type Map<K, V> = HashMap<K, V, BuildHasherDefault<Mix>>;
 
 /// Keeps each shard on its own cache lines.
-use crate::line::Line as Pad;
+use seedance_hotpath::cache_padded::CachePadded as Pad;
 
 #[derive(Default)]
 struct Pending {
@@ -837,7 +837,10 @@ impl Shared {
         if self.is_idle() {
             return;
         }
-        let pt = sid(crate::work::stream_key(0, ctx as usize, true), tid);
+        let pt = sid(
+            seedance_hotpath::work::stream_key(0, ctx as usize, true),
+            tid,
+        );
         let lg = sid(legacy_key(ctx), 0);
         let b = self.barriers.lock().get(&lg.0).copied().unwrap_or(0);
         let now = self.now(pt).unwrap_or_else(|| self.fresh());
@@ -1294,8 +1297,8 @@ impl Shared {
 mod tests {
     use super::super::Table;
     use super::*;
-    use crate::work::stream_key;
     use proptest::prelude::*;
+    use seedance_hotpath::work::stream_key;
     use std::collections::HashSet;
 
     const CTX: u64 = 0x5eed_c000_0100;

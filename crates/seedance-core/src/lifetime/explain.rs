@@ -4,7 +4,7 @@
 
 use super::{Context, EndKind, Pinned, Site};
 use crate::alloc::show;
-use crate::work::Counts;
+use seedance_hotpath::work::Counts;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

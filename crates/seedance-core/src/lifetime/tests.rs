@@ -1,12 +1,12 @@
 //! Unit tests of the tracker and its explanations.
 
 use super::*;
-use crate::work::{stream_key, CopyKind};
+use seedance_hotpath::work::{stream_key, CopyKind};
 
-/// A synchronize of `event` among `shards` (what [`crate::work::retire_event`] does over
+/// A synchronize of `event` among `shards` (what [`seedance_hotpath::work::retire_event`] does over
 /// every registered shard): its latest record's counts taken as synchronised.
 fn retire_event_among(shards: &[&Shard], event: u64) {
-    if let Some((m, s)) = crate::work::latest_event_mark(shards.iter().copied(), event) {
+    if let Some((m, s)) = seedance_hotpath::work::latest_event_mark(shards.iter().copied(), event) {
         s.raise(m.key, m.counts);
     }
 }

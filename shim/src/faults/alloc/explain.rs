@@ -12,6 +12,7 @@ use seedance_core::alloc::{
     check_request, explain_oom, signed, AllocCheck, AllocFinding, AllocKind, LiveOnDevice,
     OomFacts, OtherDevice,
 };
+use seedance_core::holders::Holding;
 use seedance_core::once::ExplainOnce;
 use seedance_core::stray::{explain_holders, Holder};
 use seedance_core::Validate;
@@ -76,22 +77,28 @@ impl Request {
 }
 
 /// What this process holds on `device`: tracked addresses whose device the driver reports,
-/// and `cuMemCreate` handles made there. Addresses the driver no longer knows are dropped.
-fn live_on(device: i32) -> LiveOnDevice {
+/// and `cuMemCreate` handles made there, in all and by the library that asked for them
+/// ([`super::holder`]). Addresses the driver no longer knows are dropped.
+fn live_on(device: i32) -> (LiveOnDevice, Vec<Holding>) {
     let mut live = LiveOnDevice {
         untracked: POINTERS.untracked() + HANDLES.untracked(),
         ..LiveOnDevice::default()
     };
-    for (i, e) in POINTERS.entries().into_iter().enumerate() {
+    let mut by: std::collections::BTreeMap<u8, (u64, u64)> = std::collections::BTreeMap::new();
+    let mut add = |live: &mut LiveOnDevice, e: &seedance_hotpath::live::Entry| {
+        live.bytes += e.bytes;
+        live.count += 1;
+        let h = by.entry(e.holder).or_default();
+        h.0 += 1;
+        h.1 += e.bytes;
+    };
+    for (i, e) in super::live_pointers().into_iter().enumerate() {
         if i >= MAX_ATTRIBUTED {
             live.untracked += 1;
             continue;
         }
         match query::pointer_device(e.key) {
-            Ok(d) if d == device => {
-                live.bytes += e.bytes;
-                live.count += 1;
-            }
+            Ok(d) if d == device => add(&mut live, &e),
             Ok(_) => {}
             Err(CUresult::CUDA_ERROR_NOT_FOUND) => live.untracked += 1,
             Err(_) => {
@@ -101,11 +108,22 @@ fn live_on(device: i32) -> LiveOnDevice {
     }
     for e in HANDLES.entries() {
         if e.device.map(i32::from) == Some(device) {
-            live.bytes += e.bytes;
-            live.count += 1;
+            add(&mut live, &e);
         }
     }
-    live
+    let holders = by
+        .into_iter()
+        .filter_map(|(i, (count, bytes))| {
+            let (file, known) = super::holder::named(i)?;
+            Some(Holding {
+                file,
+                known,
+                count,
+                bytes,
+            })
+        })
+        .collect();
+    (live, holders)
 }
 
 /// The other visible devices and their free memory now (NVML), `None` without NVML or
@@ -316,6 +334,10 @@ fn handle(id: HookId, r: CUresult, req: &Request, message: Option<String>) -> bo
         };
         (free, total, device.map(live_on), others(device))
     };
+    let (live, by_library) = match live {
+        Some((l, h)) => (Some(l), h),
+        None => (None, Vec::new()),
+    };
     let facts = OomFacts {
         kind: req.kind,
         requested: req.bytes,
@@ -323,6 +345,7 @@ fn handle(id: HookId, r: CUresult, req: &Request, message: Option<String>) -> bo
         free,
         total,
         live,
+        holders: by_library,
         others: room,
     };
     let mut finding = explain_oom(&facts);

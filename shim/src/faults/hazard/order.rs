@@ -7,8 +7,8 @@ use crate::platform;
 use parking_lot::Mutex;
 use seedance_core::hazard::shared::Shared;
 use seedance_core::hazard::{Access, Hazard};
-use seedance_core::work::{key_kind, KeyKind};
 use seedance_cuda::{CUevent, CUstream, CU_STREAM_PER_THREAD};
+use seedance_hotpath::work::{key_kind, KeyKind};
 
 /// The shim's own events, one per context (context handle, event).
 static EVENTS: Mutex<Vec<(u64, usize)>> = Mutex::new(Vec::new());

@@ -5,7 +5,7 @@
 use crate::rt::{output, stderr};
 use seedance_core::hazard::{explain_hazard, Access, Direction, Hazard};
 use seedance_core::once::ExplainOnce;
-use seedance_core::work::{key_kind, KeyKind};
+use seedance_hotpath::work::{key_kind, KeyKind};
 use seedance_trace::{Event, HostAccess, HostHazard, MemoryRange};
 
 /// Pairs of call sites already explained.

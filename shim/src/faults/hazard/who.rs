@@ -4,8 +4,8 @@
 
 use crate::hooks::ids::HookId;
 use crate::platform;
-use seedance_core::work;
 use seedance_cuda::CUstream;
+use seedance_hotpath::work;
 
 /// The calling thread's key for `stream` (stream 0 read as the per-thread default stream
 /// when `per_thread`, a `_ptsz` form), its context and its id, in one thread-local access.

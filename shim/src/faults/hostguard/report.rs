@@ -8,7 +8,7 @@ use crate::hooks::ids::HookId;
 use crate::rt::{output, stderr};
 use seedance_core::hazard::{describe_key, Range};
 use seedance_core::once::ExplainOnce;
-use seedance_core::work::{key_kind, KeyKind};
+use seedance_hotpath::work::{key_kind, KeyKind};
 use seedance_trace::{Event, HostAccess, HostHazard, MemoryRange};
 
 /// Distinct faults already explained: (entry point, stream key, pinned range).

@@ -132,7 +132,7 @@ fn owned_allocations_that_died(handle: u64) -> Vec<(u64, u64)> {
             Err(_) => died.push((addr, e.bytes)),
         }
     }
-    // Allocations still held by their threads ([`seedance_core::held`]) were never filed:
+    // Allocations still held by their threads ([`seedance_hotpath::held`]) were never filed:
     // those made in this context (or in none known) are asked of the driver too. One
     // alive stays held, to be filed when its thread publishes it.
     for a in work::held_all() {

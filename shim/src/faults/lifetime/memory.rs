@@ -22,7 +22,7 @@ pub fn note_device_alloc(addr: CUdeviceptr) {
 }
 
 /// An allocation at `addr` made in context `ctx` entered the live table (published by its
-/// thread's next allocation: [`seedance_core::held`]): filed on the thread's ring.
+/// thread's next allocation: [`seedance_hotpath::held`]): filed on the thread's ring.
 #[inline]
 pub fn file_published(ctx: u64, addr: CUdeviceptr) {
     if on() && !work::file_alloc(ctx, addr) {
