@@ -2,7 +2,12 @@
  * GPU 1. Run it where only one GPU is visible (CUDA_VISIBLE_DEVICES=1, a 1-GPU pod) and
  * cuDeviceGet(1) fails with CUDA_ERROR_INVALID_DEVICE.
  *
- * Build: cc -o wrong_ordinal wrong_ordinal.c -lcuda    (against a real or the fake driver)
+ * Build, against the fake driver of seedance-fix (no GPU; README, "Your own program, without a GPU"):
+ *   cc -o wrong_ordinal wrong_ordinal.c -L"$(seedance-fix fake-driver --print-path)" -l:libcuda.so.1
+ *     (pip install or the release tarball; from a cargo build: -Ltarget/release -l:libcuda.so)
+ *   CUDA_VISIBLE_DEVICES=1 seedance-fix run --fake-driver -- ./wrong_ordinal
+ * or on a machine with a CUDA driver: cc -o wrong_ordinal wrong_ordinal.c -lcuda
+ *     (the driver's libcuda.so; with only the CUDA toolkit, add -L/usr/local/cuda/lib64/stubs)
  * Prints the PCI bus id of the device that did the work. */
 #include <stdio.h>
 #include <stddef.h>

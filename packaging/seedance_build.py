@@ -75,7 +75,27 @@ def _log(msg: str) -> None:
     print("seedance-fix build: " + msg, file=sys.stderr, flush=True)
 
 
-def _run(cmd: list, env: dict | None = None) -> None:
+def _notice(msg: str) -> None:
+    """One line a person sees while pip runs this backend. pip shows nothing a backend
+    prints unless `-v` (it captures the output and shows a spinner; the output only after a
+    failure), so when a frontend captures both our stdout and stderr and a terminal is there,
+    the line goes to the terminal itself; otherwise to stderr, like cargo's own output."""
+    line = "seedance-fix build: " + msg
+    if not sys.stdout.isatty() and not sys.stderr.isatty():
+        try:
+            with open("/dev/tty", "w") as tty:
+                tty.write("\n" + line + "\n")
+            return
+        except OSError:
+            pass
+    print(line, file=sys.stderr, flush=True)
+
+
+def _run(cmd: list, env: dict | None = None, step: str = "") -> None:
+    """Runs a build command with its output passed through (cargo's `Compiling ...` lines:
+    `pip install -v .` shows them as they come), after a notice of the step."""
+    if step:
+        _notice(step)
     _log("running " + " ".join(str(c) for c in cmd))
     r = subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env)
     if r.returncode != 0:
@@ -210,9 +230,15 @@ def _stage(link: str, target: str, host: str) -> tuple:
     # with the launcher (which maturin then builds against the same dependencies), the shim
     # alone (as scripts/ci/callgrind-hotpath.sh and the release tarball build it), the fakes.
     cargo = ["cargo", "build", "--release", *cargo_target]
-    _run(cargo + ["-p", "seedance-launch", "-p", "seedance-analyze"], env)
-    _run(cargo + ["-p", "seedance-shim"], env)
-    _run(cargo + ["-p", "fake-cuda", "-p", "fake-nvml"], env)
+    what = f"{target}, {'zig, glibc ' + ZIG_GLIBC if link == 'zig' else 'this machine'}"
+    _run(
+        cargo + ["-p", "seedance-launch", "-p", "seedance-analyze"],
+        env,
+        f"cargo build 1/3: launcher and analyzer ({what}; several minutes the first time, "
+        "pip install -v shows cargo's progress)",
+    )
+    _run(cargo + ["-p", "seedance-shim"], env, "cargo build 2/3: the shim")
+    _run(cargo + ["-p", "fake-cuda", "-p", "fake-nvml"], env, "cargo build 3/3: the fake driver and fake NVML")
 
     shutil.rmtree(STAGE, ignore_errors=True)
     fake = STAGE / "platlib" / "seedance_fix" / "fake-cuda"
@@ -294,6 +320,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     os.environ.clear()
     os.environ.update(env)
     try:
+        _notice("maturin: the launcher and the wheel")
         return _maturin().build_wheel(wheel_directory, _with_args(config_settings, args), metadata_directory)
     finally:
         os.environ.clear()

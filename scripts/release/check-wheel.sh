@@ -30,6 +30,15 @@
 # qemu-user-static, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (Debian). No Python
 # program there (no aarch64 Python in the sysroot).
 #
+# Object storage: with `moto_server` (PyPI moto[server]) on PATH, the wheel's analyzer also
+# reads the demo's trace from a bucket on a moto server started on 127.0.0.1 (`summary` and
+# `export` of s3://wheel-check/run/ against the same of the directory), under qemu too for the
+# aarch64 wheel. Without moto_server that check is skipped with a SKIP line, or fails when
+# SEEDANCE_REQUIRE_MOTO=1 (CI).
+#
+# The example program is compiled against the fake driver at the directory the wheel's own
+# `seedance-fix fake-driver --print-path` prints, as README tells a pip user.
+#
 # Prints PASS/FAIL per check; exit status = failures.
 set -u
 usage='usage: scripts/release/check-wheel.sh [--max-glibc 2.M] WHEEL | --source DIR'
@@ -54,7 +63,8 @@ else
 fi
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+moto_pid=
+trap 'rm -rf "$work"; [[ -z $moto_pid ]] || kill "$moto_pid" 2>/dev/null' EXIT
 fails=0
 check() { if eval "$2"; then echo "PASS $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
 # tag_glibc TAGS: the glibc minor version a wheel's platform tags claim (the oldest of
@@ -101,6 +111,58 @@ glibc_tag_check() {
     check "every file needs glibc $max_glibc or older" '[ "$need" -le "${max_glibc#2.}" ]'
   fi
 }
+# s3_check ANALYZER... : puts the trace files of $work/traces into a bucket on a moto server
+# (unsigned PUTs, which moto takes) and checks that ANALYZER reads the bucket as it reads the
+# directory. moto_server is looked up on the PATH this script started with.
+moto=$(command -v moto_server || true)
+s3_check() {
+  if [[ -z $moto ]]; then
+    if [[ ${SEEDANCE_REQUIRE_MOTO:-} == 1 ]]; then
+      echo "FAIL moto_server not on PATH and SEEDANCE_REQUIRE_MOTO=1 (pip install 'moto[server]')"; fails=$((fails + 1))
+    else
+      echo "SKIP the analyzer reads a bucket: moto_server not on PATH (pip install 'moto[server]')"
+    fi
+    return
+  fi
+  local port endpoint tries
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  endpoint=http://127.0.0.1:$port
+  "$moto" -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
+  moto_pid=$!
+  python3 - "$endpoint" "$work/traces" <<'PY' || { echo "FAIL moto_server did not take the trace"; fails=$((fails + 1)); cat "$work/moto.log"; kill "$moto_pid"; return; }
+import os, sys, time, urllib.request
+endpoint, traces = sys.argv[1], sys.argv[2]
+def put(url, data=b""):
+    # A body without a type is form-encoded to urllib, and moto keeps no bytes of such a PUT.
+    req = urllib.request.Request(url, data=data, method="PUT",
+                                 headers={"Content-Type": "application/octet-stream"})
+    urllib.request.urlopen(req, timeout=10).read()
+for attempt in range(200):  # until it listens: at most 200 tries, 0.1 s apart
+    try:
+        put(f"{endpoint}/wheel-check")
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit(1)
+for name in sorted(os.listdir(traces)):
+    with open(os.path.join(traces, name), "rb") as f:
+        put(f"{endpoint}/wheel-check/run/{name}", f.read())
+PY
+  local url=s3://wheel-check/run/
+  # ANALYZER may be a shell function (q, the qemu wrapper): the variables go through export.
+  (export AWS_ENDPOINT="$endpoint" AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=test \
+     AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+   "$@" summary "$url" >"$work/s3-summary.txt" 2>&1 && echo ok >"$work/s3-ok"
+   "$@" export "$url" >"$work/s3-export.jsonl" 2>&1)
+  cat "$work/s3-summary.txt"
+  check "the analyzer reads the trace from a bucket (summary $url on moto)" \
+    '[ -e "$work/s3-ok" ] && grep -q "1 process on 1 host" "$work/s3-summary.txt"'
+  "$@" export "$work/traces" >"$work/dir-export.jsonl" 2>&1
+  check "export of the bucket is the export of the directory" \
+    '[ -s "$work/dir-export.jsonl" ] && cmp -s "$work/s3-export.jsonl" "$work/dir-export.jsonl"'
+  kill "$moto_pid"; wait "$moto_pid" 2>/dev/null; moto_pid=
+}
 # The platform tags of a wheel file's name: seedance_fix-0.1.0-py3-none-TAGS.whl.
 wheel_tags() { basename "$1" .whl | sed 's/^.*-none-//'; }
 
@@ -133,7 +195,11 @@ if [[ ${check_foreign:-} == aarch64 ]]; then
   check "--version (under qemu) finds the wheel's shim" \
     'grep -q "^shim .*: $site/seedance_fix/libseedance_fix.so$" "$work/version.txt"'
   check "the analyzer runs (under qemu)" 'q "$site/bin/seedance-analyze" --version >/dev/null'
-  aarch64-linux-gnu-gcc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c -L"$fake" -l:libcuda.so.1
+  q "$site/bin/seedance-fix" fake-driver --print-path >"$work/fake-path.txt"
+  check "fake-driver --print-path (under qemu) prints the wheel's fake driver directory" \
+    '[ "$(cat "$work/fake-path.txt")" = "$(readlink -f "$fake")" ]'
+  aarch64-linux-gnu-gcc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c \
+    -L"$(cat "$work/fake-path.txt")" -l:libcuda.so.1
   # The launcher (aarch64, under qemu) starts the program through the static qemu: no
   # binfmt_misc handler here, and the static qemu ignores the LD_PRELOAD it passes on.
   echo "== qemu seedance-fix run --fake-driver -- qemu ./wrong_ordinal   (CUDA_VISIBLE_DEVICES=1)"
@@ -147,6 +213,7 @@ if [[ ${check_foreign:-} == aarch64 ]]; then
   check "the fake NVML was loaded (no NVML note)" '! grep -q "NVML could not be loaded" "$work"/traces/*'
   check "the wheel's analyzer reads it (under qemu)" \
     'q "$site/bin/seedance-analyze" summary --fail-on error "$work/traces" >/dev/null'
+  s3_check q "$site/bin/seedance-analyze"
   cat >"$work/healthy.c" <<'C'
 #include <stdio.h>
 int cuInit(unsigned int);
@@ -203,7 +270,11 @@ fi
 check "the fake driver and fake NVML are installed" '[ -f "$fake/libcuda.so.1" ] && [ -f "$fake/libnvidia-ml.so.1" ]'
 glibc_tag_check "$tags" "$work/venv/bin/seedance-fix" "$work/venv/bin/seedance-analyze" \
   "$fake/../libseedance_fix.so" "$fake/libcuda.so.1" "$fake/libnvidia-ml.so.1"
-cc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c -L"$fake" -l:libcuda.so.1
+fake_path=$(seedance-fix fake-driver --print-path)
+check "fake-driver --print-path prints the installed fake driver directory" \
+  '[ "$fake_path" = "$(readlink -f "$fake")" ]'
+# As README tells a pip user: the example linked against the directory the launcher prints.
+cc -O1 -o "$work/wrong_ordinal" examples/wrong_ordinal.c -L"$fake_path" -l:libcuda.so.1
 echo "== seedance-fix run --fake-driver -- ./wrong_ordinal   (CUDA_VISIBLE_DEVICES=1)"
 CUDA_VISIBLE_DEVICES=1 seedance-fix run --fake-driver --trace-dir "$work/traces" \
   -- "$work/wrong_ordinal" >"$work/out.txt" 2>"$work/err.txt"
@@ -215,6 +286,7 @@ check "one trace written" '[ "$(ls "$work/traces" | wc -l)" = 1 ]'
 check "the fake NVML was loaded (no NVML note)" '! grep -q "NVML could not be loaded" "$work"/traces/*'
 check "the installed analyzer reads it" \
   'seedance-analyze summary --fail-on error "$work/traces" >/dev/null'
+s3_check seedance-analyze
 
 echo "== seedance-fix run --fake-driver -- python -c ...   (a healthy program)"
 py='import ctypes; c = ctypes.CDLL("libcuda.so.1"); n = ctypes.c_int(); print(c.cuInit(0), c.cuDeviceGetCount(ctypes.byref(n)), n.value)'

@@ -3,6 +3,7 @@
 //! ```text
 //! seedance-fix run [--mode off|observe|fix] [--trace-dir DIR] [--report FILE.html]
 //!                  [--shim PATH] [--fake-driver] -- CMD ARGS...
+//! seedance-fix fake-driver [--print-path]
 //! seedance-fix --version
 //! ```
 //!
@@ -14,6 +15,11 @@
 //! were not in the directory before) with the analyzer library and prints the SUMMARY,
 //! PROBLEMS and REPAIRS of the text report to stderr ([`summary`]); when there is nothing
 //! to say it prints nothing and removes the private directory.
+//!
+//! `fake-driver` says where the fake driver shipped with seedance-fix is and how to build a
+//! program against it without a GPU; `--print-path` prints only its directory, for `-L`
+//! (a wheel's or the tarball's `.../fake-cuda`, holding `libcuda.so.1` and the fake NVML;
+//! in a cargo target directory that directory, where it is `libcuda.so`).
 //!
 //! Exit codes of its own: 2 bad usage; 126 the command cannot be executed; 127 the command
 //! is not found. When the shim cannot be found the command runs without it, with one line
@@ -96,6 +102,15 @@ enum Cmd {
         )]
         command: Vec<OsString>,
     },
+    /// Where the fake driver shipped with seedance-fix is (the one `run --fake-driver`
+    /// loads), and how to build a program against it without a GPU.
+    FakeDriver {
+        /// Print only the directory holding the fake driver, for `cc -L"$(seedance-fix
+        /// fake-driver --print-path)" -l:libcuda.so.1` (`-l:libcuda.so` in a cargo target
+        /// directory).
+        #[arg(long)]
+        print_path: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -122,6 +137,7 @@ fn main() -> ExitCode {
             fake_driver,
             command,
         }),
+        Some(Cmd::FakeDriver { print_path }) => fake_driver(print_path),
         None => {
             eprintln!("seedance-fix: give a command: seedance-fix run -- CMD ARGS... (see --help)");
             ExitCode::from(2)
@@ -144,6 +160,73 @@ fn version_text() -> String {
         seedance_analyze::REPORT_VERSION,
         seedance_trace::SCHEMA_VERSION
     )
+}
+
+/// `seedance-fix fake-driver [--print-path]`: the directory holding the fake driver alone,
+/// or what is there and the commands that use it. Exit 2 when this install has none.
+fn fake_driver(print_path: bool) -> ExitCode {
+    let driver = match locate::exe_dir().map(|d| locate::find_fake_driver(&d)) {
+        Some(Ok(d)) => d,
+        Some(Err(searched)) => {
+            say(&format!(
+                "no fake driver installed (looked in {})",
+                shown(&searched)
+            ));
+            return ExitCode::from(2);
+        }
+        None => {
+            say("cannot tell where seedance-fix is installed");
+            return ExitCode::from(2);
+        }
+    };
+    let nvml = locate::find_fake_nvml(&driver);
+    let (dir, file) = match &driver {
+        locate::FakeDriver::Dir(d) => (d.clone(), d.join("libcuda.so.1")),
+        locate::FakeDriver::CargoFile(f) => (
+            f.parent().map(Path::to_path_buf).unwrap_or_default(),
+            f.clone(),
+        ),
+    };
+    if print_path {
+        println!("{}", dir.display());
+        return ExitCode::SUCCESS;
+    }
+    print!("{}", fake_driver_text(&dir, &file, nvml.as_deref()));
+    ExitCode::SUCCESS
+}
+
+/// What `seedance-fix fake-driver` prints for the fake driver `file` in `dir`.
+fn fake_driver_text(dir: &Path, file: &Path, nvml: Option<&Path>) -> String {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nvml = nvml.map_or("none".to_string(), |p| p.display().to_string());
+    let dir_q = shell_quoted(&dir.display().to_string());
+    let mut text = format!(
+        "fake driver: {}\nfake NVML: {nvml}\nbuild: cc -o app app.c -L{dir_q} -l:{name}\n\
+         run: seedance-fix run --fake-driver -- ./app\n",
+        file.display()
+    );
+    if name == "libcuda.so.1" {
+        text.push_str(&format!(
+            "run without the shim: LD_LIBRARY_PATH={dir_q} ./app\n"
+        ));
+    }
+    text
+}
+
+/// `s` as one shell word: unchanged when it has nothing the shell would split or expand,
+/// else in single quotes.
+fn shell_quoted(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._+-=:,@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 fn shown(paths: &[PathBuf]) -> String {

@@ -397,3 +397,140 @@ fn a_device_refused_above_the_driver_gets_one_line() {
     assert_eq!(text(&ok.stdout), "device 0 of 1\n");
     assert_eq!(text(&ok.stderr), "");
 }
+
+/// The launcher copied to `root/bin/seedance-fix`, with empty files at the `files` paths
+/// under `root` (an install layout; only the paths matter to `fake-driver`).
+fn installed(root: &Path, files: &[&str]) -> PathBuf {
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("seedance-fix");
+    std::fs::copy(launcher(), &exe).unwrap();
+    for f in files {
+        let p = root.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"").unwrap();
+    }
+    exe
+}
+
+/// `seedance-fix fake-driver --print-path` prints the directory holding the fake driver,
+/// and nothing else, in each layout: a virtualenv (pip), `pip install --target`, the
+/// release tarball and a cargo target directory.
+#[test]
+fn fake_driver_print_path_is_the_directory_of_the_fake_driver() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (layout, dir) in [
+        (
+            "venv",
+            "lib/python3.11/site-packages/seedance_fix/fake-cuda",
+        ),
+        ("site", "seedance_fix/fake-cuda"),
+        ("tarball", "lib/fake-cuda"),
+    ] {
+        let root = tmp.path().join(layout);
+        let exe = installed(
+            &root,
+            &[
+                &format!("{dir}/libcuda.so.1"),
+                &format!("{dir}/libnvidia-ml.so.1"),
+            ],
+        );
+        let out = command(&exe, tmp.path(), &["fake-driver", "--print-path"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{layout}: {}",
+            text(&out.stderr)
+        );
+        let want = std::fs::canonicalize(root.join(dir)).unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            format!("{}\n", want.display()),
+            "{layout}"
+        );
+        assert_eq!(text(&out.stderr), "", "{layout}");
+    }
+    // A cargo target directory: the fake driver is libcuda.so beside the launcher (built
+    // there by the end-to-end harness).
+    let _ = artifacts();
+    let out = command(&launcher(), tmp.path(), &["fake-driver", "--print-path"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let want = std::fs::canonicalize(launcher().parent().unwrap()).unwrap();
+    assert_eq!(text(&out.stdout), format!("{}\n", want.display()));
+}
+
+/// Without `--print-path`, the files and the commands that build and run a program against
+/// them; with no fake driver installed, exit 2 and where it looked.
+#[test]
+fn fake_driver_says_how_to_build_and_run_against_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("venv");
+    let dir = "lib/python3.11/site-packages/seedance_fix/fake-cuda";
+    let exe = installed(
+        &root,
+        &[
+            &format!("{dir}/libcuda.so.1"),
+            &format!("{dir}/libnvidia-ml.so.1"),
+        ],
+    );
+    let d = std::fs::canonicalize(root.join(dir)).unwrap();
+    let d = d.display();
+    let out = command(&exe, tmp.path(), &["fake-driver"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "fake driver: {d}/libcuda.so.1\n\
+             fake NVML: {d}/libnvidia-ml.so.1\n\
+             build: cc -o app app.c -L{d} -l:libcuda.so.1\n\
+             run: seedance-fix run --fake-driver -- ./app\n\
+             run without the shim: LD_LIBRARY_PATH={d} ./app\n"
+        )
+    );
+    assert_eq!(text(&out.stderr), "");
+
+    // A directory with a space is quoted for the shell in the commands.
+    let spaced = tmp.path().join("my env");
+    let exe = installed(&spaced, &["seedance_fix/fake-cuda/libcuda.so.1"]);
+    let d = std::fs::canonicalize(spaced.join("seedance_fix/fake-cuda")).unwrap();
+    let d = d.display();
+    let out = command(&exe, tmp.path(), &["fake-driver"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "fake driver: {d}/libcuda.so.1\n\
+             fake NVML: none\n\
+             build: cc -o app app.c -L'{d}' -l:libcuda.so.1\n\
+             run: seedance-fix run --fake-driver -- ./app\n\
+             run without the shim: LD_LIBRARY_PATH='{d}' ./app\n"
+        )
+    );
+
+    // No fake driver: exit 2, one line naming the places searched.
+    let bare = tmp.path().join("bare");
+    let exe = installed(&bare, &[]);
+    let b = std::fs::canonicalize(bare.join("bin")).unwrap();
+    let b = b.display();
+    for args in [&["fake-driver"][..], &["fake-driver", "--print-path"][..]] {
+        let out = command(&exe, tmp.path(), args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(text(&out.stdout), "", "{args:?}");
+        assert_eq!(
+            text(&out.stderr),
+            format!(
+                "seedance-fix: no fake driver installed (looked in \
+                 {b}/../seedance_fix/fake-cuda/libcuda.so.1, \
+                 {b}/../lib/fake-cuda/libcuda.so.1, {b}/libcuda.so)\n"
+            ),
+            "{args:?}"
+        );
+    }
+}

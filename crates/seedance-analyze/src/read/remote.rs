@@ -10,12 +10,16 @@
 //! [`BATCH_BYTES`] bytes, each batch parsed on all cores by the same reader as local files
 //! while the next one downloads: memory holds about two batches, whatever the size of the
 //! prefix. Each object is named by its URL in the report.
+//!
+//! HTTPS is rustls with ring's cryptography ([`tls_provider`]), the same provider that signs
+//! the requests; the trust roots are the system's when it has any, else the Mozilla roots
+//! built into the binary ([`client_options`]).
 
 use crate::read::input::RecordHook;
 use crate::Aggregate;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{Certificate, ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreExt};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -48,26 +52,97 @@ pub struct Listing {
     pub objects: Vec<Object>,
 }
 
+/// Installs ring's cryptography as rustls's provider for this process, once: reqwest is
+/// built without one of its own (no aws-lc, which needs cmake and nasm and does not link for
+/// glibc 2.17 with zig), and object_store signs with ring too. A provider already installed
+/// is kept.
+pub fn tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Whether the system's trust store has no certificate: `SSL_CERT_FILE` and `SSL_CERT_DIR`
+/// when set, else the usual files (`/etc/ssl/certs/ca-certificates.crt`, ...), as
+/// `rustls-native-certs` finds them. A minimal container image without `ca-certificates`
+/// has none.
+fn system_roots_missing() -> bool {
+    static MISSING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MISSING.get_or_init(|| rustls_native_certs::load_native_certs().certs.is_empty())
+}
+
+/// The HTTP client's settings for a store whose variables start with `prefix` (`AWS_`,
+/// `GOOGLE_`, `AZURE_`): the client keys among them (`AWS_ALLOW_HTTP`, `AWS_PROXY_URL`,
+/// `GOOGLE_TIMEOUT`, ...) read as the store's builder reads them, and the trust roots. The
+/// roots are the system's when it has any (so a private CA added there, or named by
+/// `SSL_CERT_FILE`, is trusted); without any, the Mozilla roots bundled in the binary
+/// (`webpki-root-certs`), so that a minimal image still reaches the public clouds.
+fn client_options(prefix: &str) -> ClientOptions {
+    let mut options = ClientOptions::new();
+    for (k, v) in std::env::vars_os() {
+        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+            continue;
+        };
+        let key = k
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.to_ascii_lowercase().parse::<ClientConfigKey>().ok());
+        if let Some(key) = key {
+            options = options.with_config(key, v);
+        }
+    }
+    if system_roots_missing() {
+        options = options.with_no_system_certificates(true);
+        for der in webpki_root_certs::TLS_SERVER_ROOT_CERTS {
+            if let Ok(cert) = Certificate::from_der(der.as_ref()) {
+                options = options.with_root_certificate(cert);
+            }
+        }
+    }
+    options
+}
+
+/// An error with the causes its message leaves out: object_store says "error sending
+/// request" for a connection it could not make, and only the chain of sources says why (a
+/// certificate the trust roots do not cover, a refused connection).
+fn describe(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 fn store_for(url: &url::Url) -> Result<Box<dyn ObjectStore>, String> {
     use object_store::ObjectStoreScheme as S;
     let (scheme, _) = S::parse(url).map_err(|e| e.to_string())?;
     let s = url.as_str();
+    tls_provider();
     let built: Result<Box<dyn ObjectStore>, object_store::Error> = match scheme {
         S::AmazonS3 => object_store::aws::AmazonS3Builder::from_env()
+            .with_client_options(client_options("AWS_"))
             .with_url(s)
             .build()
             .map(|b| Box::new(b) as Box<dyn ObjectStore>),
         S::GoogleCloudStorage => object_store::gcp::GoogleCloudStorageBuilder::from_env()
+            .with_client_options(client_options("GOOGLE_"))
             .with_url(s)
             .build()
             .map(|b| Box::new(b) as Box<dyn ObjectStore>),
         S::MicrosoftAzure => object_store::azure::MicrosoftAzureBuilder::from_env()
+            .with_client_options(client_options("AZURE_"))
             .with_url(s)
             .build()
             .map(|b| Box::new(b) as Box<dyn ObjectStore>),
         _ => return Err(format!("{s}: not an object-storage URL")),
     };
-    built.map_err(|e| e.to_string())
+    built.map_err(|e| describe(&e))
 }
 
 /// Lists what `url` names (see the module documentation).
@@ -98,14 +173,14 @@ pub fn list(url: &str) -> Result<Listing, String> {
             .list(p)
             .try_collect()
             .await
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(|e| format!("{url}: {}", describe(&e)))?;
         if metas.is_empty() && p.is_some() {
             // Nothing under it: the URL names one object.
             metas.push(
                 store
                     .head(&prefix)
                     .await
-                    .map_err(|e| format!("{url}: {e}"))?,
+                    .map_err(|e| format!("{url}: {}", describe(&e)))?,
             );
         }
         metas.sort_by(|a, b| a.location.cmp(&b.location));
@@ -159,8 +234,8 @@ impl Listing {
                         let store = store.clone();
                         async move {
                             match store.get(&l).await {
-                                Ok(r) => r.bytes().await.map_err(|e| e.to_string()),
-                                Err(e) => Err(e.to_string()),
+                                Ok(r) => r.bytes().await.map_err(|e| describe(&e)),
+                                Err(e) => Err(describe(&e)),
                             }
                         }
                     })

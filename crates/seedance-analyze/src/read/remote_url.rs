@@ -1,6 +1,7 @@
 //! Which paths are object-storage URLs (`s3://`, `gs://`, `az://`, ...), known to every build;
-//! reading them needs the `remote` feature (src/read/remote.rs). Without it a URL is refused
-//! with one line naming the feature ([`unsupported`]), never read as a local path.
+//! reading them is the `remote` feature (src/read/remote.rs), on by default. A build made with
+//! `--no-default-features` refuses a URL with one line saying so ([`unsupported`]), never
+//! reads it as a local path.
 
 /// Whether `s` is an object-storage URL rather than a local path.
 pub fn is_url(s: &str) -> bool {
@@ -14,8 +15,8 @@ pub fn is_url(s: &str) -> bool {
 /// The error for `url` in a build without the `remote` feature.
 pub fn unsupported(url: &str) -> String {
     format!(
-        "{url}: this seedance-analyze was built without object-storage support; build it with \
-         `cargo build --release --features seedance-analyze/remote`, or copy the traces to a \
-         local directory"
+        "{url}: this seedance-analyze was built without object-storage support \
+         (--no-default-features); build it with `cargo build --release`, or copy the traces \
+         to a local directory"
     )
 }

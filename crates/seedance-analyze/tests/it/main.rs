@@ -16,6 +16,10 @@
 //! - `otlp`: `export --format otlp-json` decoded with `opentelemetry-proto`'s types.
 //! - `s3`: `summary`, `export` and `diff` of an `s3://` prefix on a moto server the test
 //!   starts (skipped without `moto_server`, unless `SEEDANCE_REQUIRE_MOTO=1`).
+//! - `s3rver`: `summary` of an `s3://` prefix on an s3rver the test starts with TLS and a CA
+//!   of its own, with signed requests (skipped without `s3rver`, unless
+//!   `SEEDANCE_REQUIRE_S3RVER=1`).
+//! - `s3_off`: an analyzer built with `--no-default-features` refuses an object-storage URL.
 //! - `push`: `export --otlp-endpoint` against a receiver the test starts on 127.0.0.1.
 //! - `agree`: `export` and `summary` read the same records of hostile input (deep nesting,
 //!   out-of-range envelopes, files that are not traces, corrupt sequence numbers).
@@ -39,6 +43,8 @@ mod runtime;
 #[cfg(feature = "remote")]
 mod s3;
 mod s3_off;
+#[cfg(feature = "remote")]
+mod s3rver;
 mod sources;
 
 use std::path::{Path, PathBuf};

@@ -18,27 +18,37 @@ use std::process::{Child, Command, Stdio};
 const OBJECTS: usize = 2000;
 const BUCKET: &str = "fleet-traces";
 
-fn moto_server() -> Option<PathBuf> {
+/// `name` on `PATH`; else `None` after one `skipped` line on stderr, or a failure when
+/// `require` (a `SEEDANCE_REQUIRE_*` variable) is `1`.
+pub(crate) fn find_on_path(name: &str, require: &str, test: &str, hint: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     if let Some(p) = std::env::split_paths(&path)
-        .map(|d| d.join("moto_server"))
+        .map(|d| d.join(name))
         .find(|p| p.is_file())
     {
         return Some(p);
     }
-    let required = std::env::var("SEEDANCE_REQUIRE_MOTO").is_ok_and(|v| v == "1");
+    let required = std::env::var(require).is_ok_and(|v| v == "1");
     assert!(
         !required,
-        "moto_server (PyPI moto[server]) is needed for the object-storage test and was not \
-         found on PATH, and SEEDANCE_REQUIRE_MOTO=1 says this test must run: pip install \
-         'moto[server]'; CI installs it in .ci/run"
+        "{name} ({hint}) is needed for {test} and was not found on PATH, and {require}=1 says \
+         this test must run; CI installs it in .ci/run"
     );
     let _ = writeln!(
         std::io::stderr(),
-        "s3::summary_export_and_diff_read_a_bucket_as_a_directory: skipped: moto not found \
-         (moto_server on PATH; set SEEDANCE_REQUIRE_MOTO=1 to make that a failure)"
+        "{test}: skipped: {name} not found ({name} on PATH; set {require}=1 to make that a \
+         failure)"
     );
     None
+}
+
+fn moto_server() -> Option<PathBuf> {
+    find_on_path(
+        "moto_server",
+        "SEEDANCE_REQUIRE_MOTO",
+        "s3::summary_export_and_diff_read_a_bucket_as_a_directory",
+        "PyPI moto[server]: pip install 'moto[server]'",
+    )
 }
 
 /// The server, killed when dropped.
@@ -93,7 +103,7 @@ fn start(exe: &Path) -> Moto {
 }
 
 /// Trace `i`: a session start, a failing call and an exit summary of pid 10000 + i.
-fn trace(i: usize) -> String {
+pub(crate) fn trace(i: usize) -> String {
     let pid = 10_000 + i;
     let host = format!("gpu-{}", i % 50);
     format!(
@@ -121,9 +131,9 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     e.finish().unwrap()
 }
 
-/// The objects: (key under the prefix, bytes).
-fn objects() -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = (0..OBJECTS)
+/// `n` traces, a gzip one and a file that is not a trace: (key under the prefix, bytes).
+pub(crate) fn objects(n: usize) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = (0..n)
         .map(|i| {
             (
                 format!("node-{:02}/seedance-{i:05}.jsonl", i % 20),
@@ -133,20 +143,17 @@ fn objects() -> Vec<(String, Vec<u8>)> {
         .collect();
     v.push((
         "rotated/seedance-big.jsonl.gz".into(),
-        gzip(trace(OBJECTS).as_bytes()),
+        gzip(trace(n).as_bytes()),
     ));
     v.push(("README.md".into(), b"# traces of the fleet\n".to_vec()));
     v
 }
 
-fn analyze(args: &[&str], endpoint: &str) -> (i32, String, String) {
+/// Runs the analyzer with `vars` and none of the proxy, profile and certificate variables
+/// of the test's own environment; returns (exit code, stdout, stderr).
+pub(crate) fn analyze_env(args: &[&str], vars: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_seedance-analyze"));
-    cmd.args(args)
-        .env("AWS_ENDPOINT", endpoint)
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1");
+    cmd.args(args);
     for v in [
         "http_proxy",
         "HTTP_PROXY",
@@ -156,9 +163,12 @@ fn analyze(args: &[&str], endpoint: &str) -> (i32, String, String) {
         "ALL_PROXY",
         "AWS_PROFILE",
         "AWS_SESSION_TOKEN",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
     ] {
         cmd.env_remove(v);
     }
+    cmd.envs(vars.iter().copied());
     let out = cmd.output().unwrap();
     (
         out.status.code().unwrap_or(-1),
@@ -167,8 +177,57 @@ fn analyze(args: &[&str], endpoint: &str) -> (i32, String, String) {
     )
 }
 
+fn moto_env(endpoint: &str) -> Vec<(&str, &str)> {
+    vec![
+        ("AWS_ENDPOINT", endpoint),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+    ]
+}
+
+fn analyze(args: &[&str], endpoint: &str) -> (i32, String, String) {
+    analyze_env(args, &moto_env(endpoint))
+}
+
+/// Writes `objects` under `dir` and puts them under `prefix` in `store`, 32 at a time.
+pub(crate) fn upload(
+    store: &dyn object_store::ObjectStore,
+    objects: &[(String, Vec<u8>)],
+    prefix: &str,
+    dir: &Path,
+) {
+    for (key, data) in objects {
+        let p = dir.join(key);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, data).unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let results: Vec<_> = futures::stream::iter(objects)
+            .map(|(key, data)| async move {
+                store
+                    .put(
+                        &object_store::path::Path::from(format!("{prefix}{key}")),
+                        PutPayload::from(data.clone()),
+                    )
+                    .await
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        for r in results {
+            r.unwrap();
+        }
+    });
+}
+
 /// The parts of a JSON report that do not name files.
-fn comparable(mut r: Value) -> Value {
+pub(crate) fn comparable(mut r: Value) -> Value {
     let input = r["input"].as_object_mut().unwrap();
     for k in ["paths", "skipped_files", "bytes"] {
         input.remove(k);
@@ -190,6 +249,8 @@ fn summary_export_and_diff_read_a_bucket_as_a_directory() {
         .send_empty()
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
+    // The same TLS stack as the analyzer's (reqwest has no provider of its own).
+    seedance_analyze::remote::tls_provider();
     let store = object_store::aws::AmazonS3Builder::new()
         .with_endpoint(&moto.endpoint)
         .with_allow_http(true)
@@ -199,37 +260,9 @@ fn summary_export_and_diff_read_a_bucket_as_a_directory() {
         .with_region("us-east-1")
         .build()
         .unwrap();
-    let objects = objects();
+    let objects = objects(OBJECTS);
     let dir = tempfile::tempdir().unwrap();
-    for (key, data) in &objects {
-        let p = dir.path().join("traces").join(key);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, data).unwrap();
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let results: Vec<_> = futures::stream::iter(&objects)
-            .map(|(key, data)| {
-                let store = &store;
-                async move {
-                    store
-                        .put(
-                            &object_store::path::Path::from(format!("runs/1/{key}")),
-                            PutPayload::from(data.clone()),
-                        )
-                        .await
-                }
-            })
-            .buffer_unordered(32)
-            .collect()
-            .await;
-        for r in results {
-            r.unwrap();
-        }
-    });
+    upload(&store, &objects, "runs/1/", &dir.path().join("traces"));
     let local = dir.path().join("traces");
     let local = local.to_str().unwrap();
     let url = format!("s3://{BUCKET}/runs/1/");
@@ -266,6 +299,21 @@ fn summary_export_and_diff_read_a_bucket_as_a_directory() {
     // diff of the bucket against the directory: nothing new.
     let (code, _, err) = analyze(&["diff", "--fail-on", "new", &url, local], &moto.endpoint);
     assert_eq!(code, 0, "{err}");
+
+    // No certificate in the system's store (a minimal image without ca-certificates; here
+    // SSL_CERT_FILE an empty file and SSL_CERT_DIR an empty directory): the client takes the
+    // bundled roots instead, and reads the bucket as before (the HTTP client needs trust
+    // roots to start, even for http://).
+    let empty = dir.path().join("no-certs.pem");
+    std::fs::write(&empty, "").unwrap();
+    let no_certs = dir.path().join("no-certs");
+    std::fs::create_dir(&no_certs).unwrap();
+    let mut vars = moto_env(&moto.endpoint);
+    vars.push(("SSL_CERT_FILE", empty.to_str().unwrap()));
+    vars.push(("SSL_CERT_DIR", no_certs.to_str().unwrap()));
+    let (code, bare, err) = analyze_env(&["summary", "--format", "json", &url], &vars);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(bare, from_s3);
 
     // A bucket that does not exist is an error naming the URL, exit 2.
     let (code, _, err) = analyze(&["summary", "s3://no-such-bucket/x/"], &moto.endpoint);

@@ -1,6 +1,7 @@
-//! A build without the `remote` feature (the default, and the wheel's): an object-storage
-//! URL is refused with exit 2 and one line that names the feature, never read as a local
-//! path that does not exist. With the feature, `s3.rs` reads a bucket on a moto server.
+//! A build without the `remote` feature (`cargo test -p seedance-analyze
+//! --no-default-features`; every shipped build has it): an object-storage URL is refused with
+//! exit 2 and one line saying so, never read as a local path that does not exist. With the
+//! feature, `s3.rs` and `s3rver.rs` read buckets.
 #![cfg(not(feature = "remote"))]
 
 use crate::run;
@@ -15,8 +16,8 @@ fn an_object_storage_url_names_the_missing_feature() {
         assert!(
             err.contains(
                 "s3://traces/fleet/: this seedance-analyze was built without object-storage \
-                 support; build it with `cargo build --release --features \
-                 seedance-analyze/remote`"
+                 support (--no-default-features); build it with `cargo build --release`, or \
+                 copy the traces to a local directory\n"
             ),
             "{cmd:?}: {err}"
         );
