@@ -250,7 +250,7 @@ fn summary_export_and_diff_read_a_bucket_as_a_directory() {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
     // The same TLS stack as the analyzer's (reqwest has no provider of its own).
-    seedance_analyze::remote::tls_provider();
+    seedance_analyze::read::remote::tls_provider();
     let store = object_store::aws::AmazonS3Builder::new()
         .with_endpoint(&moto.endpoint)
         .with_allow_http(true)

@@ -121,7 +121,7 @@ fn summary_reads_a_bucket_over_https_with_signed_requests() {
     );
 
     // The objects, through the same client the analyzer uses, trusting the test's CA only.
-    seedance_analyze::remote::tls_provider();
+    seedance_analyze::read::remote::tls_provider();
     let options = object_store::ClientOptions::new()
         .with_no_system_certificates(true)
         .with_root_certificate(object_store::Certificate::from_pem(ca.as_bytes()).unwrap());
