@@ -118,7 +118,7 @@ fn main() -> ExitCode {
     // output and exits 0.
     let cli = Cli::parse();
     if cli.version {
-        print!("{}", version_text());
+        out(&version_text());
         return ExitCode::SUCCESS;
     }
     match cli.command {
@@ -139,7 +139,7 @@ fn main() -> ExitCode {
         }),
         Some(Cmd::FakeDriver { print_path }) => fake_driver(print_path),
         None => {
-            eprintln!("seedance-fix: give a command: seedance-fix run -- CMD ARGS... (see --help)");
+            err("seedance-fix: give a command: seedance-fix run -- CMD ARGS... (see --help)\n");
             ExitCode::from(2)
         }
     }
@@ -188,10 +188,10 @@ fn fake_driver(print_path: bool) -> ExitCode {
         ),
     };
     if print_path {
-        println!("{}", dir.display());
+        out(&format!("{}\n", dir.display()));
         return ExitCode::SUCCESS;
     }
-    print!("{}", fake_driver_text(&dir, &file, nvml.as_deref()));
+    out(&fake_driver_text(&dir, &file, nvml.as_deref()));
     ExitCode::SUCCESS
 }
 
@@ -262,7 +262,21 @@ impl TraceDir {
 }
 
 fn say(msg: &str) {
-    eprintln!("seedance-fix: {msg}");
+    err(&format!("seedance-fix: {msg}\n"));
+}
+
+/// Writes `text` to stdout. A reader that went away (a closed pipe) loses the text, never the
+/// command's exit status: `print!` would panic and exit 101.
+fn out(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes()).and_then(|()| o.flush());
+}
+
+/// Writes `text` to stderr, as [`out`] does to stdout.
+fn err(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 fn run(a: RunArgs) -> ExitCode {
@@ -517,7 +531,9 @@ fn report_run(traces: TraceDir, before: &HashSet<PathBuf>, html: Option<&Path>, 
     if speak {
         let r = report.as_ref().expect("checked above");
         let text = summary::sections(r);
-        eprint!("\nseedance-fix: what the shim saw in this run\n{text}");
+        err(&format!(
+            "\nseedance-fix: what the shim saw in this run\n{text}"
+        ));
     }
     let refused = report
         .as_ref()

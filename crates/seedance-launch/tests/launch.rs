@@ -69,6 +69,23 @@ fn a_healthy_program_runs_unchanged_and_quietly() {
 }
 
 #[test]
+fn a_closed_stderr_pipe_leaves_the_exit_status_the_commands() {
+    // `seedance-fix run ... 2>&1 | head -3`: the reader goes away before the summary is
+    // written. The launcher's own lines are lost; its status stays the command's (0 here).
+    // Before, eprint! panicked on the broken pipe and the launcher exited 101.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = run_fake(tmp.path(), &[], "ordinals", &["1"])
+        .env("CUDA_VISIBLE_DEVICES", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
 fn a_repaired_fault_is_summarized_and_the_trace_kept() {
     let tmp = tempfile::tempdir().unwrap();
     let traces = tmp.path().join("new/traces");

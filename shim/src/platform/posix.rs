@@ -160,6 +160,35 @@ pub fn write_fd(fd: c_int, mut buf: &[u8]) {
     }
 }
 
+/// Writes `buf` to `fd` as [`write_fd`] does, with SIGPIPE held off the calling thread: a
+/// reader that went away (stderr a pipe whose reader exited) costs the line, never the
+/// program, which natively would not have written there. The signal the kernel raised for
+/// the failed write is taken back, unless one was pending before.
+pub fn write_fd_no_sigpipe(fd: c_int, buf: &[u8]) {
+    // SAFETY: sigset_t values are plain data, each initialised by sigemptyset / sigpending /
+    // pthread_sigmask before it is read; every pointer is to a local.
+    unsafe {
+        let mut pipe: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &pipe, &mut old) != 0 {
+            return;
+        }
+        libc::sigpending(&mut pending);
+        let was_pending = libc::sigismember(&pending, libc::SIGPIPE) == 1;
+        write_fd(fd, buf);
+        libc::sigpending(&mut pending);
+        if !was_pending && libc::sigismember(&pending, libc::SIGPIPE) == 1 {
+            let mut sig: c_int = 0;
+            // Returns at once: the signal is pending and blocked.
+            libc::sigwait(&pipe, &mut sig);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+    }
+}
+
 /// Every signal blocked in the calling thread until dropped, then its mask put back as it
 /// was. A thread created meanwhile inherits the full mask (pthread_create(3)), so it blocks
 /// every signal from its first instruction: the program's handlers never run on a thread of

@@ -6,7 +6,8 @@
 //! that pointed it at a log file (`dup2`) before its first CUDA call gets the lines there;
 //! one that changes it later loses them. Where descriptor 2 was closed when the shim first
 //! looked, no line is ever written. Every line is one line: its control characters are
-//! escaped (`seedance_core::text::escape_controls`).
+//! escaped (`seedance_core::text::escape_controls`). A descriptor 2 whose reader went away
+//! (a pipe to `head`) loses the line; the program gets no SIGPIPE from the shim.
 //!
 //! Below the configuration, the guard and [`crate::rt::stderr`] (all three write through
 //! it); callers keep cancellation off around it (`write` is a cancellation point).
@@ -35,5 +36,5 @@ pub fn write_line(msg: &str) {
         return;
     }
     let line = format!("seedance: {}\n", seedance_core::text::escape_controls(msg));
-    platform::write_fd(2, line.as_bytes());
+    platform::write_fd_no_sigpipe(2, line.as_bytes());
 }
