@@ -350,7 +350,7 @@ fn without_a_shim_the_command_runs_as_without_it() {
     let alone = tmp.path().join("bin");
     std::fs::create_dir(&alone).unwrap();
     let exe = alone.join("seedance-fix");
-    std::fs::copy(launcher(), &exe).unwrap();
+    place_launcher(&exe);
     let out = command(
         &exe,
         tmp.path(),
@@ -417,11 +417,24 @@ fn a_device_refused_above_the_driver_gets_one_line() {
 
 /// The launcher copied to `root/bin/seedance-fix`, with empty files at the `files` paths
 /// under `root` (an install layout; only the paths matter to `fake-driver`).
+/// The launcher at `exe`: a hard link where the file system allows one, so that no
+/// descriptor open for writing exists that a program spawned meanwhile by another test could
+/// inherit (exec of a file open for writing fails with "Text file busy", seen under load);
+/// else a copy written under another name and renamed into place.
+fn place_launcher(exe: &Path) {
+    if std::fs::hard_link(launcher(), exe).is_ok() {
+        return;
+    }
+    let tmp = exe.with_extension("partial");
+    std::fs::copy(launcher(), &tmp).unwrap();
+    std::fs::rename(&tmp, exe).unwrap();
+}
+
 fn installed(root: &Path, files: &[&str]) -> PathBuf {
     let bin = root.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let exe = bin.join("seedance-fix");
-    std::fs::copy(launcher(), &exe).unwrap();
+    place_launcher(&exe);
     for f in files {
         let p = root.join(f);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
