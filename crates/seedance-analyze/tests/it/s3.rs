@@ -77,29 +77,43 @@ fn start(exe: &Path) -> Moto {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    // Werkzeug says "Running on http://127.0.0.1:PORT" once it listens; at most 200 lines.
-    let mut ready = false;
-    for _ in 0..200 {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        seen.push_str(&line);
-        if line.contains("Running on") {
-            ready = true;
-            break;
-        }
-    }
+    // Werkzeug says "Running on http://127.0.0.1:PORT" once it listens.
+    let ready = wait_for_line(child.stderr.take().unwrap(), |line| {
+        line.contains("Running on").then_some(())
+    });
     let moto = Moto {
         child,
         endpoint: format!("http://127.0.0.1:{port}"),
     };
-    assert!(ready, "moto_server did not start:\n{seen}");
-    // Its request log, drained so that the pipe never fills.
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    if let Err(seen) = ready {
+        panic!("moto_server did not start:\n{seen}");
+    }
     moto
+}
+
+/// Reads a server's log until a line `ready` accepts (at most 200 lines), then drains the
+/// rest on a thread so that the pipe never fills. `Err` holds what was read when no line
+/// was accepted; the caller owns the child first, so that it is stopped when it panics.
+pub(crate) fn wait_for_line<T>(
+    log: impl std::io::Read + Send + 'static,
+    ready: impl Fn(&str) -> Option<T>,
+) -> Result<T, String> {
+    let mut log = BufReader::new(log);
+    let mut seen = String::new();
+    let mut found = None;
+    for _ in 0..200 {
+        let mut line = String::new();
+        if log.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        found = ready(&line);
+        if found.is_some() {
+            break;
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
+    found.ok_or(seen)
 }
 
 /// Trace `i`: a session start, a failing call and an exit summary of pid 10000 + i.

@@ -11,10 +11,9 @@
 //! unless `SEEDANCE_REQUIRE_S3RVER=1`, when it fails (`.ci/run` installs s3rver and sets the
 //! variable).
 
-use crate::s3::{analyze_env, comparable, find_on_path, objects, upload};
+use crate::s3::{analyze_env, comparable, find_on_path, objects, upload, wait_for_line};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -70,28 +69,19 @@ fn start(exe: &Path, dir: &Path, cert: &Path, key: &Path) -> S3rver {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut seen = String::new();
-    // "S3rver listening on 127.0.0.1:PORT" once it listens; at most 200 lines.
-    let mut port = None;
-    for _ in 0..200 {
-        let mut line = String::new();
-        if out.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        seen.push_str(&line);
-        if let Some(addr) = line.trim().strip_prefix("S3rver listening on 127.0.0.1:") {
-            port = addr.parse::<u16>().ok();
-            break;
-        }
-    }
+    // "S3rver listening on 127.0.0.1:PORT" once it listens.
+    let port = wait_for_line(child.stdout.take().unwrap(), |line| {
+        line.trim()
+            .strip_prefix("S3rver listening on 127.0.0.1:")
+            .and_then(|addr| addr.parse::<u16>().ok())
+    });
     let server = S3rver {
         child,
-        endpoint: format!("https://127.0.0.1:{}", port.unwrap_or(0)),
+        endpoint: format!("https://127.0.0.1:{}", port.as_ref().copied().unwrap_or(0)),
     };
-    assert!(port.is_some(), "s3rver did not start:\n{seen}");
-    // Its request log, drained so that the pipe never fills.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    if let Err(seen) = port {
+        panic!("s3rver did not start:\n{seen}");
+    }
     server
 }
 
